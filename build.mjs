@@ -1,0 +1,60 @@
+// Bundles src/main.ts into dist/proxy.js: one readable, unminified CommonJS file that imports
+// nothing but node: built-ins. Fails if anything from outside src/ would be bundled.
+import { build } from 'esbuild';
+import { readFileSync, statSync } from 'node:fs';
+import { builtinModules } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.dirname(fileURLToPath(import.meta.url));
+const srcDir = path.join(root, 'src') + path.sep;
+const outfile = path.join(root, 'dist', 'proxy.js');
+const builtins = new Set(builtinModules);
+
+const onlySrcAndBuiltins = {
+  name: 'only-src-and-node-builtins',
+  setup(b) {
+    b.onResolve({ filter: /.*/ }, (args) => {
+      if (args.kind === 'entry-point') return undefined;
+      if (args.path.startsWith('node:')) {
+        if (!builtins.has(args.path.slice(5))) return { errors: [{ text: `${args.path} is not a Node built-in` }] };
+        return { path: args.path, external: true };
+      }
+      if (!args.path.startsWith('.')) {
+        return { errors: [{ text: `"${args.path}" imported by ${path.relative(root, args.importer)}: only node: built-ins (with the node: prefix) and files in src/ may be bundled` }] };
+      }
+      const resolved = path.resolve(args.resolveDir, args.path);
+      if (!resolved.startsWith(srcDir)) {
+        return { errors: [{ text: `${path.relative(root, resolved)} is outside src/ and may not be bundled` }] };
+      }
+      return undefined;
+    });
+  },
+};
+
+await build({
+  entryPoints: [path.join(root, 'src', 'main.ts')],
+  outfile,
+  bundle: true,
+  platform: 'node',
+  target: 'node20',
+  format: 'cjs',
+  minify: false,
+  sourcemap: false,
+  legalComments: 'inline',
+  banner: { js: '#!/usr/bin/env node\n// credential-proxy: bundled from src/ by build.mjs. Imports only node: built-ins.' },
+  plugins: [onlySrcAndBuiltins],
+  logLevel: 'warning',
+});
+
+// Belt and braces: the output must require nothing but node: built-ins.
+const bundled = readFileSync(outfile, 'utf8');
+const requires = [...bundled.matchAll(/\brequire\(\s*["']([^"']+)["']\s*\)/g)].map((m) => m[1]);
+const foreign = requires.filter((r) => !r.startsWith('node:'));
+if (foreign.length > 0) {
+  console.error(`build: dist/proxy.js requires non-builtin modules: ${[...new Set(foreign)].join(', ')}`);
+  process.exit(1);
+}
+if (!process.env.BUILD_QUIET) {
+  console.log(`build: dist/proxy.js ${(statSync(outfile).size / 1024).toFixed(1)} KiB, requires ${[...new Set(requires)].join(', ')}`);
+}

@@ -1,0 +1,52 @@
+// Parsing of listen addresses and durations given on the command line. Pure; errors name the
+// flag and the accepted forms so that a typo is fixed from the message alone.
+
+export interface ListenAddress {
+  /** undefined: every interface. */
+  readonly host: string | undefined;
+  readonly port: number;
+}
+
+const PORT = /^\d{1,5}$/;
+const HOST_NAME = /^[A-Za-z0-9.-]+$/;
+const IPV6 = /^[0-9A-Fa-f:.]+$/;
+
+export function parseListenAddress(flag: string, text: string): ListenAddress {
+  const fail = (): never => {
+    throw new Error(`--${flag}: "${text}" is not a listen address; use :PORT, HOST:PORT or [IPV6]:PORT (port 0 picks a free port)`);
+  };
+  let host: string | undefined;
+  let portText: string;
+  if (text.startsWith('[')) {
+    const close = text.indexOf(']');
+    if (close < 0 || text[close + 1] !== ':') return fail();
+    host = text.slice(1, close);
+    if (!IPV6.test(host) || !host.includes(':')) return fail();
+    portText = text.slice(close + 2);
+  } else {
+    const colon = text.lastIndexOf(':');
+    if (colon < 0) return fail();
+    host = colon === 0 ? undefined : text.slice(0, colon);
+    if (host !== undefined && !HOST_NAME.test(host)) return fail();
+    portText = text.slice(colon + 1);
+  }
+  if (!PORT.test(portText)) return fail();
+  const port = Number(portText);
+  if (port > 65535) return fail();
+  return { host, port };
+}
+
+export function formatAddress(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** "500ms", "30s", "5m", "1h"; "0" disables. Returns milliseconds. */
+export function parseDuration(flag: string, text: string): number {
+  if (text === '0') return 0;
+  const m = DURATION.exec(text);
+  if (!m) throw new Error(`--${flag}: "${text}" is not a duration; use a number with ms, s, m or h (e.g. 30s), or 0 to disable`);
+  return Math.round(Number(m[1]) * UNIT_MS[m[2]!]!);
+}

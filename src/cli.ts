@@ -1,0 +1,109 @@
+// Command line: subcommand, flags and their defaults, and the usage text. Pure: argv in,
+// options out; a mistake throws a UsageError whose message says what to type instead.
+import { parseArgs } from 'node:util';
+import { parseDuration, parseListenAddress, type ListenAddress } from './address.ts';
+
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+export type Command = 'serve' | 'git-config' | 'help' | 'version';
+const COMMANDS: readonly Command[] = ['serve', 'git-config', 'help', 'version'];
+
+export interface ServeOptions {
+  readonly gitListen: ListenAddress;
+  readonly gitHostsFile: string | undefined;
+  readonly headerTimeoutMs: number;
+  readonly idleTimeoutMs: number;
+  readonly upstreamConnectTimeoutMs: number;
+  readonly upstreamIdleTimeoutMs: number;
+  readonly shutdownGraceMs: number;
+}
+
+export interface CommandLine {
+  readonly command: Command;
+  readonly options: ServeOptions;
+}
+
+/** Flag name, default, and one line of help: the single source for parsing and usage text. */
+const FLAGS = {
+  'git-auth-listen': { default: ':8447', help: 'git proxy listen address (:PORT, HOST:PORT, [V6]:PORT)' },
+  'git-hosts': { default: undefined, help: 'JSON file with more git hosts (see README, "Hosts file")' },
+  'header-timeout': { default: '30s', help: 'time a client has to send its request head' },
+  'idle-timeout': { default: '60s', help: 'idle keep-alive client connections are closed after this' },
+  'upstream-connect-timeout': { default: '10s', help: 'TCP connect + TLS handshake to an upstream (504 after)' },
+  'upstream-idle-timeout': { default: '5m', help: 'no byte moving on the upstream leg for this long ends the request (504, or a cut stream)' },
+  'shutdown-grace': { default: '30s', help: 'on SIGTERM/SIGINT, how long in-flight requests may finish' },
+} as const satisfies Record<string, { default: string | undefined; help: string }>;
+
+type FlagName = keyof typeof FLAGS;
+
+export function usage(): string {
+  const flagLines = (Object.keys(FLAGS) as FlagName[]).map((name) => {
+    const f = FLAGS[name];
+    const dflt = f.default === undefined ? '' : ` (default ${f.default})`;
+    return `  --${name.padEnd(26)} ${f.help}${dflt}`;
+  });
+  return [
+    'usage: node proxy.js [serve] [flags]     start the listeners enabled by the environment',
+    '       node proxy.js git-config [--git-hosts FILE]   print the workload git configuration',
+    '       node proxy.js --help | --version',
+    '',
+    'flags (--flag value or --flag=value):',
+    ...flagLines,
+    '',
+    'The git listener starts when a git host token is set (GIT_HOST_A_TOKEN, GIT_HOST_B_TOKEN,',
+    'or a token of the --git-hosts file) or GIT_AUTH_ENABLED=true. See README for every variable.',
+  ].join('\n');
+}
+
+export function parseCommandLine(argv: readonly string[]): CommandLine {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      strict: true,
+      allowPositionals: true,
+      options: {
+        ...Object.fromEntries((Object.keys(FLAGS) as FlagName[]).map((n) => [n, { type: 'string' as const }])),
+        help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean' },
+      },
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const { positionals } = parsed;
+  const values = parsed.values as Record<string, string | boolean | undefined>;
+  if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
+  let command: Command = 'serve';
+  if (positionals[0] !== undefined) {
+    if (!COMMANDS.includes(positionals[0] as Command)) throw new UsageError(`unknown command "${positionals[0]}"`);
+    command = positionals[0] as Command;
+  }
+  if (values.help) command = 'help';
+  else if (values.version) command = 'version';
+
+  const str = (name: FlagName): string | undefined => (values[name] as string | undefined) ?? FLAGS[name].default;
+  const duration = (name: FlagName) => wrap(() => parseDuration(name, str(name)!));
+  return {
+    command,
+    options: {
+      gitListen: wrap(() => parseListenAddress('git-auth-listen', str('git-auth-listen')!)),
+      gitHostsFile: str('git-hosts'),
+      headerTimeoutMs: duration('header-timeout'),
+      idleTimeoutMs: duration('idle-timeout'),
+      upstreamConnectTimeoutMs: duration('upstream-connect-timeout'),
+      upstreamIdleTimeoutMs: duration('upstream-idle-timeout'),
+      shutdownGraceMs: duration('shutdown-grace'),
+    },
+  };
+}
+
+function wrap<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}

@@ -1,0 +1,30 @@
+// Builds the Authorization header for a git host from credentials read at request time.
+import { ERRORS, type ProxyError } from './errors.ts';
+import type { AuthType } from './hosts.ts';
+import type { SecretRead } from './secret.ts';
+
+export type Credential =
+  | {
+      readonly ok: true;
+      readonly authorization: string;
+      /** Strings that must never appear in anything we return to a workload. */
+      readonly secrets: readonly string[];
+    }
+  | { readonly ok: false; readonly error: ProxyError };
+
+function failure(read: SecretRead & { ok: false }): Credential {
+  return { ok: false, error: read.reason === 'missing' ? ERRORS.credentialMissing : ERRORS.credentialInvalid };
+}
+
+export function injectCredential(authType: AuthType, token: SecretRead, username: SecretRead | undefined): Credential {
+  if (!token.ok) return failure(token);
+  if (authType === 'bearer') {
+    return { ok: true, authorization: `Bearer ${token.value}`, secrets: [token.value] };
+  }
+  if (username === undefined) return { ok: false, error: ERRORS.credentialMissing };
+  if (!username.ok) return failure(username);
+  // RFC 7617: the user-id cannot contain a colon; it would shift the token boundary.
+  if (username.value.includes(':')) return { ok: false, error: ERRORS.credentialInvalid };
+  const basic = Buffer.from(`${username.value}:${token.value}`).toString('base64');
+  return { ok: true, authorization: `Basic ${basic}`, secrets: [token.value, basic] };
+}

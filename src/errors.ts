@@ -1,0 +1,99 @@
+// Every error the proxy itself produces, in one table: a stable code, an HTTP status and a
+// fixed message. Messages never carry request data, upstream error text or credentials; each
+// listener only decides how to render them (git: one text/plain line, gateway: OpenAI JSON).
+
+export interface ProxyError {
+  readonly code: string;
+  readonly status: number;
+  readonly message: string;
+}
+
+function def(code: string, status: number, message: string): ProxyError {
+  return Object.freeze({ code, status, message });
+}
+
+export const ERRORS = {
+  absoluteForm: def('absolute_form', 400, 'absolute-form request targets are not accepted: this is a reverse proxy, send the path only'),
+  barePath: def('bare_path', 400, 'the path must start with /<git host>/: configure git with the output of `proxy.js git-config`'),
+  hostNotRegistered: def('host_not_registered', 403, 'that git host is not in the proxy registry'),
+  pathRejected: def('path_rejected', 403, 'the repository path contains a forbidden segment or character (dot segments, encoded separators, backslash, semicolon)'),
+  notGitRoute: def('not_git_route', 403, 'only git smart-HTTP requests are forwarded (info/refs, git-upload-pack, git-receive-pack)'),
+  methodNotAllowed: def('method_not_allowed', 405, 'method not allowed for this git route'),
+  credentialMissing: def('credential_missing', 503, 'no credential is configured for that git host: the operator must set its token'),
+  credentialInvalid: def('credential_invalid', 503, 'the credential configured for that git host is not a valid header value: the operator must fix it'),
+  upstreamUnreachable: def('upstream_unreachable', 502, 'the upstream could not be reached'),
+  upstreamTls: def('upstream_tls', 502, 'the upstream TLS certificate could not be verified'),
+  upstreamProtocol: def('upstream_protocol', 502, 'the upstream sent a malformed HTTP response'),
+  upstreamTimeout: def('upstream_timeout', 504, 'the upstream did not answer in time'),
+  draining: def('draining', 503, 'the proxy is shutting down'),
+  internal: def('internal', 500, 'internal proxy error'),
+} as const;
+
+// What went wrong on the upstream leg. Transport error codes are mapped in exactly one place.
+export type UpstreamFailure =
+  | 'connect_refused'
+  | 'dns'
+  | 'tls'
+  | 'reset'
+  | 'connect_timeout'
+  | 'idle_timeout'
+  | 'protocol'
+  | 'other';
+
+/** An upstream-leg failure. `cause` is kept for the log, never shown to a client. */
+export class UpstreamError extends Error {
+  override readonly name = 'UpstreamError';
+  constructor(readonly kind: UpstreamFailure, options?: { cause?: unknown }) {
+    super(`upstream ${kind}`, options);
+  }
+}
+
+export function classifyUpstreamError(err: unknown): UpstreamFailure {
+  if (err instanceof UpstreamError) return err.kind;
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return 'other';
+  switch (code) {
+    case 'ECONNREFUSED':
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+    case 'EADDRNOTAVAIL':
+      return 'connect_refused';
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return 'dns';
+    case 'ECONNRESET':
+    case 'EPIPE':
+    case 'ECONNABORTED':
+    case 'ERR_STREAM_PREMATURE_CLOSE':
+      return 'reset';
+    case 'ETIMEDOUT':
+      return 'connect_timeout';
+  }
+  if (code.startsWith('HPE_')) return 'protocol';
+  if (
+    code.startsWith('ERR_TLS_') ||
+    code.startsWith('ERR_SSL_') ||
+    code.startsWith('CERT_') ||
+    code.startsWith('UNABLE_TO_') ||
+    code === 'DEPTH_ZERO_SELF_SIGNED_CERT' ||
+    code === 'SELF_SIGNED_CERT_IN_CHAIN'
+  ) {
+    return 'tls';
+  }
+  return 'other';
+}
+
+/** The error a client gets for an upstream failure that happened before any response byte. */
+export function errorForUpstreamFailure(kind: UpstreamFailure): ProxyError {
+  switch (kind) {
+    case 'connect_timeout':
+    case 'idle_timeout':
+      return ERRORS.upstreamTimeout;
+    case 'tls':
+      return ERRORS.upstreamTls;
+    case 'protocol':
+      return ERRORS.upstreamProtocol;
+    default:
+      return ERRORS.upstreamUnreachable;
+  }
+}

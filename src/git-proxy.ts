@@ -1,0 +1,113 @@
+// The git credential-injecting reverse proxy: one request handler over the shared forwarding
+// code. Every decision is made by a pure function (route, credential, headers); this file only
+// puts them in order and writes the access log line.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Agent } from 'node:https';
+import { randomUUID } from 'node:crypto';
+import { injectCredential } from './credentials.ts';
+import { errorForUpstreamFailure, type ProxyError, type UpstreamError } from './errors.ts';
+import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type UpstreamTimeouts } from './forward.ts';
+import { gitUpstreamHeaders, scrubResponseHeaders } from './headers.ts';
+import type { HostConfig } from './hosts.ts';
+import { parseGitRoute, pathForLog } from './git-route.ts';
+import { elapsedMs, type LogSink } from './log.ts';
+import type { SecretSource } from './secret.ts';
+
+export interface GitUpstream {
+  readonly config: HostConfig;
+  readonly agent: Agent;
+  readonly token: SecretSource;
+  readonly username: SecretSource | undefined;
+}
+
+export interface GitProxyDeps {
+  readonly hosts: ReadonlyMap<string, GitUpstream>;
+  readonly timeouts: UpstreamTimeouts;
+  readonly log: LogSink;
+}
+
+/** Proxy-made errors are one text/plain line: git shows it, and it never holds a credential. */
+export function sendGitError(req: IncomingMessage, res: ServerResponse, error: ProxyError, allow?: string): void {
+  const body = `git-auth-proxy: ${error.message}\n`;
+  const headers: Record<string, string | number> = {
+    'content-type': 'text/plain; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+    'cache-control': 'no-store',
+  };
+  if (allow) headers.allow = allow;
+  // An unread request body (a rejected push) is not worth draining: close after answering.
+  if (!req.complete) headers.connection = 'close';
+  res.writeHead(error.status, headers);
+  res.end(body);
+}
+
+export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    const startedAt = performance.now();
+    const method = req.method ?? '';
+    const target = req.url ?? '';
+    const exchange = newExchange();
+    const requestId = randomUUID();
+    let host: string | undefined;
+    let route: string | undefined;
+
+    const logDone = (status: number, error?: string) =>
+      deps.log({
+        event: 'request',
+        listener: 'git',
+        request_id: requestId,
+        method,
+        host,
+        route,
+        path: pathForLog(target),
+        status,
+        duration_ms: elapsedMs(startedAt, performance.now()),
+        bytes_in: exchange.bytesIn,
+        bytes_out: exchange.bytesOut,
+        error: error ?? exchange.failure,
+      });
+    const reject = (error: ProxyError, allow?: string) => {
+      sendGitError(req, res, error, allow);
+      logDone(error.status, error.code);
+    };
+
+    const parsed = parseGitRoute(method, target, (key) => deps.hosts.has(key));
+    if (!parsed.ok) return reject(parsed.error, parsed.allow);
+    host = parsed.hostKey;
+    route = parsed.route;
+    const upstream = deps.hosts.get(parsed.hostKey)!;
+
+    const credential = injectCredential(upstream.config.authType, upstream.token.read(), upstream.username?.read());
+    if (!credential.ok) return reject(credential.error);
+
+    const call = openUpstream(
+      {
+        agent: upstream.agent,
+        hostname: upstream.config.hostname,
+        port: upstream.config.port,
+        method,
+        path: parsed.upstreamPath,
+        headers: gitUpstreamHeaders(req.headers, upstream.config.key, credential.authorization),
+      },
+      deps.timeouts,
+      method === 'POST' ? req : null,
+      exchange,
+    );
+    abortUpstreamOnClientClose(res, call, exchange);
+
+    call.response.then(
+      async (upstreamRes) => {
+        const status = upstreamRes.statusCode ?? 502;
+        await relayResponse(res, upstreamRes, scrubResponseHeaders(upstreamRes.rawHeaders, credential.secrets), exchange);
+        // 401 from the upstream means our credential was refused: an operator problem.
+        logDone(status, exchange.failure ?? (status === 401 ? 'upstream_rejected_credential' : undefined));
+      },
+      (err: UpstreamError) => {
+        const error = errorForUpstreamFailure(err.kind);
+        if (res.headersSent || res.destroyed) return logDone(0, exchange.failure);
+        sendGitError(req, res, error);
+        logDone(error.status, exchange.failure);
+      },
+    );
+  };
+}

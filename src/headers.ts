@@ -1,0 +1,102 @@
+// Which headers cross the proxy, in each direction. Pure functions over Node's header shapes.
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+
+// RFC 9110 §7.6.1: connection-specific headers are never forwarded.
+const HOP_BY_HOP: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+// Headers that carry a credential or a session; never relayed to a workload.
+const CREDENTIAL_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
+  'authorization',
+  'proxy-authorization',
+  'set-cookie',
+  'set-cookie2',
+  'www-authenticate',
+  'proxy-authenticate',
+]);
+
+/** Header names listed in `Connection`, lower-cased. They are hop-by-hop too. */
+export function connectionNamed(value: string | string[] | undefined): Set<string> {
+  const names = new Set<string>();
+  if (value === undefined) return names;
+  for (const part of Array.isArray(value) ? value : [value]) {
+    for (const token of part.split(',')) {
+      const name = token.trim().toLowerCase();
+      if (name) names.add(name);
+    }
+  }
+  return names;
+}
+
+/** Throws if a value we are about to set could split the header block. */
+export function assertHeaderValue(name: string, value: string): string {
+  if (/[\r\n\0]/.test(value)) throw new Error(`refusing to set header ${name}: value contains CR, LF or NUL`);
+  return value;
+}
+
+// Everything git's smart-HTTP client sends that a server may use. An allowlist, so that a
+// header nobody thought of (X-Forwarded-*, a provider's API-version or impersonation header)
+// cannot ride along with our credential.
+export const GIT_REQUEST_HEADERS: ReadonlySet<string> = new Set([
+  'accept',
+  'accept-encoding',
+  'accept-language',
+  'cache-control',
+  'content-encoding',
+  'content-length',
+  'content-type',
+  'git-protocol',
+  'pragma',
+  'user-agent',
+]);
+
+/**
+ * Upstream headers for a git request: the allowlisted client headers, minus any the client
+ * named in `Connection` (evaluated before ours are added, so a client cannot strip what the
+ * proxy sets), then Host from the registry and our Authorization.
+ */
+export function gitUpstreamHeaders(incoming: IncomingHttpHeaders, host: string, authorization: string): OutgoingHttpHeaders {
+  const dropped = connectionNamed(incoming.connection);
+  const out: OutgoingHttpHeaders = {};
+  for (const name of Object.keys(incoming)) {
+    if (GIT_REQUEST_HEADERS.has(name) && !dropped.has(name)) out[name] = incoming[name];
+  }
+  // A body framed by chunked encoding from the client is re-framed by Node on our leg; a
+  // Content-Length is only meaningful when the client did not also send Transfer-Encoding.
+  if (incoming['transfer-encoding'] !== undefined) delete out['content-length'];
+  out.host = assertHeaderValue('host', host);
+  out.authorization = assertHeaderValue('authorization', authorization);
+  return out;
+}
+
+/**
+ * Response headers relayed to the workload, as a flat [name, value, ...] list that keeps the
+ * upstream's order and case. Drops hop-by-hop headers, credential-bearing headers, and any
+ * header whose value contains one of `secrets` (an upstream echoing our token back).
+ */
+export function scrubResponseHeaders(rawHeaders: readonly string[], secrets: readonly string[]): string[] {
+  let dropped: Set<string> | undefined;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() === 'connection') {
+      dropped ??= new Set();
+      for (const n of connectionNamed(rawHeaders[i + 1])) dropped.add(n);
+    }
+  }
+  const out: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    const value = rawHeaders[i + 1]!;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || CREDENTIAL_RESPONSE_HEADERS.has(lower) || dropped?.has(lower)) continue;
+    if (secrets.some((s) => value.includes(s))) continue;
+    out.push(name, value);
+  }
+  return out;
+}

@@ -1,0 +1,167 @@
+// The git host registry: the only upstreams the git listener will ever contact. Built once at
+// start-up from the environment (GIT_HOST_A / GIT_HOST_B) and an optional JSON hosts file.
+// Parsing is pure and strict: an unknown or ill-typed field stops start-up with its name.
+import type { SecretRef } from './secret.ts';
+
+export type AuthType = 'bearer' | 'basic';
+
+export type UsernameRef = SecretRef | { readonly literal: string };
+
+export interface HostConfig {
+  /** Registry key, lower case: `host` or `host:port`; the first path segment of a request. */
+  readonly key: string;
+  readonly hostname: string;
+  readonly port: number;
+  readonly authType: AuthType;
+  readonly token: SecretRef;
+  readonly username: UsernameRef | undefined;
+  readonly caFile: string | undefined;
+  readonly tlsInsecureSkipVerify: boolean;
+}
+
+const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+const IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+
+/**
+ * `github.com`, `git.example.com:8443`, `127.0.0.1:9000`. No userinfo, brackets, trailing dot
+ * or IPv6 literal: a key is compared as a plain string against the request's first segment.
+ */
+export function parseHostKey(text: string): { key: string; hostname: string; port: number } | null {
+  const lower = text.toLowerCase();
+  const colon = lower.indexOf(':');
+  const hostname = colon < 0 ? lower : lower.slice(0, colon);
+  let port = 443;
+  if (colon >= 0) {
+    const portText = lower.slice(colon + 1);
+    if (!/^[1-9]\d{0,4}$/.test(portText) || Number(portText) > 65535) return null;
+    port = Number(portText);
+  }
+  if (hostname.length === 0 || hostname.length > 253) return null;
+  if (!IPV4.test(hostname) && !hostname.split('.').every((l) => LABEL.test(l))) return null;
+  return { key: lower, hostname, port };
+}
+
+function envHost(
+  env: NodeJS.ProcessEnv,
+  nameVar: string,
+  fallback: string | undefined,
+  authType: AuthType,
+): HostConfig | undefined {
+  const name = env[nameVar] || fallback;
+  if (name === undefined) return undefined;
+  const parsed = parseHostKey(name);
+  if (!parsed) throw new Error(`${nameVar}: "${name}" is not a host name (host or host:port)`);
+  return {
+    ...parsed,
+    authType,
+    token: { env: `${nameVar}_TOKEN` },
+    username: authType === 'basic' ? { env: `${nameVar}_USERNAME` } : undefined,
+    caFile: undefined,
+    tlsInsecureSkipVerify: false,
+  };
+}
+
+/** GIT_HOST_A: bearer host, default github.com. GIT_HOST_B: basic host, only when set. */
+export function hostsFromEnv(env: NodeJS.ProcessEnv): HostConfig[] {
+  const hosts: HostConfig[] = [];
+  const a = envHost(env, 'GIT_HOST_A', 'github.com', 'bearer');
+  const b = envHost(env, 'GIT_HOST_B', undefined, 'basic');
+  if (a) hosts.push(a);
+  if (b) hosts.push(b);
+  return hosts;
+}
+
+const HOST_FIELDS = new Set([
+  'host',
+  'auth',
+  'tokenEnv',
+  'tokenFile',
+  'username',
+  'usernameEnv',
+  'usernameFile',
+  'caFile',
+  'tlsInsecureSkipVerify',
+]);
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** Parses the --git-hosts JSON file: `{"hosts": [{"host": ..., "auth": ..., ...}]}`. */
+export function parseHostsFile(text: string, fileName: string): HostConfig[] {
+  const fail = (field: string, why: string): never => {
+    throw new Error(`${fileName}: ${field}: ${why}`);
+  };
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (err) {
+    return fail('(file)', `not valid JSON (${(err as Error).message})`);
+  }
+  if (!isObject(doc)) return fail('(file)', 'must be a JSON object with a "hosts" array');
+  for (const k of Object.keys(doc)) if (k !== 'hosts') fail(k, 'unknown field (expected only "hosts")');
+  if (!Array.isArray(doc.hosts)) return fail('hosts', 'must be an array');
+
+  return doc.hosts.map((entry: unknown, i: number): HostConfig => {
+    const at = (f: string) => `hosts[${i}].${f}`;
+    if (!isObject(entry)) return fail(`hosts[${i}]`, 'must be an object');
+    for (const k of Object.keys(entry)) if (!HOST_FIELDS.has(k)) fail(at(k), 'unknown field');
+    const str = (f: string): string | undefined => {
+      const v = entry[f];
+      if (v === undefined) return undefined;
+      if (typeof v !== 'string' || v === '') return fail(at(f), 'must be a non-empty string');
+      return v;
+    };
+    const envName = (f: string): string | undefined => {
+      const v = str(f);
+      if (v !== undefined && !ENV_NAME.test(v)) fail(at(f), 'must be an environment variable name');
+      return v;
+    };
+
+    const hostText = str('host') ?? fail(at('host'), 'is required');
+    const parsed = parseHostKey(hostText) ?? fail(at('host'), `"${hostText}" is not host or host:port`);
+    const auth = str('auth') ?? fail(at('auth'), 'is required ("bearer" or "basic")');
+    if (auth !== 'bearer' && auth !== 'basic') fail(at('auth'), 'must be "bearer" or "basic"');
+
+    const tokenEnv = envName('tokenEnv');
+    const tokenFile = str('tokenFile');
+    if ((tokenEnv === undefined) === (tokenFile === undefined)) fail(at('tokenEnv'), 'exactly one of tokenEnv and tokenFile is required');
+    const token: SecretRef = tokenEnv !== undefined ? { env: tokenEnv } : { file: tokenFile! };
+
+    const userLiteral = str('username');
+    const userEnv = envName('usernameEnv');
+    const userFile = str('usernameFile');
+    const userCount = [userLiteral, userEnv, userFile].filter((v) => v !== undefined).length;
+    let username: UsernameRef | undefined;
+    if (auth === 'basic') {
+      if (userCount !== 1) fail(at('username'), 'basic auth needs exactly one of username, usernameEnv, usernameFile');
+      username = userLiteral !== undefined ? { literal: userLiteral } : userEnv !== undefined ? { env: userEnv } : { file: userFile! };
+    } else if (userCount !== 0) {
+      fail(at('username'), 'only basic auth takes a username');
+    }
+
+    const insecure = entry.tlsInsecureSkipVerify;
+    if (insecure !== undefined && typeof insecure !== 'boolean') fail(at('tlsInsecureSkipVerify'), 'must be true or false');
+
+    return {
+      ...parsed,
+      authType: auth as AuthType,
+      token,
+      username,
+      caFile: str('caFile'),
+      tlsInsecureSkipVerify: insecure === true,
+    };
+  });
+}
+
+/** Environment hosts first, then file hosts; the same key twice is a configuration error. */
+export function mergeHosts(...lists: HostConfig[][]): HostConfig[] {
+  const seen = new Set<string>();
+  const all = lists.flat();
+  for (const h of all) {
+    if (seen.has(h.key)) throw new Error(`git host "${h.key}" is registered twice (environment and/or hosts file)`);
+    seen.add(h.key);
+  }
+  return all;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}

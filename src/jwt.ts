@@ -1,0 +1,134 @@
+/**
+ * HS256 JSON Web Tokens (RFC 7519) that bots present to the gateway.
+ *
+ * Verification fails closed: anything not exactly as issued by signBotToken is rejected. Failure
+ * reasons are fixed phrases and never echo token content, because they end up in logs.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+export interface BotClaims {
+  sub: string;
+  workflow: string;
+  run_id: string;
+  iat: number;
+  exp: number;
+}
+
+export type VerifyResult = { ok: true; claims: BotClaims } | { ok: false; reason: string };
+
+/** Checked before any decoding, so hostile input costs little. Real tokens are a few hundred chars. */
+const MAX_TOKEN_LENGTH = 4096;
+/** RFC 7518 section 3.2: an HS256 key must be at least as long as the hash output. */
+const MIN_KEY_BYTES = 32;
+const HEADER_SEGMENT = base64urlJson({ alg: 'HS256', typ: 'JWT' });
+/** Unpadded base64url only: no '=', '+' or '/'. */
+const BASE64URL_SEGMENT = /^[A-Za-z0-9_-]+$/;
+/** The string claims become log fields and metric labels, so they are restricted to a safe charset. */
+const CLAIM_STRING = /^[A-Za-z0-9._:@/-]{1,128}$/;
+const STRING_CLAIMS = ['sub', 'workflow', 'run_id'] as const;
+
+export function signBotToken(claims: BotClaims, key: Buffer): string {
+  requireStrongKey(key);
+  // Copy the known claims only, so nothing else the caller's object carries gets signed.
+  const { sub, workflow, run_id, iat, exp } = claims;
+  const signingInput = `${HEADER_SEGMENT}.${base64urlJson({ sub, workflow, run_id, iat, exp })}`;
+  return `${signingInput}.${hmacSha256(signingInput, key).toString('base64url')}`;
+}
+
+/** leewaySec is the clock skew tolerated between the signer and us. */
+export function verifyBotToken(
+  token: string,
+  key: Buffer,
+  opts: { nowSec: number; maxLifetimeSec: number; leewaySec: number },
+): VerifyResult {
+  requireStrongKey(key);
+  if (token.length > MAX_TOKEN_LENGTH) return reject('token too long');
+  const segments = token.split('.');
+  if (segments.length !== 3) return reject('malformed token');
+  const [headerSegment, payloadSegment, signatureSegment] = segments;
+  const headerBytes = decodeSegment(headerSegment);
+  const payloadBytes = decodeSegment(payloadSegment);
+  const signature = decodeSegment(signatureSegment);
+  if (headerBytes === null || payloadBytes === null || signature === null) return reject('malformed token');
+
+  // The header is read before the signature is checked so that the algorithm is ours, never the
+  // token's choice: anything but HS256 (e.g. 'none') is refused.
+  const header = parseJsonObject(headerBytes);
+  if (header === null) return reject('malformed header');
+  if (header.alg !== 'HS256') return reject('unsupported algorithm');
+  if (Object.hasOwn(header, 'typ') && header.typ !== 'JWT') return reject('unsupported token type');
+  // We understand no extensions, and RFC 7515 section 4.1.11 requires rejecting tokens that need one.
+  if (Object.hasOwn(header, 'crit')) return reject('unsupported critical header');
+
+  const expectedSignature = hmacSha256(`${headerSegment}.${payloadSegment}`, key);
+  // timingSafeEqual throws on a length mismatch, and the length of an HMAC is no secret.
+  if (signature.length !== expectedSignature.length || !timingSafeEqual(signature, expectedSignature)) {
+    return reject('bad signature');
+  }
+
+  const payload = parseJsonObject(payloadBytes);
+  if (payload === null) return reject('malformed payload');
+  const { exp, iat, nbf } = payload;
+  if (exp === undefined) return reject('missing claim exp');
+  if (!isInteger(exp)) return reject('invalid claim exp');
+  if (iat === undefined) return reject('missing claim iat');
+  if (!isInteger(iat)) return reject('invalid claim iat');
+  if (exp <= opts.nowSec - opts.leewaySec) return reject('expired');
+  if (iat > opts.nowSec + opts.leewaySec) return reject('issued in the future');
+  if (exp <= iat) return reject('exp not after iat');
+  if (exp - iat > opts.maxLifetimeSec) return reject('lifetime too long');
+  if (nbf !== undefined) {
+    if (!isInteger(nbf)) return reject('invalid claim nbf');
+    if (nbf > opts.nowSec + opts.leewaySec) return reject('not yet valid');
+  }
+
+  for (const name of STRING_CLAIMS) {
+    const value = payload[name];
+    if (value === undefined) return reject(`missing claim ${name}`);
+    if (typeof value !== 'string' || !CLAIM_STRING.test(value)) return reject(`invalid claim ${name}`);
+  }
+  // The loop above has checked that these are strings.
+  const { sub, workflow, run_id } = payload as Record<(typeof STRING_CLAIMS)[number], string>;
+  return { ok: true, claims: { sub, workflow, run_id, iat, exp } };
+}
+
+function requireStrongKey(key: Buffer): void {
+  if (key.length < MIN_KEY_BYTES) throw new RangeError(`HS256 key must be at least ${MIN_KEY_BYTES} bytes`);
+}
+
+function reject(reason: string): VerifyResult {
+  return { ok: false, reason };
+}
+
+function hmacSha256(signingInput: string, key: Buffer): Buffer {
+  return createHmac('sha256', key).update(signingInput).digest();
+}
+
+function base64urlJson(value: object): string {
+  return Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
+}
+
+/**
+ * Decodes one unpadded base64url segment. Node's decoder silently skips invalid characters and
+ * ignores unused trailing bits, so the segment must also be exactly the canonical encoding of its
+ * bytes; otherwise several spellings of one signature would all verify.
+ */
+function decodeSegment(segment: string): Buffer | null {
+  if (!BASE64URL_SEGMENT.test(segment)) return null;
+  const bytes = Buffer.from(segment, 'base64url');
+  return bytes.toString('base64url') === segment ? bytes : null;
+}
+
+function parseJsonObject(bytes: Buffer): Record<string, unknown> | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    return null;
+  }
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+}
+
+function isInteger(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value);
+}

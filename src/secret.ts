@@ -1,0 +1,73 @@
+// Credentials are read when a request needs them, never cached from start-up: from an
+// environment variable, or from a file that is re-read whenever it changes (mounted secrets
+// rotate by replacing the file, or the symlink in front of it).
+import { readFileSync, statSync } from 'node:fs';
+
+export type SecretRef = { readonly env: string } | { readonly file: string };
+
+export type SecretRead =
+  | { readonly ok: true; readonly value: string }
+  | { readonly ok: false; readonly reason: 'missing' | 'invalid' };
+
+// Visible ASCII only: anything else (spaces, CR, LF, NUL, non-ASCII) could split or corrupt
+// the Authorization header we build from it, so such a value is never sent.
+const HEADER_SAFE = /^[\x21-\x7e]+$/;
+const TRAILING_NEWLINES = /[\r\n]+$/;
+
+/** Pure: trailing CR/LF is what `echo` and editors leave in secret files; strip it, then judge. */
+export function sanitizeSecret(raw: string | undefined): SecretRead {
+  if (raw === undefined) return { ok: false, reason: 'missing' };
+  const value = raw.replace(TRAILING_NEWLINES, '');
+  if (value === '') return { ok: false, reason: 'missing' };
+  if (!HEADER_SAFE.test(value)) return { ok: false, reason: 'invalid' };
+  return { ok: true, value };
+}
+
+export function describeSecretRef(ref: SecretRef): string {
+  return 'env' in ref ? `environment variable ${ref.env}` : `file ${ref.file}`;
+}
+
+export interface SecretSource {
+  read(): SecretRead;
+  readonly description: string;
+}
+
+export function envSecret(env: NodeJS.ProcessEnv, name: string): SecretSource {
+  return { read: () => sanitizeSecret(env[name]), description: `environment variable ${name}` };
+}
+
+/**
+ * A file secret costs one stat() per read; the file itself is read again only when its
+ * identity, size or modification time changed.
+ */
+export function fileSecret(path: string): SecretSource {
+  let stamp = '';
+  let cached: SecretRead = { ok: false, reason: 'missing' };
+  return {
+    description: `file ${path}`,
+    read(): SecretRead {
+      let next: string;
+      try {
+        const st = statSync(path);
+        next = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
+        if (next === stamp) return cached;
+        cached = sanitizeSecret(readFileSync(path, 'utf8'));
+      } catch {
+        stamp = '';
+        return { ok: false, reason: 'missing' };
+      }
+      stamp = next;
+      return cached;
+    },
+  };
+}
+
+export function secretSource(env: NodeJS.ProcessEnv, ref: SecretRef): SecretSource {
+  return 'env' in ref ? envSecret(env, ref.env) : fileSecret(ref.file);
+}
+
+/** A fixed value from configuration (e.g. a username that is not secret). */
+export function literalSecret(value: string): SecretSource {
+  const read = sanitizeSecret(value);
+  return { read: () => read, description: 'the hosts file' };
+}

@@ -1,0 +1,97 @@
+// Listener lifecycle shared by both proxies: the node:http server and its timeouts, /healthz,
+// refusal of CONNECT and upgrades, isolation of handler errors, and graceful draining.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { formatAddress, type ListenAddress } from './address.ts';
+import { ERRORS, type ProxyError } from './errors.ts';
+import type { LogSink } from './log.ts';
+
+export interface ListenerTimeouts {
+  /** Time a client has to send the complete request head. */
+  readonly headerMs: number;
+  /** An idle keep-alive connection is closed after this long. */
+  readonly keepAliveMs: number;
+}
+
+export interface ListenerSpec {
+  readonly name: string;
+  readonly address: ListenAddress;
+  readonly timeouts: ListenerTimeouts;
+  readonly log: LogSink;
+  readonly handle: (req: IncomingMessage, res: ServerResponse) => void;
+  /** How this listener renders an error it makes itself (git: text, gateway: JSON). */
+  readonly sendError: (req: IncomingMessage, res: ServerResponse, error: ProxyError) => void;
+}
+
+export interface Listener {
+  readonly name: string;
+  readonly server: Server;
+  /** e.g. `127.0.0.1:8447`, the address actually bound (port 0 resolved). */
+  readonly address: string;
+  readonly port: number;
+  /** Stop accepting, let in-flight requests finish for up to graceMs, then cut the rest. */
+  close(graceMs: number): Promise<void>;
+}
+
+export async function startListener(spec: ListenerSpec): Promise<Listener> {
+  let draining = false;
+  const server = createServer(
+    {
+      // Node's 300 s default would cut a long push or stream; head and idle limits still apply.
+      requestTimeout: 0,
+      headersTimeout: spec.timeouts.headerMs,
+      keepAliveTimeout: spec.timeouts.keepAliveMs,
+      connectionsCheckingInterval: Math.min(1000, spec.timeouts.headerMs || 1000),
+      noDelay: true,
+    },
+    (req, res) => {
+      if (draining) res.setHeader('connection', 'close');
+      if (req.url === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
+        const status = draining ? 503 : 200;
+        const body = draining ? 'draining\n' : 'ok\n';
+        res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': body.length, 'cache-control': 'no-store' });
+        res.end(req.method === 'HEAD' ? undefined : body);
+        return;
+      }
+      try {
+        spec.handle(req, res);
+      } catch (err) {
+        // One request's bug must not take the listener down; the cause goes to the log only.
+        spec.log({ event: 'handler_error', listener: spec.name, error: (err as Error)?.name ?? 'Error', detail: String((err as Error)?.message ?? err) });
+        if (!res.headersSent) spec.sendError(req, res, ERRORS.internal);
+        else res.destroy();
+      }
+    },
+  );
+  // CONNECT (forward-proxy tunnelling) and protocol upgrades are never proxied.
+  server.on('connect', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 405, 'Method Not Allowed'));
+  server.on('upgrade', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 400, 'Bad Request'));
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host: spec.address.host, port: spec.address.port }, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const bound = server.address();
+  if (bound === null || typeof bound === 'string') throw new Error(`${spec.name}: listener has no TCP address`);
+
+  return {
+    name: spec.name,
+    server,
+    address: formatAddress(bound.address, bound.port),
+    port: bound.port,
+    close(graceMs: number): Promise<void> {
+      draining = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const force = setTimeout(() => server.closeAllConnections(), graceMs);
+      return closed.finally(() => clearTimeout(force));
+    },
+  };
+}
+
+function refuseRaw(socket: Socket, status: number, reason: string): void {
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+}
