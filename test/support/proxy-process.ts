@@ -1,0 +1,122 @@
+// Runs the BUILT bundle (dist/proxy.js) as a child process, the way it runs in production,
+// and collects everything it prints so that tests can assert on log lines and on secrets.
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+// Test files run as CommonJS under tsx (package.json has no "type"), like the bundle.
+export const ROOT = join(__dirname, '..', '..');
+export const BUNDLE = join(ROOT, 'dist', 'proxy.js');
+
+export type LogRecord = Record<string, unknown>;
+
+export interface ProxyProcess {
+  readonly pid: number;
+  /** Ports of the listeners that announced themselves, by listener name. */
+  readonly ports: Readonly<Record<string, number>>;
+  /** Everything printed on stdout and stderr so far. */
+  output(): string;
+  records(): LogRecord[];
+  /** Resolves with the first record (already printed or still to come) that matches. */
+  waitForRecord(match: (r: LogRecord) => boolean, what?: string): Promise<LogRecord>;
+  /** Peak resident set size of the proxy process so far, from /proc (Linux). */
+  peakRssBytes(): number;
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export interface StartOptions {
+  env: Record<string, string>;
+  args?: string[];
+  /** Listener names to wait for (default: ['git']). */
+  listeners?: string[];
+}
+
+export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
+  const args = opts.args ?? ['--git-auth-listen', '127.0.0.1:0'];
+  const child = spawn(process.execPath, [BUNDLE, ...args], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let pending = '';
+  const records: LogRecord[] = [];
+  const waiters: { match: (r: LogRecord) => boolean; resolve: (r: LogRecord) => void }[] = [];
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  child.stdout.setEncoding('utf8');
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (s: string) => (out += s));
+  child.stdout.on('data', (s: string) => {
+    out += s;
+    pending += s;
+    let nl: number;
+    while ((nl = pending.indexOf('\n')) >= 0) {
+      const line = pending.slice(0, nl);
+      pending = pending.slice(nl + 1);
+      let rec: LogRecord;
+      try {
+        rec = JSON.parse(line) as LogRecord;
+      } catch {
+        continue;
+      }
+      records.push(rec);
+      for (let i = waiters.length - 1; i >= 0; i--) {
+        if (waiters[i]!.match(rec)) waiters.splice(i, 1)[0]!.resolve(rec);
+      }
+    }
+  });
+
+  const waitForRecord = (match: (r: LogRecord) => boolean, what = 'log record'): Promise<LogRecord> => {
+    const seen = records.find(match);
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      waiters.push({ match, resolve });
+      exited.then(({ code, signal }) => reject(new Error(`proxy exited (${code ?? signal}) before printing ${what}; output:\n${out}`)));
+    });
+  };
+
+  const ports: Record<string, number> = {};
+  for (const name of opts.listeners ?? ['git']) {
+    const rec = await waitForRecord((r) => r.event === 'listening' && r.listener === name, `the ${name} listening line`);
+    ports[name] = Number(String(rec.address).split(':').pop());
+  }
+
+  return {
+    pid: child.pid!,
+    ports,
+    output: () => out,
+    records: () => records,
+    waitForRecord,
+    peakRssBytes() {
+      const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
+      return Number(m?.[1] ?? 0) * 1024;
+    },
+    stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+/** Runs a one-shot subcommand of the bundle (git-config, --help, ...) to completion. */
+export function runProxyCommand(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BUNDLE, ...args], {
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Fails if any secret, or the base64 of a basic credential built from it, appears in text. */
+export function assertNoSecrets(text: string, secrets: readonly string[], where: string): void {
+  for (const s of secrets) {
+    if (s.length > 0 && text.includes(s)) throw new Error(`a secret leaked into ${where}`);
+  }
+}
