@@ -60,7 +60,25 @@ async function serve(options: ServeOptions): Promise<void> {
     process.exit(1);
   }
 
+  // Signal handlers go in before anything is announced: a supervisor may send SIGTERM as soon
+  // as it reads the listening line.
   const listeners: Listener[] = [];
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log({ event: 'shutdown', signal, phase: 'forced' });
+      process.exit(0);
+    }
+    stopping = true;
+    log({ event: 'shutdown', signal, phase: 'draining', grace_ms: options.shutdownGraceMs });
+    Promise.all(listeners.map((l) => l.close(options.shutdownGraceMs))).then(() => {
+      log({ event: 'shutdown', signal, phase: 'done' });
+      process.exit(0);
+    });
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+
   const git = await startListener({
     name: 'git',
     address: options.gitListen,
@@ -78,22 +96,6 @@ async function serve(options: ServeOptions): Promise<void> {
   for (const h of hostStates) {
     if (!h.tls_verify) log({ event: 'warning', listener: 'git', host: h.host, message: 'TLS verification is switched off for this host (tlsInsecureSkipVerify)' });
   }
-
-  let stopping = false;
-  const stop = (signal: NodeJS.Signals) => {
-    if (stopping) {
-      log({ event: 'shutdown', signal, phase: 'forced' });
-      process.exit(0);
-    }
-    stopping = true;
-    log({ event: 'shutdown', signal, phase: 'draining', grace_ms: options.shutdownGraceMs });
-    Promise.all(listeners.map((l) => l.close(options.shutdownGraceMs))).then(() => {
-      log({ event: 'shutdown', signal, phase: 'done' });
-      process.exit(0);
-    });
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
 }
 
 async function main(argv: readonly string[]): Promise<void> {

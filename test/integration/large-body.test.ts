@@ -1,0 +1,79 @@
+// A 256 MiB push body streamed through the bundle: the upstream receives exactly what was sent
+// and the proxy's memory does not grow with the body. Throughput against going direct is
+// reported as a diagnostic (speed goals belong to `npm run bench`, not to assertions).
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { after, before, test } from 'node:test';
+import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+
+const MiB = 1024 * 1024;
+const BODY_MIB = 256;
+const TOKEN = `tok_${randomBytes(12).toString('hex')}`;
+
+let pki: TestPki;
+let upstream: TestUpstream;
+let proxy: ProxyProcess;
+
+before(async () => {
+  pki = makeTestPki();
+  upstream = await startUpstream(pki);
+  proxy = await startProxy({ env: { GIT_HOST_A: upstream.hostKey, GIT_HOST_A_TOKEN: TOKEN, NODE_EXTRA_CA_CERTS: pki.caFile } });
+});
+
+after(async () => {
+  await proxy?.stop();
+  await upstream?.close();
+  pki?.cleanup();
+});
+
+/** Streams BODY_MIB MiB (a random block, each copy stamped with its index) with backpressure. */
+function pump(req: ClientRequest): Promise<{ sha256: string; response: IncomingMessage; seconds: number }> {
+  const block = randomBytes(MiB);
+  const hash = createHash('sha256');
+  const started = process.hrtime.bigint();
+  return new Promise((resolve, reject) => {
+    req.on('error', reject);
+    req.on('response', (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (c: Buffer) => chunks.push(c));
+      response.on('end', () => {
+        (response as IncomingMessage & { text?: string }).text = Buffer.concat(chunks).toString();
+        resolve({ sha256: hash.digest('hex'), response, seconds: Number(process.hrtime.bigint() - started) / 1e9 });
+      });
+    });
+    let i = 0;
+    const write = () => {
+      while (i < BODY_MIB) {
+        block.writeUInt32BE(i, 0);
+        hash.update(block);
+        i++;
+        if (i === BODY_MIB) return void req.end(block);
+        if (!req.write(block)) return void req.once('drain', write);
+      }
+    };
+    write();
+  });
+}
+
+test('a 256 MiB push body streams through intact while the proxy stays far below the body size in memory', async (t) => {
+  const path = '/org/repo.git/git-receive-pack';
+  const headers = { 'content-type': 'application/x-git-receive-pack-request' };
+
+  const direct = await pump(httpsRequest({ host: '127.0.0.1', port: upstream.port, method: 'POST', path, headers: { ...headers, authorization: `Bearer ${TOKEN}` }, ca: pki.caPem }));
+  const viaProxy = await pump(httpRequest({ host: '127.0.0.1', port: proxy.ports.git, method: 'POST', path: `/${upstream.hostKey}${path}`, headers }));
+
+  for (const run of [direct, viaProxy]) {
+    assert.equal(run.response.statusCode, 200);
+    assert.deepEqual(JSON.parse((run.response as IncomingMessage & { text: string }).text), { bytes: BODY_MIB * MiB, sha256: run.sha256 });
+  }
+  const peak = proxy.peakRssBytes();
+  const directMiBs = BODY_MIB / direct.seconds;
+  const proxyMiBs = BODY_MIB / viaProxy.seconds;
+  t.diagnostic(`direct ${directMiBs.toFixed(0)} MiB/s, through proxy ${proxyMiBs.toFixed(0)} MiB/s (ratio ${(proxyMiBs / directMiBs).toFixed(2)}), proxy peak RSS ${(peak / MiB).toFixed(1)} MiB`);
+  assert.ok(peak > 0, 'peak RSS was read');
+  assert.ok(peak < 128 * MiB, `proxy peak RSS ${(peak / MiB).toFixed(1)} MiB must stay far below the ${BODY_MIB} MiB body`);
+});
