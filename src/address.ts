@@ -43,10 +43,16 @@ export function formatAddress(host: string, port: number): string {
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
-/** "500ms", "30s", "5m", "1h"; "0" disables. Returns milliseconds. */
+// Node's timers hold at most 2^31-1 ms; a larger delay silently fires after 1 ms.
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** "500ms", "30s", "5m", "1h"; "0" disables. Returns milliseconds, 1 to 2^31-1 (about 24 days). */
 export function parseDuration(flag: string, text: string): number {
   if (text === '0') return 0;
   const m = DURATION.exec(text);
   if (!m) throw new Error(`--${flag}: "${text}" is not a duration; use a number with ms, s, m or h (e.g. 30s), or 0 to disable`);
-  return Math.round(Number(m[1]) * UNIT_MS[m[2]!]!);
+  if (Number(m[1]) === 0) return 0;
+  const ms = Math.round(Number(m[1]) * UNIT_MS[m[2]!]!);
+  if (ms < 1 || ms > MAX_TIMER_MS) throw new Error(`--${flag}: "${text}" is out of range; use 1ms to 596h, or 0 to disable`);
+  return ms;
 }

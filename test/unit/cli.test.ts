@@ -1,0 +1,193 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseCommandLine, usage, UsageError } from '../../src/cli.ts';
+
+const ALL_FLAGS = [
+  'git-auth-listen',
+  'git-hosts',
+  'header-timeout',
+  'idle-timeout',
+  'upstream-connect-timeout',
+  'upstream-idle-timeout',
+  'shutdown-grace',
+] as const;
+
+test('with no arguments the command is serve', () => {
+  assert.equal(parseCommandLine([]).command, 'serve');
+});
+
+test('every option has its documented default, durations in milliseconds', () => {
+  assert.deepEqual(parseCommandLine([]).options, {
+    gitListen: { host: undefined, port: 8447 },
+    gitHostsFile: undefined,
+    headerTimeoutMs: 30_000,
+    idleTimeoutMs: 60_000,
+    upstreamConnectTimeoutMs: 10_000,
+    upstreamIdleTimeoutMs: 300_000,
+    shutdownGraceMs: 30_000,
+  });
+});
+
+test('each named command is recognised', () => {
+  for (const command of ['serve', 'git-config', 'help', 'version'] as const) {
+    assert.equal(parseCommandLine([command]).command, command);
+  }
+});
+
+test('flags given after the command still apply', () => {
+  const cl = parseCommandLine(['git-config', '--git-hosts', '/etc/hosts.json']);
+  assert.equal(cl.command, 'git-config');
+  assert.equal(cl.options.gitHostsFile, '/etc/hosts.json');
+});
+
+test('"--flag value" and "--flag=value" give the same options', () => {
+  const spaced = parseCommandLine([
+    '--git-auth-listen', '127.0.0.1:9000',
+    '--git-hosts', 'hosts.json',
+    '--header-timeout', '5s',
+    '--idle-timeout', '2m',
+    '--upstream-connect-timeout', '500ms',
+    '--upstream-idle-timeout', '1h',
+    '--shutdown-grace', '0',
+  ]);
+  const equals = parseCommandLine([
+    '--git-auth-listen=127.0.0.1:9000',
+    '--git-hosts=hosts.json',
+    '--header-timeout=5s',
+    '--idle-timeout=2m',
+    '--upstream-connect-timeout=500ms',
+    '--upstream-idle-timeout=1h',
+    '--shutdown-grace=0',
+  ]);
+  const expected = {
+    gitListen: { host: '127.0.0.1', port: 9000 },
+    gitHostsFile: 'hosts.json',
+    headerTimeoutMs: 5000,
+    idleTimeoutMs: 120_000,
+    upstreamConnectTimeoutMs: 500,
+    upstreamIdleTimeoutMs: 3_600_000,
+    shutdownGraceMs: 0,
+  };
+  assert.deepEqual(spaced.options, expected);
+  assert.deepEqual(equals.options, expected);
+  assert.equal(spaced.command, 'serve');
+  assert.equal(equals.command, 'serve');
+});
+
+test('a v6 listen address is accepted on the command line', () => {
+  assert.deepEqual(parseCommandLine(['--git-auth-listen=[::1]:8447']).options.gitListen, { host: '::1', port: 8447 });
+});
+
+test('an unknown flag is a UsageError', () => {
+  for (const argv of [['--nope'], ['--git-auth-port', '8447'], ['serve', '--listen=:1'], ['-x']]) {
+    assert.throws(() => parseCommandLine(argv), UsageError, argv.join(' '));
+  }
+});
+
+test('an unknown command is a UsageError naming it', () => {
+  assert.throws(() => parseCommandLine(['server']), (err: unknown) => {
+    assert.ok(err instanceof UsageError);
+    assert.ok(err.message.includes('"server"'), err.message);
+    return true;
+  });
+});
+
+test('a second positional argument is a UsageError naming it', () => {
+  assert.throws(() => parseCommandLine(['serve', 'extra']), (err: unknown) => {
+    assert.ok(err instanceof UsageError);
+    assert.ok(err.message.includes('"extra"'), err.message);
+    return true;
+  });
+});
+
+test('a string flag without its value is a UsageError', () => {
+  assert.throws(() => parseCommandLine(['--git-hosts']), UsageError);
+});
+
+test('a boolean flag given a value is a UsageError', () => {
+  assert.throws(() => parseCommandLine(['--help=yes']), UsageError);
+  assert.throws(() => parseCommandLine(['--version=1']), UsageError);
+});
+
+test('--help and -h select the help command, whatever command is named', () => {
+  assert.equal(parseCommandLine(['--help']).command, 'help');
+  assert.equal(parseCommandLine(['-h']).command, 'help');
+  assert.equal(parseCommandLine(['git-config', '--help']).command, 'help');
+});
+
+test('--version selects the version command, and --help wins over it', () => {
+  assert.equal(parseCommandLine(['--version']).command, 'version');
+  assert.equal(parseCommandLine(['serve', '--version']).command, 'version');
+  assert.equal(parseCommandLine(['--version', '--help']).command, 'help');
+});
+
+test('a bad duration on any duration flag is a UsageError naming that flag', () => {
+  const durationFlags = ['header-timeout', 'idle-timeout', 'upstream-connect-timeout', 'upstream-idle-timeout', 'shutdown-grace'];
+  for (const flag of durationFlags) {
+    assert.throws(
+      () => parseCommandLine([`--${flag}`, '30']),
+      (err: unknown) => {
+        assert.ok(err instanceof UsageError, flag);
+        assert.ok(err.message.startsWith(`--${flag}: `), err.message);
+        return true;
+      },
+      flag,
+    );
+  }
+});
+
+test('a bad listen address is a UsageError naming --git-auth-listen', () => {
+  for (const value of ['8447', ':65536', '[::1]', 'local host:80']) {
+    assert.throws(
+      () => parseCommandLine(['--git-auth-listen', value]),
+      (err: unknown) => {
+        assert.ok(err instanceof UsageError, value);
+        assert.ok(err.message.startsWith('--git-auth-listen: '), err.message);
+        return true;
+      },
+      value,
+    );
+  }
+});
+
+test('UsageError is an Error named UsageError', () => {
+  const err = new UsageError('x');
+  assert.ok(err instanceof Error);
+  assert.equal(err.name, 'UsageError');
+  assert.equal(err.message, 'x');
+});
+
+test('usage() lists every flag, including --help and --version', () => {
+  const text = usage();
+  for (const flag of [...ALL_FLAGS, 'help', 'version']) {
+    assert.ok(text.includes(`--${flag}`), `usage() does not mention --${flag}`);
+  }
+});
+
+test('usage() shows the default of every flag that has one', () => {
+  const text = usage();
+  const defaults: Record<string, string> = {
+    'git-auth-listen': ':8447',
+    'header-timeout': '30s',
+    'idle-timeout': '60s',
+    'upstream-connect-timeout': '10s',
+    'upstream-idle-timeout': '5m',
+    'shutdown-grace': '30s',
+  };
+  const lines = text.split('\n');
+  for (const [flag, dflt] of Object.entries(defaults)) {
+    const line = lines.find((l) => l.trimStart().startsWith(`--${flag} `));
+    assert.ok(line, `no usage line for --${flag}`);
+    assert.ok(line.endsWith(`(default ${dflt})`), line);
+  }
+  const hostsLine = lines.find((l) => l.trimStart().startsWith('--git-hosts '));
+  assert.ok(hostsLine);
+  assert.ok(!hostsLine.includes('(default'), hostsLine);
+});
+
+test('usage() names both commands and both flag syntaxes', () => {
+  const text = usage();
+  assert.ok(text.includes('git-config'));
+  assert.ok(text.includes('serve'));
+  assert.ok(text.includes('--flag value or --flag=value'));
+});

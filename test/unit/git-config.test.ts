@@ -1,0 +1,119 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DEFAULT_CREDENTIAL_HELPER, DEFAULT_PROXY_PORT, gitWorkloadConfig, proxyBaseUrl } from '../../src/git-config.ts';
+
+const KEYS = ['github.com', 'git.internal.example:8443'];
+
+/** The config text as the real git reads it: `git config -f FILE --list`, one "key=value" per entry. */
+function gitList(configText: string): string[] {
+  const dir = mkdtempSync(join(tmpdir(), 'git-config-test-'));
+  try {
+    const file = join(dir, 'gitconfig');
+    writeFileSync(file, configText);
+    const out = execFileSync('git', ['config', '-f', file, '--list'], {
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir, GIT_CONFIG_NOSYSTEM: '1', LANG: 'C' },
+      encoding: 'utf8',
+    });
+    return out.split('\n').filter((l) => l !== '');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('the default proxy port is 8447 and the default credential helper is executor', () => {
+  assert.equal(DEFAULT_PROXY_PORT, 8447);
+  assert.equal(DEFAULT_CREDENTIAL_HELPER, 'executor');
+});
+
+test('proxyBaseUrl adds port 8447 to a bare name and keeps a given port', () => {
+  assert.equal(proxyBaseUrl('proxy'), 'http://proxy:8447');
+  assert.equal(proxyBaseUrl('proxy.ns.svc.cluster.local'), 'http://proxy.ns.svc.cluster.local:8447');
+  assert.equal(proxyBaseUrl('proxy:9000'), 'http://proxy:9000');
+  assert.equal(proxyBaseUrl('10.0.0.5:65535'), 'http://10.0.0.5:65535');
+});
+
+test('with a proxy host, each registered host gets one url.insteadOf rewrite to the proxy', () => {
+  const text = gitWorkloadConfig(KEYS, 'proxy', undefined);
+  assert.ok(text.includes('[url "http://proxy:8447/github.com/"]\n\tinsteadOf = https://github.com/\n'), text);
+  assert.ok(
+    text.includes('[url "http://proxy:8447/git.internal.example:8443/"]\n\tinsteadOf = https://git.internal.example:8443/\n'),
+    text,
+  );
+  assert.equal(text.match(/^\[url /gm)?.length, KEYS.length);
+  assert.equal(text.match(/insteadOf/g)?.length, KEYS.length);
+  assert.ok(text.endsWith('\n'));
+});
+
+test('with a proxy host, no credential helper entry is written', () => {
+  const text = gitWorkloadConfig(KEYS, 'proxy', 'store');
+  assert.ok(!/credential/i.test(text.split('\n').filter((l) => !l.startsWith('#')).join('\n')), text);
+  assert.ok(!text.includes('helper'), text);
+});
+
+test('a custom proxy port is kept in the rewrite', () => {
+  const text = gitWorkloadConfig(['github.com'], 'git-auth.ns.svc:9000', undefined);
+  assert.ok(text.includes('[url "http://git-auth.ns.svc:9000/github.com/"]'), text);
+  assert.ok(!text.includes(':8447'), text);
+});
+
+test('the real git reads the proxy configuration as url.<proxy>/<host>/.insteadof=https://<host>/', () => {
+  assert.deepEqual(gitList(gitWorkloadConfig(KEYS, 'proxy', undefined)), [
+    'url.http://proxy:8447/github.com/.insteadof=https://github.com/',
+    'url.http://proxy:8447/git.internal.example:8443/.insteadof=https://git.internal.example:8443/',
+  ]);
+});
+
+test('without a proxy host, each host gets a credential helper entry using the default helper', () => {
+  for (const proxyHost of [undefined, '']) {
+    const text = gitWorkloadConfig(KEYS, proxyHost, undefined);
+    assert.ok(text.includes('[credential "https://github.com"]\n\thelper = "executor"\n'), text);
+    assert.ok(text.includes('[credential "https://git.internal.example:8443"]\n\thelper = "executor"\n'), text);
+    assert.ok(!text.includes('[url'), text);
+    assert.ok(!text.includes('insteadOf'), text);
+  }
+});
+
+test('an empty GIT_CREDENTIAL_HELPER falls back to the default helper', () => {
+  assert.ok(gitWorkloadConfig(['github.com'], undefined, '').includes('helper = "executor"'));
+});
+
+test('GIT_CREDENTIAL_HELPER replaces the default helper and the real git reads it back unchanged', () => {
+  const text = gitWorkloadConfig(KEYS, undefined, 'store');
+  assert.ok(!text.includes('executor'), text);
+  assert.deepEqual(gitList(text), ['credential.https://github.com.helper=store', 'credential.https://git.internal.example:8443.helper=store']);
+});
+
+test('a helper with spaces, quotes and backslashes is quoted so git reads back the exact command', () => {
+  const helper = String.raw`!f() { echo "user=x\ty"; }; f --file "C:\creds dir\a.txt"`;
+  const text = gitWorkloadConfig(['github.com'], undefined, helper);
+  assert.ok(text.includes(String.raw`helper = "!f() { echo \"user=x\\ty\"; }; f --file \"C:\\creds dir\\a.txt\""`), text);
+  assert.deepEqual(gitList(text), [`credential.https://github.com.helper=${helper}`]);
+});
+
+test('a helper with a ; or # comment character is kept whole', () => {
+  const helper = 'store --file /tmp/a;b #c';
+  assert.deepEqual(gitList(gitWorkloadConfig(['github.com'], undefined, helper)), [`credential.https://github.com.helper=${helper}`]);
+});
+
+test('a helper containing a line break or NUL is refused', () => {
+  for (const helper of ['store\n[core]\n\tsshCommand = evil', 'store\r', 'store\0']) {
+    assert.throws(() => gitWorkloadConfig(['github.com'], undefined, helper), /line breaks/, JSON.stringify(helper));
+  }
+});
+
+test('a bad proxy host throws naming GIT_AUTH_PROXY_HOST', () => {
+  const bad = ['http://proxy', 'proxy:0', 'proxy:65536', 'proxy:', 'proxy:80:80', 'proxy/path', 'pro xy', '[::1]:8447', 'user@proxy', 'proxy:08447', 'proxy"]\n[core', ':8447'];
+  for (const proxyHost of bad) {
+    assert.throws(() => gitWorkloadConfig(['github.com'], proxyHost, undefined), /^Error: GIT_AUTH_PROXY_HOST: /, JSON.stringify(proxyHost));
+    assert.throws(() => proxyBaseUrl(proxyHost), /GIT_AUTH_PROXY_HOST/, JSON.stringify(proxyHost));
+  }
+});
+
+test('the generated configuration starts with a comment saying which mode it is in', () => {
+  assert.match(gitWorkloadConfig(['github.com'], 'proxy', undefined), /^# git-auth-proxy: route github\.com through http:\/\/proxy:8447/);
+  assert.match(gitWorkloadConfig(['github.com'], undefined, undefined), /^# git-auth-proxy: GIT_AUTH_PROXY_HOST is not set/);
+});

@@ -1,0 +1,202 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { IncomingHttpHeaders } from 'node:http';
+import { assertHeaderValue, connectionNamed, gitUpstreamHeaders, scrubResponseHeaders } from '../../src/headers.ts';
+
+const HOST = 'github.com';
+const AUTH = 'Bearer ghp_proxytoken';
+
+const GIT_CLIENT_HEADERS: IncomingHttpHeaders = {
+  'content-type': 'application/x-git-upload-pack-request',
+  'content-encoding': 'gzip',
+  'git-protocol': 'version=2',
+  accept: 'application/x-git-upload-pack-result',
+  'accept-encoding': 'deflate, gzip',
+  'accept-language': 'en-US, *;q=0.9',
+  'user-agent': 'git/2.39.5',
+  'content-length': '1234',
+  'cache-control': 'no-cache',
+  pragma: 'no-cache',
+};
+
+test('gitUpstreamHeaders keeps the allowlisted git client headers unchanged', () => {
+  const out = gitUpstreamHeaders(GIT_CLIENT_HEADERS, HOST, AUTH);
+  assert.deepEqual(out, { ...GIT_CLIENT_HEADERS, host: HOST, authorization: AUTH });
+});
+
+test('gitUpstreamHeaders drops client credentials, cookies and forwarding headers', () => {
+  const incoming: IncomingHttpHeaders = {
+    'content-type': 'application/x-git-receive-pack-request',
+    authorization: 'Basic Y2xpZW50OmNyZWRz',
+    'proxy-authorization': 'Basic cHJveHk6Y3JlZHM=',
+    cookie: 'session=abc',
+    'x-forwarded-for': '10.0.0.1',
+    'x-forwarded-host': 'evil.example',
+    forwarded: 'for=10.0.0.1',
+    'x-github-api-version': '2022-11-28',
+    expect: '100-continue',
+    origin: 'http://evil.example',
+  };
+  const out = gitUpstreamHeaders(incoming, HOST, AUTH);
+  assert.deepEqual(out, { 'content-type': 'application/x-git-receive-pack-request', host: HOST, authorization: AUTH });
+});
+
+test('gitUpstreamHeaders drops every hop-by-hop header', () => {
+  const incoming: IncomingHttpHeaders = {
+    'user-agent': 'git/2.39.5',
+    connection: 'keep-alive',
+    'keep-alive': 'timeout=5',
+    te: 'trailers',
+    trailer: 'x-checksum',
+    'transfer-encoding': 'chunked',
+    upgrade: 'h2c',
+    'proxy-connection': 'keep-alive',
+  };
+  assert.deepEqual(gitUpstreamHeaders(incoming, HOST, AUTH), { 'user-agent': 'git/2.39.5', host: HOST, authorization: AUTH });
+});
+
+test('gitUpstreamHeaders drops allowlisted headers that the client names in Connection', () => {
+  const incoming: IncomingHttpHeaders = {
+    ...GIT_CLIENT_HEADERS,
+    connection: 'close, Git-Protocol ,  USER-AGENT,,accept-language',
+  };
+  const out = gitUpstreamHeaders(incoming, HOST, AUTH);
+  assert.equal(out['git-protocol'], undefined);
+  assert.equal(out['user-agent'], undefined);
+  assert.equal(out['accept-language'], undefined);
+  assert.equal(out['content-type'], GIT_CLIENT_HEADERS['content-type']);
+  assert.equal(out.accept, GIT_CLIENT_HEADERS.accept);
+});
+
+test('a client cannot strip the Authorization or Host header via Connection', () => {
+  const incoming: IncomingHttpHeaders = { connection: 'authorization, host, Authorization', host: 'proxy:8447' };
+  const out = gitUpstreamHeaders(incoming, HOST, AUTH);
+  assert.equal(out.authorization, AUTH);
+  assert.equal(out.host, HOST);
+});
+
+test('Host comes from the registry and Authorization from the proxy, never from the client', () => {
+  const incoming: IncomingHttpHeaders = { host: 'evil.example', authorization: 'Bearer client-token' };
+  const out = gitUpstreamHeaders(incoming, HOST, AUTH);
+  assert.deepEqual(out, { host: HOST, authorization: AUTH });
+});
+
+test('Content-Length is removed when the client also sent Transfer-Encoding', () => {
+  const incoming: IncomingHttpHeaders = { 'content-length': '10', 'transfer-encoding': 'chunked', 'content-type': 'application/x-git-receive-pack-request' };
+  const out = gitUpstreamHeaders(incoming, HOST, AUTH);
+  assert.ok(!('content-length' in out));
+  assert.ok(!('transfer-encoding' in out));
+  assert.equal(out['content-type'], 'application/x-git-receive-pack-request');
+});
+
+test('Content-Length is kept when there is no Transfer-Encoding', () => {
+  assert.equal(gitUpstreamHeaders({ 'content-length': '10' }, HOST, AUTH)['content-length'], '10');
+});
+
+test('gitUpstreamHeaders does not modify the incoming header object', () => {
+  const incoming: IncomingHttpHeaders = { ...GIT_CLIENT_HEADERS, 'transfer-encoding': 'chunked', authorization: 'x' };
+  const copy = { ...incoming };
+  gitUpstreamHeaders(incoming, HOST, AUTH);
+  assert.deepEqual(incoming, copy);
+});
+
+test('assertHeaderValue returns a clean value and rejects CR, LF and NUL', () => {
+  assert.equal(assertHeaderValue('authorization', 'Bearer abc'), 'Bearer abc');
+  for (const value of ['a\rb', 'a\nb', 'a\r\nX-Injected: 1', 'a\0b', '\n', 'abc\r']) {
+    assert.throws(() => assertHeaderValue('authorization', value), /refusing to set header authorization/, JSON.stringify(value));
+  }
+});
+
+test('the assertHeaderValue error does not echo the value', () => {
+  assert.throws(() => assertHeaderValue('authorization', 'Bearer sekrit\n'), (err: Error) => !err.message.includes('sekrit'));
+});
+
+test('gitUpstreamHeaders throws if the Authorization or Host it is given contains CR, LF or NUL', () => {
+  for (const bad of ['Bearer a\r\nX-Evil: 1', 'Bearer a\nb', 'Bearer a\rb', 'Bearer a\0b']) {
+    assert.throws(() => gitUpstreamHeaders({}, HOST, bad), /authorization/, JSON.stringify(bad));
+  }
+  for (const bad of ['github.com\r\nX-Evil: 1', 'github.com\n', 'github.com\0']) {
+    assert.throws(() => gitUpstreamHeaders({}, bad, AUTH), /host/, JSON.stringify(bad));
+  }
+});
+
+test('connectionNamed lower-cases and trims the listed names, from a string or a list', () => {
+  assert.deepEqual(connectionNamed(undefined), new Set());
+  assert.deepEqual(connectionNamed(' Keep-Alive , X-Foo,,'), new Set(['keep-alive', 'x-foo']));
+  assert.deepEqual(connectionNamed(['close', 'X-Bar, x-baz']), new Set(['close', 'x-bar', 'x-baz']));
+});
+
+test('scrubResponseHeaders keeps ordinary headers with their order and case', () => {
+  const raw = [
+    'X-GitHub-Request-Id', 'ABCD:1234',
+    'Content-Type', 'application/x-git-upload-pack-advertisement',
+    'Location', 'https://github.com/org/repo.git/info/refs',
+    'Cache-Control', 'no-cache',
+    'Content-Length', '42',
+    'X-GitHub-Request-Id', 'second',
+  ];
+  assert.deepEqual(scrubResponseHeaders(raw, ['ghp_secret']), raw);
+});
+
+test('scrubResponseHeaders drops every Set-Cookie and the credential-bearing headers', () => {
+  const raw = [
+    'Content-Type', 'text/plain',
+    'Set-Cookie', 'a=1',
+    'WWW-Authenticate', 'Basic realm="GitHub"',
+    'set-cookie', 'b=2',
+    'Proxy-Authenticate', 'Basic',
+    'Authorization', 'Bearer x',
+    'Proxy-Authorization', 'Basic y',
+    'Set-Cookie2', 'c=3',
+    'X-Other', 'kept',
+  ];
+  assert.deepEqual(scrubResponseHeaders(raw, []), ['Content-Type', 'text/plain', 'X-Other', 'kept']);
+});
+
+test('scrubResponseHeaders drops hop-by-hop headers in any case', () => {
+  const raw = [
+    'Connection', 'keep-alive',
+    'Keep-Alive', 'timeout=5',
+    'Transfer-Encoding', 'chunked',
+    'TE', 'trailers',
+    'Trailer', 'X-Checksum',
+    'Upgrade', 'h2c',
+    'Proxy-Connection', 'keep-alive',
+    'Content-Type', 'application/x-git-upload-pack-result',
+  ];
+  assert.deepEqual(scrubResponseHeaders(raw, []), ['Content-Type', 'application/x-git-upload-pack-result']);
+});
+
+test('scrubResponseHeaders drops headers named in the upstream Connection header, wherever they appear', () => {
+  const raw = [
+    'X-Early', 'dropped',
+    'Connection', 'X-Early, x-late',
+    'connection', 'X-Third',
+    'X-Late', 'dropped',
+    'X-Third', 'dropped',
+    'X-Kept', 'kept',
+  ];
+  assert.deepEqual(scrubResponseHeaders(raw, []), ['X-Kept', 'kept']);
+});
+
+test('response headers whose value contains the token are dropped', () => {
+  const token = 'ghp_0123456789abcdef';
+  const basic = 'YWxpY2U6Z2hwXzAxMjM0NTY3ODlhYmNkZWY=';
+  const raw = [
+    'Location', `https://x-access-token:${token}@github.com/org/repo.git`,
+    'X-Echo', token,
+    'X-Echo-Basic', `Basic ${basic}`,
+    'Content-Type', 'text/plain',
+  ];
+  const out = scrubResponseHeaders(raw, [token, basic]);
+  assert.deepEqual(out, ['Content-Type', 'text/plain']);
+  assert.ok(!out.join('\n').includes(token));
+  assert.ok(!out.join('\n').includes(basic));
+});
+
+test('scrubResponseHeaders does not modify its input', () => {
+  const raw = ['Set-Cookie', 'a=1', 'Content-Type', 'text/plain'];
+  const copy = [...raw];
+  scrubResponseHeaders(raw, ['a=1']);
+  assert.deepEqual(raw, copy);
+});

@@ -1,0 +1,203 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  describeSecretRef,
+  envSecret,
+  fileSecret,
+  literalSecret,
+  sanitizeSecret,
+  secretSource,
+} from '../../src/secret.ts';
+
+function withTempDir(fn: (dir: string) => void): void {
+  const dir = mkdtempSync(join(tmpdir(), 'secret-test-'));
+  try {
+    fn(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('trailing CR and LF are stripped from a secret', () => {
+  const cases: [string, string][] = [
+    ['tok', 'tok'],
+    ['tok\n', 'tok'],
+    ['tok\r\n', 'tok'],
+    ['tok\n\n\n', 'tok'],
+    ['tok\r\n\r\n', 'tok'],
+    ['tok\r', 'tok'],
+  ];
+  for (const [raw, value] of cases) {
+    assert.deepEqual(sanitizeSecret(raw), { ok: true, value }, JSON.stringify(raw));
+  }
+});
+
+test('only trailing CR/LF is stripped: other trailing or leading whitespace makes the secret invalid', () => {
+  for (const raw of ['tok ', 'tok\t', ' tok', '\ntok', '\rtok', 'tok \n', 'tok\n ']) {
+    assert.deepEqual(sanitizeSecret(raw), { ok: false, reason: 'invalid' }, JSON.stringify(raw));
+  }
+});
+
+test('an undefined or empty secret is missing', () => {
+  for (const raw of [undefined, '', '\n', '\r\n', '\n\n']) {
+    assert.deepEqual(sanitizeSecret(raw), { ok: false, reason: 'missing' }, JSON.stringify(raw));
+  }
+});
+
+test('a token with an embedded space, CR, LF, NUL, tab, DEL or non-ASCII byte is invalid and never used', () => {
+  for (const raw of ['to ken', 'to\rken', 'to\nken', 'to\r\nken', 'to\0ken', 'to\tken', 'to\x7fken', 'tökén', 'tok\u2028en', 'tok\u00a0']) {
+    const read = sanitizeSecret(raw);
+    assert.deepEqual(read, { ok: false, reason: 'invalid' }, JSON.stringify(raw));
+    assert.ok(!('value' in read));
+  }
+});
+
+test('every visible ASCII character is allowed in a secret', () => {
+  let all = '';
+  for (let c = 0x21; c <= 0x7e; c++) all += String.fromCharCode(c);
+  assert.deepEqual(sanitizeSecret(all), { ok: true, value: all });
+});
+
+test('envSecret reads the variable at call time, not when it is created', () => {
+  const env: NodeJS.ProcessEnv = {};
+  const source = envSecret(env, 'GIT_HOST_A_TOKEN');
+  assert.deepEqual(source.read(), { ok: false, reason: 'missing' });
+  env.GIT_HOST_A_TOKEN = 'first';
+  assert.deepEqual(source.read(), { ok: true, value: 'first' });
+  env.GIT_HOST_A_TOKEN = 'second\n';
+  assert.deepEqual(source.read(), { ok: true, value: 'second' });
+  env.GIT_HOST_A_TOKEN = 'bad token';
+  assert.deepEqual(source.read(), { ok: false, reason: 'invalid' });
+  env.GIT_HOST_A_TOKEN = '';
+  assert.deepEqual(source.read(), { ok: false, reason: 'missing' });
+  delete env.GIT_HOST_A_TOKEN;
+  assert.deepEqual(source.read(), { ok: false, reason: 'missing' });
+});
+
+test('envSecret describes the variable, never its value', () => {
+  const source = envSecret({ T: 'hunter2' }, 'T');
+  assert.equal(source.description, 'environment variable T');
+  assert.ok(!source.description.includes('hunter2'));
+});
+
+test('fileSecret reads the file and strips its trailing newline', () => {
+  withTempDir((dir) => {
+    const path = join(dir, 'token');
+    writeFileSync(path, 'filetoken\n');
+    const source = fileSecret(path);
+    assert.deepEqual(source.read(), { ok: true, value: 'filetoken' });
+    assert.equal(source.description, `file ${path}`);
+  });
+});
+
+test('fileSecret re-reads the file after it is rewritten in place', () => {
+  withTempDir((dir) => {
+    const path = join(dir, 'token');
+    writeFileSync(path, 'old-token\n');
+    const source = fileSecret(path);
+    assert.deepEqual(source.read(), { ok: true, value: 'old-token' });
+    writeFileSync(path, 'a-new-and-longer-token\n');
+    assert.deepEqual(source.read(), { ok: true, value: 'a-new-and-longer-token' });
+  });
+});
+
+test('fileSecret re-reads the file after a new file is renamed over it', () => {
+  withTempDir((dir) => {
+    const path = join(dir, 'token');
+    writeFileSync(path, 'old-token\n');
+    const source = fileSecret(path);
+    assert.deepEqual(source.read(), { ok: true, value: 'old-token' });
+    // Same size on purpose: only the file's identity (inode) tells the two apart.
+    const next = join(dir, 'token.next');
+    writeFileSync(next, 'new-token\n');
+    renameSync(next, path);
+    assert.deepEqual(source.read(), { ok: true, value: 'new-token' });
+  });
+});
+
+test('fileSecret follows a rotated symlink, as mounted secrets rotate', () => {
+  withTempDir((dir) => {
+    writeFileSync(join(dir, 'v1'), 'token-one\n');
+    writeFileSync(join(dir, 'v2'), 'token-two-longer\n');
+    const link = join(dir, 'token');
+    symlinkSync(join(dir, 'v1'), link);
+    const source = fileSecret(link);
+    assert.deepEqual(source.read(), { ok: true, value: 'token-one' });
+    const tmpLink = join(dir, 'token.tmp');
+    symlinkSync(join(dir, 'v2'), tmpLink);
+    renameSync(tmpLink, link);
+    assert.deepEqual(source.read(), { ok: true, value: 'token-two-longer' });
+  });
+});
+
+test('fileSecret of a file that does not exist is missing', () => {
+  withTempDir((dir) => {
+    assert.deepEqual(fileSecret(join(dir, 'absent')).read(), { ok: false, reason: 'missing' });
+  });
+});
+
+test('fileSecret of a file deleted after it was read is missing, not the old value', () => {
+  withTempDir((dir) => {
+    const path = join(dir, 'token');
+    writeFileSync(path, 'gone-soon\n');
+    const source = fileSecret(path);
+    assert.deepEqual(source.read(), { ok: true, value: 'gone-soon' });
+    unlinkSync(path);
+    assert.deepEqual(source.read(), { ok: false, reason: 'missing' });
+  });
+});
+
+test('fileSecret picks the file up again when it reappears after being deleted', () => {
+  withTempDir((dir) => {
+    const path = join(dir, 'token');
+    writeFileSync(path, 'first\n');
+    const source = fileSecret(path);
+    assert.deepEqual(source.read(), { ok: true, value: 'first' });
+    unlinkSync(path);
+    assert.deepEqual(source.read(), { ok: false, reason: 'missing' });
+    writeFileSync(path, 'first\n');
+    assert.deepEqual(source.read(), { ok: true, value: 'first' });
+  });
+});
+
+test('fileSecret of an empty file is missing and of a file with a bad value is invalid', () => {
+  withTempDir((dir) => {
+    const empty = join(dir, 'empty');
+    writeFileSync(empty, '\n');
+    assert.deepEqual(fileSecret(empty).read(), { ok: false, reason: 'missing' });
+    const bad = join(dir, 'bad');
+    writeFileSync(bad, 'two\nlines\n');
+    assert.deepEqual(fileSecret(bad).read(), { ok: false, reason: 'invalid' });
+  });
+});
+
+test('fileSecret of a directory is missing', () => {
+  withTempDir((dir) => {
+    assert.deepEqual(fileSecret(dir).read(), { ok: false, reason: 'missing' });
+  });
+});
+
+test('secretSource picks the environment or the file by the reference kind', () => {
+  withTempDir((dir) => {
+    const path = join(dir, 'token');
+    writeFileSync(path, 'from-file');
+    const env = { TOKEN: 'from-env' };
+    assert.deepEqual(secretSource(env, { env: 'TOKEN' }).read(), { ok: true, value: 'from-env' });
+    assert.deepEqual(secretSource(env, { file: path }).read(), { ok: true, value: 'from-file' });
+  });
+});
+
+test('describeSecretRef names the variable or the file', () => {
+  assert.equal(describeSecretRef({ env: 'GIT_HOST_A_TOKEN' }), 'environment variable GIT_HOST_A_TOKEN');
+  assert.equal(describeSecretRef({ file: '/run/secrets/token' }), 'file /run/secrets/token');
+});
+
+test('literalSecret is sanitized like any other secret', () => {
+  assert.deepEqual(literalSecret('alice').read(), { ok: true, value: 'alice' });
+  assert.deepEqual(literalSecret('alice\n').read(), { ok: true, value: 'alice' });
+  assert.deepEqual(literalSecret('al ice').read(), { ok: false, reason: 'invalid' });
+  assert.deepEqual(literalSecret('').read(), { ok: false, reason: 'missing' });
+});
