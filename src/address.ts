@@ -1,4 +1,4 @@
-// Parsing of listen addresses and durations given on the command line. Pure; errors name the
+// Parsing of listen addresses, durations and sizes given on the command line. Pure; errors name the
 // flag and the accepted forms so that a typo is fixed from the message alone.
 
 export interface ListenAddress {
@@ -55,4 +55,20 @@ export function parseDuration(flag: string, text: string): number {
   const ms = Math.round(Number(m[1]) * UNIT_MS[m[2]!]!);
   if (ms < 1 || ms > MAX_TIMER_MS) throw new Error(`--${flag}: "${text}" is out of range; use 1ms to 596h, or 0 to disable`);
   return ms;
+}
+
+const SIZE = /^(\d+)(B|KiB|MiB|GiB)$/;
+const UNIT_BYTES: Record<string, number> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
+
+/** "512KiB", "32MiB", "1GiB", "4096B". Returns bytes. */
+export function parseByteSize(flag: string, text: string): number {
+  const m = SIZE.exec(text);
+  if (!m || Number(m[1]) === 0) throw new Error(`--${flag}: "${text}" is not a size; use a positive whole number with B, KiB, MiB or GiB (e.g. 32MiB)`);
+  return Number(m[1]) * UNIT_BYTES[m[2]!]!;
+}
+
+/** A whole number within [min, max]. */
+export function parseCount(flag: string, text: string, min: number, max: number): number {
+  if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) throw new Error(`--${flag}: "${text}" must be a whole number from ${min} to ${max}`);
+  return Number(text);
 }

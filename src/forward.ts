@@ -1,7 +1,7 @@
 // The upstream leg, shared by both listeners: open an HTTPS request on a keep-alive agent,
 // stream the body into it, relay the response back. Which headers cross is decided by the
 // caller (headers.ts); this file only moves bytes and reports how it went.
-import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { ClientRequest, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { Agent, request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
 import { pipeline } from 'node:stream';
@@ -55,7 +55,7 @@ export function newExchange(): Exchange {
 }
 
 export interface UpstreamCall {
-  readonly request: import('node:http').ClientRequest;
+  readonly request: ClientRequest;
   /** Resolves with the response head; rejects with an UpstreamError. */
   readonly response: Promise<IncomingMessage>;
 }
@@ -146,11 +146,20 @@ export function relayResponse(
   return new Promise((resolve) => pipeline(upstream, res, (err) => resolve(!err)));
 }
 
-/** A client that goes away takes its upstream request with it, at once. */
-export function abortUpstreamOnClientClose(res: ServerResponse, call: UpstreamCall, exchange: Exchange): void {
+/**
+ * A client that goes away takes its upstream request with it, at once. `current` names the
+ * request in flight (a retried call replaces it); `onGone` may cancel anything else pending.
+ */
+export function abortUpstreamOnClientClose(
+  res: ServerResponse,
+  current: () => ClientRequest | undefined,
+  exchange: Exchange,
+  onGone?: () => void,
+): void {
   res.once('close', () => {
     if (res.writableFinished) return;
     exchange.failure ??= 'client_aborted';
-    call.request.destroy();
+    current()?.destroy();
+    onGone?.();
   });
 }

@@ -93,7 +93,7 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
       method === 'POST' ? req : null,
       exchange,
     );
-    abortUpstreamOnClientClose(res, call, exchange);
+    abortUpstreamOnClientClose(res, () => call.request, exchange);
 
     call.response.then(
       async (upstreamRes) => {

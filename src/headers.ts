@@ -2,7 +2,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 
 // RFC 9110 §7.6.1: connection-specific headers are never forwarded.
-const HOP_BY_HOP: ReadonlySet<string> = new Set([
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'connection',
   'keep-alive',
   'proxy-connection',
@@ -76,10 +76,19 @@ export function gitUpstreamHeaders(incoming: IncomingHttpHeaders, host: string, 
   return out;
 }
 
+// Any other header whose name says it carries a credential. Rate-limit headers speak of
+// "tokens" in the model sense and are exactly what clients need, so they are exempt.
+const CREDENTIAL_NAME = /api[-_]?key|secret|passw|credential|session|token/i;
+
+export function isCredentialHeaderName(lowerName: string): boolean {
+  if (CREDENTIAL_RESPONSE_HEADERS.has(lowerName)) return true;
+  return !lowerName.startsWith('x-ratelimit-') && CREDENTIAL_NAME.test(lowerName);
+}
+
 /**
  * Response headers relayed to the workload, as a flat [name, value, ...] list that keeps the
- * upstream's order and case. Drops hop-by-hop headers, credential-bearing headers, and any
- * header whose value contains one of `secrets` (an upstream echoing our token back).
+ * upstream's order and case. Drops hop-by-hop headers, credential-bearing headers (by name),
+ * and any header whose value contains one of `secrets` (an upstream echoing our token back).
  */
 export function scrubResponseHeaders(rawHeaders: readonly string[], secrets: readonly string[]): string[] {
   let dropped: Set<string> | undefined;
@@ -94,7 +103,7 @@ export function scrubResponseHeaders(rawHeaders: readonly string[], secrets: rea
     const name = rawHeaders[i]!;
     const value = rawHeaders[i + 1]!;
     const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || CREDENTIAL_RESPONSE_HEADERS.has(lower) || dropped?.has(lower)) continue;
+    if (HOP_BY_HOP.has(lower) || isCredentialHeaderName(lower) || dropped?.has(lower)) continue;
     if (secrets.some((s) => value.includes(s))) continue;
     out.push(name, value);
   }

@@ -1,11 +1,15 @@
 // Entry point, and the only file with side effects: reads the environment and files, starts
 // listeners, handles signals, writes to stdout/stderr, exits.
 import { readFileSync } from 'node:fs';
-import { parseCommandLine, usage, UsageError, type ServeOptions } from './cli.ts';
+import { agentConfig, botClaims } from './agent-config.ts';
+import { parseCommandLine, usage, UsageError, type CommandLine, type ServeOptions } from './cli.ts';
 import { createUpstreamAgent } from './forward.ts';
+import { createGatewayHandler, sendGatewayError } from './gateway.ts';
+import { parseGatewayEnv, type GatewayConfig } from './gateway-config.ts';
 import { gitWorkloadConfig } from './git-config.ts';
 import { createGitHandler, sendGitError, type GitUpstream } from './git-proxy.ts';
 import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from './hosts.ts';
+import { signBotToken } from './jwt.ts';
 import { jsonLineSink, type LogSink } from './log.ts';
 import { literalSecret, secretSource } from './secret.ts';
 import { startListener, type Listener } from './server.ts';
@@ -19,17 +23,18 @@ function loadHosts(options: ServeOptions): HostConfig[] {
   return mergeHosts(hostsFromEnv(env), fromFile);
 }
 
-function openUpstreams(hosts: readonly HostConfig[]): Map<string, GitUpstream> {
+function readCaFile(path: string, owner: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`${owner}: CA file ${path} cannot be read (${(err as NodeJS.ErrnoException).code})`);
+  }
+}
+
+function openGitUpstreams(hosts: readonly HostConfig[]): Map<string, GitUpstream> {
   const upstreams = new Map<string, GitUpstream>();
   for (const config of hosts) {
-    let ca: string | undefined;
-    if (config.caFile) {
-      try {
-        ca = readFileSync(config.caFile, 'utf8');
-      } catch (err) {
-        throw new Error(`git host ${config.key}: caFile ${config.caFile} cannot be read (${(err as NodeJS.ErrnoException).code})`);
-      }
-    }
+    const ca = config.caFile ? readCaFile(config.caFile, `git host ${config.key}`) : undefined;
     const username = config.username === undefined ? undefined : 'literal' in config.username ? literalSecret(config.username.literal) : secretSource(env, config.username);
     upstreams.set(config.key, {
       config,
@@ -42,8 +47,9 @@ function openUpstreams(hosts: readonly HostConfig[]): Map<string, GitUpstream> {
 }
 
 async function serve(options: ServeOptions): Promise<void> {
-  const upstreams = openUpstreams(loadHosts(options));
-  const hostStates = [...upstreams.values()].map((u) => ({
+  const gitUpstreams = openGitUpstreams(loadHosts(options));
+  const gateway: GatewayConfig = parseGatewayEnv(env);
+  const hostStates = [...gitUpstreams.values()].map((u) => ({
     host: u.config.key,
     auth: u.config.authType,
     // Presence only; a credential's value is never logged.
@@ -51,17 +57,18 @@ async function serve(options: ServeOptions): Promise<void> {
     tls_verify: !u.config.tlsInsecureSkipVerify,
   }));
   const gitEnabled = env.GIT_AUTH_ENABLED === 'true' || hostStates.some((h) => h.credential === 'present');
-  if (!gitEnabled) {
+  if (!gitEnabled && !gateway.enabled) {
     process.stderr.write(
       'proxy: no listener is enabled.\n' +
-        '  git proxy: set GIT_HOST_A_TOKEN (host GIT_HOST_A, default github.com), GIT_HOST_B_TOKEN with GIT_HOST_B,\n' +
-        '             a token of a --git-hosts file, or GIT_AUTH_ENABLED=true.\n',
+        '  git proxy:     set GIT_HOST_A_TOKEN (host GIT_HOST_A, default github.com), GIT_HOST_B_TOKEN with GIT_HOST_B,\n' +
+        '                 a token of a --git-hosts file, or GIT_AUTH_ENABLED=true.\n' +
+        '  model gateway: set UPSTREAM_API_KEY or UPSTREAM_API_KEY_FILE, or MODEL_GATEWAY_ENABLED=true.\n',
     );
     process.exit(1);
   }
 
   // Signal handlers go in before anything is announced: a supervisor may send SIGTERM as soon
-  // as it reads the listening line.
+  // as it reads a listening line.
   const listeners: Listener[] = [];
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
@@ -79,28 +86,77 @@ async function serve(options: ServeOptions): Promise<void> {
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 
-  const git = await startListener({
-    name: 'git',
-    address: options.gitListen,
-    timeouts: { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs },
-    log,
-    handle: createGitHandler({
-      hosts: upstreams,
-      timeouts: { connectMs: options.upstreamConnectTimeoutMs, idleMs: options.upstreamIdleTimeoutMs },
+  const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
+  const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, idleMs: options.upstreamIdleTimeoutMs };
+
+  if (gitEnabled) {
+    const git = await startListener({
+      name: 'git',
+      address: options.gitListen,
+      timeouts: listenerTimeouts,
       log,
-    }),
-    sendError: (req, res, error) => sendGitError(req, res, error),
-  });
-  listeners.push(git);
-  log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: hostStates });
-  for (const h of hostStates) {
-    if (!h.tls_verify) log({ event: 'warning', listener: 'git', host: h.host, message: 'TLS verification is switched off for this host (tlsInsecureSkipVerify)' });
+      handle: createGitHandler({ hosts: gitUpstreams, timeouts: upstreamTimeouts, log }),
+      sendError: (req, res, error) => sendGitError(req, res, error),
+    });
+    listeners.push(git);
+    for (const h of hostStates) {
+      if (!h.tls_verify) log({ event: 'warning', listener: 'git', host: h.host, message: 'TLS verification is switched off for this host (tlsInsecureSkipVerify)' });
+    }
+    log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: hostStates });
+  }
+
+  if (gateway.enabled) {
+    const apiKey = gateway.key ? secretSource(env, gateway.key) : undefined;
+    const model = await startListener({
+      name: 'model',
+      address: options.modelListen,
+      timeouts: listenerTimeouts,
+      log,
+      handle: createGatewayHandler({
+        config: gateway,
+        agent: createUpstreamAgent({ ca: gateway.caFile ? readCaFile(gateway.caFile, 'UPSTREAM_CA_FILE') : undefined, tlsInsecureSkipVerify: false }),
+        apiKey,
+        timeouts: upstreamTimeouts,
+        retry: { maxRetries: options.upstreamMaxRetries, budgetMs: options.upstreamRetryBudgetMs, baseDelayMs: 500 },
+        maxBodyBytes: options.maxRequestBodyBytes,
+        maxTokenLifetimeSec: Math.floor(options.maxTokenLifetimeMs / 1000),
+        log,
+      }),
+      sendError: (req, res, error) => sendGatewayError(req, res, error),
+    });
+    listeners.push(model);
+    if (!gateway.signingKey) {
+      log({ event: 'warning', listener: 'model', message: 'MODEL_PROXY_SIGNING_KEY is not set: bots are not authenticated (network-policy mode); identity headers are informational only' });
+    }
+    log({
+      event: 'listening',
+      listener: 'model',
+      address: model.address,
+      version: VERSION,
+      provider: gateway.provider,
+      upstream: `https://${gateway.upstream.host}${gateway.upstream.basePath}`,
+      models: gateway.allowedModels,
+      key: apiKey?.read().ok ? 'present' : 'missing',
+      bot_auth: gateway.signingKey ? 'jwt' : 'network-policy',
+    });
   }
 }
 
+function mintToken(cli: CommandLine): string {
+  const gateway = parseGatewayEnv(env);
+  if (!gateway.signingKey) throw new Error('mint-token: MODEL_PROXY_SIGNING_KEY is not set');
+  const claims = botClaims({
+    ...cli.mint,
+    ttlSec: Math.floor(cli.mint.ttlMs / 1000),
+    maxLifetimeSec: Math.floor(cli.options.maxTokenLifetimeMs / 1000),
+    nowSec: Math.floor(Date.now() / 1000),
+  });
+  return signBotToken(claims, gateway.signingKey);
+}
+
 async function main(argv: readonly string[]): Promise<void> {
-  const { command, options } = parseCommandLine(argv);
-  switch (command) {
+  const cli = parseCommandLine(argv);
+  switch (cli.command) {
     case 'help':
       process.stdout.write(`${usage()}\n`);
       return;
@@ -108,10 +164,26 @@ async function main(argv: readonly string[]): Promise<void> {
       process.stdout.write(`${VERSION}\n`);
       return;
     case 'git-config':
-      process.stdout.write(gitWorkloadConfig(loadHosts(options).map((h) => h.key), env.GIT_AUTH_PROXY_HOST, env.GIT_CREDENTIAL_HELPER));
+      process.stdout.write(gitWorkloadConfig(loadHosts(cli.options).map((h) => h.key), env.GIT_AUTH_PROXY_HOST, env.GIT_CREDENTIAL_HELPER));
+      return;
+    case 'agent-config': {
+      const gateway = parseGatewayEnv(env);
+      const config = agentConfig({
+        provider: gateway.provider,
+        providerName: cli.agent.providerName,
+        proxyHost: cli.agent.proxyHost ?? env.MODEL_GATEWAY_PROXY_HOST,
+        allowedModels: gateway.allowedModels,
+        model: cli.agent.model,
+        smallModel: cli.agent.smallModel,
+      });
+      process.stdout.write(`${JSON.stringify(config, null, 2)}\n`);
+      return;
+    }
+    case 'mint-token':
+      process.stdout.write(`${mintToken(cli)}\n`);
       return;
     case 'serve':
-      return serve(options);
+      return serve(cli.options);
   }
 }
 

@@ -1,0 +1,78 @@
+// The bot side of the model gateway: the agent's provider entry, and the claims of a bot token.
+// Pure: inputs in, JSON or claims out.
+import type { BotClaims } from './jwt.ts';
+
+export const DEFAULT_GATEWAY_PORT = 8450;
+
+const PROXY_HOST = /^[A-Za-z0-9.-]+(?::[1-9]\d{0,4})?$/;
+
+export interface AgentConfigInput {
+  readonly provider: string;
+  readonly providerName: string | undefined;
+  readonly proxyHost: string | undefined;
+  readonly allowedModels: readonly string[];
+  readonly model: string | undefined;
+  readonly smallModel: string | undefined;
+}
+
+/** The agent's config: one OpenAI-compatible provider pointing at the gateway, nothing else. */
+export function agentConfig(input: AgentConfigInput): Record<string, unknown> {
+  const host = input.proxyHost;
+  if (!host) throw new Error('agent-config: give --proxy-host or MODEL_GATEWAY_PROXY_HOST (the gateway host as bots reach it)');
+  if (!PROXY_HOST.test(host) || Number(host.split(':')[1] ?? 0) > 65535) throw new Error(`agent-config: "${host}" is not host or host:port`);
+  if (input.allowedModels.length === 0) throw new Error('agent-config: UPSTREAM_ALLOWED_MODELS is empty; the agent would have no model');
+  const model = input.model ?? input.allowedModels[0]!;
+  const small = input.smallModel ?? model;
+  for (const m of [model, small]) {
+    if (!input.allowedModels.includes(m)) throw new Error(`agent-config: model "${m}" is not in UPSTREAM_ALLOWED_MODELS`);
+  }
+  const baseURL = `http://${host.includes(':') ? host : `${host}:${DEFAULT_GATEWAY_PORT}`}/v1`;
+  return {
+    $schema: 'https://opencode.ai/config.json',
+    provider: {
+      [input.provider]: {
+        npm: '@ai-sdk/openai-compatible',
+        name: input.providerName ?? `${input.provider} (gateway)`,
+        options: {
+          baseURL,
+          // The agent reads the bot token from its environment; it never sees the upstream key.
+          apiKey: '{env:MODEL_PROXY_TOKEN}',
+          // Ask for the final usage chunk in streams, so that every call's usage is recorded.
+          includeUsage: true,
+        },
+        models: Object.fromEntries(input.allowedModels.map((id) => [id, { name: id }])),
+      },
+    },
+    model: `${input.provider}/${model}`,
+    small_model: `${input.provider}/${small}`,
+    enabled_providers: [input.provider],
+    share: 'disabled',
+  };
+}
+
+export interface MintInput {
+  readonly instanceId: string | undefined;
+  readonly workflow: string | undefined;
+  readonly runId: string | undefined;
+  readonly ttlSec: number;
+  readonly maxLifetimeSec: number;
+  readonly nowSec: number;
+}
+
+const CLAIM_VALUE = /^[A-Za-z0-9._:@/-]{1,128}$/;
+
+/** Claims for `mint-token`, checked against the same rules the gateway verifies with. */
+export function botClaims(input: MintInput): BotClaims {
+  const need = (flag: string, v: string | undefined): string => {
+    if (v === undefined) throw new Error(`mint-token: --${flag} is required`);
+    if (!CLAIM_VALUE.test(v)) throw new Error(`mint-token: --${flag} may hold 1-128 characters of A-Z a-z 0-9 . _ : @ / -`);
+    return v;
+  };
+  const sub = need('instance-id', input.instanceId);
+  const workflow = need('workflow', input.workflow);
+  const run_id = need('run-id', input.runId);
+  if (input.ttlSec < 1 || input.ttlSec > input.maxLifetimeSec) {
+    throw new Error(`mint-token: --ttl must be between 1s and the gateway's --max-token-lifetime (${input.maxLifetimeSec}s)`);
+  }
+  return { sub, workflow, run_id, iat: input.nowSec, exp: input.nowSec + input.ttlSec };
+}
