@@ -114,7 +114,7 @@ export function runProxyCommand(args: string[], env: Record<string, string> = {}
   });
 }
 
-/** Fails if any secret, or the base64 of a basic credential built from it, appears in text. */
+/** Fails if any of the given strings appears in text (pass derived forms, e.g. basic-auth base64, too). */
 export function assertNoSecrets(text: string, secrets: readonly string[], where: string): void {
   for (const s of secrets) {
     if (s.length > 0 && text.includes(s)) throw new Error(`a secret leaked into ${where}`);
