@@ -77,7 +77,7 @@ export function defaultCompletion(_req: IncomingMessage, res: ServerResponse, re
   res.end(text);
 }
 
-export async function startModelUpstream(pki: Pick<TestPki, 'keyPem' | 'certPem'>, basePath = '/v1'): Promise<ModelUpstream> {
+export async function startModelUpstream(pki: Pick<TestPki, 'keyPem' | 'certPem'>, basePath = '/v1', fallback: ModelHandler = defaultCompletion): Promise<ModelUpstream> {
   const queue: ModelHandler[] = [];
   const requests: ModelRequest[] = [];
   const server: Server = createServer({ key: pki.keyPem, cert: pki.certPem, keepAlive: true }, (req, res) => {
@@ -86,7 +86,7 @@ export async function startModelUpstream(pki: Pick<TestPki, 'keyPem' | 'certPem'
     req.on('end', () => {
       const recorded: ModelRequest = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) };
       requests.push(recorded);
-      (queue.shift() ?? defaultCompletion)(req, res, recorded);
+      (queue.shift() ?? fallback)(req, res, recorded);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
