@@ -58,13 +58,16 @@ export function parseDuration(flag: string, text: string): number {
 }
 
 const SIZE = /^(\d+)(B|KiB|MiB|GiB)$/;
+const MAX_SIZE = 64 * 1024 ** 3;
 const UNIT_BYTES: Record<string, number> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
 
 /** "512KiB", "32MiB", "1GiB", "4096B". Returns bytes. */
 export function parseByteSize(flag: string, text: string): number {
   const m = SIZE.exec(text);
   if (!m || Number(m[1]) === 0) throw new Error(`--${flag}: "${text}" is not a size; use a positive whole number with B, KiB, MiB or GiB (e.g. 32MiB)`);
-  return Number(m[1]) * UNIT_BYTES[m[2]!]!;
+  const bytes = Number(m[1]) * UNIT_BYTES[m[2]!]!;
+  if (bytes > MAX_SIZE) throw new Error(`--${flag}: "${text}" is out of range; at most 64GiB`);
+  return bytes;
 }
 
 /** A whole number within [min, max]. */

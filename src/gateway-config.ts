@@ -36,8 +36,10 @@ export const MIN_SIGNING_KEY_BYTES = 32;
 
 /** Like an OpenAI SDK baseURL: https only, no credentials, query or fragment. */
 export function parseBaseUrl(text: string): UpstreamBase {
+  // The value is echoed to help with typos, but never a userinfo part: it may hold a password.
+  const shown = text.replace(/\/\/[^/]*@/, '//***@');
   const fail = (why: string): never => {
-    throw new Error(`UPSTREAM_BASE_URL: "${text}" ${why}`);
+    throw new Error(`UPSTREAM_BASE_URL: "${shown}" ${why}`);
   };
   let url: URL;
   try {

@@ -2,7 +2,7 @@
 // the body acceptable, who is asking, which headers go upstream, what an error looks like.
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { ERRORS, type ProxyError } from './errors.ts';
-import { assertHeaderValue, connectionNamed, HOP_BY_HOP } from './headers.ts';
+import { assertHeaderValue, connectionNamed, HOP_BY_HOP, isCredentialHeaderName } from './headers.ts';
 
 export type GatewayRoute =
   | { readonly ok: true; readonly route: 'chat'; readonly query: string }
@@ -18,12 +18,12 @@ export function routeGatewayRequest(method: string, target: string): GatewayRout
   const path = q < 0 ? target : target.slice(0, q);
   const query = q < 0 ? '' : target.slice(q + 1);
   if (path === '/v1/chat/completions') {
-    if (method !== 'POST') return { ok: false, error: ERRORS.gatewayMethodNotAllowed, allow: 'POST' };
+    if (method !== 'POST') return { ok: false, error: ERRORS.methodNotAllowed, allow: 'POST' };
     if (!SAFE_QUERY.test(query)) return { ok: false, error: ERRORS.badQuery };
     return { ok: true, route: 'chat', query };
   }
   if (path === '/v1/models') {
-    if (method !== 'GET') return { ok: false, error: ERRORS.gatewayMethodNotAllowed, allow: 'GET' };
+    if (method !== 'GET') return { ok: false, error: ERRORS.methodNotAllowed, allow: 'GET' };
     return { ok: true, route: 'models' };
   }
   return { ok: false, error: ERRORS.notFound };
@@ -120,11 +120,16 @@ const GATEWAY_DROPPED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   'x-run-id',
   'x-client-request-id',
   'forwarded',
-  'x-forwarded-for',
-  'x-forwarded-host',
-  'x-forwarded-proto',
   'x-real-ip',
+  'x-original-forwarded-for',
+  // Node answers `Expect: 100-continue` itself; the upstream leg has its own framing.
+  'expect',
 ]);
+
+/** Dropped by name pattern: proxy metadata about our network, and anything credential-like. */
+function droppedByPattern(name: string): boolean {
+  return name.startsWith('x-forwarded-') || isCredentialHeaderName(name);
+}
 
 export interface GatewayUpstreamHeaderInput {
   readonly host: string;
@@ -139,7 +144,7 @@ export function gatewayUpstreamHeaders(incoming: IncomingHttpHeaders, set: Gatew
   const dropped = connectionNamed(incoming.connection);
   const out: OutgoingHttpHeaders = {};
   for (const name of Object.keys(incoming)) {
-    if (HOP_BY_HOP.has(name) || GATEWAY_DROPPED_REQUEST_HEADERS.has(name) || dropped.has(name)) continue;
+    if (HOP_BY_HOP.has(name) || GATEWAY_DROPPED_REQUEST_HEADERS.has(name) || dropped.has(name) || droppedByPattern(name)) continue;
     out[name] = incoming[name];
   }
   out.host = assertHeaderValue('host', set.host);

@@ -10,6 +10,8 @@ export interface RetryPolicy {
   readonly baseDelayMs: number;
 }
 
+const IMF_FIXDATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+
 /**
  * The upstream's own hint, in milliseconds: `retry-after-ms` (OpenAI), else `Retry-After` as
  * seconds or an HTTP date. Undefined when absent or unreadable.
@@ -20,6 +22,8 @@ export function retryHintMs(headers: IncomingHttpHeaders, nowMs: number): number
   const after = headers['retry-after'];
   if (typeof after !== 'string') return undefined;
   if (/^\d+$/.test(after.trim())) return Number(after.trim()) * 1000;
+  // Date.parse reads almost anything ("1.5" is a date in 2001): only IMF-fixdate counts.
+  if (!IMF_FIXDATE.test(after.trim())) return undefined;
   const date = Date.parse(after);
   return Number.isNaN(date) ? undefined : Math.max(0, date - nowMs);
 }

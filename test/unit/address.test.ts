@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { formatAddress, parseDuration, parseListenAddress } from '../../src/address.ts';
+import { formatAddress, parseByteSize, parseCount, parseDuration, parseListenAddress } from '../../src/address.ts';
 
 test('every accepted listen address form parses to host and port', () => {
   const cases: [string, { host: string | undefined; port: number }][] = [
@@ -138,4 +138,51 @@ test('a duration beyond what a Node timer holds is rejected instead of firing at
 test('a non-zero duration that rounds to 0 ms is rejected, never silently disabling a timeout', () => {
   assert.throws(() => parseDuration('idle-timeout', '0.4ms'), /out of range/);
   assert.equal(parseDuration('idle-timeout', '0'), 0);
+});
+
+test('parseByteSize accepts a positive whole number with B, KiB, MiB or GiB and returns bytes', () => {
+  const cases: [string, number][] = [
+    ['1B', 1],
+    ['4096B', 4096],
+    ['512KiB', 512 * 1024],
+    ['32MiB', 32 * 1024 * 1024],
+    ['1GiB', 1024 ** 3],
+  ];
+  for (const [text, bytes] of cases) assert.equal(parseByteSize('max-request-body', text), bytes, text);
+});
+
+test('parseByteSize rejects zero, a bare number, decimal units, fractions, signs, spaces and wrong case', () => {
+  for (const text of ['0B', '0MiB', '32', '32MB', '32mb', '32mib', '32M', '1.5MiB', '-1MiB', '+1MiB', '32 MiB', ' 32MiB', 'MiB', '', '1e3B', '0x10B']) {
+    assert.throws(() => parseByteSize('max-request-body', text), /^Error: --max-request-body: /, text);
+  }
+});
+
+test('a size error names the flag, quotes the input and shows an example', () => {
+  assert.throws(
+    () => parseByteSize('max-request-body', '32MB'),
+    (err: Error) => {
+      assert.match(err.message, /^--max-request-body: /);
+      assert.ok(err.message.includes('"32MB"'), err.message);
+      assert.ok(err.message.includes('32MiB'), err.message);
+      return true;
+    },
+  );
+});
+
+test('parseCount accepts whole numbers from min to max inclusive', () => {
+  assert.equal(parseCount('upstream-max-retries', '0', 0, 10), 0);
+  assert.equal(parseCount('upstream-max-retries', '2', 0, 10), 2);
+  assert.equal(parseCount('upstream-max-retries', '10', 0, 10), 10);
+});
+
+test('parseCount rejects numbers outside the range and anything not a whole number', () => {
+  for (const text of ['11', '100', '-1', '1.5', '1e1', ' 2', '2 ', '', 'two', '0x2', '+2']) {
+    assert.throws(() => parseCount('upstream-max-retries', text, 0, 10), /^Error: --upstream-max-retries: .* must be a whole number from 0 to 10$/, text);
+  }
+  assert.throws(() => parseCount('n', '0', 1, 5), /from 1 to 5/);
+});
+
+test('a size beyond 64GiB is rejected rather than losing integer precision', () => {
+  assert.equal(parseByteSize('max-request-body', '64GiB'), 64 * 1024 ** 3);
+  assert.throws(() => parseByteSize('max-request-body', '99999999999GiB'), /--max-request-body: "99999999999GiB" is out of range/);
 });

@@ -19,6 +19,11 @@ test('with no arguments the command is serve', () => {
 test('every option has its documented default, durations in milliseconds', () => {
   assert.deepEqual(parseCommandLine([]).options, {
     gitListen: { host: undefined, port: 8447 },
+    modelListen: { host: undefined, port: 8450 },
+    maxRequestBodyBytes: 32 * 1024 * 1024,
+    upstreamMaxRetries: 2,
+    upstreamRetryBudgetMs: 30_000,
+    maxTokenLifetimeMs: 86_400_000,
     gitHostsFile: undefined,
     headerTimeoutMs: 30_000,
     idleTimeoutMs: 60_000,
@@ -61,6 +66,11 @@ test('"--flag value" and "--flag=value" give the same options', () => {
   ]);
   const expected = {
     gitListen: { host: '127.0.0.1', port: 9000 },
+    modelListen: { host: undefined, port: 8450 },
+    maxRequestBodyBytes: 32 * 1024 * 1024,
+    upstreamMaxRetries: 2,
+    upstreamRetryBudgetMs: 30_000,
+    maxTokenLifetimeMs: 86_400_000,
     gitHostsFile: 'hosts.json',
     headerTimeoutMs: 5000,
     idleTimeoutMs: 120_000,
@@ -190,4 +200,100 @@ test('usage() names both commands and both flag syntaxes', () => {
   assert.ok(text.includes('git-config'));
   assert.ok(text.includes('serve'));
   assert.ok(text.includes('--flag value or --flag=value'));
+});
+
+test('the model gateway flags have their documented defaults', () => {
+  const { options } = parseCommandLine([]);
+  assert.deepEqual(options.modelListen, { host: undefined, port: 8450 });
+  assert.equal(options.maxRequestBodyBytes, 33_554_432);
+  assert.equal(options.upstreamMaxRetries, 2);
+  assert.equal(options.upstreamRetryBudgetMs, 30_000);
+  assert.equal(options.maxTokenLifetimeMs, 86_400_000);
+});
+
+test('the model gateway flags are parsed in both flag syntaxes', () => {
+  const argv = ['--model-gateway-listen', '127.0.0.1:9450', '--max-request-body', '512KiB', '--upstream-max-retries', '0', '--upstream-retry-budget', '5s', '--max-token-lifetime', '2h'];
+  const spaced = parseCommandLine(argv).options;
+  const equals = parseCommandLine(argv.reduce<string[]>((acc, v, i) => (i % 2 === 0 ? [...acc, `${v}=${argv[i + 1]}`] : acc), [])).options;
+  for (const options of [spaced, equals]) {
+    assert.deepEqual(options.modelListen, { host: '127.0.0.1', port: 9450 });
+    assert.equal(options.maxRequestBodyBytes, 512 * 1024);
+    assert.equal(options.upstreamMaxRetries, 0);
+    assert.equal(options.upstreamRetryBudgetMs, 5000);
+    assert.equal(options.maxTokenLifetimeMs, 7_200_000);
+  }
+});
+
+test('a bad value on a model gateway flag is a UsageError naming that flag', () => {
+  const cases: [string, string][] = [
+    ['model-gateway-listen', '8450'],
+    ['max-request-body', '32MB'],
+    ['max-request-body', '0B'],
+    ['upstream-max-retries', '11'],
+    ['upstream-max-retries', '-1'],
+    ['upstream-retry-budget', '30'],
+    ['max-token-lifetime', '1d'],
+    ['ttl', '60'],
+  ];
+  for (const [flag, value] of cases) {
+    assert.throws(
+      () => parseCommandLine([`--${flag}=${value}`]),
+      (err: unknown) => {
+        assert.ok(err instanceof UsageError, `${flag} ${value}`);
+        assert.ok(err.message.startsWith(`--${flag}: `), err.message);
+        return true;
+      },
+      `${flag} ${value}`,
+    );
+  }
+});
+
+test('agent-config and mint-token are recognised commands', () => {
+  assert.equal(parseCommandLine(['agent-config']).command, 'agent-config');
+  assert.equal(parseCommandLine(['mint-token']).command, 'mint-token');
+});
+
+test('mint-token options default to undefined ids and a 1h ttl', () => {
+  assert.deepEqual(parseCommandLine(['mint-token']).mint, { instanceId: undefined, workflow: undefined, runId: undefined, ttlMs: 3_600_000 });
+});
+
+test('mint-token options are passed through, the ttl in milliseconds', () => {
+  const cl = parseCommandLine(['mint-token', '--instance-id', 'bot-7', '--workflow=ci/review', '--run-id', 'run-42', '--ttl', '15m']);
+  assert.deepEqual(cl.mint, { instanceId: 'bot-7', workflow: 'ci/review', runId: 'run-42', ttlMs: 900_000 });
+});
+
+test('agent-config options default to undefined', () => {
+  assert.deepEqual(parseCommandLine(['agent-config']).agent, { proxyHost: undefined, providerName: undefined, model: undefined, smallModel: undefined });
+});
+
+test('agent-config options are passed through unchanged', () => {
+  const cl = parseCommandLine(['agent-config', '--proxy-host', 'gw:9000', '--provider-name=Models', '--model', 'gpt-4.1', '--small-model', 'gpt-4.1-mini']);
+  assert.deepEqual(cl.agent, { proxyHost: 'gw:9000', providerName: 'Models', model: 'gpt-4.1', smallModel: 'gpt-4.1-mini' });
+});
+
+test('usage() lists the model gateway, mint-token and agent-config flags, with the defaults of those that have one', () => {
+  const lines = usage().split('\n');
+  const defaults: Record<string, string | undefined> = {
+    'model-gateway-listen': ':8450',
+    'max-request-body': '32MiB',
+    'upstream-max-retries': '2',
+    'upstream-retry-budget': '30s',
+    'max-token-lifetime': '24h',
+    ttl: '1h',
+    'instance-id': undefined,
+    workflow: undefined,
+    'run-id': undefined,
+    'proxy-host': undefined,
+    'provider-name': undefined,
+    model: undefined,
+    'small-model': undefined,
+  };
+  for (const [flag, dflt] of Object.entries(defaults)) {
+    const line = lines.find((l) => l.trimStart().startsWith(`--${flag} `));
+    assert.ok(line, `no usage line for --${flag}`);
+    if (dflt !== undefined) assert.ok(line.endsWith(`(default ${dflt})`), line);
+  }
+  const text = usage();
+  assert.ok(text.includes('agent-config'));
+  assert.ok(text.includes('mint-token'));
 });

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders } from 'node:http';
-import { assertHeaderValue, connectionNamed, gitUpstreamHeaders, scrubResponseHeaders } from '../../src/headers.ts';
+import { assertHeaderValue, connectionNamed, gitUpstreamHeaders, isCredentialHeaderName, scrubResponseHeaders } from '../../src/headers.ts';
 
 const HOST = 'github.com';
 const AUTH = 'Bearer ghp_proxytoken';
@@ -199,4 +199,66 @@ test('scrubResponseHeaders does not modify its input', () => {
   const copy = [...raw];
   scrubResponseHeaders(raw, ['a=1']);
   assert.deepEqual(raw, copy);
+});
+
+test('isCredentialHeaderName is true for credential and session header names', () => {
+  for (const name of [
+    'authorization',
+    'proxy-authorization',
+    'set-cookie',
+    'set-cookie2',
+    'www-authenticate',
+    'proxy-authenticate',
+    'x-api-key',
+    'api-key',
+    'openai-api-key',
+    'x-api_key',
+    'x-apikey',
+    'x-auth-token',
+    'x-session-id',
+    'x-client-secret',
+    'x-password',
+    'x-amz-security-token',
+    'x-credential',
+  ]) {
+    assert.equal(isCredentialHeaderName(name), true, name);
+  }
+});
+
+test('isCredentialHeaderName is false for rate-limit, retry and ordinary response headers', () => {
+  for (const name of [
+    'x-ratelimit-remaining-tokens',
+    'x-ratelimit-limit-tokens',
+    'x-ratelimit-reset-tokens',
+    'x-ratelimit-limit-requests',
+    'x-ratelimit-remaining-requests',
+    'retry-after',
+    'retry-after-ms',
+    'x-request-id',
+    'content-type',
+    'openai-processing-ms',
+    'openai-version',
+    'openai-organization',
+  ]) {
+    assert.equal(isCredentialHeaderName(name), false, name);
+  }
+});
+
+test('scrubResponseHeaders keeps the rate-limit and retry headers a client needs', () => {
+  const raw = [
+    'x-ratelimit-limit-requests', '500',
+    'x-ratelimit-remaining-requests', '499',
+    'X-RateLimit-Remaining-Tokens', '149984',
+    'x-ratelimit-reset-tokens', '6ms',
+    'Retry-After', '2',
+    'retry-after-ms', '1500',
+    'x-request-id', 'req_abc',
+    'openai-processing-ms', '12',
+  ];
+  assert.deepEqual(scrubResponseHeaders(raw, ['sk-upstream-key']), raw);
+});
+
+test('scrubResponseHeaders drops token-like response headers the upstream may add', () => {
+  const raw = ['Content-Type', 'application/json', 'X-Session-Token', 'abc', 'x-api-key', 'k', 'X-Auth-Token', 't'];
+  assert.deepEqual(scrubResponseHeaders(raw, []), ['Content-Type', 'application/json']);
 });

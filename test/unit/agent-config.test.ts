@@ -1,0 +1,134 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { agentConfig, botClaims, DEFAULT_GATEWAY_PORT, type AgentConfigInput, type MintInput } from '../../src/agent-config.ts';
+
+const INPUT: AgentConfigInput = {
+  provider: 'openai',
+  providerName: undefined,
+  proxyHost: 'proxy.ns.svc.cluster.local',
+  allowedModels: ['gpt-4.1', 'gpt-4.1-mini'],
+  model: undefined,
+  smallModel: undefined,
+};
+
+type ProviderEntry = { name: string; options: { baseURL: string } };
+const providerOf = (c: Record<string, unknown>, key: string): ProviderEntry => (c.provider as Record<string, ProviderEntry>)[key]!;
+
+const MINT: MintInput = {
+  instanceId: 'bot-7',
+  workflow: 'ci/review',
+  runId: 'run-42',
+  ttlSec: 3600,
+  maxLifetimeSec: 86_400,
+  nowSec: 1_700_000_000,
+};
+
+// ---- agentConfig ----
+
+test('agentConfig is one OpenAI-compatible provider pointing at the gateway on port 8450, and nothing else', () => {
+  assert.equal(DEFAULT_GATEWAY_PORT, 8450);
+  assert.deepEqual(agentConfig(INPUT), {
+    $schema: 'https://opencode.ai/config.json',
+    provider: {
+      openai: {
+        npm: '@ai-sdk/openai-compatible',
+        name: 'openai (gateway)',
+        options: {
+          baseURL: 'http://proxy.ns.svc.cluster.local:8450/v1',
+          apiKey: '{env:MODEL_PROXY_TOKEN}',
+          includeUsage: true,
+        },
+        models: {
+          'gpt-4.1': { name: 'gpt-4.1' },
+          'gpt-4.1-mini': { name: 'gpt-4.1-mini' },
+        },
+      },
+    },
+    model: 'openai/gpt-4.1',
+    small_model: 'openai/gpt-4.1',
+    enabled_providers: ['openai'],
+    share: 'disabled',
+  });
+});
+
+test('a proxy host with a port keeps that port in the baseURL', () => {
+  const options = providerOf(agentConfig({ ...INPUT, proxyHost: 'gw.internal:9000' }), 'openai').options;
+  assert.equal(options.baseURL, 'http://gw.internal:9000/v1');
+});
+
+test('the display name, model and small model are taken from the input', () => {
+  const c = agentConfig({ ...INPUT, providerName: 'Models', model: 'gpt-4.1-mini', smallModel: 'gpt-4.1' });
+  assert.equal(providerOf(c, 'openai').name, 'Models');
+  assert.equal(c.model, 'openai/gpt-4.1-mini');
+  assert.equal(c.small_model, 'openai/gpt-4.1');
+});
+
+test('the small model defaults to the default model', () => {
+  assert.equal(agentConfig({ ...INPUT, model: 'gpt-4.1-mini' }).small_model, 'openai/gpt-4.1-mini');
+});
+
+test('the provider key is used everywhere the provider is named', () => {
+  const c = agentConfig({ ...INPUT, provider: 'azure' });
+  assert.deepEqual(Object.keys(c.provider as object), ['azure']);
+  assert.equal(c.model, 'azure/gpt-4.1');
+  assert.deepEqual(c.enabled_providers, ['azure']);
+});
+
+test('the agent config never carries an upstream key, only the MODEL_PROXY_TOKEN reference', () => {
+  const text = JSON.stringify(agentConfig(INPUT));
+  assert.ok(!text.includes('UPSTREAM_API_KEY'), text);
+  assert.ok(text.includes('"apiKey":"{env:MODEL_PROXY_TOKEN}"'), text);
+});
+
+test('a missing proxy host is an error saying how to give one', () => {
+  for (const proxyHost of [undefined, '']) {
+    assert.throws(() => agentConfig({ ...INPUT, proxyHost }), /--proxy-host or MODEL_GATEWAY_PROXY_HOST/);
+  }
+});
+
+test('a proxy host that is not host or host:port is rejected', () => {
+  for (const proxyHost of ['http://gw', 'gw/v1', 'gw:0', 'gw:65536', 'gw:', 'gw:abc', 'user@gw', 'g w', '[::1]:8450']) {
+    assert.throws(() => agentConfig({ ...INPUT, proxyHost }), /is not host or host:port/, proxyHost);
+  }
+});
+
+test('an empty allowlist is an error', () => {
+  assert.throws(() => agentConfig({ ...INPUT, allowedModels: [] }), /UPSTREAM_ALLOWED_MODELS is empty/);
+});
+
+test('a model or small model outside the allowlist is an error naming it', () => {
+  assert.throws(() => agentConfig({ ...INPUT, model: 'gpt-5' }), /model "gpt-5" is not in UPSTREAM_ALLOWED_MODELS/);
+  assert.throws(() => agentConfig({ ...INPUT, smallModel: 'gpt-5-nano' }), /model "gpt-5-nano" is not in UPSTREAM_ALLOWED_MODELS/);
+});
+
+// ---- botClaims ----
+
+test('botClaims maps the flags to sub, workflow and run_id, with iat now and exp now + ttl', () => {
+  assert.deepEqual(botClaims(MINT), { sub: 'bot-7', workflow: 'ci/review', run_id: 'run-42', iat: 1_700_000_000, exp: 1_700_003_600 });
+});
+
+test('each of --instance-id, --workflow and --run-id is required', () => {
+  assert.throws(() => botClaims({ ...MINT, instanceId: undefined }), /--instance-id is required/);
+  assert.throws(() => botClaims({ ...MINT, workflow: undefined }), /--workflow is required/);
+  assert.throws(() => botClaims({ ...MINT, runId: undefined }), /--run-id is required/);
+});
+
+test('a claim value with a bad character, empty or too long is rejected naming the flag', () => {
+  const flags: [keyof MintInput, string][] = [
+    ['instanceId', 'instance-id'],
+    ['workflow', 'workflow'],
+    ['runId', 'run-id'],
+  ];
+  for (const [field, flag] of flags) {
+    for (const bad of ['', 'a b', 'a,b', 'é', 'a\nb', 'a'.repeat(129)]) {
+      assert.throws(() => botClaims({ ...MINT, [field]: bad }), new RegExp(`--${flag} may hold`), `${flag}: ${JSON.stringify(bad)}`);
+    }
+  }
+});
+
+test('the ttl must be at least 1s and at most the max token lifetime', () => {
+  assert.throws(() => botClaims({ ...MINT, ttlSec: 0 }), /--ttl must be between 1s and .*\(86400s\)/);
+  assert.throws(() => botClaims({ ...MINT, ttlSec: 86_401 }), /--ttl must be between/);
+  assert.equal(botClaims({ ...MINT, ttlSec: 1 }).exp, MINT.nowSec + 1);
+  assert.equal(botClaims({ ...MINT, ttlSec: 86_400 }).exp, MINT.nowSec + 86_400);
+});

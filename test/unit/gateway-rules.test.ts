@@ -1,0 +1,540 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { IncomingHttpHeaders } from 'node:http';
+import { ERRORS } from '../../src/errors.ts';
+import {
+  clientRequestId,
+  gatewayUpstreamHeaders,
+  identityFromHeaders,
+  isJsonContentType,
+  modelsListBody,
+  openAiErrorBody,
+  openAiErrorType,
+  routeGatewayRequest,
+  upstreamChatPath,
+  validateChatRequest,
+  type GatewayUpstreamHeaderInput,
+} from '../../src/gateway-rules.ts';
+
+const ALLOWED = new Set(['gpt-4.1', 'gpt-4.1-mini']);
+
+function chat(doc: unknown): ReturnType<typeof validateChatRequest> {
+  return validateChatRequest(Buffer.from(JSON.stringify(doc)), ALLOWED);
+}
+
+function rejected(result: ReturnType<typeof validateChatRequest>): { code: string; param: string | null } {
+  assert.equal(result.ok, false, JSON.stringify(result));
+  if (result.ok) throw new Error('unreachable');
+  return { code: result.error.code, param: result.param };
+}
+
+const SET: GatewayUpstreamHeaderInput = {
+  host: 'api.openai.com',
+  apiKey: 'sk-upstream-key',
+  clientRequestId: 'req-123',
+  contentLength: 42,
+  organization: undefined,
+  project: undefined,
+};
+
+// ---- routeGatewayRequest ----
+
+test('POST /v1/chat/completions is the chat route, with its query kept', () => {
+  assert.deepEqual(routeGatewayRequest('POST', '/v1/chat/completions'), { ok: true, route: 'chat', query: '' });
+  assert.deepEqual(routeGatewayRequest('POST', '/v1/chat/completions?api-version=2024-10-21'), {
+    ok: true,
+    route: 'chat',
+    query: 'api-version=2024-10-21',
+  });
+});
+
+test('a chat query with characters outside the safe set is rejected with 400 invalid_query', () => {
+  for (const target of [
+    '/v1/chat/completions?a=b c',
+    '/v1/chat/completions?a=<b>',
+    '/v1/chat/completions?a=b#frag',
+    '/v1/chat/completions?a=b?c',
+    '/v1/chat/completions?a=b/c',
+    '/v1/chat/completions?a="b"',
+    '/v1/chat/completions?a=b;c',
+  ]) {
+    const r = routeGatewayRequest('POST', target);
+    assert.equal(r.ok, false, target);
+    if (r.ok) continue;
+    assert.equal(r.error, ERRORS.badQuery, target);
+    assert.equal(r.error.status, 400);
+    assert.equal(r.error.code, 'invalid_query');
+  }
+});
+
+test('any method but POST on the chat route is 405 with Allow: POST', () => {
+  for (const method of ['GET', 'PUT', 'DELETE', 'HEAD', 'OPTIONS', 'post']) {
+    const r = routeGatewayRequest(method, '/v1/chat/completions');
+    assert.equal(r.ok, false, method);
+    if (r.ok) continue;
+    assert.equal(r.error.status, 405, method);
+    assert.equal(r.allow, 'POST', method);
+  }
+});
+
+test('GET /v1/models is the models route', () => {
+  assert.deepEqual(routeGatewayRequest('GET', '/v1/models'), { ok: true, route: 'models' });
+});
+
+test('any method but GET on the models route is 405 with Allow: GET', () => {
+  for (const method of ['POST', 'PUT', 'DELETE']) {
+    const r = routeGatewayRequest(method, '/v1/models');
+    assert.equal(r.ok, false, method);
+    if (r.ok) continue;
+    assert.equal(r.error.status, 405, method);
+    assert.equal(r.allow, 'GET', method);
+  }
+});
+
+test('every other path is 404 not_found, whatever the method', () => {
+  for (const path of [
+    '/v1/completions',
+    '/v1/embeddings',
+    '/chat/completions',
+    '/v1/chat/completions/',
+    '//v1/chat/completions',
+    '/v1/../v1/chat/completions',
+    '/v1/./chat/completions',
+    '/v1/chat/completions%2F',
+    '/V1/chat/completions',
+    '/v1/models/gpt-4.1',
+    '/v1/v1/chat/completions',
+    '/',
+    '',
+    'http://api.openai.com/v1/chat/completions',
+  ]) {
+    for (const method of ['GET', 'POST']) {
+      const r = routeGatewayRequest(method, path);
+      assert.equal(r.ok, false, `${method} ${path}`);
+      if (r.ok) continue;
+      assert.equal(r.error, ERRORS.notFound, `${method} ${path}`);
+      assert.equal(r.error.status, 404);
+      assert.equal(r.allow, undefined);
+    }
+  }
+});
+
+// ---- isJsonContentType ----
+
+test('isJsonContentType accepts application/json with parameters, in any case, and +json types', () => {
+  for (const v of [
+    'application/json',
+    'application/json; charset=utf-8',
+    'application/json;charset=UTF-8',
+    'APPLICATION/JSON',
+    'Application/Json ; charset=utf-8',
+    'application/vnd.x+json',
+  ]) {
+    assert.equal(isJsonContentType(v), true, v);
+  }
+});
+
+test('isJsonContentType rejects other media types and a missing header', () => {
+  for (const v of [undefined, '', 'text/plain', 'application/jsonx', 'multipart/form-data; boundary=x', 'text/json', 'application/x-www-form-urlencoded', 'json']) {
+    assert.equal(isJsonContentType(v), false, String(v));
+  }
+});
+
+// ---- validateChatRequest ----
+
+test('a valid chat request yields its model and stream flags', () => {
+  assert.deepEqual(chat({ model: 'gpt-4.1', messages: [{ role: 'user', content: 'hi' }] }), {
+    ok: true,
+    model: 'gpt-4.1',
+    stream: false,
+    includeUsage: false,
+  });
+});
+
+test('a body that is not JSON is invalid_json with no param', () => {
+  for (const text of ['', '{', 'model=gpt-4.1', '{"model":"gpt-4.1",}']) {
+    assert.deepEqual(rejected(validateChatRequest(Buffer.from(text), ALLOWED)), { code: 'invalid_json', param: null }, text);
+  }
+});
+
+test('JSON that is not an object (array, string, number, null) is invalid_json', () => {
+  for (const doc of [[], [{ model: 'gpt-4.1' }], 'gpt-4.1', 42, null, true]) {
+    assert.deepEqual(rejected(chat(doc)), { code: 'invalid_json', param: null }, JSON.stringify(doc));
+  }
+});
+
+test('a missing model is model_missing with param "model"', () => {
+  assert.deepEqual(rejected(chat({ messages: [] })), { code: 'model_missing', param: 'model' });
+});
+
+test('a model that is not a string is model_missing with param "model"', () => {
+  for (const model of [42, null, ['gpt-4.1'], { id: 'gpt-4.1' }, true]) {
+    assert.deepEqual(rejected(chat({ model, messages: [] })), { code: 'model_missing', param: 'model' }, JSON.stringify(model));
+  }
+});
+
+test('a model outside the allowlist is model_not_allowed, matched exactly', () => {
+  for (const model of ['gpt-5', 'GPT-4.1', ' gpt-4.1', 'gpt-4.1 ', 'gpt-4', '']) {
+    assert.deepEqual(rejected(chat({ model, messages: [] })), { code: 'model_not_allowed', param: 'model' }, model);
+  }
+});
+
+test('the model_not_allowed message names neither the requested model nor any allowed model', () => {
+  const result = chat({ model: 'secret-internal-model', messages: [] });
+  assert.equal(result.ok, false);
+  if (result.ok) return;
+  const body = openAiErrorBody(result.error, result.param);
+  for (const text of [result.error.message, body]) {
+    assert.ok(!text.includes('secret-internal-model'), text);
+    for (const allowed of ALLOWED) assert.ok(!text.includes(allowed), text);
+  }
+});
+
+test('messages missing or not an array is messages_missing with param "messages"', () => {
+  for (const messages of [undefined, null, 'hi', { role: 'user' }, 3]) {
+    assert.deepEqual(rejected(chat({ model: 'gpt-4.1', messages })), { code: 'messages_missing', param: 'messages' }, JSON.stringify(messages));
+  }
+});
+
+test('every allowed role is accepted: system, developer, user, assistant, tool', () => {
+  const r = chat({
+    model: 'gpt-4.1',
+    messages: [
+      { role: 'system', content: 's' },
+      { role: 'developer', content: 'd' },
+      { role: 'user', content: 'u' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+      { role: 'tool', tool_call_id: 'c1', content: 'result' },
+    ],
+  });
+  assert.equal(r.ok, true, JSON.stringify(r));
+});
+
+test('an empty messages array passes the gateway (the upstream judges it)', () => {
+  assert.equal(chat({ model: 'gpt-4.1', messages: [] }).ok, true);
+});
+
+test('a disallowed role, a missing role or a non-object message is role_not_allowed naming messages[i].role', () => {
+  const ok = { role: 'user', content: 'hi' };
+  const cases: [unknown, number][] = [
+    [{ role: 'function', name: 'f', content: 'x' }, 1],
+    [{ content: 'no role' }, 1],
+    [{ role: 'USER', content: 'x' }, 1],
+    [{ role: 42 }, 1],
+    ['user', 2],
+    [null, 0],
+    [['user'], 1],
+  ];
+  for (const [bad, index] of cases) {
+    const messages = [...Array<unknown>(index).fill(ok), bad, ok];
+    assert.deepEqual(
+      rejected(chat({ model: 'gpt-4.1', messages })),
+      { code: 'role_not_allowed', param: `messages[${index}].role` },
+      JSON.stringify(bad),
+    );
+  }
+});
+
+test('a stream value that is not a boolean is invalid_stream with param "stream"', () => {
+  for (const stream of ['true', 1, 0, null, {}]) {
+    assert.deepEqual(rejected(chat({ model: 'gpt-4.1', messages: [], stream })), { code: 'invalid_stream', param: 'stream' }, JSON.stringify(stream));
+  }
+});
+
+test('stream true with stream_options.include_usage true is reported as both', () => {
+  const r = chat({ model: 'gpt-4.1', messages: [], stream: true, stream_options: { include_usage: true } });
+  assert.deepEqual(r, { ok: true, model: 'gpt-4.1', stream: true, includeUsage: true });
+});
+
+test('includeUsage is true only for include_usage === true', () => {
+  for (const stream_options of [undefined, null, {}, { include_usage: false }, { include_usage: 'true' }, { include_usage: 1 }]) {
+    const r = chat({ model: 'gpt-4.1', messages: [], stream: true, stream_options });
+    assert.equal(r.ok, true);
+    if (r.ok) assert.equal(r.includeUsage, false, JSON.stringify(stream_options));
+  }
+});
+
+// ---- identityFromHeaders ----
+
+test('identity headers are read as given', () => {
+  assert.deepEqual(
+    identityFromHeaders({ 'x-instance-id': 'bot-7', 'x-workflow': 'ci/review', 'x-run-id': 'run:42@a.b_c-d' }),
+    { instanceId: 'bot-7', workflow: 'ci/review', runId: 'run:42@a.b_c-d' },
+  );
+});
+
+test('absent identity headers are null', () => {
+  assert.deepEqual(identityFromHeaders({}), { instanceId: null, workflow: null, runId: null });
+  assert.deepEqual(identityFromHeaders({ 'x-workflow': 'w' }), { instanceId: null, workflow: 'w', runId: null });
+});
+
+test('an identity header with a bad character, too long, empty or repeated is an error naming that header', () => {
+  const names: [string, string][] = [
+    ['x-instance-id', 'X-Instance-Id'],
+    ['x-workflow', 'X-Workflow'],
+    ['x-run-id', 'X-Run-Id'],
+  ];
+  const badValues: (string | string[])[] = ['a b', 'a\tb', 'a,b', 'é', 'a'.repeat(129), '', ['a', 'b']];
+  for (const [name, display] of names) {
+    for (const value of badValues) {
+      const r = identityFromHeaders({ [name]: value } as IncomingHttpHeaders);
+      assert.deepEqual(r, { error: ERRORS.badIdentityHeader, param: display }, `${name}: ${JSON.stringify(value)}`);
+    }
+  }
+});
+
+test('an identity value of exactly 128 characters is accepted', () => {
+  const v = 'a'.repeat(128);
+  assert.deepEqual(identityFromHeaders({ 'x-run-id': v }), { instanceId: null, workflow: null, runId: v });
+});
+
+// ---- clientRequestId ----
+
+test('a well-formed X-Client-Request-Id is kept', () => {
+  for (const v of ['req-123', 'a', 'A.b_c:d-9', 'x'.repeat(128)]) {
+    assert.equal(clientRequestId({ 'x-client-request-id': v }), v);
+  }
+});
+
+test('a missing, malformed or too long X-Client-Request-Id is undefined', () => {
+  for (const v of [undefined, '', 'a b', 'a/b', 'a@b', 'é', 'x'.repeat(129), 'a\r\nb']) {
+    assert.equal(clientRequestId({ 'x-client-request-id': v }), undefined, JSON.stringify(v));
+  }
+});
+
+// ---- gatewayUpstreamHeaders ----
+
+test('client credentials never go upstream', () => {
+  const out = gatewayUpstreamHeaders(
+    {
+      authorization: 'Bearer bot-token',
+      'proxy-authorization': 'Basic eDp5',
+      'x-api-key': 'sk-found',
+      'api-key': 'azure-found',
+      cookie: 'session=abc',
+    },
+    SET,
+  );
+  assert.equal(out.authorization, 'Bearer sk-upstream-key');
+  for (const name of ['proxy-authorization', 'x-api-key', 'api-key', 'cookie']) assert.ok(!(name in out), name);
+});
+
+test('client account selectors never go upstream', () => {
+  const out = gatewayUpstreamHeaders(
+    {
+      'openai-organization': 'org-other',
+      'openai-project': 'proj-other',
+      'upstream-organization': 'org-other',
+      'upstream-project': 'proj-other',
+    },
+    SET,
+  );
+  for (const name of ['openai-organization', 'openai-project', 'upstream-organization', 'upstream-project']) assert.ok(!(name in out), name);
+});
+
+test('gateway identity headers stay at the gateway', () => {
+  const out = gatewayUpstreamHeaders({ 'x-instance-id': 'bot-1', 'x-workflow': 'w', 'x-run-id': 'r' }, SET);
+  for (const name of ['x-instance-id', 'x-workflow', 'x-run-id']) assert.ok(!(name in out), name);
+});
+
+test('forwarding headers are dropped', () => {
+  const out = gatewayUpstreamHeaders(
+    {
+      forwarded: 'for=10.0.0.1',
+      'x-forwarded-for': '10.0.0.1',
+      'x-forwarded-host': 'evil.example',
+      'x-forwarded-proto': 'http',
+      'x-real-ip': '10.0.0.1',
+    },
+    SET,
+  );
+  for (const name of ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip']) assert.ok(!(name in out), name);
+});
+
+test('hop-by-hop headers and headers named in Connection are dropped', () => {
+  const out = gatewayUpstreamHeaders(
+    {
+      connection: 'keep-alive, X-Custom, x-stainless-lang',
+      'keep-alive': 'timeout=5',
+      'proxy-connection': 'keep-alive',
+      te: 'trailers',
+      trailer: 'x-checksum',
+      'transfer-encoding': 'chunked',
+      upgrade: 'websocket',
+      'x-custom': '1',
+      'x-stainless-lang': 'js',
+      'user-agent': 'OpenAI/JS 4.0',
+    },
+    SET,
+  );
+  for (const name of ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'x-custom', 'x-stainless-lang']) {
+    assert.ok(!(name in out), name);
+  }
+  assert.equal(out['user-agent'], 'OpenAI/JS 4.0');
+});
+
+test('a client cannot strip our Authorization or Host via Connection', () => {
+  const out = gatewayUpstreamHeaders({ connection: 'authorization, host, content-length, accept-encoding, x-client-request-id' }, SET);
+  assert.equal(out.authorization, 'Bearer sk-upstream-key');
+  assert.equal(out.host, 'api.openai.com');
+  assert.equal(out['content-length'], 42);
+  assert.equal(out['accept-encoding'], 'identity');
+  assert.equal(out['x-client-request-id'], 'req-123');
+});
+
+test('the gateway sets Host, Authorization, Content-Length, Accept-Encoding and X-Client-Request-Id, replacing the client values', () => {
+  const out = gatewayUpstreamHeaders(
+    {
+      host: 'proxy.ns.svc:8450',
+      authorization: 'Bearer bot-token',
+      'content-length': '999',
+      'accept-encoding': 'gzip, br',
+      'x-client-request-id': 'client-chosen',
+    },
+    SET,
+  );
+  assert.deepEqual(out, {
+    host: 'api.openai.com',
+    authorization: 'Bearer sk-upstream-key',
+    'content-length': 42,
+    'accept-encoding': 'identity',
+    'x-client-request-id': 'req-123',
+  });
+});
+
+test('Upstream-Organization and Upstream-Project are sent only when configured', () => {
+  const without = gatewayUpstreamHeaders({}, SET);
+  assert.ok(!('upstream-organization' in without));
+  assert.ok(!('upstream-project' in without));
+  const withBoth = gatewayUpstreamHeaders({}, { ...SET, organization: 'org-ours', project: 'proj-ours' });
+  assert.equal(withBoth['upstream-organization'], 'org-ours');
+  assert.equal(withBoth['upstream-project'], 'proj-ours');
+});
+
+test('configured organization and project replace the client values', () => {
+  const out = gatewayUpstreamHeaders(
+    { 'upstream-organization': 'org-other', 'upstream-project': 'proj-other' },
+    { ...SET, organization: 'org-ours', project: 'proj-ours' },
+  );
+  assert.equal(out['upstream-organization'], 'org-ours');
+  assert.equal(out['upstream-project'], 'proj-ours');
+});
+
+test('other client headers pass through unchanged', () => {
+  const incoming: IncomingHttpHeaders = {
+    'content-type': 'application/json',
+    accept: 'text/event-stream',
+    'user-agent': 'OpenAI/JS 4.0',
+    'x-stainless-lang': 'js',
+    'openai-beta': 'assistants=v2',
+    'idempotency-key': 'idem-1',
+  };
+  const out = gatewayUpstreamHeaders(incoming, SET);
+  for (const [name, value] of Object.entries(incoming)) assert.equal(out[name], value, name);
+});
+
+test('gatewayUpstreamHeaders does not modify the incoming header object', () => {
+  const incoming: IncomingHttpHeaders = { authorization: 'Bearer bot', connection: 'x-a', 'x-a': '1' };
+  const copy = structuredClone(incoming);
+  gatewayUpstreamHeaders(incoming, SET);
+  assert.deepEqual(incoming, copy);
+});
+
+test('gatewayUpstreamHeaders throws on CR, LF or NUL in the key, host, request id, organization or project', () => {
+  for (const bad of ['a\rb', 'a\nb', 'a\0b']) {
+    for (const field of ['apiKey', 'host', 'clientRequestId', 'organization', 'project'] as const) {
+      assert.throws(() => gatewayUpstreamHeaders({}, { ...SET, [field]: bad }), /refusing to set header/, `${field}: ${JSON.stringify(bad)}`);
+    }
+  }
+});
+
+test('the header-injection error does not echo the key', () => {
+  assert.throws(
+    () => gatewayUpstreamHeaders({}, { ...SET, apiKey: 'sk-very-secret\r\nX-Evil: 1' }),
+    (err: Error) => !err.message.includes('sk-very-secret'),
+  );
+});
+
+// ---- upstreamChatPath ----
+
+test('upstreamChatPath appends /chat/completions to the base path, never doubling /v1', () => {
+  assert.equal(upstreamChatPath('/v1', ''), '/v1/chat/completions');
+  assert.equal(upstreamChatPath('', ''), '/chat/completions');
+  assert.equal(upstreamChatPath('/openai/v1', ''), '/openai/v1/chat/completions');
+});
+
+test('upstreamChatPath appends the query only when it is non-empty', () => {
+  assert.equal(upstreamChatPath('/v1', 'api-version=2024-10-21'), '/v1/chat/completions?api-version=2024-10-21');
+  assert.ok(!upstreamChatPath('/v1', '').includes('?'));
+});
+
+// ---- OpenAI error format ----
+
+test('openAiErrorType maps statuses to OpenAI error types', () => {
+  const cases: [number, string][] = [
+    [400, 'invalid_request_error'],
+    [405, 'invalid_request_error'],
+    [413, 'invalid_request_error'],
+    [415, 'invalid_request_error'],
+    [401, 'authentication_error'],
+    [403, 'permission_error'],
+    [404, 'not_found_error'],
+    [429, 'rate_limit_error'],
+    [500, 'server_error'],
+    [502, 'server_error'],
+    [503, 'server_error'],
+    [504, 'server_error'],
+  ];
+  for (const [status, type] of cases) assert.equal(openAiErrorType(status), type, String(status));
+});
+
+test('openAiErrorBody is {error:{message,type,code,param}} with the fixed message by default', () => {
+  assert.deepEqual(JSON.parse(openAiErrorBody(ERRORS.modelNotAllowed, 'model')), {
+    error: { message: ERRORS.modelNotAllowed.message, type: 'invalid_request_error', code: 'model_not_allowed', param: 'model' },
+  });
+  assert.deepEqual(JSON.parse(openAiErrorBody(ERRORS.unauthenticated, null)), {
+    error: { message: ERRORS.unauthenticated.message, type: 'authentication_error', code: 'invalid_bot_token', param: null },
+  });
+});
+
+test('openAiErrorBody uses a given message instead of the fixed one', () => {
+  assert.equal(JSON.parse(openAiErrorBody(ERRORS.internal, null, 'other')).error.message, 'other');
+});
+
+// ---- modelsListBody ----
+
+test('modelsListBody lists exactly the allowlist, in order, in OpenAI list format', () => {
+  assert.deepEqual(JSON.parse(modelsListBody(['gpt-4.1', 'gpt-4.1-mini'], 'openai')), {
+    object: 'list',
+    data: [
+      { id: 'gpt-4.1', object: 'model', created: 0, owned_by: 'openai' },
+      { id: 'gpt-4.1-mini', object: 'model', created: 0, owned_by: 'openai' },
+    ],
+  });
+});
+
+test('modelsListBody of an empty allowlist is an empty list', () => {
+  assert.deepEqual(JSON.parse(modelsListBody([], 'openai')), { object: 'list', data: [] });
+});
+
+test('every X-Forwarded-* header, credential-looking headers and Expect are dropped on the way up', () => {
+  const out = gatewayUpstreamHeaders(
+    {
+      'x-forwarded-port': '443',
+      'x-forwarded-prefix': '/x',
+      'x-forwarded-server': 'edge',
+      'x-original-forwarded-for': '10.0.0.1',
+      'openai-api-key': 'sk-x',
+      'x-goog-api-key': 'g',
+      'x-auth-token': 't',
+      expect: '100-continue',
+      'user-agent': 'kept',
+    },
+    { host: 'api.example', apiKey: 'sk-ours', clientRequestId: 'id', contentLength: 2, organization: undefined, project: undefined },
+  );
+  for (const name of ['x-forwarded-port', 'x-forwarded-prefix', 'x-forwarded-server', 'x-original-forwarded-for', 'openai-api-key', 'x-goog-api-key', 'x-auth-token', 'expect']) {
+    assert.ok(!(name in out), name);
+  }
+  assert.equal(out['user-agent'], 'kept');
+  assert.equal(out.authorization, 'Bearer sk-ours');
+});
