@@ -2,35 +2,13 @@
 // nothing but node: built-ins. Fails if anything from outside src/ would be bundled.
 import { build } from 'esbuild';
 import { readFileSync, statSync } from 'node:fs';
-import { builtinModules } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { onlySrcAndBuiltins } from './scripts/bundle-policy.mjs';
 
 const root = path.dirname(fileURLToPath(import.meta.url));
 const srcDir = path.join(root, 'src') + path.sep;
 const outfile = path.join(root, 'dist', 'proxy.js');
-const builtins = new Set(builtinModules);
-
-const onlySrcAndBuiltins = {
-  name: 'only-src-and-node-builtins',
-  setup(b) {
-    b.onResolve({ filter: /.*/ }, (args) => {
-      if (args.kind === 'entry-point') return undefined;
-      if (args.path.startsWith('node:')) {
-        if (!builtins.has(args.path.slice(5))) return { errors: [{ text: `${args.path} is not a Node built-in` }] };
-        return { path: args.path, external: true };
-      }
-      if (!args.path.startsWith('.')) {
-        return { errors: [{ text: `"${args.path}" imported by ${path.relative(root, args.importer)}: only node: built-ins (with the node: prefix) and files in src/ may be bundled` }] };
-      }
-      const resolved = path.resolve(args.resolveDir, args.path);
-      if (!resolved.startsWith(srcDir)) {
-        return { errors: [{ text: `${path.relative(root, resolved)} is outside src/ and may not be bundled` }] };
-      }
-      return undefined;
-    });
-  },
-};
 
 await build({
   entryPoints: [path.join(root, 'src', 'main.ts')],
@@ -43,7 +21,7 @@ await build({
   sourcemap: false,
   legalComments: 'inline',
   banner: { js: '#!/usr/bin/env node\n// credential-proxy: bundled from src/ by build.mjs. Imports only node: built-ins.' },
-  plugins: [onlySrcAndBuiltins],
+  plugins: [onlySrcAndBuiltins(srcDir, root)],
   logLevel: 'warning',
 });
 

@@ -106,3 +106,27 @@ test('git-config without GIT_AUTH_PROXY_HOST falls back to credential-helper ent
     'credential.https://git.corp.example.helper=/usr/local/bin/executor-helper --mode "git"',
   ]);
 });
+
+test('agent-config prints the bot provider entry of the design as JSON', async () => {
+  const r = await runProxyCommand(['agent-config', '--proxy-host', 'gw.ns.svc', '--small-model', 'gpt-small'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big,gpt-small', UPSTREAM_PROVIDER: 'corp' });
+  assert.equal(r.code, 0, r.stderr);
+  const config = JSON.parse(r.stdout) as Record<string, unknown>;
+  assert.deepEqual(config.provider, {
+    corp: {
+      npm: '@ai-sdk/openai-compatible',
+      name: 'corp (gateway)',
+      options: { baseURL: 'http://gw.ns.svc:8450/v1', apiKey: '{env:MODEL_PROXY_TOKEN}', includeUsage: true },
+      models: { 'gpt-big': { name: 'gpt-big' }, 'gpt-small': { name: 'gpt-small' } },
+    },
+  });
+  assert.equal(config.model, 'corp/gpt-big');
+  assert.equal(config.small_model, 'corp/gpt-small');
+  assert.deepEqual(config.enabled_providers, ['corp']);
+  assert.equal(config.share, 'disabled');
+});
+
+test('mint-token without a signing key fails with a clear message', async () => {
+  const r = await runProxyCommand(['mint-token', '--instance-id', 'a', '--workflow', 'b', '--run-id', 'c']);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /MODEL_PROXY_SIGNING_KEY is not set/);
+});

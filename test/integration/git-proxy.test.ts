@@ -430,3 +430,15 @@ test('no token appears in any response, header or log line of this suite', () =>
   assertNoSecrets(seenResponses.join('\n'), SECRETS, 'a response');
   assertNoSecrets(proxy.output(), SECRETS, 'the proxy output');
 });
+
+test('upstream TLS connections are reused across sequential requests', async () => {
+  let handshakes = 0;
+  const count = () => handshakes++;
+  upB.server.on('secureConnection', count);
+  try {
+    for (let i = 0; i < 5; i++) assert.equal((await send(port, 'GET', `/${upB.hostKey}/org/repo.git/${INFO}`)).status, 200);
+  } finally {
+    upB.server.off('secureConnection', count);
+  }
+  assert.ok(handshakes <= 1, `5 requests opened ${handshakes} upstream connections`);
+});

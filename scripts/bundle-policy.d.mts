@@ -1,0 +1,2 @@
+import type { Plugin } from 'esbuild';
+export function onlySrcAndBuiltins(srcDir: string, root: string): Plugin;
