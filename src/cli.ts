@@ -23,6 +23,9 @@ export interface ServeOptions {
   readonly upstreamConnectTimeoutMs: number;
   readonly upstreamIdleTimeoutMs: number;
   readonly shutdownGraceMs: number;
+  readonly metricsListen: ListenAddress;
+  readonly metricsMaxSeries: number;
+  readonly metricsRunIdLabel: boolean;
 }
 
 export interface MintOptions {
@@ -60,6 +63,8 @@ const FLAGS = {
   'upstream-connect-timeout': { default: '10s', help: 'TCP connect + TLS handshake to an upstream (504 after)' },
   'upstream-idle-timeout': { default: '5m', help: 'no byte moving on the upstream leg for this long ends the request (504, or a cut stream)' },
   'shutdown-grace': { default: '30s', help: 'on SIGTERM/SIGINT, how long in-flight requests may finish' },
+  'metrics-listen': { default: ':9464', help: 'Prometheus metrics listener (GET /metrics); runs whenever a proxy listener runs' },
+  'metrics-max-series': { default: '2000', help: 'most series one metric family may hold; further label sets fold into an overflow series' },
   'instance-id': { default: undefined, help: 'mint-token: the bot instance (claim sub)' },
   workflow: { default: undefined, help: 'mint-token: the workflow (claim workflow)' },
   'run-id': { default: undefined, help: 'mint-token: the run (claim run_id)' },
@@ -87,6 +92,7 @@ export function usage(): string {
     '',
     'flags (--flag value or --flag=value):',
     ...flagLines,
+    `  --${'metrics-run-id-label'.padEnd(26)} add run_id as a label to model metrics (unbounded; still under --metrics-max-series)`,
     '',
     'The git listener starts when a git host token is set (GIT_HOST_A_TOKEN, GIT_HOST_B_TOKEN,',
     'or a token of the --git-hosts file) or GIT_AUTH_ENABLED=true; the model gateway when',
@@ -105,6 +111,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       options: {
         ...Object.fromEntries((Object.keys(FLAGS) as FlagName[]).map((n) => [n, { type: 'string' as const }])),
         help: { type: 'boolean', short: 'h' },
+        'metrics-run-id-label': { type: 'boolean' },
         version: { type: 'boolean' },
       },
     });
@@ -139,6 +146,9 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       upstreamConnectTimeoutMs: duration('upstream-connect-timeout'),
       upstreamIdleTimeoutMs: duration('upstream-idle-timeout'),
       shutdownGraceMs: duration('shutdown-grace'),
+      metricsListen: wrap(() => parseListenAddress('metrics-listen', str('metrics-listen')!)),
+      metricsMaxSeries: wrap(() => parseCount('metrics-max-series', str('metrics-max-series')!, 10, 1_000_000)),
+      metricsRunIdLabel: values['metrics-run-id-label'] === true,
     },
     mint: {
       instanceId: str('instance-id'),

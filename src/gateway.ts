@@ -27,7 +27,44 @@ import { nextRetryDelay, retryHintMs, type RetryPolicy } from './retry.ts';
 import type { SecretSource } from './secret.ts';
 import { SseInspector, summarizeJsonCompletion, type CompletionSummary } from './sse.ts';
 
+/** What one model call did: the access log line, and what the metrics count. */
+export type ModelRequestRecord = {
+  readonly event: 'request';
+  readonly listener: 'model';
+  readonly request_id: string | null;
+  readonly upstream_request_id: string | null;
+  readonly provider: string;
+  /** Only ever an allowlisted model ID (null when refused before validation). */
+  readonly model: string | null;
+  readonly response_model: string | null;
+  readonly method: string;
+  readonly path: string | null;
+  readonly status: number;
+  readonly stream: boolean;
+  readonly duration_ms: number;
+  readonly ttft_ms: number | null;
+  readonly input_tokens: number | null;
+  readonly output_tokens: number | null;
+  readonly reasoning_tokens: number | null;
+  readonly cached_tokens: number | null;
+  readonly usage_complete: boolean;
+  readonly finish_reason: string | null;
+  readonly interrupted: 'client' | 'upstream' | 'idle_timeout' | null;
+  readonly retries: number;
+  readonly rate_limited: number;
+  readonly instance_id: string | null;
+  readonly workflow: string | null;
+  readonly run_id: string | null;
+  readonly bytes_in: number;
+  readonly bytes_out: number;
+  readonly error: string | null;
+};
+
 export interface GatewayDeps {
+  /** Called once per request, when it is over. */
+  readonly record: (rec: ModelRequestRecord) => void;
+  /** Told when an SSE relay starts and ends (for the streams-in-flight gauge). */
+  readonly streams?: { opened(model: string): void; closed(model: string): void };
   readonly config: GatewayConfig;
   readonly agent: Agent;
   readonly apiKey: SecretSource | undefined;
@@ -142,7 +179,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     const logDone = (status: number, error?: string) => {
       const usage = summary?.usage ?? null;
       const interrupted = exchange.failure === undefined ? null : exchange.failure === 'client_aborted' ? 'client' : exchange.failure === 'idle_timeout' ? 'idle_timeout' : 'upstream';
-      deps.log({
+      deps.record({
         event: 'request',
         listener: 'model',
         request_id: requestId ?? null,
@@ -338,7 +375,12 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         // Rule 5: every chunk is written as it arrives; a copy goes to the usage inspector.
         pairs.push('X-Accel-Buffering', 'no');
         const inspector = new SseInspector(() => performance.now());
-        await relayResponse(res, upstreamRes, pairs, exchange, (chunk) => inspector.push(chunk), true);
+        deps.streams?.opened(model!);
+        try {
+          await relayResponse(res, upstreamRes, pairs, exchange, (chunk) => inspector.push(chunk), true);
+        } finally {
+          deps.streams?.closed(model!);
+        }
         summary = inspector.finish();
         return logDone(status);
       }

@@ -9,8 +9,8 @@ import { errorForUpstreamFailure, type ProxyError, type UpstreamError } from './
 import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type UpstreamTimeouts } from './forward.ts';
 import { gitUpstreamHeaders, scrubResponseHeaders } from './headers.ts';
 import type { HostConfig } from './hosts.ts';
-import { parseGitRoute, pathForLog } from './git-route.ts';
-import { elapsedMs, type LogSink } from './log.ts';
+import { parseGitRoute, pathForLog, type GitRouteName } from './git-route.ts';
+import { elapsedMs } from './log.ts';
 import type { SecretSource } from './secret.ts';
 
 export interface GitUpstream {
@@ -20,10 +20,28 @@ export interface GitUpstream {
   readonly username: SecretSource | undefined;
 }
 
+/** What one git request did: the access log line, and what the metrics count. */
+export type GitRequestRecord = {
+  readonly event: 'request';
+  readonly listener: 'git';
+  readonly request_id: string;
+  readonly method: string;
+  /** A registered host key, or undefined when the request was refused before routing. */
+  readonly host: string | undefined;
+  readonly route: GitRouteName | undefined;
+  readonly path: string;
+  readonly status: number;
+  readonly duration_ms: number;
+  readonly bytes_in: number;
+  readonly bytes_out: number;
+  readonly error: string | undefined;
+};
+
 export interface GitProxyDeps {
   readonly hosts: ReadonlyMap<string, GitUpstream>;
   readonly timeouts: UpstreamTimeouts;
-  readonly log: LogSink;
+  /** Called once per request, when it is over. */
+  readonly record: (rec: GitRequestRecord) => void;
 }
 
 /** Proxy-made errors are one text/plain line: git shows it, and it never holds a credential. */
@@ -49,10 +67,10 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
     const exchange = newExchange();
     const requestId = randomUUID();
     let host: string | undefined;
-    let route: string | undefined;
+    let route: GitRouteName | undefined;
 
     const logDone = (status: number, error?: string) =>
-      deps.log({
+      deps.record({
         event: 'request',
         listener: 'git',
         request_id: requestId,

@@ -11,6 +11,9 @@ import { createGitHandler, sendGitError, type GitUpstream } from './git-proxy.ts
 import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from './hosts.ts';
 import { signBotToken } from './jwt.ts';
 import { jsonLineSink, type LogSink } from './log.ts';
+import { EXPOSITION_CONTENT_TYPE } from './metrics.ts';
+import { parsePrices, type ModelPrice } from './prices.ts';
+import { createProxyMetrics } from './proxy-metrics.ts';
 import { literalSecret, secretSource } from './secret.ts';
 import { startListener, type Listener } from './server.ts';
 import { VERSION } from './version.ts';
@@ -44,6 +47,11 @@ function openGitUpstreams(hosts: readonly HostConfig[]): Map<string, GitUpstream
     });
   }
   return upstreams;
+}
+
+function loadPrices(): Map<string, ModelPrice> {
+  const file = env.MODEL_PRICES_FILE;
+  return file ? parsePrices(readFileSync(file, 'utf8'), file) : new Map();
 }
 
 async function serve(options: ServeOptions): Promise<void> {
@@ -86,6 +94,7 @@ async function serve(options: ServeOptions): Promise<void> {
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: options.metricsMaxSeries, runIdLabel: options.metricsRunIdLabel, prices: loadPrices() });
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, idleMs: options.upstreamIdleTimeoutMs };
 
@@ -95,7 +104,14 @@ async function serve(options: ServeOptions): Promise<void> {
       address: options.gitListen,
       timeouts: listenerTimeouts,
       log,
-      handle: createGitHandler({ hosts: gitUpstreams, timeouts: upstreamTimeouts, log }),
+      handle: createGitHandler({
+        hosts: gitUpstreams,
+        timeouts: upstreamTimeouts,
+        record: (rec) => {
+          log(rec);
+          metrics.git(rec);
+        },
+      }),
       sendError: (req, res, error) => sendGitError(req, res, error),
     });
     listeners.push(git);
@@ -113,6 +129,14 @@ async function serve(options: ServeOptions): Promise<void> {
       timeouts: listenerTimeouts,
       log,
       handle: createGatewayHandler({
+        record: (rec) => {
+          log(rec);
+          metrics.model(rec);
+        },
+        streams: {
+          opened: (model) => metrics.streams.opened(gateway.provider, model),
+          closed: (model) => metrics.streams.closed(gateway.provider, model),
+        },
         config: gateway,
         agent: createUpstreamAgent({ ca: gateway.caFile ? readCaFile(gateway.caFile, 'UPSTREAM_CA_FILE') : undefined, tlsInsecureSkipVerify: false }),
         apiKey,
@@ -140,6 +164,32 @@ async function serve(options: ServeOptions): Promise<void> {
       bot_auth: gateway.signingKey ? 'jwt' : 'network-policy',
     });
   }
+
+  // A separate port, so that workloads need not (and, by network policy, cannot) reach it.
+  const proxyListeners = [...listeners];
+  metrics.watchProcess(() => new Map(proxyListeners.map((l) => [l.name, l.connections()])));
+  const metricsListener = await startListener({
+    name: 'metrics',
+    address: options.metricsListen,
+    timeouts: listenerTimeouts,
+    log,
+    handle: (req, res) => {
+      if (req.url !== '/metrics' || req.method !== 'GET') {
+        res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
+        res.end('only GET /metrics and /healthz are served here\n');
+        return;
+      }
+      const body = metrics.registry.expose();
+      res.writeHead(200, { 'content-type': EXPOSITION_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
+      res.end(body);
+    },
+    sendError: (_req, res, error) => {
+      res.writeHead(error.status, { 'content-type': 'text/plain; charset=utf-8' });
+      res.end(`${error.message}\n`);
+    },
+  });
+  listeners.push(metricsListener);
+  log({ event: 'listening', listener: 'metrics', address: metricsListener.address, version: VERSION });
 }
 
 function mintToken(cli: CommandLine): string {

@@ -29,6 +29,8 @@ export interface Listener {
   /** e.g. `127.0.0.1:8447`, the address actually bound (port 0 resolved). */
   readonly address: string;
   readonly port: number;
+  /** Client connections open right now. */
+  connections(): number;
   /** Stop accepting, let in-flight requests finish for up to graceMs, then cut the rest. */
   close(graceMs: number): Promise<void>;
 }
@@ -63,6 +65,11 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
       }
     },
   );
+  let open = 0;
+  server.on('connection', (socket: Socket) => {
+    open++;
+    socket.once('close', () => open--);
+  });
   // CONNECT (forward-proxy tunnelling) and protocol upgrades are never proxied.
   server.on('connect', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 405, 'Method Not Allowed'));
   server.on('upgrade', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 400, 'Bad Request'));
@@ -82,6 +89,7 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
     server,
     address: formatAddress(bound.address, bound.port),
     port: bound.port,
+    connections: () => open,
     close(graceMs: number): Promise<void> {
       draining = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));

@@ -27,12 +27,14 @@ export interface ProxyProcess {
 export interface StartOptions {
   env: Record<string, string>;
   args?: string[];
-  /** Listener names to wait for (default: ['git']). */
+  /** Proxy listener names to wait for (default: ['git']); 'metrics' is always waited for. */
   listeners?: string[];
 }
 
 export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   const args = opts.args ?? ['--git-auth-listen', '127.0.0.1:0'];
+  // Many proxies run at once in tests: the metrics listener gets a free port too.
+  if (!args.some((a) => a.startsWith('--metrics-listen'))) args.push('--metrics-listen', '127.0.0.1:0');
   const child = spawn(process.execPath, [BUNDLE, ...args], {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -77,7 +79,8 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   };
 
   const ports: Record<string, number> = {};
-  for (const name of opts.listeners ?? ['git']) {
+  // The metrics listener is announced last: once it is up, everything is.
+  for (const name of [...(opts.listeners ?? ['git']), 'metrics']) {
     const rec = await waitForRecord((r) => r.event === 'listening' && r.listener === name, `the ${name} listening line`);
     ports[name] = Number(String(rec.address).split(':').pop());
   }

@@ -30,6 +30,9 @@ test('every option has its documented default, durations in milliseconds', () =>
     upstreamConnectTimeoutMs: 10_000,
     upstreamIdleTimeoutMs: 300_000,
     shutdownGraceMs: 30_000,
+    metricsListen: { host: undefined, port: 9464 },
+    metricsMaxSeries: 2000,
+    metricsRunIdLabel: false,
   });
 });
 
@@ -77,6 +80,9 @@ test('"--flag value" and "--flag=value" give the same options', () => {
     upstreamConnectTimeoutMs: 500,
     upstreamIdleTimeoutMs: 3_600_000,
     shutdownGraceMs: 0,
+    metricsListen: { host: undefined, port: 9464 },
+    metricsMaxSeries: 2000,
+    metricsRunIdLabel: false,
   };
   assert.deepEqual(spaced.options, expected);
   assert.deepEqual(equals.options, expected);
@@ -296,4 +302,10 @@ test('usage() lists the model gateway, mint-token and agent-config flags, with t
   const text = usage();
   assert.ok(text.includes('agent-config'));
   assert.ok(text.includes('mint-token'));
+});
+
+test('--metrics-run-id-label is a boolean flag, off unless given', () => {
+  assert.equal(parseCommandLine([]).options.metricsRunIdLabel, false);
+  assert.equal(parseCommandLine(['--metrics-run-id-label']).options.metricsRunIdLabel, true);
+  assert.throws(() => parseCommandLine(['--metrics-max-series', '5']), /--metrics-max-series: "5" must be a whole number from 10/);
 });

@@ -1,0 +1,210 @@
+// A small Prometheus registry: counters, gauges and histograms with labels, a cap on series per
+// family, and the text exposition format (version 0.0.4). Recording costs one Map lookup by a
+// key joined from the label values; the exposition text is only built when scraped.
+
+export const EXPOSITION_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+
+const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+/** The label value every label takes in a family's overflow series. */
+export const OVERFLOW_VALUE = '__overflow__';
+
+type Kind = 'counter' | 'gauge' | 'histogram';
+
+interface HistogramSeries {
+  /** Per-bucket counts (not cumulative), one extra slot for +Inf. */
+  readonly counts: number[];
+  sum: number;
+  count: number;
+}
+
+/** Label values joined with a separator no validated value can contain. */
+function seriesKey(values: readonly string[]): string {
+  return values.length === 1 ? values[0]! : values.join('\u0000');
+}
+
+/** Escaping of label values: backslash first, then double quote and newline. */
+export function escapeLabelValue(value: string): string {
+  return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+}
+
+function escapeHelp(help: string): string {
+  return help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
+}
+
+export function formatValue(v: number): string {
+  if (v === Infinity) return '+Inf';
+  if (v === -Infinity) return '-Inf';
+  if (Number.isNaN(v)) return 'NaN';
+  return String(v);
+}
+
+abstract class Family<S> {
+  protected readonly series = new Map<string, { values: readonly string[]; data: S }>();
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly kind: Kind,
+    readonly labelNames: readonly string[],
+    private readonly registry: Registry,
+  ) {}
+
+  protected abstract create(): S;
+
+  /** The series for these label values; past the cap, the family's overflow series. */
+  protected get(values: readonly string[]): S {
+    const key = seriesKey(values);
+    const hit = this.series.get(key);
+    if (hit) return hit.data;
+    if (values.length !== this.labelNames.length) throw new Error(`${this.name}: expected ${this.labelNames.length} label values`);
+    if (this.series.size >= this.registry.maxSeriesPerFamily) {
+      this.registry.overflowed(this.name);
+      const overflow = this.labelNames.map(() => OVERFLOW_VALUE);
+      const okey = seriesKey(overflow);
+      let o = this.series.get(okey);
+      if (!o) {
+        // The overflow series itself may exceed the cap by one: it is what tells the truth.
+        o = { values: overflow, data: this.create() };
+        this.series.set(okey, o);
+      }
+      return o.data;
+    }
+    const created = { values, data: this.create() };
+    this.series.set(key, created);
+    return created.data;
+  }
+
+  get size(): number {
+    return this.series.size;
+  }
+
+  protected labels(values: readonly string[], extra?: string): string {
+    const parts = values.map((v, i) => `${this.labelNames[i]}="${escapeLabelValue(v)}"`);
+    if (extra) parts.push(extra);
+    return parts.length === 0 ? '' : `{${parts.join(',')}}`;
+  }
+
+  expose(out: string[]): void {
+    out.push(`# HELP ${this.name} ${escapeHelp(this.help)}`, `# TYPE ${this.name} ${this.kind}`);
+    for (const { values, data } of this.series.values()) this.exposeSeries(out, values, data);
+  }
+
+  protected abstract exposeSeries(out: string[], values: readonly string[], data: S): void;
+}
+
+export class Counter extends Family<{ v: number }> {
+  protected create() {
+    return { v: 0 };
+  }
+  inc(values: readonly string[], by = 1): void {
+    if (!(by >= 0)) throw new Error(`${this.name}: a counter only goes up`);
+    this.get(values).v += by;
+  }
+  protected exposeSeries(out: string[], values: readonly string[], data: { v: number }): void {
+    out.push(`${this.name}${this.labels(values)} ${formatValue(data.v)}`);
+  }
+}
+
+export class Gauge extends Family<{ v: number }> {
+  protected create() {
+    return { v: 0 };
+  }
+  set(values: readonly string[], v: number): void {
+    this.get(values).v = v;
+  }
+  add(values: readonly string[], by: number): void {
+    this.get(values).v += by;
+  }
+  protected exposeSeries(out: string[], values: readonly string[], data: { v: number }): void {
+    out.push(`${this.name}${this.labels(values)} ${formatValue(data.v)}`);
+  }
+}
+
+export class Histogram extends Family<HistogramSeries> {
+  constructor(name: string, help: string, labelNames: readonly string[], registry: Registry, readonly buckets: readonly number[]) {
+    super(name, help, 'histogram', labelNames, registry);
+  }
+  protected create(): HistogramSeries {
+    return { counts: new Array<number>(this.buckets.length + 1).fill(0), sum: 0, count: 0 };
+  }
+  observe(values: readonly string[], v: number): void {
+    const s = this.get(values);
+    let i = 0;
+    while (i < this.buckets.length && v > this.buckets[i]!) i++;
+    s.counts[i]!++;
+    s.sum += v;
+    s.count++;
+  }
+  protected exposeSeries(out: string[], values: readonly string[], data: HistogramSeries): void {
+    let cumulative = 0;
+    for (let i = 0; i < this.buckets.length; i++) {
+      cumulative += data.counts[i]!;
+      out.push(`${this.name}_bucket${this.labels(values, `le="${formatValue(this.buckets[i]!)}"`)} ${cumulative}`);
+    }
+    out.push(`${this.name}_bucket${this.labels(values, 'le="+Inf"')} ${data.count}`);
+    out.push(`${this.name}_sum${this.labels(values)} ${formatValue(data.sum)}`);
+    out.push(`${this.name}_count${this.labels(values)} ${data.count}`);
+  }
+}
+
+export class Registry {
+  private readonly families: Family<unknown>[] = [];
+  private readonly names = new Set<string>();
+  private readonly collectors: (() => void)[] = [];
+  private readonly overflow: Counter;
+
+  constructor(readonly maxSeriesPerFamily: number) {
+    if (!Number.isInteger(maxSeriesPerFamily) || maxSeriesPerFamily < 1) throw new Error('maxSeriesPerFamily must be a positive integer');
+    this.overflow = this.counter('proxy_metric_series_overflow_total', 'Observations folded into an overflow series because the family reached its series cap.', ['metric']);
+  }
+
+  /** Names and label names are checked once, here, never on the hot path. */
+  private register<F extends Family<unknown>>(family: F): F {
+    const { name, kind, labelNames } = family;
+    if (!METRIC_NAME.test(name)) throw new Error(`invalid metric name "${name}"`);
+    if (this.names.has(name)) throw new Error(`metric "${name}" registered twice`);
+    if (kind === 'counter' && !name.endsWith('_total')) throw new Error(`counter "${name}" must end in _total`);
+    if (kind !== 'counter' && name.endsWith('_total')) throw new Error(`only counters end in _total ("${name}")`);
+    for (const l of labelNames) {
+      if (!LABEL_NAME.test(l) || l.startsWith('__')) throw new Error(`${name}: invalid label name "${l}"`);
+      if (kind === 'histogram' && l === 'le') throw new Error(`${name}: "le" is reserved for histogram buckets`);
+    }
+    if (new Set(labelNames).size !== labelNames.length) throw new Error(`${name}: duplicate label name`);
+    this.names.add(name);
+    this.families.push(family);
+    return family;
+  }
+
+  counter(name: string, help: string, labelNames: readonly string[] = []): Counter {
+    return this.register(new Counter(name, help, 'counter', labelNames, this));
+  }
+
+  gauge(name: string, help: string, labelNames: readonly string[] = []): Gauge {
+    return this.register(new Gauge(name, help, 'gauge', labelNames, this));
+  }
+
+  histogram(name: string, help: string, labelNames: readonly string[], buckets: readonly number[]): Histogram {
+    if (buckets.length === 0 || buckets.some((b, i) => !Number.isFinite(b) || (i > 0 && b <= buckets[i - 1]!))) {
+      throw new Error(`${name}: buckets must be finite and strictly increasing`);
+    }
+    return this.register(new Histogram(name, help, labelNames, this, buckets));
+  }
+
+  /** Runs before each exposition: for values read from the process (memory, descriptors). */
+  onCollect(collect: () => void): void {
+    this.collectors.push(collect);
+  }
+
+  overflowed(metric: string): void {
+    this.overflow.inc([metric]);
+  }
+
+  /** The whole exposition: one HELP and TYPE per family, its samples grouped, final newline. */
+  expose(): string {
+    for (const c of this.collectors) c();
+    const out: string[] = [];
+    for (const f of this.families) f.expose(out);
+    return `${out.join('\n')}\n`;
+  }
+}

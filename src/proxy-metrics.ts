@@ -1,0 +1,118 @@
+// What this proxy measures, and how a finished request's record becomes metrics. Every label
+// value comes from a closed set or from configuration (allowlisted models, registered hosts,
+// status codes), or from the verified identity, which each family's series cap bounds.
+// Because metrics are derived from the same record as the access log line, the two agree.
+import { readdirSync } from 'node:fs';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type { UpstreamFailure } from './errors.ts';
+import type { ModelRequestRecord } from './gateway.ts';
+import type { GitRequestRecord } from './git-proxy.ts';
+import { Registry } from './metrics.ts';
+import { costUsd, type ModelPrice } from './prices.ts';
+
+// OpenTelemetry GenAI semantic conventions, ExplicitBucketBoundaries of
+// gen_ai.client.operation.duration and gen_ai.server.time_to_first_token.
+export const GENAI_DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
+export const GENAI_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+// Git requests range from a millisecond ref advertisement to a many-minute push.
+export const GIT_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900];
+
+const UPSTREAM_FAILURES: ReadonlySet<string> = new Set<UpstreamFailure>(['connect_refused', 'dns', 'tls', 'reset', 'connect_timeout', 'idle_timeout', 'protocol', 'other']);
+const NONE = 'none';
+
+export interface ProxyMetricsOptions {
+  readonly maxSeriesPerFamily: number;
+  /** run_id as a label: unbounded by nature, so only when the operator asks. */
+  readonly runIdLabel: boolean;
+  readonly prices: ReadonlyMap<string, ModelPrice>;
+}
+
+export type ProxyMetrics = ReturnType<typeof createProxyMetrics>;
+
+export function createProxyMetrics(opts: ProxyMetricsOptions) {
+  const registry = new Registry(opts.maxSeriesPerFamily);
+  const who = opts.runIdLabel ? ['provider', 'model', 'instance_id', 'workflow', 'run_id'] : ['provider', 'model', 'instance_id', 'workflow'];
+
+  const m = {
+    requests: registry.counter('model_gateway_requests_total', 'Model gateway requests by final HTTP status (0: the client left before an answer).', [...who, 'status']),
+    duration: registry.histogram('model_gateway_request_duration_seconds', 'Model gateway request duration, until the last byte was relayed.', who, GENAI_DURATION_BUCKETS),
+    ttft: registry.histogram('model_gateway_time_to_first_token_seconds', 'Time from request arrival to the first output-bearing stream event.', who, GENAI_TTFT_BUCKETS),
+    tokens: registry.counter('model_gateway_tokens_total', 'Tokens reported by the upstream usage block, by type (input includes cached, output includes reasoning).', [...who, 'type']),
+    cost: registry.counter('model_gateway_cost_usd_total', 'Estimated cost in USD from MODEL_PRICES_FILE; models without a price are not counted.', who),
+    rateLimited: registry.counter('model_gateway_upstream_rate_limited_total', 'Upstream 429 responses, retried or not.', who),
+    retries: registry.counter('model_gateway_retries_total', 'Upstream attempts after the first.', who),
+    interruptions: registry.counter('model_gateway_stream_interruptions_total', 'Streams that ended before a clean end, by reason.', [...who, 'reason']),
+    usageIncomplete: registry.counter('model_gateway_usage_incomplete_total', 'Answered requests whose usage was not (completely) reported.', who),
+    inFlight: registry.gauge('model_gateway_streams_in_flight', 'Streams being relayed right now.', ['provider', 'model']),
+    gitRequests: registry.counter('git_proxy_requests_total', 'Git proxy requests by final HTTP status (0: the client left before an answer).', ['host', 'route', 'status']),
+    gitDuration: registry.histogram('git_proxy_request_duration_seconds', 'Git proxy request duration, until the last byte was relayed.', ['host', 'route'], GIT_DURATION_BUCKETS),
+    gitBytesIn: registry.counter('git_proxy_request_bytes_total', 'Request body bytes received from workloads.', ['host', 'route']),
+    gitBytesOut: registry.counter('git_proxy_response_bytes_total', 'Response body bytes relayed to workloads.', ['host', 'route']),
+    gitUpstreamErrors: registry.counter('git_proxy_upstream_errors_total', 'Upstream failures by kind.', ['host', 'kind']),
+    rss: registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.'),
+    fds: registry.gauge('process_open_fds', 'Number of open file descriptors.'),
+    startTime: registry.gauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.'),
+    lagP99: registry.gauge('nodejs_eventloop_lag_p99_seconds', 'Event loop delay, 99th percentile since the previous scrape.'),
+    lagMax: registry.gauge('nodejs_eventloop_lag_max_seconds', 'Event loop delay, maximum since the previous scrape.'),
+    connections: registry.gauge('proxy_active_connections', 'Open client connections per listener.', ['listener']),
+  };
+  m.startTime.set([], Math.round(Date.now() / 1000 - process.uptime()));
+
+  const whoValues = (r: ModelRequestRecord): string[] => {
+    const v = [r.provider, r.model ?? NONE, r.instance_id ?? '', r.workflow ?? ''];
+    if (opts.runIdLabel) v.push(r.run_id ?? '');
+    return v;
+  };
+
+  return {
+    registry,
+
+    model(r: ModelRequestRecord): void {
+      const w = whoValues(r);
+      m.requests.inc([...w, String(r.status)]);
+      m.duration.observe(w, r.duration_ms / 1000);
+      if (r.ttft_ms !== null) m.ttft.observe(w, r.ttft_ms / 1000);
+      if (r.rate_limited > 0) m.rateLimited.inc(w, r.rate_limited);
+      if (r.retries > 0) m.retries.inc(w, r.retries);
+      if (r.interrupted !== null) m.interruptions.inc([...w, r.interrupted]);
+      if (r.status >= 200 && r.status < 300 && r.path === '/v1/chat/completions' && !r.usage_complete) m.usageIncomplete.inc(w);
+      const counts = { input: r.input_tokens, output: r.output_tokens, reasoning: r.reasoning_tokens, cached: r.cached_tokens };
+      for (const [type, n] of Object.entries(counts)) if (n !== null && n > 0) m.tokens.inc([...w, type], n);
+      const price = r.model === null ? undefined : opts.prices.get(r.model);
+      const cost = price ? costUsd(price, counts) : undefined;
+      if (cost !== undefined && cost > 0) m.cost.inc(w, cost);
+    },
+
+    git(r: GitRequestRecord): void {
+      const where = [r.host ?? NONE, r.route ?? NONE];
+      m.gitRequests.inc([...where, String(r.status)]);
+      m.gitDuration.observe(where, r.duration_ms / 1000);
+      if (r.bytes_in > 0) m.gitBytesIn.inc(where, r.bytes_in);
+      if (r.bytes_out > 0) m.gitBytesOut.inc(where, r.bytes_out);
+      if (r.error !== undefined && UPSTREAM_FAILURES.has(r.error)) m.gitUpstreamErrors.inc([r.host ?? NONE, r.error]);
+    },
+
+    streams: {
+      opened: (provider: string, model: string) => m.inFlight.add([provider, model], 1),
+      closed: (provider: string, model: string) => m.inFlight.add([provider, model], -1),
+    },
+
+    /** Process and listener gauges, read when scraped. */
+    watchProcess(connections: () => ReadonlyMap<string, number>): void {
+      const lag = monitorEventLoopDelay({ resolution: 10 });
+      lag.enable();
+      registry.onCollect(() => {
+        m.rss.set([], process.memoryUsage.rss());
+        try {
+          m.fds.set([], readdirSync('/proc/self/fd').length - 1); // minus the descriptor readdir used
+        } catch {
+          // Not Linux: the metric keeps its last value (0).
+        }
+        m.lagP99.set([], lag.percentile(99) / 1e9);
+        m.lagMax.set([], lag.max / 1e9);
+        lag.reset();
+        for (const [listener, n] of connections()) m.connections.set([listener], n);
+      });
+    },
+  };
+}
