@@ -21,6 +21,7 @@ export interface ServeOptions {
   readonly headerTimeoutMs: number;
   readonly idleTimeoutMs: number;
   readonly upstreamConnectTimeoutMs: number;
+  readonly upstreamResponseTimeoutMs: number;
   readonly upstreamIdleTimeoutMs: number;
   readonly shutdownGraceMs: number;
   readonly metricsListen: ListenAddress;
@@ -61,7 +62,8 @@ const FLAGS = {
   'header-timeout': { default: '30s', help: 'time a client has to send its request head' },
   'idle-timeout': { default: '60s', help: 'idle keep-alive client connections are closed after this' },
   'upstream-connect-timeout': { default: '10s', help: 'TCP connect + TLS handshake to an upstream (504 after)' },
-  'upstream-idle-timeout': { default: '5m', help: 'no byte moving on the upstream leg for this long ends the request (504, or a cut stream)' },
+  'upstream-response-timeout': { default: '5m', help: 'waiting for the upstream response head with no byte moving (504 after); a big push is still being sent, so it is not idle' },
+  'upstream-idle-timeout': { default: '5m', help: 'a response body or stream with no byte for this long is cut (stream idle timeout)' },
   'shutdown-grace': { default: '30s', help: 'on SIGTERM/SIGINT, how long in-flight requests may finish' },
   'metrics-listen': { default: ':9464', help: 'Prometheus metrics listener (GET /metrics); runs whenever a proxy listener runs' },
   'metrics-max-series': { default: '2000', help: 'most series one metric family may hold; further label sets fold into an overflow series' },
@@ -144,6 +146,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       headerTimeoutMs: duration('header-timeout'),
       idleTimeoutMs: duration('idle-timeout'),
       upstreamConnectTimeoutMs: duration('upstream-connect-timeout'),
+      upstreamResponseTimeoutMs: duration('upstream-response-timeout'),
       upstreamIdleTimeoutMs: duration('upstream-idle-timeout'),
       shutdownGraceMs: duration('shutdown-grace'),
       metricsListen: wrap(() => parseListenAddress('metrics-listen', str('metrics-listen')!)),

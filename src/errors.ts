@@ -50,6 +50,7 @@ export type UpstreamFailure =
   | 'tls'
   | 'reset'
   | 'connect_timeout'
+  | 'response_timeout'
   | 'idle_timeout'
   | 'protocol'
   | 'other';
@@ -101,6 +102,7 @@ export function classifyUpstreamError(err: unknown): UpstreamFailure {
 export function errorForUpstreamFailure(kind: UpstreamFailure): ProxyError {
   switch (kind) {
     case 'connect_timeout':
+    case 'response_timeout':
     case 'idle_timeout':
       return ERRORS.upstreamTimeout;
     case 'tls':

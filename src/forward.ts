@@ -38,7 +38,9 @@ export interface UpstreamTarget {
 export interface UpstreamTimeouts {
   /** TCP connect plus TLS handshake. */
   readonly connectMs: number;
-  /** No byte in either direction on the upstream socket (waiting for headers or mid-body). */
+  /** Until the response head, no byte moving on the upstream socket for this long. */
+  readonly responseMs: number;
+  /** After the response head, no byte moving for this long (a stalled body or stream). */
   readonly idleMs: number;
 }
 
@@ -87,7 +89,10 @@ export function openUpstream(
     request.destroy(new UpstreamError(kind));
   };
   const connectTimer = timeouts.connectMs > 0 ? setTimeout(fail, timeouts.connectMs, 'connect_timeout') : undefined;
-  if (timeouts.idleMs > 0) request.setTimeout(timeouts.idleMs, () => fail('idle_timeout'));
+  // One socket inactivity timer, re-armed with the body's limit once the head has arrived.
+  let phase: 'response_timeout' | 'idle_timeout' = 'response_timeout';
+  request.on('timeout', () => fail(phase));
+  if (timeouts.responseMs > 0) request.setTimeout(timeouts.responseMs);
 
   if (body === null || Buffer.isBuffer(body)) {
     exchange.bytesIn += body?.length ?? 0;
@@ -112,6 +117,8 @@ export function openUpstream(
   const response = new Promise<IncomingMessage>((resolve, reject) => {
     request.once('response', (res) => {
       clearTimeout(connectTimer);
+      phase = 'idle_timeout';
+      request.setTimeout(timeouts.idleMs);
       resolve(res);
     });
     request.on('error', (err) => {

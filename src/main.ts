@@ -75,9 +75,15 @@ async function serve(options: ServeOptions): Promise<void> {
     process.exit(1);
   }
 
+  // A bug reached by one request must not take every other request down with it: log it and
+  // keep serving. Handlers catch their own errors; this is the net under them.
+  process.on('uncaughtException', (err: Error) => log({ event: 'uncaught_exception', error: err?.name ?? 'Error', detail: String(err?.message ?? err) }));
+  process.on('unhandledRejection', (reason: unknown) => log({ event: 'unhandled_rejection', detail: String((reason as Error)?.message ?? reason) }));
+
   // Signal handlers go in before anything is announced: a supervisor may send SIGTERM as soon
   // as it reads a listening line.
   const listeners: Listener[] = [];
+  let metricsListener: Listener | undefined;
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) {
@@ -85,18 +91,26 @@ async function serve(options: ServeOptions): Promise<void> {
       process.exit(0);
     }
     stopping = true;
+    // The proxy listeners stop accepting at once (closed first, announced after: whoever reads
+    // "draining" can no longer get a connection in). The metrics listener stays up until they
+    // have drained, answering /healthz with 503, so probes and scrapes see the drain.
+    const proxies = listeners.filter((l) => l !== metricsListener);
+    const closing = proxies.map((l) => l.close(options.shutdownGraceMs));
+    metricsListener?.markDraining();
     log({ event: 'shutdown', signal, phase: 'draining', grace_ms: options.shutdownGraceMs });
-    Promise.all(listeners.map((l) => l.close(options.shutdownGraceMs))).then(() => {
-      log({ event: 'shutdown', signal, phase: 'done' });
-      process.exit(0);
-    });
+    Promise.all(closing)
+      .then(() => metricsListener?.close(0))
+      .then(() => {
+        log({ event: 'shutdown', signal, phase: 'done' });
+        process.exit(0);
+      });
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 
   const metrics = createProxyMetrics({ maxSeriesPerFamily: options.metricsMaxSeries, runIdLabel: options.metricsRunIdLabel, prices: loadPrices() });
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
-  const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, idleMs: options.upstreamIdleTimeoutMs };
+  const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs };
 
   if (gitEnabled) {
     const git = await startListener({
@@ -168,7 +182,7 @@ async function serve(options: ServeOptions): Promise<void> {
   // A separate port, so that workloads need not (and, by network policy, cannot) reach it.
   const proxyListeners = [...listeners];
   metrics.watchProcess(() => new Map(proxyListeners.map((l) => [l.name, l.connections()])));
-  const metricsListener = await startListener({
+  metricsListener = await startListener({
     name: 'metrics',
     address: options.metricsListen,
     timeouts: listenerTimeouts,

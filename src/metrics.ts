@@ -48,17 +48,21 @@ abstract class Family<S> {
     readonly kind: Kind,
     readonly labelNames: readonly string[],
     private readonly registry: Registry,
+    /** The overflow counter is not capped: its labels are the (few) family names. */
+    private readonly capped = true,
   ) {}
 
   protected abstract create(): S;
 
   /** The series for these label values; past the cap, the family's overflow series. */
   protected get(values: readonly string[]): S {
+    if (values.length !== this.labelNames.length) throw new Error(`${this.name}: expected ${this.labelNames.length} label values`);
     const key = seriesKey(values);
     const hit = this.series.get(key);
     if (hit) return hit.data;
-    if (values.length !== this.labelNames.length) throw new Error(`${this.name}: expected ${this.labelNames.length} label values`);
-    if (this.series.size >= this.registry.maxSeriesPerFamily) {
+    // The key separator may not appear inside a value, or two label sets could share a key.
+    if (values.some((v) => v.includes('\u0000'))) return this.get(values.map((v) => v.replaceAll('\u0000', '\ufffd')));
+    if (this.capped && this.series.size >= this.registry.maxSeriesPerFamily) {
       this.registry.overflowed(this.name);
       const overflow = this.labelNames.map(() => OVERFLOW_VALUE);
       const okey = seriesKey(overflow);
@@ -131,7 +135,8 @@ export class Histogram extends Family<HistogramSeries> {
   observe(values: readonly string[], v: number): void {
     const s = this.get(values);
     let i = 0;
-    while (i < this.buckets.length && v > this.buckets[i]!) i++;
+    // `!(v <= b)` rather than `v > b`: a NaN belongs in +Inf only, as in the Go client.
+    while (i < this.buckets.length && !(v <= this.buckets[i]!)) i++;
     s.counts[i]!++;
     s.sum += v;
     s.count++;
@@ -156,7 +161,7 @@ export class Registry {
 
   constructor(readonly maxSeriesPerFamily: number) {
     if (!Number.isInteger(maxSeriesPerFamily) || maxSeriesPerFamily < 1) throw new Error('maxSeriesPerFamily must be a positive integer');
-    this.overflow = this.counter('proxy_metric_series_overflow_total', 'Observations folded into an overflow series because the family reached its series cap.', ['metric']);
+    this.overflow = this.counter('proxy_metric_series_overflow_total', 'Observations folded into an overflow series because the family reached its series cap.', ['metric'], false);
   }
 
   /** Names and label names are checked once, here, never on the hot path. */
@@ -176,8 +181,8 @@ export class Registry {
     return family;
   }
 
-  counter(name: string, help: string, labelNames: readonly string[] = []): Counter {
-    return this.register(new Counter(name, help, 'counter', labelNames, this));
+  counter(name: string, help: string, labelNames: readonly string[] = [], capped = true): Counter {
+    return this.register(new Counter(name, help, 'counter', labelNames, this, capped));
   }
 
   gauge(name: string, help: string, labelNames: readonly string[] = []): Gauge {

@@ -17,7 +17,7 @@ export const GENAI_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0
 // Git requests range from a millisecond ref advertisement to a many-minute push.
 export const GIT_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900];
 
-const UPSTREAM_FAILURES: ReadonlySet<string> = new Set<UpstreamFailure>(['connect_refused', 'dns', 'tls', 'reset', 'connect_timeout', 'idle_timeout', 'protocol', 'other']);
+const UPSTREAM_FAILURES: ReadonlySet<string> = new Set<UpstreamFailure>(['connect_refused', 'dns', 'tls', 'reset', 'connect_timeout', 'response_timeout', 'idle_timeout', 'protocol', 'other']);
 const NONE = 'none';
 
 export interface ProxyMetricsOptions {

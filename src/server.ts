@@ -31,6 +31,8 @@ export interface Listener {
   readonly port: number;
   /** Client connections open right now. */
   connections(): number;
+  /** From now on /healthz answers 503 and responses close their connection. */
+  markDraining(): void;
   /** Stop accepting, let in-flight requests finish for up to graceMs, then cut the rest. */
   close(graceMs: number): Promise<void>;
 }
@@ -90,12 +92,19 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
     address: formatAddress(bound.address, bound.port),
     port: bound.port,
     connections: () => open,
+    markDraining: () => void (draining = true),
     close(graceMs: number): Promise<void> {
       draining = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // A connection whose request finishes during the drain becomes idle: close it then, not
+      // after the keep-alive timeout. Polling costs nothing on the request path.
       server.closeIdleConnections();
+      const sweep = setInterval(() => server.closeIdleConnections(), 50);
       const force = setTimeout(() => server.closeAllConnections(), graceMs);
-      return closed.finally(() => clearTimeout(force));
+      return closed.finally(() => {
+        clearInterval(sweep);
+        clearTimeout(force);
+      });
     },
   };
 }

@@ -22,6 +22,10 @@ export interface ProxyProcess {
   /** Peak resident set size of the proxy process so far, from /proc (Linux). */
   peakRssBytes(): number;
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Sends a signal without waiting. */
+  signal(signal: NodeJS.Signals): void;
+  /** Resolves when the process has exited, however that came about. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
 export interface StartOptions {
@@ -99,6 +103,8 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       return exited;
     },
+    signal: (signal) => void child.kill(signal),
+    exited,
   };
 }
 

@@ -8,6 +8,7 @@ const ALL_FLAGS = [
   'header-timeout',
   'idle-timeout',
   'upstream-connect-timeout',
+  'upstream-response-timeout',
   'upstream-idle-timeout',
   'shutdown-grace',
 ] as const;
@@ -28,6 +29,7 @@ test('every option has its documented default, durations in milliseconds', () =>
     headerTimeoutMs: 30_000,
     idleTimeoutMs: 60_000,
     upstreamConnectTimeoutMs: 10_000,
+    upstreamResponseTimeoutMs: 300_000,
     upstreamIdleTimeoutMs: 300_000,
     shutdownGraceMs: 30_000,
     metricsListen: { host: undefined, port: 9464 },
@@ -78,6 +80,7 @@ test('"--flag value" and "--flag=value" give the same options', () => {
     headerTimeoutMs: 5000,
     idleTimeoutMs: 120_000,
     upstreamConnectTimeoutMs: 500,
+    upstreamResponseTimeoutMs: 300_000,
     upstreamIdleTimeoutMs: 3_600_000,
     shutdownGraceMs: 0,
     metricsListen: { host: undefined, port: 9464 },

@@ -1,0 +1,363 @@
+// The proxy's metric families, fed from request records.
+//
+// The golden-file test compares the FULL exposition after a fixed sequence of records with
+// test/fixtures/metrics/golden.prom. After an intended change to the metrics, regenerate it:
+//
+//   UPDATE_GOLDEN=1 node --test --import tsx test/unit/proxy-metrics.test.ts
+//
+// and then read the diff line by line: every count, sum, cost and bucket in the golden file was
+// checked by hand against the records below, and must stay right, not merely match the code.
+//
+// The promtool test needs promtool (Debian/Ubuntu: apt-get install prometheus; CI installs it).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import type { ModelRequestRecord } from '../../src/gateway.ts';
+import type { GitRequestRecord } from '../../src/git-proxy.ts';
+import type { ModelPrice } from '../../src/prices.ts';
+import { createProxyMetrics } from '../../src/proxy-metrics.ts';
+
+const GOLDEN = join(__dirname, '..', 'fixtures', 'metrics', 'golden.prom');
+const START_TIME_PLACEHOLDER = '<PROCESS_START_TIME>';
+
+const PRICES: ReadonlyMap<string, ModelPrice> = new Map([['gpt-4o', { input: 2.5, cached: 1.25, output: 10, reasoning: undefined }]]);
+
+function modelRecord(over: Partial<ModelRequestRecord>): ModelRequestRecord {
+  return {
+    event: 'request',
+    listener: 'model',
+    request_id: 'req-0001',
+    upstream_request_id: null,
+    provider: 'openai',
+    model: 'gpt-4o',
+    response_model: null,
+    method: 'POST',
+    path: '/v1/chat/completions',
+    status: 200,
+    stream: false,
+    duration_ms: 0,
+    ttft_ms: null,
+    input_tokens: null,
+    output_tokens: null,
+    reasoning_tokens: null,
+    cached_tokens: null,
+    usage_complete: false,
+    finish_reason: null,
+    interrupted: null,
+    retries: 0,
+    rate_limited: 0,
+    instance_id: 'bot-1',
+    workflow: 'triage',
+    run_id: 'run-1',
+    bytes_in: 0,
+    bytes_out: 0,
+    error: null,
+    ...over,
+  };
+}
+
+function gitRecord(over: Partial<GitRequestRecord>): GitRequestRecord {
+  return {
+    event: 'request',
+    listener: 'git',
+    request_id: 'git-0001',
+    method: 'GET',
+    host: 'github.com',
+    route: 'info-refs',
+    path: '/github.com/org/repo.git/info/refs',
+    status: 200,
+    duration_ms: 0,
+    bytes_in: 0,
+    bytes_out: 0,
+    error: undefined,
+    ...over,
+  };
+}
+
+// The fixed sequence behind the golden file. Seconds and buckets in the comments are what the
+// golden file must show (GENAI_DURATION_BUCKETS, GENAI_TTFT_BUCKETS, GIT_DURATION_BUCKETS).
+// Two sums show binary floating point at work, as any Prometheus client's would: the gpt-4o
+// cost 0.00725 + 0.00175 + 0.000325 = 0.009325 prints as 0.009325000000000002, and the
+// info-refs duration 0.04 + 0.012 = 0.052 as 0.052000000000000005.
+const MODEL_RECORDS: readonly ModelRequestRecord[] = [
+  // 1. Streamed with full usage. duration 1.5 s (le 2.56), ttft 0.12 s (le 0.25).
+  //    cost: (1000-200)*2.5 + 200*1.25 + (500-100)*10 + 100*10 = 2000+250+4000+1000 = 7250 µUSD
+  modelRecord({ stream: true, duration_ms: 1500, ttft_ms: 120, input_tokens: 1000, output_tokens: 500, reasoning_tokens: 100, cached_tokens: 200, usage_complete: true, finish_reason: 'stop' }),
+  // 2. Not streamed. duration 0.64 s exactly on a boundary (le 0.64), no ttft; zero reasoning and
+  //    cached counts add no token samples. cost: 300*2.5 + 100*10 = 1750 µUSD
+  modelRecord({ duration_ms: 640, input_tokens: 300, output_tokens: 100, reasoning_tokens: 0, cached_tokens: 0, usage_complete: true, finish_reason: 'stop' }),
+  // 3. Two 429s retried, then 200 streamed. duration 3.2 s (le 5.12), ttft 2.1 s (le 2.5).
+  //    cost: 50*2.5 + 20*10 = 325 µUSD
+  modelRecord({ stream: true, duration_ms: 3200, ttft_ms: 2100, input_tokens: 50, output_tokens: 20, usage_complete: true, retries: 2, rate_limited: 2 }),
+  // 4. Stream interrupted by the client, no usage. duration 0.8 s (le 1.28), ttft 0.09 s (le 0.1).
+  modelRecord({ stream: true, duration_ms: 800, ttft_ms: 90, interrupted: 'client', error: 'client_aborted' }),
+  // 5. Stream interrupted upstream (bot-2). duration 5 s (le 5.12), ttft 0.3 s (le 0.5).
+  modelRecord({ instance_id: 'bot-2', stream: true, duration_ms: 5000, ttft_ms: 300, interrupted: 'upstream', error: 'reset' }),
+  // 6. Stream cut by the idle timeout (bot-2). duration 30 s (le 40.96), ttft 1 s exactly (le 1).
+  modelRecord({ instance_id: 'bot-2', stream: true, duration_ms: 30000, ttft_ms: 1000, interrupted: 'idle_timeout', error: 'idle_timeout' }),
+  // 7. 400 model_not_allowed: model null → model="none". duration 0.002 s (le 0.01). Not "usage incomplete".
+  modelRecord({ model: null, status: 400, duration_ms: 2, error: 'model_not_allowed' }),
+  // 8. An unpriced model: tokens counted, no cost. duration 0.25 s (le 0.32).
+  modelRecord({ model: 'mistral-large', duration_ms: 250, input_tokens: 400, output_tokens: 200, usage_complete: true }),
+  // 9. 200 without usage, no identity → instance_id="" workflow="". duration 0.1 s (le 0.16).
+  modelRecord({ instance_id: null, workflow: null, run_id: null, duration_ms: 100 }),
+  // 10. GET /v1/models: not a chat completion, so not "usage incomplete". duration 0.001 s (le 0.01).
+  modelRecord({ model: null, method: 'GET', path: '/v1/models', duration_ms: 1 }),
+  // 11. 429 after two retries, given up: 3 rate-limited answers. duration 2 s (le 2.56).
+  modelRecord({ status: 429, duration_ms: 2000, retries: 2, rate_limited: 3, error: 'rate_limited' }),
+];
+
+const GIT_RECORDS: readonly GitRequestRecord[] = [
+  // 0.04 s (le 0.05)
+  gitRecord({ duration_ms: 40, bytes_out: 1200 }),
+  // 1.8 s (le 2.5)
+  gitRecord({ method: 'POST', route: 'upload-pack', path: '/github.com/org/repo.git/git-upload-pack', duration_ms: 1800, bytes_in: 350, bytes_out: 48000 }),
+  // 10 s exactly (le 10)
+  gitRecord({ method: 'POST', host: 'git.example.com:8443', route: 'receive-pack', path: '/git.example.com:8443/org/repo.git/git-receive-pack', duration_ms: 10000, bytes_in: 250000, bytes_out: 600 }),
+  // refused before routing: host and route none. 0.0005 s (le 0.005)
+  gitRecord({ host: undefined, route: undefined, path: '/unknown.example/x.git/info/refs', status: 403, duration_ms: 0.5, error: 'host_not_registered' }),
+  // 0.012 s (le 0.025); an upstream failure kind
+  gitRecord({ status: 502, duration_ms: 12, error: 'connect_refused' }),
+  // client left: status 0; client_aborted is not an upstream failure. 0.7 s (le 1)
+  gitRecord({ method: 'POST', route: 'upload-pack', status: 0, duration_ms: 700, bytes_in: 100, bytes_out: 2048, error: 'client_aborted' }),
+];
+
+function goldenExposition(): string {
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 50, runIdLabel: false, prices: PRICES });
+  metrics.streams.opened('openai', 'gpt-4o');
+  metrics.streams.opened('openai', 'gpt-4o');
+  metrics.streams.opened('openai', 'mistral-large');
+  for (const r of MODEL_RECORDS) metrics.model(r);
+  metrics.streams.closed('openai', 'gpt-4o');
+  metrics.streams.opened('openai', 'gpt-4o');
+  metrics.streams.closed('openai', 'mistral-large');
+  for (const r of GIT_RECORDS) metrics.git(r);
+  return metrics.registry.expose();
+}
+
+function withStartTimePlaceholder(text: string): string {
+  const re = /^process_start_time_seconds (\S+)$/m;
+  const m = re.exec(text);
+  assert.ok(m, 'process_start_time_seconds is exposed');
+  const v = Number(m[1]);
+  const now = Date.now() / 1000;
+  assert.ok(Number.isInteger(v) && v <= now + 1 && v > now - process.uptime() - 60, `process_start_time_seconds ${m[1]} is this process's start`);
+  return text.replace(re, `process_start_time_seconds ${START_TIME_PLACEHOLDER}`);
+}
+
+// ---- a small exposition parser ----
+
+interface Sample {
+  readonly family: string;
+  readonly name: string;
+  readonly labels: ReadonlyMap<string, string>;
+  readonly value: number;
+}
+
+function unescapeLabel(v: string): string {
+  return v.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
+}
+
+function parseExposition(text: string): { types: Map<string, string>; samples: Sample[] } {
+  const types = new Map<string, string>();
+  const samples: Sample[] = [];
+  let family = '';
+  for (const line of text.slice(0, -1).split('\n')) {
+    const type = /^# TYPE (\S+) (\S+)$/.exec(line);
+    if (type) {
+      family = type[1]!;
+      types.set(family, type[2]!);
+      continue;
+    }
+    if (line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    assert.ok(m, `unparseable sample line: ${line}`);
+    assert.ok(m[1]!.startsWith(family), `${m[1]} outside its family ${family}`);
+    const labels = new Map<string, string>();
+    const body = m[2] ?? '';
+    const re = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)/gy;
+    let l: RegExpExecArray | null;
+    let consumed = 0;
+    while ((l = re.exec(body)) !== null && l[0].length > 0) {
+      labels.set(l[1]!, unescapeLabel(l[2]!));
+      consumed = re.lastIndex;
+      if (consumed === body.length) break;
+    }
+    assert.equal(consumed, body.length, `unparseable labels: ${line}`);
+    samples.push({ family, name: m[1]!, labels, value: Number(m[3]) });
+  }
+  return { types, samples };
+}
+
+/** Distinct label sets per family; a histogram's `le` does not make a series. */
+function seriesPerFamily(text: string): Map<string, number> {
+  const { types, samples } = parseExposition(text);
+  const sets = new Map<string, Set<string>>([...types.keys()].map((f) => [f, new Set<string>()]));
+  for (const s of samples) {
+    const key = JSON.stringify([...s.labels].filter(([k]) => !(types.get(s.family) === 'histogram' && k === 'le')).sort());
+    sets.get(s.family)!.add(key);
+  }
+  return new Map([...sets].map(([f, s]) => [f, s.size]));
+}
+
+function promtoolCheck(text: string): void {
+  const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+  if (result.error) {
+    assert.fail(`could not run promtool (${result.error.message}): install it (Debian/Ubuntu: apt-get install prometheus) — this test requires it`);
+  }
+  assert.equal(result.status, 0, `promtool check metrics failed (status ${result.status}):\n${result.stdout}${result.stderr}\n--- exposition ---\n${text}`);
+}
+
+// ---- tests ----
+
+test('the full exposition after a fixed sequence of records matches test/fixtures/metrics/golden.prom', () => {
+  const text = withStartTimePlaceholder(goldenExposition());
+  if (process.env.UPDATE_GOLDEN === '1') {
+    mkdirSync(dirname(GOLDEN), { recursive: true });
+    writeFileSync(GOLDEN, text);
+    return;
+  }
+  let golden: string;
+  try {
+    golden = readFileSync(GOLDEN, 'utf8');
+  } catch (err) {
+    return assert.fail(`${GOLDEN} is unreadable (${(err as Error).message}): run with UPDATE_GOLDEN=1 to create it`);
+  }
+  assert.equal(text, golden);
+});
+
+test('promtool check metrics accepts the exposition', () => {
+  promtoolCheck(goldenExposition());
+  // And one with overflow series and identity labels in every model family. (At most 14
+  // families overflow here, fewer than the cap of 20 series of the overflow counter itself.)
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 20, runIdLabel: true, prices: PRICES });
+  for (let i = 0; i < 25; i++) {
+    metrics.model(MODEL_RECORDS[0]!);
+    metrics.model(modelRecord({ ...MODEL_RECORDS[4]!, instance_id: `bot-${i}`, run_id: `run-${i}` }));
+    metrics.git(gitRecord({ host: `h${i}.example`, error: 'dns', status: 502 }));
+  }
+  const text = metrics.registry.expose();
+  assert.ok(text.includes('__overflow__'), 'the cap was reached');
+  promtoolCheck(text);
+});
+
+test('run_id becomes a label only when enabled', () => {
+  const record = modelRecord({ run_id: 'run-42', stream: true, duration_ms: 10, ttft_ms: 5, input_tokens: 1, output_tokens: 1, usage_complete: true, retries: 1, rate_limited: 1, interrupted: 'client' });
+  const off = createProxyMetrics({ maxSeriesPerFamily: 50, runIdLabel: false, prices: PRICES });
+  off.model(record);
+  const offText = off.registry.expose();
+  assert.ok(!offText.includes('run_id'), offText);
+  assert.ok(!offText.includes('run-42'), offText);
+
+  const on = createProxyMetrics({ maxSeriesPerFamily: 50, runIdLabel: true, prices: PRICES });
+  on.model(record);
+  on.model(modelRecord({ run_id: 'run-42', duration_ms: 10 })); // 200 without usage
+  on.model(modelRecord({ run_id: null, duration_ms: 10 }));
+  const { types, samples } = parseExposition(on.registry.expose());
+  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && f !== 'model_gateway_streams_in_flight');
+  assert.equal(modelFamilies.length, 9);
+  for (const family of modelFamilies) {
+    const own = samples.filter((s) => s.family === family);
+    assert.ok(own.length > 0, `${family} has samples`);
+    for (const s of own) assert.ok(s.labels.has('run_id'), `${s.name} carries run_id`);
+    assert.ok(own.some((s) => s.labels.get('run_id') === 'run-42'), `${family}: run_id="run-42"`);
+  }
+  // A record without a run_id gets run_id="".
+  assert.ok(samples.some((s) => s.name === 'model_gateway_requests_total' && s.labels.get('run_id') === ''));
+  // Never on the git or process families.
+  for (const s of samples) if (!s.family.startsWith('model_gateway_') || s.family === 'model_gateway_streams_in_flight') assert.ok(!s.labels.has('run_id'), s.name);
+});
+
+test('model, host and status labels take only values from the records (no raw request data)', () => {
+  const RAW = 'RAWDATA';
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 50, runIdLabel: false, prices: PRICES });
+  const models = [
+    modelRecord({ request_id: `${RAW}-req`, upstream_request_id: `${RAW}-up`, response_model: `${RAW}-gpt-4o-2024-08-06`, path: '/v1/chat/completions', finish_reason: `${RAW}-stop`, error: `${RAW}-error`, input_tokens: 5, output_tokens: 5, usage_complete: true }),
+    modelRecord({ model: null, status: 404, path: null, method: `${RAW}-METHOD`, request_id: null, error: 'not_found', bytes_in: 123456 }),
+    modelRecord({ model: 'mistral-large', status: 503, response_model: `${RAW}-mistral`, error: 'upstream_key_missing' }),
+  ];
+  const gits = [
+    gitRecord({ request_id: `${RAW}-git`, path: `/github.com/${RAW}/repo.git/info/refs`, method: `${RAW}-M`, error: `${RAW}-error` }),
+    gitRecord({ host: undefined, route: undefined, status: 400, path: `/${RAW}.example/x.git/info/refs`, error: 'bare_path' }),
+    gitRecord({ host: 'git.example.com:8443', route: 'receive-pack', status: 502, error: 'tls' }),
+  ];
+  for (const r of models) metrics.model(r);
+  for (const r of gits) metrics.git(r);
+  const text = metrics.registry.expose();
+  assert.ok(!text.includes(RAW), `raw request data reached the exposition:\n${text}`);
+
+  const { samples } = parseExposition(text);
+  const allowed: Record<string, Set<string>> = {
+    model: new Set(['gpt-4o', 'mistral-large', 'none']),
+    host: new Set(['github.com', 'git.example.com:8443', 'none']),
+    status: new Set(['200', '404', '503', '400', '502']),
+    route: new Set(['info-refs', 'receive-pack', 'none']),
+    kind: new Set(['tls']),
+    provider: new Set(['openai']),
+  };
+  let checked = 0;
+  for (const s of samples) {
+    for (const [label, values] of Object.entries(allowed)) {
+      const v = s.labels.get(label);
+      if (v === undefined) continue;
+      assert.ok(values.has(v), `${s.name}: ${label}="${v}" is not a value from the records`);
+      checked++;
+    }
+  }
+  assert.ok(checked > 50, 'labels were found and checked');
+  // Each record's status appears as given.
+  const modelStatuses = samples.filter((s) => s.name === 'model_gateway_requests_total').map((s) => s.labels.get('status'));
+  assert.deepEqual(modelStatuses.sort(), ['200', '404', '503']);
+  const gitStatuses = samples.filter((s) => s.name === 'git_proxy_requests_total').map((s) => s.labels.get('status'));
+  assert.deepEqual(gitStatuses.sort(), ['200', '400', '502']);
+});
+
+test('with maxSeriesPerFamily=20, 1,000 distinct instance_id values stay within 21 series per family and keep the totals', () => {
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 20, runIdLabel: false, prices: PRICES });
+  for (let i = 0; i < 1000; i++) {
+    metrics.model(
+      modelRecord({
+        instance_id: `bot-${i}`,
+        stream: true,
+        duration_ms: 500,
+        ttft_ms: 50,
+        input_tokens: 100,
+        output_tokens: 10,
+        reasoning_tokens: 4,
+        cached_tokens: 20,
+        usage_complete: true,
+        retries: 1,
+        rate_limited: 1,
+      }),
+    );
+  }
+  const text = metrics.registry.expose();
+  for (const [family, n] of seriesPerFamily(text)) assert.ok(n <= 21, `${family}: ${n} series`);
+
+  const { samples } = parseExposition(text);
+  const value = (name: string, labels: Record<string, string>): number => {
+    const found = samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels.get(k) === v));
+    assert.equal(found.length, 1, `${name} ${JSON.stringify(labels)}`);
+    return found[0]!.value;
+  };
+  const sum = (name: string, labels: Record<string, string> = {}): number =>
+    samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels.get(k) === v)).reduce((a, s) => a + s.value, 0);
+
+  // Every record has the same status: each is a new label set. The first 20 create series;
+  // the other 980 each find the family full and fold, counting one overflow each.
+  assert.equal(seriesPerFamily(text).get('model_gateway_requests_total'), 21);
+  assert.equal(value('proxy_metric_series_overflow_total', { metric: 'model_gateway_requests_total' }), 1000 - 20);
+  assert.equal(value('model_gateway_requests_total', { instance_id: '__overflow__', status: '__overflow__', model: '__overflow__' }), 980);
+  assert.equal(sum('model_gateway_requests_total'), 1000);
+  // Four token types per record: 4,000 increments, 20 series, 3,980 folded.
+  assert.equal(value('proxy_metric_series_overflow_total', { metric: 'model_gateway_tokens_total' }), 4000 - 20);
+  assert.equal(sum('model_gateway_tokens_total'), 1000 * (100 + 10 + 4 + 20));
+  assert.equal(sum('model_gateway_tokens_total', { type: 'input' }), 5 * 100, 'the first five records hold the 20 series');
+  // The histograms keep their counts too.
+  assert.equal(sum('model_gateway_request_duration_seconds_count'), 1000);
+  assert.equal(sum('model_gateway_time_to_first_token_seconds_count'), 1000);
+  assert.equal(sum('model_gateway_retries_total'), 1000);
+  assert.equal(sum('model_gateway_upstream_rate_limited_total'), 1000);
+});
