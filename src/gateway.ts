@@ -25,6 +25,7 @@ import { verifyBotToken } from './jwt.ts';
 import { elapsedMs, type LogSink } from './log.ts';
 import { nextRetryDelay, retryHintMs, type RetryPolicy } from './retry.ts';
 import type { SecretSource } from './secret.ts';
+import { writeProxyError } from './server.ts';
 import { SseInspector, summarizeJsonCompletion, type CompletionSummary } from './sse.ts';
 
 /** What one model call did: the access log line, and what the metrics count. */
@@ -83,16 +84,7 @@ const MAX_SUMMARY_BODY_BYTES = 8 * 1024 * 1024;
 const RETRYABLE: ReadonlySet<UpstreamFailure> = new Set(['connect_refused', 'connect_timeout', 'reset']);
 
 export function sendGatewayError(req: IncomingMessage, res: ServerResponse, error: ProxyError, param: string | null = null, message?: string, allow?: string): void {
-  const body = openAiErrorBody(error, param, message);
-  const headers: Record<string, string | number> = {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(body),
-    'cache-control': 'no-store',
-  };
-  if (allow) headers.allow = allow;
-  if (!req.complete) headers.connection = 'close';
-  res.writeHead(error.status, headers);
-  res.end(body);
+  writeProxyError(req, res, error.status, 'application/json', openAiErrorBody(error, param, message), allow);
 }
 
 function isEventStream(contentType: string | undefined): boolean {

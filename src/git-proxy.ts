@@ -12,6 +12,7 @@ import type { HostConfig } from './hosts.ts';
 import { parseGitRoute, pathForLog, type GitRouteName } from './git-route.ts';
 import { elapsedMs } from './log.ts';
 import type { SecretSource } from './secret.ts';
+import { writeProxyError } from './server.ts';
 
 export interface GitUpstream {
   readonly config: HostConfig;
@@ -46,17 +47,7 @@ export interface GitProxyDeps {
 
 /** Proxy-made errors are one text/plain line: git shows it, and it never holds a credential. */
 export function sendGitError(req: IncomingMessage, res: ServerResponse, error: ProxyError, allow?: string): void {
-  const body = `git-auth-proxy: ${error.message}\n`;
-  const headers: Record<string, string | number> = {
-    'content-type': 'text/plain; charset=utf-8',
-    'content-length': Buffer.byteLength(body),
-    'cache-control': 'no-store',
-  };
-  if (allow) headers.allow = allow;
-  // An unread request body (a rejected push) is not worth draining: close after answering.
-  if (!req.complete) headers.connection = 'close';
-  res.writeHead(error.status, headers);
-  res.end(body);
+  writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `git-auth-proxy: ${error.message}\n`, allow);
 }
 
 export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res: ServerResponse) => void {

@@ -1,6 +1,7 @@
 // The git host registry: the only upstreams the git listener will ever contact. Built once at
 // start-up from the environment (GIT_HOST_A / GIT_HOST_B) and an optional JSON hosts file.
 // Parsing is pure and strict: an unknown or ill-typed field stops start-up with its name.
+import { isObject, parseConfigJson } from './config-file.ts';
 import type { SecretRef } from './secret.ts';
 
 export type AuthType = 'bearer' | 'basic';
@@ -86,15 +87,7 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** Parses the --git-hosts JSON file: `{"hosts": [{"host": ..., "auth": ..., ...}]}`. */
 export function parseHostsFile(text: string, fileName: string): HostConfig[] {
-  const fail = (field: string, why: string): never => {
-    throw new Error(`${fileName}: ${field}: ${why}`);
-  };
-  let doc: unknown;
-  try {
-    doc = JSON.parse(text);
-  } catch (err) {
-    return fail('(file)', `not valid JSON (${(err as Error).message})`);
-  }
+  const { doc, fail } = parseConfigJson(text, fileName);
   if (!isObject(doc)) return fail('(file)', 'must be a JSON object with a "hosts" array');
   for (const k of Object.keys(doc)) if (k !== 'hosts') fail(k, 'unknown field (expected only "hosts")');
   if (!Array.isArray(doc.hosts)) return fail('hosts', 'must be an array');
@@ -160,8 +153,4 @@ export function mergeHosts(...lists: HostConfig[][]): HostConfig[] {
     seen.add(h.key);
   }
   return all;
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

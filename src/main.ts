@@ -15,7 +15,7 @@ import { EXPOSITION_CONTENT_TYPE } from './metrics.ts';
 import { parsePrices, type ModelPrice } from './prices.ts';
 import { createProxyMetrics } from './proxy-metrics.ts';
 import { literalSecret, secretSource } from './secret.ts';
-import { startListener, type Listener } from './server.ts';
+import { startListener, writeProxyError, type Listener } from './server.ts';
 import { VERSION } from './version.ts';
 
 const env = process.env;
@@ -197,10 +197,7 @@ async function serve(options: ServeOptions): Promise<void> {
       res.writeHead(200, { 'content-type': EXPOSITION_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
       res.end(body);
     },
-    sendError: (_req, res, error) => {
-      res.writeHead(error.status, { 'content-type': 'text/plain; charset=utf-8' });
-      res.end(`${error.message}\n`);
-    },
+    sendError: (req, res, error) => writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `${error.message}\n`),
   });
   listeners.push(metricsListener);
   log({ event: 'listening', listener: 'metrics', address: metricsListener.address, version: VERSION });

@@ -1,5 +1,6 @@
 // Estimated cost of a model call from a price table (MODEL_PRICES_FILE): USD per million
 // tokens, per token type, per model. A model without a price gets no cost, never a guess.
+import { isObject, parseConfigJson } from './config-file.ts';
 
 export interface ModelPrice {
   readonly input: number;
@@ -14,20 +15,11 @@ const PRICE_FIELDS = new Set(['input', 'output', 'cached', 'reasoning']);
 
 /** `{"gpt-4o": {"input": 2.5, "cached": 1.25, "output": 10}, ...}` */
 export function parsePrices(text: string, fileName: string): Map<string, ModelPrice> {
-  const fail = (field: string, why: string): never => {
-    throw new Error(`${fileName}: ${field}: ${why}`);
-  };
-  let doc: unknown;
-  try {
-    doc = JSON.parse(text);
-  } catch (err) {
-    return fail('(file)', `not valid JSON (${(err as Error).message})`);
-  }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return fail('(file)', 'must be an object of model ID to prices');
+  const { doc, fail } = parseConfigJson(text, fileName);
+  if (!isObject(doc)) return fail('(file)', 'must be an object of model ID to prices');
   const prices = new Map<string, ModelPrice>();
-  for (const [model, entry] of Object.entries(doc)) {
-    if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) fail(model, 'must be an object');
-    const e = entry as Record<string, unknown>;
+  for (const [model, e] of Object.entries(doc)) {
+    if (!isObject(e)) return fail(model, 'must be an object');
     for (const k of Object.keys(e)) if (!PRICE_FIELDS.has(k)) fail(`${model}.${k}`, 'unknown field (input, output, cached, reasoning)');
     const num = (k: string, required: boolean): number | undefined => {
       const v = e[k];

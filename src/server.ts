@@ -109,6 +109,22 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
   };
 }
 
+/**
+ * A small, complete response for an error the proxy makes itself. An unread request body (a
+ * refused push) is not worth draining: the connection closes after the answer.
+ */
+export function writeProxyError(req: IncomingMessage, res: ServerResponse, status: number, contentType: string, body: string, allow?: string): void {
+  const headers: Record<string, string | number> = {
+    'content-type': contentType,
+    'content-length': Buffer.byteLength(body),
+    'cache-control': 'no-store',
+  };
+  if (allow) headers.allow = allow;
+  if (!req.complete) headers.connection = 'close';
+  res.writeHead(status, headers);
+  res.end(body);
+}
+
 function refuseRaw(socket: Socket, status: number, reason: string): void {
   socket.end(`HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
 }
