@@ -277,9 +277,10 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       }),
     };
 
-    const cancel = new AbortController();
+    // Made only when a retry has to wait: most requests never need it.
+    let cancel: AbortController | undefined;
     let call: UpstreamCall | undefined;
-    abortUpstreamOnClientClose(res, () => call?.request, exchange, () => cancel.abort());
+    abortUpstreamOnClientClose(res, () => call?.request, exchange, () => cancel?.abort());
 
     // Rule 4 with retries: only while nothing has been sent to the client.
     let waited = 0;
@@ -321,7 +322,9 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     }
 
     async function wait(ms: number): Promise<boolean> {
+      if (exchange.failure === 'client_aborted') return false; // gone before the wait began
       try {
+        cancel ??= new AbortController();
         await sleep(ms, undefined, { signal: cancel.signal });
         return true;
       } catch {
