@@ -39,6 +39,8 @@ export const ERRORS = {
   badIdentityHeader: def('invalid_identity_header', 400, 'identity headers may hold 1-128 characters of A-Z a-z 0-9 . _ : @ / -'),
   upstreamKeyMissing: def('upstream_key_missing', 503, 'the gateway has no upstream API key: the operator must set UPSTREAM_API_KEY or UPSTREAM_API_KEY_FILE'),
   upstreamKeyInvalid: def('upstream_key_invalid', 503, 'the configured upstream API key is not a valid header value: the operator must fix it'),
+  httpVersion: def('http_version_not_supported', 505, 'only HTTP/1.1 (or HTTP/1.0 with a Host header) is accepted'),
+  hostHeaderMissing: def('host_header_missing', 400, 'a Host header is required'),
   draining: def('draining', 503, 'the proxy is shutting down'),
   internal: def('internal', 500, 'internal proxy error'),
 } as const;

@@ -50,6 +50,14 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
     },
     (req, res) => {
       if (draining) res.setHeader('connection', 'close');
+      // Node's parser lets HTTP/0.9-style and HTTP/2.0-labelled request lines through, and
+      // HTTP/1.0 without Host: none of them is a client we serve, so none is forwarded.
+      const versionError = requestFormError(req.httpVersionMajor, req.httpVersionMinor, req.headers.host);
+      if (versionError) {
+        res.setHeader('connection', 'close');
+        spec.sendError(req, res, versionError);
+        return;
+      }
       if (req.url === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
         const status = draining ? 503 : 200;
         const body = draining ? 'draining\n' : 'ok\n';
@@ -107,6 +115,13 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
       });
     },
   };
+}
+
+/** Pure: HTTP/1.1, or HTTP/1.0 with a Host header; anything else is refused. */
+export function requestFormError(major: number, minor: number, host: string | undefined): ProxyError | undefined {
+  if (major !== 1 || minor > 1) return ERRORS.httpVersion;
+  if (host === undefined) return ERRORS.hostHeaderMissing;
+  return undefined;
 }
 
 /**

@@ -30,7 +30,11 @@ export function send(port: number, method: string, path: string, opts: { headers
   });
 }
 
-/** Writes `text` on a fresh connection and returns everything read until the server closes. */
+/**
+ * Writes `text` on a fresh connection and returns everything read until the server closes.
+ * The client never half-closes: Node treats a client FIN as an abort, which would hide a
+ * request that the proxy would otherwise have forwarded. Callers send `Connection: close`.
+ */
 export function rawExchange(port: number, text: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
@@ -42,7 +46,7 @@ export function rawExchange(port: number, text: string): Promise<string> {
       seenResponses.push(out);
       resolve(out);
     });
-    socket.end(text);
+    socket.write(text);
   });
 }
 

@@ -1,0 +1,261 @@
+#!/usr/bin/env node
+// Audits the shipped bundle: proves that dist/proxy.js (or the file named on the command line)
+// loads nothing but node: built-ins and evaluates no code it was not built with, and lists the
+// source files it was bundled from. A reviewer runs it before reading the file.
+//
+//   node scripts/audit-bundle.mjs [FILE]       exit 0: clean; 1: findings; 2: cannot read FILE
+//
+// The file is tokenised (comments, strings, template literals and regular expressions are told
+// apart from code), so text inside a string never counts as a call and a call is never hidden
+// from the scan by looking like text. Findings:
+// - require(...) or import(...) whose argument is not one string literal naming a node: built-in
+//   (no escapes, no concatenation, no variables), and built-ins that run code or load modules
+//   (node:vm, node:child_process, node:worker_threads, node:module, ...), which the proxy never needs;
+// - any other use of `require` (aliased, `require.resolve`, `module.require`), `createRequire`,
+//   static import/export declarations (the bundle is CommonJS);
+// - eval in any form, `new Function(` or `Function(`, `process.binding`, `process._linkedBinding`,
+//   `process.dlopen`, and the same names reached through a computed member (`x["eval"]`);
+// - identifiers spelled with \u escapes (`\u0065val` is eval);
+// - a module comment (`// src/xxx.ts`, which esbuild writes before each module) naming a file
+//   outside src/, or no module comment at all; a tokeniser that loses its way (fail closed).
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { builtinModules } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
+const BUILTINS = new Set(builtinModules.filter((m) => !m.startsWith('_')));
+// Built-ins that can run code, start processes or load modules: nothing the proxy needs.
+const FORBIDDEN_BUILTINS = new Set(['vm', 'child_process', 'worker_threads', 'cluster', 'module', 'repl', 'inspector', 'inspector/promises', 'wasi', 'trace_events', 'v8']);
+const PROCESS_LOADERS = new Set(['binding', '_linkedBinding', 'dlopen']);
+const COMPUTED_NAMES = new Set(['eval', 'require', 'binding', '_linkedBinding', 'dlopen', 'createRequire', 'Function', 'constructor']);
+const REGEX_AFTER_KEYWORD = new Set(['return', 'typeof', 'instanceof', 'in', 'of', 'new', 'delete', 'void', 'throw', 'case', 'do', 'else', 'yield', 'await']);
+
+/**
+ * Splits JavaScript into tokens ({ type, value, start }: ident, string, template, regex,
+ * number, punct) and comments. Throws on anything it cannot follow.
+ */
+export function tokenize(text) {
+  const tokens = [];
+  const comments = [];
+  const substitutions = []; // brace depth at each open `${` of a template literal
+  let depth = 0;
+  let i = text.startsWith('#!') ? text.indexOf('\n') + 1 || text.length : 0;
+  const fail = (what, at) => {
+    throw new Error(`${what} at ${position(text, at)}`);
+  };
+  const last = () => tokens[tokens.length - 1];
+
+  // Reads template text from `from` (just after ` or a closing }) to its end or next `${`.
+  const readTemplate = (from) => {
+    let j = from;
+    for (;;) {
+      if (j >= text.length) fail('unterminated template literal', from);
+      const c = text[j];
+      if (c === '\\') j += 2;
+      else if (c === '`') {
+        tokens.push({ type: 'template', value: text.slice(from, j), start: from });
+        return j + 1;
+      } else if (c === '$' && text[j + 1] === '{') {
+        tokens.push({ type: 'template', value: text.slice(from, j), start: from });
+        substitutions.push(depth);
+        depth++;
+        return j + 2;
+      } else j++;
+    }
+  };
+
+  while (i < text.length) {
+    const c = text[i];
+    const start = i;
+    if (/\s/.test(c)) {
+      i++;
+    } else if (c === '/' && text[i + 1] === '/') {
+      const end = text.indexOf('\n', i);
+      i = end < 0 ? text.length : end;
+      comments.push({ value: text.slice(start, i), start });
+    } else if (c === '/' && text[i + 1] === '*') {
+      const end = text.indexOf('*/', i + 2);
+      if (end < 0) fail('unterminated comment', i);
+      i = end + 2;
+      comments.push({ value: text.slice(start, i), start });
+    } else if (c === '"' || c === "'") {
+      let j = i + 1;
+      while (j < text.length && text[j] !== c) {
+        if (text[j] === '\n') fail('unterminated string', i);
+        j += text[j] === '\\' ? 2 : 1;
+      }
+      if (j >= text.length) fail('unterminated string', i);
+      tokens.push({ type: 'string', value: text.slice(i + 1, j), start });
+      i = j + 1;
+    } else if (c === '`') {
+      i = readTemplate(i + 1);
+    } else if (c === '}' && substitutions.length > 0 && depth - 1 === substitutions[substitutions.length - 1]) {
+      substitutions.pop();
+      depth--;
+      i = readTemplate(i + 1);
+    } else if (/[A-Za-z_$\\\u0080-\uffff]/.test(c)) {
+      let j = i;
+      while (j < text.length && /[\w$\\\u0080-\uffff]/.test(text[j])) j += text[j] === '\\' ? 2 : 1;
+      tokens.push({ type: 'ident', value: text.slice(i, j), start });
+      i = j;
+    } else if (/[0-9]/.test(c) || (c === '.' && /[0-9]/.test(text[i + 1] ?? ''))) {
+      let j = i + 1;
+      while (j < text.length && (/[\w.]/.test(text[j]) || (/[+-]/.test(text[j]) && /[eE]/.test(text[j - 1]) && !/^0[xX]/.test(text.slice(i, j))))) j++;
+      tokens.push({ type: 'number', value: text.slice(i, j), start });
+      i = j;
+    } else if (c === '/') {
+      const prev = last();
+      const division =
+        prev !== undefined &&
+        ((prev.type === 'punct' && (prev.value === ')' || prev.value === ']' || prev.value === '}')) ||
+          (prev.type === 'ident' && !REGEX_AFTER_KEYWORD.has(prev.value)) ||
+          prev.type === 'number' ||
+          prev.type === 'string' ||
+          prev.type === 'template' ||
+          prev.type === 'regex');
+      if (division) {
+        tokens.push({ type: 'punct', value: '/', start });
+        i++;
+        continue;
+      }
+      let j = i + 1;
+      let inClass = false;
+      for (;;) {
+        if (j >= text.length || text[j] === '\n') fail('unterminated regular expression', i);
+        const r = text[j];
+        if (r === '\\') j += 2;
+        else {
+          if (r === '[') inClass = true;
+          else if (r === ']') inClass = false;
+          else if (r === '/' && !inClass) break;
+          j++;
+        }
+      }
+      j++;
+      while (j < text.length && /[a-z]/.test(text[j])) j++;
+      tokens.push({ type: 'regex', value: text.slice(i, j), start });
+      i = j;
+    } else {
+      if (c === '{') depth++;
+      else if (c === '}') depth--;
+      if (depth < 0) fail('unbalanced }', i);
+      tokens.push({ type: 'punct', value: c, start });
+      i++;
+    }
+  }
+  if (substitutions.length > 0) fail('unterminated template literal', text.length);
+  return { tokens, comments };
+}
+
+function position(text, offset) {
+  const before = text.slice(0, offset);
+  const line = before.split('\n').length;
+  return `${line}:${offset - before.lastIndexOf('\n')}`;
+}
+
+/** Audits bundle text; returns { findings, builtins, sources }. */
+export function auditBundle(text) {
+  const findings = [];
+  const builtins = new Set();
+  const at = (token) => position(text, token.start);
+  let scanned;
+  try {
+    scanned = tokenize(text);
+  } catch (err) {
+    return { findings: [`cannot tokenise the bundle: ${err.message}`], builtins: [], sources: [] };
+  }
+  const { tokens, comments } = scanned;
+  const t = (k) => tokens[k];
+  const is = (k, type, value) => t(k)?.type === type && (value === undefined || t(k).value === value);
+
+  /** A module load: ( "node:builtin" ) right after the require/import token at k. */
+  const checkLoad = (k, what) => {
+    const arg = t(k + 2);
+    if (!is(k + 1, 'punct', '(') || arg?.type !== 'string' || !is(k + 3, 'punct', ')') || arg.value.includes('\\')) {
+      findings.push(`${at(t(k))}: ${what} with an argument that is not one plain string literal`);
+      return;
+    }
+    checkSpecifier(arg, what);
+  };
+  const checkSpecifier = (arg, what) => {
+    const name = arg.value;
+    if (!name.startsWith('node:') || !BUILTINS.has(name.slice(5))) findings.push(`${at(arg)}: ${what}("${name}") is not a node: built-in`);
+    else if (FORBIDDEN_BUILTINS.has(name.slice(5))) findings.push(`${at(arg)}: ${what}("${name}") can run code or load modules`);
+    else builtins.add(name);
+  };
+
+  for (let k = 0; k < tokens.length; k++) {
+    const tok = t(k);
+    if (tok.type === 'string' && is(k - 1, 'punct', '[') && is(k + 1, 'punct', ']') && COMPUTED_NAMES.has(tok.value)) {
+      findings.push(`${at(tok)}: computed member ["${tok.value}"]`);
+    }
+    if (tok.type !== 'ident') continue;
+    const name = tok.value;
+    const member = is(k - 1, 'punct', '.') && !is(k - 2, 'punct', '.'); // x.name, not ...name
+    if (name.includes('\\')) findings.push(`${at(tok)}: identifier spelled with an escape: ${name}`);
+    else if (name === 'require') {
+      if (member) findings.push(`${at(tok)}: require used as a member (${t(k - 2)?.value ?? ''}.require)`);
+      else if (is(k + 1, 'punct', '(')) checkLoad(k, 'require');
+      else findings.push(`${at(tok)}: require used other than as a direct call`);
+    } else if (name === 'import' && !member) {
+      if (is(k + 1, 'punct', '(')) checkLoad(k, 'import');
+      else if (is(k + 1, 'punct', '.') && is(k + 2, 'ident', 'meta')) continue;
+      else findings.push(`${at(tok)}: static import declaration in a CommonJS bundle`);
+    } else if (name === 'export' && !member) {
+      findings.push(`${at(tok)}: export declaration in a CommonJS bundle`);
+    } else if (name === 'eval') {
+      findings.push(`${at(tok)}: eval`);
+    } else if (name === 'Function' && !member && (is(k - 1, 'ident', 'new') || is(k + 1, 'punct', '('))) {
+      findings.push(`${at(tok)}: ${is(k - 1, 'ident', 'new') ? 'new ' : ''}Function(`);
+    } else if (name === 'createRequire') {
+      findings.push(`${at(tok)}: createRequire`);
+    } else if (PROCESS_LOADERS.has(name) && member && is(k - 2, 'ident', 'process')) {
+      findings.push(`${at(tok)}: process.${name}`);
+    }
+  }
+
+  const sources = [];
+  const markers = comments.filter((c) => /^\/\/ \S+\.[cm]?[jt]sx?$|^\/\/ \S+\.json$/.test(c.value));
+  if (markers.length === 0) findings.push('no module comments (// src/xxx.ts): the file is not an unminified esbuild bundle');
+  for (const marker of markers) {
+    const file = marker.value.slice(3);
+    if (!/^src\/[A-Za-z0-9_-][A-Za-z0-9._-]*\.ts$/.test(file)) findings.push(`${position(text, marker.start)}: module ${file} is outside src/`);
+    else if (!sources.includes(file)) sources.push(file);
+  }
+  return { findings, builtins: [...builtins].sort(), sources: sources.sort() };
+}
+
+function main(argv) {
+  const file = path.resolve(argv[0] ?? path.join(root, 'dist', 'proxy.js'));
+  let bytes;
+  try {
+    bytes = readFileSync(file);
+  } catch (err) {
+    process.stderr.write(`audit-bundle: cannot read ${file} (${err.code ?? err.message}); run npm run build first\n`);
+    return 2;
+  }
+  const text = bytes.toString('utf8');
+  const { findings, builtins, sources } = auditBundle(text);
+  for (const source of sources) {
+    if (!existsSync(path.join(root, source))) findings.push(`module ${source} does not exist in ${path.join(root, 'src')}: the bundle is stale`);
+  }
+  const kib = (bytes.length / 1024).toFixed(1);
+  const lines = [
+    `audit-bundle: ${path.relative(process.cwd(), file) || file}`,
+    `  size:      ${bytes.length} bytes (${kib} KiB), ${text.split('\n').length} lines, sha256 ${createHash('sha256').update(bytes).digest('hex')}`,
+    `  built-ins: ${builtins.length === 0 ? '(none)' : builtins.join(', ')}`,
+    `  sources:   ${sources.length} file(s)`,
+    ...sources.map((s) => `    ${s}`),
+    `  findings:  ${findings.length === 0 ? 'none' : findings.length}`,
+    ...findings.map((f) => `    ${f}`),
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+  if (findings.length > 0) process.stderr.write(`audit-bundle: ${findings.length} finding(s) in ${file}\n`);
+  return findings.length === 0 ? 0 : 1;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  process.exitCode = main(process.argv.slice(2));
+}

@@ -1,0 +1,124 @@
+// scripts/audit-bundle.mjs against the real bundle, and against tampered copies of it.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { BUNDLE, ROOT } from '../support/proxy-process.ts';
+
+const SCRIPT = join(ROOT, 'scripts', 'audit-bundle.mjs');
+const dir = mkdtempSync(join(tmpdir(), 'audit-bundle-test-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function audit(file?: string): { code: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [SCRIPT, ...(file === undefined ? [] : [file])], { cwd: ROOT, encoding: 'utf8' });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+let copies = 0;
+/** A copy of the real bundle with `edit` applied, in the temp dir. */
+function tampered(edit: (bundle: string) => string): string {
+  const file = join(dir, `proxy-${++copies}.js`);
+  writeFileSync(file, edit(readFileSync(BUNDLE, 'utf8')));
+  return file;
+}
+
+/** The src/*.ts files main.ts reaches through value imports (type-only imports are erased). */
+function reachableFromMain(): string[] {
+  const seen = new Set<string>();
+  const visit = (file: string) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const source = readFileSync(join(ROOT, 'src', file), 'utf8');
+    for (const m of source.matchAll(/^(?:import|export)\s+(type\s+)?(?:([^;]*?)\s+from\s+)?'\.\/([\w.-]+\.ts)';/gm)) {
+      const typeOnly = m[1] !== undefined || (m[2] !== undefined && /^\{[^}]*\}$/.test(m[2]) && m[2].slice(1, -1).split(',').every((s) => /^\s*(type\s|$)/.test(s)));
+      if (!typeOnly) visit(m[3]!);
+    }
+  };
+  visit('main.ts');
+  return [...seen].map((f) => `src/${f}`).sort();
+}
+
+test('the real bundle passes: only node: built-ins, every module from src/, and the report lists them', () => {
+  const r = audit();
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.match(r.stdout, /findings: {2}none/);
+  assert.match(r.stdout, /size: +\d+ bytes \(\d+\.\d KiB\)/);
+  assert.match(r.stdout, /built-ins: node:\S+/);
+  const listed = [...r.stdout.matchAll(/^ {4}(src\/\S+\.ts)$/gm)].map((m) => m[1]!);
+  const reachable = reachableFromMain();
+  for (const core of ['src/main.ts', 'src/server.ts', 'src/forward.ts', 'src/git-proxy.ts', 'src/gateway.ts']) assert.ok(reachable.includes(core), core);
+  assert.deepEqual(reachable.filter((f) => !listed.includes(f)), [], 'every file main.ts reaches is listed');
+  const onDisk = readdirSync(join(ROOT, 'src')).map((f) => `src/${f}`);
+  assert.deepEqual(listed.filter((f) => !onDisk.includes(f)), [], 'every listed file exists in src/');
+});
+
+test('the default path is dist/proxy.js and an explicit path gives the same verdict', () => {
+  const r = audit(BUNDLE);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.equal(audit().stdout.replace(/^audit-bundle: .*\n/, ''), r.stdout.replace(/^audit-bundle: .*\n/, ''));
+});
+
+test('a missing file is a usage error (exit 2)', () => {
+  const r = audit(join(dir, 'no-such-bundle.js'));
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /cannot read/);
+});
+
+const TAMPERINGS: readonly { name: string; append: string; finding: RegExp }[] = [
+  { name: 'require of a package', append: 'require("left-pad");', finding: /require\("left-pad"\) is not a node: built-in/ },
+  { name: 'require of a built-in without the node: prefix', append: 'require("fs");', finding: /require\("fs"\) is not a node: built-in/ },
+  { name: 'require of a built-in that runs code', append: 'require("node:child_process");', finding: /node:child_process"\) can run code/ },
+  { name: 'require of node:vm', append: 'require("node:vm").runInThisContext("1");', finding: /node:vm"\) can run code/ },
+  { name: 'dynamic require with a variable', append: 'const name = "left-pad"; require(name);', finding: /require with an argument that is not one plain string literal/ },
+  { name: 'dynamic require with a concatenation', append: 'require("node:" + "fs");', finding: /not one plain string literal/ },
+  { name: 'dynamic require with a template literal', append: 'require(`left-pad`);', finding: /not one plain string literal/ },
+  { name: 'require with an escaped literal', append: 'require("left\\x2dpad");', finding: /not one plain string literal/ },
+  { name: 'aliased require', append: 'const r = require; r("left-pad");', finding: /require used other than as a direct call/ },
+  { name: 'require.resolve', append: 'require.resolve("left-pad");', finding: /require used other than as a direct call/ },
+  { name: 'module.require', append: 'module.require("left-pad");', finding: /require used as a member \(module\.require\)/ },
+  { name: 'createRequire', append: 'const { createRequire: c } = require("node:module");', finding: /createRequire|node:module"\) can run code/ },
+  { name: 'dynamic import of a package', append: 'import("left-pad");', finding: /import\("left-pad"\) is not a node: built-in/ },
+  { name: 'dynamic import with a variable', append: 'const m = "x"; import(m);', finding: /import with an argument that is not one plain string literal/ },
+  { name: 'eval(', append: 'eval("1 + 1");', finding: /: eval$/m },
+  { name: 'indirect eval', append: '(0, eval)("1");', finding: /: eval$/m },
+  { name: 'eval through a computed member', append: 'globalThis["eval"]("1");', finding: /computed member \["eval"\]/ },
+  { name: 'new Function(', append: 'new Function("return 1")();', finding: /new Function\(/ },
+  { name: 'Function( without new', append: 'Function("return 1")();', finding: /: Function\(/ },
+  { name: 'process.binding', append: 'process.binding("fs");', finding: /process\.binding/ },
+  { name: 'process.dlopen', append: 'process.dlopen(module, "/tmp/x.node");', finding: /process\.dlopen/ },
+  { name: 'process["binding"]', append: 'process["binding"]("fs");', finding: /computed member \["binding"\]/ },
+  { name: 'an identifier spelled with a unicode escape', append: '\\u0065val("1");', finding: /identifier spelled with an escape/ },
+  { name: 'a module from node_modules', append: '\n// node_modules/left-pad/index.js\nvar leftPad = 1;', finding: /module node_modules\/left-pad\/index\.js is outside src\// },
+  { name: 'a module from test/', append: '\n// test/support/tls.ts\nvar x = 1;', finding: /module test\/support\/tls\.ts is outside src\// },
+  { name: 'an unterminated template literal (the scan fails closed)', append: 'const t = `abc', finding: /cannot tokenise the bundle: unterminated template literal/ },
+];
+
+for (const t of TAMPERINGS) {
+  test(`a bundle with ${t.name} appended fails the audit`, () => {
+    const r = audit(tampered((b) => `${b}\n${t.append}\n`));
+    assert.equal(r.code, 1, r.stdout);
+    assert.match(r.stdout, t.finding);
+    assert.match(r.stderr, /finding\(s\)/);
+  });
+}
+
+test('a bundle without module comments fails the audit', () => {
+  const r = audit(tampered((b) => b.replace(/^\/\/ src\/\S+\.ts$/gm, '')));
+  assert.equal(r.code, 1);
+  assert.match(r.stdout, /no module comments/);
+});
+
+test('calls spelled inside strings, comments, templates and regular expressions are not findings', () => {
+  const harmless = [
+    `const a = "require('left-pad') eval( new Function( process.binding";`,
+    `const b = 'import("x")';`,
+    '// eval("x"); require("left-pad");',
+    '/* new Function("x") */',
+    'const c = `${1 + 2} require("left-pad") ${`eval(${"x"})`}`;',
+    'const d = /require\\("left-pad"\\)|eval\\(/.test(a) ? 1 / 2 : 3;',
+  ].join('\n');
+  const r = audit(tampered((b) => `${b}\n${harmless}\n`));
+  assert.equal(r.code, 0, r.stdout);
+});

@@ -1,0 +1,57 @@
+// SECURITY.md maps every security rule to the function that enforces it and the tests that
+// prove it. This keeps the map honest: every cited function is defined in the file named, and
+// every cited test exists, with that exact name, in the file named.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+
+const ROOT = join(__dirname, '..', '..');
+const doc = readFileSync(join(ROOT, 'SECURITY.md'), 'utf8');
+const ruleRows = doc.split('\n').filter((line) => /^\| \d+ \|/.test(line));
+
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** The names of the tests in a file; a template name matches any text where it interpolates. */
+function testNameMatchers(file: string): RegExp[] {
+  const source = readFileSync(join(ROOT, file), 'utf8');
+  const matchers: RegExp[] = [];
+  for (const m of source.matchAll(/\btest\(\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|`((?:[^`\\]|\\.)*)`)/g)) {
+    if (m[3] !== undefined) {
+      matchers.push(new RegExp(`^${m[3].split(/\$\{[^}]*\}/).map(escapeRegExp).join('.+')}$`));
+    } else {
+      const name = (m[1] ?? m[2]!).replace(/\\(.)/g, '$1');
+      matchers.push(new RegExp(`^${escapeRegExp(name)}$`));
+    }
+  }
+  return matchers;
+}
+
+test('SECURITY.md has a rule table that cites a function and a test in every row', () => {
+  assert.ok(ruleRows.length >= 20, `only ${ruleRows.length} rule rows found`);
+  for (const row of ruleRows) {
+    assert.match(row, /`(?:src|scripts)\/[\w.-]+:\w+`/, `no enforcing function in: ${row.slice(0, 80)}`);
+    assert.match(row, /`test\/[\w/.-]+\.test\.ts`: «[^»]+»/, `no test in: ${row.slice(0, 80)}`);
+  }
+});
+
+test('every function SECURITY.md cites is defined in the file it names', () => {
+  const missing: string[] = [];
+  for (const [, file, name] of doc.matchAll(/`((?:src|scripts)\/[\w.-]+\.(?:ts|mjs)):(\w+)`/g)) {
+    const source = readFileSync(join(ROOT, file!), 'utf8');
+    if (!new RegExp(`(?:function|class|const|let)\\s+${name}\\b`).test(source)) missing.push(`${file}:${name}`);
+  }
+  assert.deepEqual(missing, []);
+});
+
+test('every test SECURITY.md cites exists, with that exact name, in the file it names', () => {
+  const cited = [...doc.matchAll(/`(test\/[\w/.-]+\.test\.ts)`: «([^»]+)»/g)];
+  assert.ok(cited.length >= 50, `only ${cited.length} tests cited`);
+  const missing: string[] = [];
+  const matchersByFile = new Map<string, RegExp[]>();
+  for (const [, file, name] of cited) {
+    if (!matchersByFile.has(file!)) matchersByFile.set(file!, testNameMatchers(file!));
+    if (!matchersByFile.get(file!)!.some((m) => m.test(name!))) missing.push(`${file}: ${name}`);
+  }
+  assert.deepEqual(missing, []);
+});

@@ -1,0 +1,32 @@
+// The listener's own limits, read back from the node:http server that startListener creates.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { requestFormError, startListener } from '../../src/server.ts';
+
+test('a listener has no total request timeout, but bounds the request head and idle keep-alive connections', async () => {
+  const listener = await startListener({
+    name: 'limits',
+    address: { host: '127.0.0.1', port: 0 },
+    timeouts: { headerMs: 1234, keepAliveMs: 5678 },
+    log: () => {},
+    handle: (_req, res) => res.end(),
+    sendError: (_req, res) => res.end(),
+  });
+  try {
+    // Node's 300 s default would cut a long push or a long stream while bytes still move.
+    assert.equal(listener.server.requestTimeout, 0);
+    assert.equal(listener.server.headersTimeout, 1234);
+    assert.equal(listener.server.keepAliveTimeout, 5678);
+  } finally {
+    await listener.close(0);
+  }
+});
+
+test('only HTTP/1.1, or HTTP/1.0 with a Host header, is served (requestFormError)', () => {
+  assert.equal(requestFormError(1, 1, 'proxy'), undefined);
+  assert.equal(requestFormError(1, 0, 'proxy'), undefined);
+  assert.equal(requestFormError(1, 0, undefined)?.status, 400);
+  assert.equal(requestFormError(0, 9, undefined)?.status, 505);
+  assert.equal(requestFormError(2, 0, 'proxy')?.status, 505);
+  assert.equal(requestFormError(1, 2, 'proxy')?.status, 505);
+});
