@@ -32,7 +32,7 @@ import { SseInspector, summarizeJsonCompletion, type CompletionSummary } from '.
 export type ModelRequestRecord = {
   readonly event: 'request';
   readonly listener: 'model';
-  readonly request_id: string | null;
+  readonly request_id: string;
   readonly upstream_request_id: string | null;
   readonly provider: string;
   /** Only ever an allowlisted model ID (null when refused before validation). */
@@ -162,11 +162,13 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     let identity: Identity = { instanceId: null, workflow: null, runId: null };
     let model: string | undefined;
     let stream = false;
+    /** An SSE relay began: only then can a stream be interrupted. */
+    let relaying = false;
     let summary: CompletionSummary | undefined;
     let retries = 0;
     let rateLimited = 0;
     let upstreamRequestId: string | undefined;
-    let requestId: string | undefined;
+    let requestId: string;
 
     const logDone = (status: number, error?: string) => {
       const usage = summary?.usage ?? null;
@@ -174,7 +176,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       deps.record({
         event: 'request',
         listener: 'model',
-        request_id: requestId ?? null,
+        request_id: requestId,
         upstream_request_id: upstreamRequestId ?? null,
         provider: deps.config.provider,
         model: model ?? null,
@@ -191,7 +193,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         cached_tokens: usage?.cachedTokens ?? null,
         usage_complete: usage !== null,
         finish_reason: summary?.finishReason ?? null,
-        interrupted: stream ? interrupted : null,
+        interrupted: relaying ? interrupted : null,
         retries,
         rate_limited: rateLimited,
         instance_id: identity.instanceId,
@@ -206,6 +208,11 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       sendGatewayError(req, res, error, param, message, allow);
       logDone(error.status, error.code);
     };
+
+    // Rule 7: correlation id, forwarded or generated, returned to the client on every answer,
+    // and in the log line even when the request is refused or abandoned.
+    requestId = clientRequestId(req.headers) ?? randomUUID();
+    res.setHeader('x-client-request-id', requestId);
 
     if (!route.ok) return reject(route.error, null, undefined, route.allow);
 
@@ -256,10 +263,6 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     if (!deps.apiKey) return reject(ERRORS.upstreamKeyMissing);
     const key = deps.apiKey.read();
     if (!key.ok) return reject(key.reason === 'missing' ? ERRORS.upstreamKeyMissing : ERRORS.upstreamKeyInvalid);
-
-    // Rule 7: correlation id, forwarded or generated, and returned to the client.
-    requestId = clientRequestId(req.headers) ?? randomUUID();
-    res.setHeader('x-client-request-id', requestId);
 
     const target = {
       agent: deps.agent,
@@ -341,7 +344,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         if (headers[i]!.toLowerCase() === 'x-client-request-id') continue;
         pairs.push(headers[i]!, headers[i + 1]!);
       }
-      pairs.push('X-Client-Request-Id', requestId!);
+      pairs.push('X-Client-Request-Id', requestId);
 
       if (status >= 400) {
         // Upstreams echo keys in "incorrect API key" messages: read the error whole, redact.
@@ -367,6 +370,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
 
       if (isEventStream(upstreamRes.headers['content-type'])) {
         stream = true;
+        relaying = true;
         // Rule 5: every chunk is written as it arrives; a copy goes to the usage inspector.
         pairs.push('X-Accel-Buffering', 'no');
         const inspector = new SseInspector(() => performance.now());

@@ -49,6 +49,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     gitBytesIn: registry.counter('git_proxy_request_bytes_total', 'Request body bytes received from workloads.', ['host', 'route']),
     gitBytesOut: registry.counter('git_proxy_response_bytes_total', 'Response body bytes relayed to workloads.', ['host', 'route']),
     gitUpstreamErrors: registry.counter('git_proxy_upstream_errors_total', 'Upstream failures by kind.', ['host', 'kind']),
+    gitClientAborts: registry.counter('git_proxy_client_aborts_total', 'Requests whose client went away before the response was complete.', ['host', 'route']),
     rss: registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.'),
     fds: registry.gauge('process_open_fds', 'Number of open file descriptors.'),
     startTime: registry.gauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.'),
@@ -90,6 +91,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
       if (r.bytes_in > 0) m.gitBytesIn.inc(where, r.bytes_in);
       if (r.bytes_out > 0) m.gitBytesOut.inc(where, r.bytes_out);
       if (r.error !== undefined && UPSTREAM_FAILURES.has(r.error)) m.gitUpstreamErrors.inc([r.host ?? NONE, r.error]);
+      if (r.error === 'client_aborted') m.gitClientAborts.inc(where);
     },
 
     streams: {

@@ -279,9 +279,10 @@ test('eight concurrent pushes to eight different repositories all land with the 
     const tree = execFileSync('git', ['--git-dir', r.bare, 'ls-tree', '--name-only', 'main'], { env: gitEnv(admin.home), encoding: 'utf8' });
     assert.deepEqual(tree.split('\n').filter(Boolean).sort(), ['README.md', r.file, 'payload.bin'].sort(), `repo ${r.i}: nothing from another repo`);
   }
-  const pushes = requestRecords()
-    .slice(logBefore)
-    .filter((r) => r.route === 'receive-pack');
+  // A push's log line is written once its response is relayed, a moment after git exits.
+  const pushRecords = () => requestRecords().slice(logBefore).filter((r) => r.route === 'receive-pack');
+  await proxy.waitForRecord(() => pushRecords().length >= 8, 'the log lines of the eight pushes');
+  const pushes = pushRecords();
   assert.equal(pushes.length, 8, 'eight receive-pack requests went through the proxy');
   assert.ok(pushes.every((r) => r.status === 200));
 

@@ -275,7 +275,7 @@ test('model, host and status labels take only values from the records (no raw re
   const metrics = createProxyMetrics({ maxSeriesPerFamily: 50, runIdLabel: false, prices: PRICES });
   const models = [
     modelRecord({ request_id: `${RAW}-req`, upstream_request_id: `${RAW}-up`, response_model: `${RAW}-gpt-4o-2024-08-06`, path: '/v1/chat/completions', finish_reason: `${RAW}-stop`, error: `${RAW}-error`, input_tokens: 5, output_tokens: 5, usage_complete: true }),
-    modelRecord({ model: null, status: 404, path: null, method: `${RAW}-METHOD`, request_id: null, error: 'not_found', bytes_in: 123456 }),
+    modelRecord({ model: null, status: 404, path: null, method: `${RAW}-METHOD`, request_id: `${RAW}-req2`, error: 'not_found', bytes_in: 123456 }),
     modelRecord({ model: 'mistral-large', status: 503, response_model: `${RAW}-mistral`, error: 'upstream_key_missing' }),
   ];
   const gits = [
