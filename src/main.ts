@@ -10,7 +10,7 @@ import { gitWorkloadConfig } from './git-config.ts';
 import { createGitHandler, sendGitError, type GitUpstream } from './git-proxy.ts';
 import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from './hosts.ts';
 import { signBotToken } from './jwt.ts';
-import { jsonLineSink, type LogSink } from './log.ts';
+import { asyncLineWriter, jsonLineSink, type LogSink } from './log.ts';
 import { EXPOSITION_CONTENT_TYPE } from './metrics.ts';
 import { parsePrices, type ModelPrice } from './prices.ts';
 import { createProxyMetrics } from './proxy-metrics.ts';
@@ -19,7 +19,9 @@ import { startListener, writeProxyError, type Listener } from './server.ts';
 import { VERSION } from './version.ts';
 
 const env = process.env;
-const log: LogSink = jsonLineSink((line) => process.stdout.write(line));
+// Log lines never block the event loop; a reader 8 MiB behind loses lines, counted in metrics.
+const logWriter = asyncLineWriter(1, 8 * 1024 * 1024);
+const log: LogSink = jsonLineSink((line) => logWriter.write(line));
 
 function loadHosts(options: ServeOptions): HostConfig[] {
   const fromFile = options.gitHostsFile ? parseHostsFile(readFileSync(options.gitHostsFile, 'utf8'), options.gitHostsFile) : [];
@@ -66,6 +68,7 @@ async function serve(options: ServeOptions): Promise<void> {
   }));
   const gitEnabled = env.GIT_AUTH_ENABLED === 'true' || hostStates.some((h) => h.credential === 'present');
   if (!gitEnabled && !gateway.enabled) {
+    logWriter.flushSync();
     process.stderr.write(
       'proxy: no listener is enabled.\n' +
         '  git proxy:     set GIT_HOST_A_TOKEN (host GIT_HOST_A, default github.com), GIT_HOST_B_TOKEN with GIT_HOST_B,\n' +
@@ -88,6 +91,7 @@ async function serve(options: ServeOptions): Promise<void> {
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) {
       log({ event: 'shutdown', signal, phase: 'forced' });
+      logWriter.flushSync();
       process.exit(0);
     }
     stopping = true;
@@ -102,8 +106,9 @@ async function serve(options: ServeOptions): Promise<void> {
       .then(() => metricsListener?.close(0))
       .then(() => {
         log({ event: 'shutdown', signal, phase: 'done' });
-        process.exit(0);
-      });
+        return logWriter.drain();
+      })
+      .then(() => process.exit(0));
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
@@ -181,7 +186,7 @@ async function serve(options: ServeOptions): Promise<void> {
 
   // A separate port, so that workloads need not (and, by network policy, cannot) reach it.
   const proxyListeners = [...listeners];
-  metrics.watchProcess(() => new Map(proxyListeners.map((l) => [l.name, l.connections()])));
+  metrics.watchProcess(() => new Map(proxyListeners.map((l) => [l.name, l.connections()])), () => logWriter.dropped());
   metricsListener = await startListener({
     name: 'metrics',
     address: options.metricsListen,
@@ -249,6 +254,7 @@ async function main(argv: readonly string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {
+  logWriter.flushSync();
   if (err instanceof UsageError) {
     process.stderr.write(`proxy: ${err.message}\n\n${usage()}\n`);
     process.exit(2);

@@ -56,6 +56,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     lagP99: registry.gauge('nodejs_eventloop_lag_p99_seconds', 'Event loop delay, 99th percentile since the previous scrape.'),
     lagMax: registry.gauge('nodejs_eventloop_lag_max_seconds', 'Event loop delay, maximum since the previous scrape.'),
     connections: registry.gauge('proxy_active_connections', 'Open client connections per listener.', ['listener']),
+    logDropped: registry.counter('proxy_log_lines_dropped_total', 'Log lines dropped because the stdout reader fell more than 8 MiB behind.'),
   };
   m.startTime.set([], Math.round(Date.now() / 1000 - process.uptime()));
 
@@ -100,7 +101,8 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     },
 
     /** Process and listener gauges, read when scraped. */
-    watchProcess(connections: () => ReadonlyMap<string, number>): void {
+    watchProcess(connections: () => ReadonlyMap<string, number>, logLinesDropped: () => number): void {
+      let droppedSeen = 0;
       const lag = monitorEventLoopDelay({ resolution: 10 });
       lag.enable();
       registry.onCollect(() => {
@@ -114,6 +116,9 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
         m.lagMax.set([], lag.max / 1e9);
         lag.reset();
         for (const [listener, n] of connections()) m.connections.set([listener], n);
+        const dropped = logLinesDropped();
+        if (dropped > droppedSeen) m.logDropped.inc([], dropped - droppedSeen);
+        droppedSeen = dropped;
       });
     },
   };

@@ -1,0 +1,59 @@
+import assert from 'node:assert/strict';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { asyncLineWriter, elapsedMs, jsonLineSink } from '../../src/log.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'log-test-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function withFile(name: string): { fd: number; read(): string; close(): void } {
+  const path = join(dir, name);
+  const fd = openSync(path, 'w');
+  return { fd, read: () => readFileSync(path, 'utf8'), close: () => closeSync(fd) };
+}
+
+test('log lines are written asynchronously, in order, and drain() waits for all of them', async () => {
+  const f = withFile('order.log');
+  const w = asyncLineWriter(f.fd, 1 << 20);
+  const expected: string[] = [];
+  for (let i = 0; i < 5000; i++) {
+    const line = `{"n":${i}}\n`;
+    expected.push(line);
+    w.write(line);
+  }
+  assert.equal(f.read(), '', 'nothing is written synchronously by write()');
+  await w.drain();
+  assert.equal(f.read(), expected.join(''));
+  assert.equal(w.dropped(), 0);
+  f.close();
+});
+
+test('a reader too far behind loses new lines, counted, instead of growing memory', async () => {
+  const f = withFile('drop.log');
+  const w = asyncLineWriter(f.fd, 100);
+  for (let i = 0; i < 20; i++) w.write('0123456789\n'); // 11 bytes each: 9 fit in 100
+  assert.equal(w.dropped(), 11);
+  await w.drain();
+  assert.equal(f.read(), '0123456789\n'.repeat(9));
+  f.close();
+});
+
+test('flushSync writes pending lines at once, for an immediate exit', () => {
+  const f = withFile('sync.log');
+  const w = asyncLineWriter(f.fd, 1 << 20);
+  w.write('a\n');
+  w.write('b\n');
+  w.flushSync();
+  assert.equal(f.read(), 'a\nb\n');
+  f.close();
+});
+
+test('a JSON log line starts with the time and ends with a newline', () => {
+  const lines: string[] = [];
+  jsonLineSink((l) => lines.push(l), () => new Date('2026-01-02T03:04:05.678Z'))({ event: 'request', status: 200 });
+  assert.equal(lines[0], '{"time":"2026-01-02T03:04:05.678Z","event":"request","status":200}\n');
+  assert.equal(elapsedMs(1, 2.0004567), 1);
+  assert.equal(elapsedMs(0, 1.23456789), 1.235);
+});
