@@ -53,8 +53,10 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     rss: registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.'),
     fds: registry.gauge('process_open_fds', 'Number of open file descriptors.'),
     startTime: registry.gauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.'),
-    lagP99: registry.gauge('nodejs_eventloop_lag_p99_seconds', 'Event loop delay, 99th percentile since the previous scrape.'),
-    lagMax: registry.gauge('nodejs_eventloop_lag_max_seconds', 'Event loop delay, maximum since the previous scrape.'),
+    lagP99: registry.gauge('nodejs_eventloop_lag_p99_seconds', 'Event loop delay beyond the 10 ms sampling interval, 99th percentile since the previous scrape.'),
+    lagMax: registry.gauge('nodejs_eventloop_lag_max_seconds', 'Event loop delay beyond the 10 ms sampling interval, maximum since the previous scrape.'),
+    heapUsed: registry.gauge('nodejs_heap_size_used_bytes', 'V8 heap in use, in bytes.'),
+    heapTotal: registry.gauge('nodejs_heap_size_total_bytes', 'V8 heap reserved, in bytes.'),
     connections: registry.gauge('proxy_active_connections', 'Open client connections per listener.', ['listener']),
     logDropped: registry.counter('proxy_log_lines_dropped_total', 'Log lines dropped because the stdout reader fell more than 8 MiB behind.'),
   };
@@ -103,17 +105,23 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     /** Process and listener gauges, read when scraped. */
     watchProcess(connections: () => ReadonlyMap<string, number>, logLinesDropped: () => number): void {
       let droppedSeen = 0;
-      const lag = monitorEventLoopDelay({ resolution: 10 });
+      // The histogram measures each sampling timer's delay including the interval itself.
+      const LAG_RESOLUTION_MS = 10;
+      const lag = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
       lag.enable();
       registry.onCollect(() => {
-        m.rss.set([], process.memoryUsage.rss());
+        const mem = process.memoryUsage();
+        m.rss.set([], mem.rss);
+        m.heapUsed.set([], mem.heapUsed);
+        m.heapTotal.set([], mem.heapTotal);
         try {
           m.fds.set([], readdirSync('/proc/self/fd').length - 1); // minus the descriptor readdir used
         } catch {
           // Not Linux: the metric keeps its last value (0).
         }
-        m.lagP99.set([], lag.percentile(99) / 1e9);
-        m.lagMax.set([], lag.max / 1e9);
+        const beyond = (ns: number) => Math.max(0, ns / 1e9 - LAG_RESOLUTION_MS / 1000);
+        m.lagP99.set([], beyond(lag.percentile(99)));
+        m.lagMax.set([], beyond(lag.max));
         lag.reset();
         for (const [listener, n] of connections()) m.connections.set([listener], n);
         const dropped = logLinesDropped();

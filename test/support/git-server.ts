@@ -244,11 +244,18 @@ async function serveCgi(req: IncomingMessage, res: ServerResponse, child: CgiChi
  * and upload-pack before upload-pack's pack-objects child, which is orphaned:
  * it keeps running after close() and then sits as a zombie until PID 1 gets
  * round to reaping it (slowly, in some containers).
+ *
+ * One case does need a signal: an upload cut short below its declared Content-Length makes
+ * git 2.39's http-backend retry its read forever at full CPU. A backend still running two
+ * seconds after being abandoned is killed.
  */
 function abandon(child: CgiChild): void {
   child.stdin.destroy();
   child.stdout.unpipe();
   child.stdout.resume();
+  const kill = setTimeout(() => child.kill('SIGKILL'), 2000);
+  kill.unref();
+  child.once('close', () => clearTimeout(kill));
 }
 
 /**
