@@ -1243,7 +1243,7 @@ async function soak(): Promise<number> {
   for (let i = 0; i < REFS_WORKERS; i++) workers.push(refsWorker(gitCtx));
   const workersDone = Promise.allSettled(workers);
   print(`  traffic started; one line after warm-up and at each minute`);
-  print(`  (lag p99 = the proxy's nodejs_eventloop_lag_p99_seconds, worst scrape of the period; as exported it includes the 10 ms sampling interval: idle reads ~${idle.metrics && !('error' in idle.metrics) ? idle.metrics.lagP99Ms.toFixed(0) : '10'} ms)`);
+  print(`  (lag p99 = the proxy's nodejs_eventloop_lag_p99_seconds, worst scrape of the period, beyond the 10 ms sampling interval: idle reads ~${idle.metrics && !('error' in idle.metrics) ? idle.metrics.lagP99Ms.toFixed(1) : '0'} ms)`);
 
   const quiet = async (phase: 'quiet-baseline' | 'quiet-end'): Promise<SoakSample> => {
     paused = true;
