@@ -22,10 +22,12 @@ const CREDENTIAL_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
   'proxy-authenticate',
 ]);
 
+const NO_NAMES: ReadonlySet<string> = new Set();
+
 /** Header names listed in `Connection`, lower-cased. They are hop-by-hop too. */
-export function connectionNamed(value: string | string[] | undefined): Set<string> {
+export function connectionNamed(value: string | string[] | undefined): ReadonlySet<string> {
+  if (value === undefined) return NO_NAMES;
   const names = new Set<string>();
-  if (value === undefined) return names;
   for (const part of Array.isArray(value) ? value : [value]) {
     for (const token of part.split(',')) {
       const name = token.trim().toLowerCase();

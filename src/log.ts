@@ -9,7 +9,11 @@ export type LogSink = (record: LogRecord) => void;
 
 /** Writes records as JSON lines; `time` first so that lines sort and read naturally. */
 export function jsonLineSink(write: (line: string) => void, now: () => Date = () => new Date()): LogSink {
-  return (record) => write(`${JSON.stringify({ time: now().toISOString(), ...record })}\n`);
+  return (record) => {
+    // Spliced rather than spread into a new object: one copy less on every request.
+    const fields = JSON.stringify(record);
+    write(`{"time":"${now().toISOString()}"${fields === '{}' ? '' : ','}${fields.slice(1)}\n`);
+  };
 }
 
 /** Milliseconds with microsecond precision, for duration fields. */

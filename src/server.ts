@@ -6,6 +6,13 @@ import { formatAddress, type ListenAddress } from './address.ts';
 import { ERRORS, type ProxyError } from './errors.ts';
 import type { LogSink } from './log.ts';
 
+/**
+ * Bytes a socket may buffer before backpressure (Node's default is 16 KiB). With the default, a
+ * large push moves one 64 KiB read at a time and both processes wait on each other; a larger
+ * mark keeps the pipe full. It is a threshold, not an allocation: idle connections cost nothing.
+ */
+export const STREAM_HIGH_WATER_MARK = 256 * 1024;
+
 export interface ListenerTimeouts {
   /** Time a client has to send the complete request head. */
   readonly headerMs: number;
@@ -47,6 +54,7 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
       keepAliveTimeout: spec.timeouts.keepAliveMs,
       connectionsCheckingInterval: Math.min(1000, spec.timeouts.headerMs || 1000),
       noDelay: true,
+      highWaterMark: STREAM_HIGH_WATER_MARK,
     },
     (req, res) => {
       if (draining) res.setHeader('connection', 'close');
