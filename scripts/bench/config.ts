@@ -1,0 +1,47 @@
+// Sizes and durations of `npm run bench`; BENCH_QUICK=1 shrinks everything for development,
+// and each figure can be set on its own (BENCH_PACK_MIB=128, ...). BENCH_ONLY=pack,refs runs
+// a subset (startup, pack, refs, model, streams, open).
+const QUICK = process.env.BENCH_QUICK === '1';
+
+function num(name: string, full: number, quick: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return QUICK ? quick : full;
+  const v = Number(raw);
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number, not ${raw}`);
+  return v;
+}
+
+export const SCENARIOS = ['startup', 'pack', 'refs', 'model', 'streams', 'open'] as const;
+export type ScenarioName = (typeof SCENARIOS)[number];
+
+export function loadConfig() {
+  const only = (process.env.BENCH_ONLY ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  for (const o of only) if (!(SCENARIOS as readonly string[]).includes(o)) throw new Error(`BENCH_ONLY: unknown scenario ${o} (${SCENARIOS.join(', ')})`);
+  return {
+    quick: QUICK,
+    run: (name: ScenarioName) => only.length === 0 || only.includes(name),
+    /** BENCH_CPU_PROF=1: the main proxy runs with --cpu-prof; the profile lands in bench-results/. */
+    cpuProf: process.env.BENCH_CPU_PROF === '1',
+    startups: num('BENCH_STARTUPS', 10, 5),
+    packMiB: num('BENCH_PACK_MIB', 512, 64),
+    packRounds: num('BENCH_PACK_ROUNDS', 3, 1),
+    refsConns: num('BENCH_REFS_CONNS', 64, 64),
+    refsSliceMs: num('BENCH_REFS_SLICE_MS', 1000, 500),
+    refsRounds: num('BENCH_REFS_ROUNDS', 5, 2),
+    refsWarmupMs: num('BENCH_REFS_WARMUP_MS', 1000, 300),
+    refsSequential: num('BENCH_REFS_SEQUENTIAL', 2000, 300),
+    modelCalls: num('BENCH_MODEL_CALLS', 2000, 300),
+    modelWarmup: num('BENCH_MODEL_WARMUP', 200, 50),
+    modelRate: num('BENCH_MODEL_RATE', 1000, 1000),
+    modelSliceMs: num('BENCH_MODEL_SLICE_MS', 1000, 500),
+    modelRounds: num('BENCH_MODEL_ROUNDS', 5, 2),
+    streams: num('BENCH_STREAMS', 2000, 200),
+    streamIntervalMs: num('BENCH_STREAM_INTERVAL_MS', 50, 50),
+    streamDurationMs: num('BENCH_STREAM_DURATION_MS', 10_000, 3000),
+    /** Rounds per path; rounds alternate direct, proxy, proxy, direct, ... */
+    streamRounds: num('BENCH_STREAM_ROUNDS', 2, 1),
+    openStreams: num('BENCH_OPEN_STREAMS', 10_000, 1000),
+    openHoldMs: num('BENCH_OPEN_HOLD_MS', 5000, 2000),
+  };
+}
+export type Config = ReturnType<typeof loadConfig>;

@@ -1,0 +1,377 @@
+// The load generator, in its own process so that it is not the proxy's event loop. The same
+// node:http / node:https client code drives every path: direct to the HTTPS upstream (sending
+// the credential itself), through the proxy, or through nginx (plain HTTP, no credential).
+import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { serve } from './ipc.ts';
+import { chatAnswer, chatRequestBody, GIT_REPO_PATH, MiB, monoUs, patternBlock, refAdvertisement, REFS_QUERY, Samples, streamRequestBody } from './shared.ts';
+
+export interface Target {
+  /** 'direct', 'proxy' or 'nginx'. */
+  name: string;
+  scheme: 'http' | 'https';
+  port: number;
+  /** Path prefix: '' direct, '/<hostKey>' through a git proxy. */
+  prefix: string;
+  /** Added to every request: the credential, when going direct. */
+  headers: Record<string, string>;
+  /** CA certificate (PEM) for https targets. */
+  ca?: string;
+}
+
+type AnyAgent = HttpAgent | HttpsAgent;
+
+function makeAgent(t: Target, keepAlive: boolean, maxSockets = Infinity): AnyAgent {
+  const o = { keepAlive, maxSockets, maxFreeSockets: 1024, scheduling: 'lifo' as const, keepAliveMsecs: 1000 };
+  return t.scheme === 'https' ? new HttpsAgent({ ...o, ca: t.ca }) : new HttpAgent(o);
+}
+
+function open(t: Target, agent: AnyAgent | false, method: string, path: string, headers: Record<string, string | number>): ClientRequest {
+  const o = { host: '127.0.0.1', port: t.port, method, path: t.prefix + path, agent, headers: { ...t.headers, ...headers }, ...(t.ca && agent === false ? { ca: t.ca } : {}) };
+  return t.scheme === 'https' ? httpsRequest(o) : httpRequest(o);
+}
+
+class BenchError extends Error {}
+
+/** Sends a request and reads the whole response; anything but 200 is an error with the details. */
+function exchange(t: Target, agent: AnyAgent | false, method: string, path: string, headers: Record<string, string | number>, body?: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const req = open(t, agent, method, path, headers);
+    req.on('error', (e) => reject(new BenchError(`${t.name} ${method} ${path}: ${e.message}`)));
+    req.on('response', (res: IncomingMessage) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', (e) => reject(new BenchError(`${t.name} ${method} ${path}: response ${e.message}`)));
+      res.on('end', () => {
+        const got = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+        if (res.statusCode !== 200) reject(new BenchError(`${t.name} ${method} ${path}: status ${res.statusCode}: ${got.subarray(0, 200).toString()}`));
+        else resolve(got);
+      });
+    });
+    req.end(body);
+  });
+}
+
+// ---- the two small requests -----------------------------------------------------------------
+
+const REFS = refAdvertisement();
+const CHAT = chatRequestBody();
+const ANSWER = chatAnswer();
+const REFS_HEADERS = { accept: '*/*', 'user-agent': 'git/2.39.5', pragma: 'no-cache' };
+const CHAT_HEADERS = { 'content-type': 'application/json', accept: 'application/json', 'user-agent': 'OpenAI/JS 4.77.0', 'content-length': CHAT.length };
+
+async function getRefs(t: Target, agent: AnyAgent): Promise<void> {
+  const body = await exchange(t, agent, 'GET', `${GIT_REPO_PATH}/info/refs${REFS_QUERY}`, REFS_HEADERS);
+  if (!body.equals(REFS)) throw new BenchError(`${t.name}: ref advertisement differs (${body.length} bytes)`);
+}
+async function chat(t: Target, agent: AnyAgent): Promise<void> {
+  const body = await exchange(t, agent, 'POST', '/v1/chat/completions', CHAT_HEADERS, CHAT);
+  if (!body.equals(ANSWER)) throw new BenchError(`${t.name}: completion differs (${body.length} bytes)`);
+}
+const KINDS = { refs: getRefs, chat } as const;
+type Kind = keyof typeof KINDS;
+
+// ---- scenarios ------------------------------------------------------------------------------
+
+let patternBase: Buffer | undefined;
+
+/** One pack upload, chunked like git's, with backpressure; the upstream checks every byte. */
+async function upload(a: { target: Target; mib: number; seed: string }): Promise<{ ms: number; bytes: number }> {
+  patternBase ??= patternBlock(a.seed);
+  const base = patternBase;
+  const t0 = performance.now();
+  const reply = await new Promise<Buffer>((resolve, reject) => {
+    const req = open(a.target, false, 'POST', `${GIT_REPO_PATH}/git-receive-pack`, {
+      'content-type': 'application/x-git-receive-pack-request',
+      accept: 'application/x-git-receive-pack-result',
+      'user-agent': 'git/2.39.5',
+    });
+    req.on('error', (e) => reject(new BenchError(`${a.target.name} upload: ${e.message}`)));
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(chunks)) : reject(new BenchError(`${a.target.name} upload: status ${res.statusCode}`))));
+    });
+    let i = 0;
+    const write = () => {
+      while (i < a.mib) {
+        const block = Buffer.allocUnsafe(MiB);
+        base.copy(block);
+        block.writeUInt32BE(i++, 0);
+        if (i === a.mib) return void req.end(block);
+        if (!req.write(block)) return void req.once('drain', write);
+      }
+    };
+    write();
+  });
+  const ms = performance.now() - t0;
+  const got = JSON.parse(reply.toString()) as { bytes: number; ok: boolean };
+  if (got.bytes !== a.mib * MiB || !got.ok) throw new BenchError(`${a.target.name} upload arrived wrong: ${got.bytes} bytes, content ${got.ok ? 'ok' : 'corrupt'}`);
+  return { ms, bytes: got.bytes };
+}
+
+interface PerTarget {
+  latencies: Float64Array;
+  counts: number[];
+  elapsedMs: number[];
+}
+
+/** `conns` loops, each sending its next request when the previous one is answered, for `ms`. */
+async function closedSlice(t: Target, agent: AnyAgent, kind: Kind, conns: number, ms: number, lat: Samples | undefined): Promise<{ count: number; elapsed: number }> {
+  const fn = KINDS[kind];
+  const t0 = performance.now();
+  const end = t0 + ms;
+  let count = 0;
+  let last = t0;
+  const loop = async () => {
+    while (performance.now() < end) {
+      const s = performance.now();
+      await fn(t, agent);
+      last = performance.now();
+      lat?.push(last - s);
+      count++;
+    }
+  };
+  await Promise.all(Array.from({ length: conns }, loop));
+  return { count, elapsed: last - t0 };
+}
+
+/** Closed loop over `conns` keep-alive connections, targets alternating in slices of sliceMs. */
+async function closedLoop(a: { targets: Target[]; kind: Kind; conns: number; sliceMs: number; rounds: number; warmupMs: number }): Promise<Record<string, PerTarget>> {
+  const agents = a.targets.map((t) => makeAgent(t, true, a.conns));
+  const lat = a.targets.map(() => new Samples());
+  const out = a.targets.map(() => ({ counts: [] as number[], elapsedMs: [] as number[] }));
+  try {
+    for (let i = 0; i < a.targets.length; i++) await closedSlice(a.targets[i]!, agents[i]!, a.kind, a.conns, a.warmupMs, undefined);
+    for (let r = 0; r < a.rounds; r++) {
+      for (let i = 0; i < a.targets.length; i++) {
+        const { count, elapsed } = await closedSlice(a.targets[i]!, agents[i]!, a.kind, a.conns, a.sliceMs, lat[i]);
+        out[i]!.counts.push(count);
+        out[i]!.elapsedMs.push(elapsed);
+      }
+    }
+  } finally {
+    for (const ag of agents) ag.destroy();
+  }
+  return Object.fromEntries(a.targets.map((t, i) => [t.name, { latencies: lat[i]!.values(), ...out[i]! }]));
+}
+
+/** One request at a time, the targets taking turns request by request. */
+async function sequential(a: { targets: Target[]; kind: Kind; n: number; warmup: number }): Promise<Record<string, { latencies: Float64Array }>> {
+  const fn = KINDS[a.kind];
+  const agents = a.targets.map((t) => makeAgent(t, true, 1));
+  const lat = a.targets.map(() => new Samples());
+  try {
+    for (let k = 0; k < a.warmup + a.n; k++) {
+      for (let i = 0; i < a.targets.length; i++) {
+        const s = performance.now();
+        await fn(a.targets[i]!, agents[i]!);
+        if (k >= a.warmup) lat[i]!.push(performance.now() - s);
+      }
+    }
+  } finally {
+    for (const ag of agents) ag.destroy();
+  }
+  return Object.fromEntries(a.targets.map((t, i) => [t.name, { latencies: lat[i]!.values() }]));
+}
+
+/**
+ * Open loop: requests are due every 1000/rate ms whatever happens to earlier ones, and each
+ * latency counts from when its request was due (no coordinated omission). The send lag (due to
+ * sent, the generator's own timer granularity) is reported separately.
+ */
+async function rateSlice(t: Target, agent: AnyAgent, kind: Kind, rate: number, ms: number, lat: Samples | undefined, lag: Samples | undefined): Promise<void> {
+  const fn = KINDS[kind];
+  const interval = 1000 / rate;
+  const n = Math.round((ms * rate) / 1000);
+  const t0 = performance.now() + 1;
+  const inflight: Promise<void>[] = [];
+  let failure: unknown;
+  let k = 0;
+  await new Promise<void>((resolve) => {
+    const tick = () => {
+      const now = performance.now();
+      while (k < n && t0 + k * interval <= now) {
+        const due = t0 + k * interval;
+        k++;
+        lag?.push(now - due);
+        inflight.push(
+          fn(t, agent).then(
+            () => lat?.push(performance.now() - due),
+            (e: unknown) => void (failure ??= e),
+          ),
+        );
+      }
+      if (k >= n) return resolve();
+      const wait = t0 + k * interval - performance.now();
+      setTimeout(tick, Math.max(0, Math.floor(wait)));
+    };
+    tick();
+  });
+  await Promise.all(inflight);
+  if (failure) throw failure;
+}
+
+async function openLoop(a: { targets: Target[]; kind: Kind; rate: number; sliceMs: number; rounds: number; warmupMs: number }): Promise<Record<string, { latencies: Float64Array; sendLag: Float64Array; requests: number; wallMs: number }>> {
+  const agents = a.targets.map((t) => makeAgent(t, true));
+  const lat = a.targets.map(() => new Samples());
+  const lag = a.targets.map(() => new Samples());
+  const wall = a.targets.map(() => 0);
+  try {
+    for (let i = 0; i < a.targets.length; i++) await rateSlice(a.targets[i]!, agents[i]!, a.kind, a.rate, a.warmupMs, undefined, undefined);
+    for (let r = 0; r < a.rounds; r++) {
+      for (let i = 0; i < a.targets.length; i++) {
+        const s = performance.now();
+        await rateSlice(a.targets[i]!, agents[i]!, a.kind, a.rate, a.sliceMs, lat[i], lag[i]);
+        wall[i]! += performance.now() - s;
+      }
+    }
+  } finally {
+    for (const ag of agents) ag.destroy();
+  }
+  return Object.fromEntries(a.targets.map((t, i) => [t.name, { latencies: lat[i]!.values(), sendLag: lag[i]!.values(), requests: lat[i]!.length, wallMs: wall[i]! }]));
+}
+
+// ---- SSE streams --------------------------------------------------------------------------
+
+interface StreamState {
+  req: ClientRequest;
+  chunks: number;
+  done: boolean;
+  failed: string | undefined;
+}
+
+/**
+ * Opens one stream and follows it: every content chunk's delay (arrival on the shared clock
+ * minus the upstream's stamp) goes to `delays`; the chunk indexes must run 0, 1, 2, ... and the
+ * stream must end with the announced count and [DONE].
+ */
+function followStream(t: Target, agent: AnyAgent, body: Buffer, delays: Samples | undefined, gate: { since: number }, onFirst: () => void, onEnd: (s: StreamState) => void): StreamState {
+  const req = open(t, agent, 'POST', '/v1/chat/completions', { 'content-type': 'application/json', accept: 'text/event-stream', 'content-length': body.length });
+  const st: StreamState = { req, chunks: 0, done: false, failed: undefined };
+  let ended = false;
+  const finish = (failed?: string) => {
+    if (ended) return;
+    ended = true;
+    st.failed ??= failed;
+    if (st.chunks === 0) onFirst();
+    onEnd(st);
+  };
+  req.on('error', (e) => finish(`request: ${e.message}`));
+  req.on('response', (res: IncomingMessage) => {
+    if (res.statusCode !== 200 || !String(res.headers['content-type']).startsWith('text/event-stream')) {
+      res.resume();
+      return finish(`status ${res.statusCode} ${res.headers['content-type']}`);
+    }
+    let buf = '';
+    let announced = -1;
+    res.setEncoding('latin1');
+    res.on('data', (s: string) => {
+      const now = monoUs();
+      buf += s;
+      let idx: number;
+      while ((idx = buf.indexOf('\n\n')) >= 0) {
+        const ev = buf.slice(0, idx);
+        buf = buf.slice(idx + 2);
+        if (ev === 'data: [DONE]') {
+          st.done = true;
+          continue;
+        }
+        const ii = ev.lastIndexOf('"i":');
+        if (ii >= 0) {
+          const ti = ev.indexOf(',"t":', ii);
+          const i = Number(ev.slice(ii + 4, ti));
+          const stamp = Number(ev.slice(ti + 5, ev.length - 1));
+          if (i !== st.chunks) st.failed ??= `chunk ${i} arrived where ${st.chunks} was due`;
+          st.chunks++;
+          if (stamp >= gate.since) delays?.push((now - stamp) / 1000);
+          if (st.chunks === 1) onFirst();
+          continue;
+        }
+        const ni = ev.lastIndexOf('"n":');
+        if (ni >= 0) announced = Number(ev.slice(ni + 4, ev.length - 1));
+      }
+    });
+    res.on('error', (e) => finish(`response: ${e.message}`));
+    res.on('end', () => finish(!st.done ? 'no [DONE]' : announced !== st.chunks ? `${st.chunks} chunks, upstream sent ${announced}` : undefined));
+    res.on('close', () => finish(st.done ? undefined : 'closed early'));
+  });
+  req.end(body);
+  return st;
+}
+
+/** Opens `count` streams, at most `concurrency` waiting for their first chunk at a time. */
+async function openMany(t: Target, agent: AnyAgent, count: number, concurrency: number, body: Buffer, delays: Samples | undefined, gate: { since: number }, onEnd: (s: StreamState) => void): Promise<StreamState[]> {
+  const all: StreamState[] = [];
+  await new Promise<void>((resolve) => {
+    let started = 0;
+    let first = 0;
+    const next = () => {
+      if (started >= count) return;
+      started++;
+      all.push(followStream(t, agent, body, delays, gate, () => (++first === count ? resolve() : next()), onEnd));
+    };
+    for (let i = 0; i < Math.min(concurrency, count); i++) next();
+  });
+  return all;
+}
+
+/** `count` streams, each a chunk every intervalMs for durationMs; per-chunk delays (steady state). */
+async function streams(a: { target: Target; count: number; intervalMs: number; durationMs: number; concurrency: number }): Promise<{ delays: Float64Array; chunks: number; openMs: number; totalMs: number }> {
+  const agent = makeAgent(a.target, false);
+  const delays = new Samples();
+  const body = streamRequestBody(a.intervalMs, a.durationMs);
+  let ended = 0;
+  let failure: string | undefined;
+  let allEnded!: () => void;
+  const done = new Promise<void>((resolve) => (allEnded = resolve));
+  // Only chunks written once every stream is open count: the delays of a steady state, not of
+  // the ramp (where TLS handshakes of the streams still opening compete with the chunks).
+  const gate = { since: Infinity };
+  const t0 = performance.now();
+  const all = await openMany(a.target, agent, a.count, a.concurrency, body, delays, gate, (s) => {
+    if (s.failed) failure ??= s.failed;
+    if (++ended === a.count) allEnded();
+  });
+  gate.since = monoUs();
+  const openMs = performance.now() - t0;
+  const guard = setTimeout(() => {
+    failure ??= `streams still open ${a.durationMs + 30_000} ms after start`;
+    for (const s of all) s.req.destroy();
+  }, a.durationMs + 30_000);
+  await done;
+  clearTimeout(guard);
+  agent.destroy();
+  if (failure) throw new BenchError(`${a.target.name} streams: ${failure}`);
+  return { delays: delays.values(), chunks: all.reduce((n, s) => n + s.chunks, 0), openMs, totalMs: performance.now() - t0 };
+}
+
+let held: { agent: AnyAgent; all: StreamState[]; failures: string[] } | undefined;
+
+/** Opens `count` long streams (a chunk every intervalMs) and keeps them open until closeStreams. */
+async function openStreams(a: { target: Target; count: number; intervalMs: number; concurrency: number }): Promise<{ openMs: number }> {
+  const agent = makeAgent(a.target, false);
+  const failures: string[] = [];
+  const t0 = performance.now();
+  const all = await openMany(a.target, agent, a.count, a.concurrency, streamRequestBody(a.intervalMs, 3_600_000), undefined, { since: Infinity }, (s) => void (s.failed && failures.push(s.failed)));
+  held = { agent, all, failures };
+  if (failures.length) throw new BenchError(`${a.target.name} open streams: ${failures.length} failed, e.g. ${failures[0]}`);
+  return { openMs: performance.now() - t0 };
+}
+function streamsStatus(): { open: number; minChunks: number; chunks: number; failures: number } {
+  const all = held?.all ?? [];
+  let min = Infinity;
+  let chunks = 0;
+  for (const s of all) {
+    min = Math.min(min, s.chunks);
+    chunks += s.chunks;
+  }
+  return { open: all.filter((s) => !s.req.destroyed).length, minChunks: all.length ? min : 0, chunks, failures: held?.failures.length ?? 0 };
+}
+function closeStreams(): void {
+  for (const s of held?.all ?? []) s.req.destroy();
+  held?.agent.destroy();
+  held = undefined;
+}
+
+serve({ upload, closedLoop, sequential, openLoop, streams, openStreams, streamsStatus, closeStreams });

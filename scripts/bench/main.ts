@@ -1,0 +1,214 @@
+// `npm run bench` (issue 6): what the proxy costs against going direct to the same local
+// upstream, and against nginx doing the same job, measured in one run with the paths taking
+// turns so that machine noise hits them alike. Prints a table with every target and writes
+// bench-results/bench.json and bench-results/bench.svg. Loopback only; every loop is bounded.
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { BUNDLE, ROOT } from '../../test/support/proxy-process.ts';
+import { makeTestPki } from '../../test/support/tls.ts';
+import { loadConfig, type ScenarioName } from './config.ts';
+import type { Ctx, ScenarioResult } from './context.ts';
+import { entry, startChild } from './ipc.ts';
+import { launchNginx, launchProxy, nginxBinary, nginxVersion, proxyArgs, type NginxRun, type ProxyRun } from './procs.ts';
+import { svg, table, verdict, type Row } from './report.ts';
+import { model } from './scenarios/model.ts';
+import { openStreams } from './scenarios/open.ts';
+import { pack } from './scenarios/pack.ts';
+import { refs } from './scenarios/refs.ts';
+import { startup } from './scenarios/startup.ts';
+import { streams } from './scenarios/streams.ts';
+import { MODEL } from './shared.ts';
+
+export const OUT_DIR = join(ROOT, 'bench-results');
+
+export async function main(): Promise<number> {
+  const cfg = loadConfig();
+  const began = performance.now();
+  const say = (m: string) => process.stderr.write(`[bench ${((performance.now() - began) / 1000).toFixed(0).padStart(3)} s] ${m}\n`);
+  if (!existsSync(BUNDLE)) throw new Error(`${BUNDLE} is missing: run node build.mjs first (npm run bench does)`);
+  mkdirSync(OUT_DIR, { recursive: true });
+
+  const cleanups: (() => unknown)[] = [];
+  const cleanup = async () => {
+    while (cleanups.length) {
+      try {
+        await cleanups.pop()!();
+      } catch {
+        // best effort: everything else still gets stopped
+      }
+    }
+  };
+  const onSignal = (sig: NodeJS.Signals) => {
+    say(`${sig}: stopping everything`);
+    void cleanup().then(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const watchdogS = Number(process.env.BENCH_TIMEOUT_S ?? (cfg.quick ? 300 : 900));
+  const watchdog = setTimeout(() => {
+    say(`still running after ${watchdogS} s (BENCH_TIMEOUT_S): giving up`);
+    void cleanup().then(() => process.exit(1));
+  }, watchdogS * 1000);
+  watchdog.unref();
+
+  const results: Partial<Record<ScenarioName, ScenarioResult>> = {};
+  const errors: Record<string, string> = {};
+  let nginxNote = '';
+  let nginxConfig: string | undefined;
+  let mainProxy: ProxyRun | undefined;
+  try {
+    const pki = makeTestPki();
+    cleanups.push(() => pki.cleanup());
+    const token = `bench-${randomBytes(16).toString('hex')}`;
+    const seed = randomBytes(8).toString('hex');
+    const [up, lg] = await Promise.all([startChild(entry('upstream-proc.ts'), ROOT), startChild(entry('loadgen-proc.ts'), ROOT)]);
+    cleanups.push(() => up.stop(), () => lg.stop());
+    const { gitPort, modelPort } = await up.call<{ gitPort: number; modelPort: number }>('start', { keyPem: pki.keyPem, certPem: pki.certPem, token, seed });
+    const hostKey = `127.0.0.1:${gitPort}`;
+    const proxyEnv = {
+      GIT_HOST_A: hostKey,
+      GIT_HOST_A_TOKEN: token,
+      NODE_EXTRA_CA_CERTS: pki.caFile,
+      UPSTREAM_BASE_URL: `https://127.0.0.1:${modelPort}/v1`,
+      UPSTREAM_API_KEY: token,
+      UPSTREAM_ALLOWED_MODELS: MODEL,
+    };
+    const pa = proxyArgs();
+
+    const run = async (name: ScenarioName, fn: () => Promise<ScenarioResult>) => {
+      if (!cfg.run(name)) return;
+      const t = performance.now();
+      try {
+        results[name] = await fn();
+        say(`${name}: done in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+      } catch (e) {
+        errors[name] = (e as Error)?.stack ?? String(e);
+        say(`${name}: FAILED: ${(e as Error)?.message ?? e}`);
+      }
+    };
+
+    // Start-up first, while nothing else loads the machine.
+    await run('startup', () => startup({ cfg, proxyEnv, proxyArgs: pa }));
+
+    mainProxy = await launchProxy({ env: proxyEnv, ...pa, nodeArgs: cfg.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', OUT_DIR] : [] });
+    const proxy = mainProxy;
+    cleanups.push(() => proxy.stop());
+    let nginx: NginxRun | undefined;
+    const bin = nginxBinary();
+    if (!bin) nginxNote = 'nginx not installed: nginx columns skipped (apt-get install nginx to compare)';
+    else {
+      try {
+        nginx = await launchNginx(bin, { hostKey, upstreamPort: gitPort, token, caFile: pki.caFile });
+        const n = nginx;
+        cleanups.push(() => n.stop());
+        nginxConfig = nginx.config;
+        nginxNote = `${nginxVersion(bin)}, one process (master_process off), keep-alive pool of 64, no buffering; config in bench.json`;
+      } catch (e) {
+        nginxNote = `nginx failed to start, nginx columns skipped: ${(e as Error).message.split('\n')[0]}`;
+      }
+    }
+    const ctx: Ctx = {
+      cfg,
+      pki,
+      token,
+      seed,
+      up,
+      lg,
+      gitPort,
+      modelPort,
+      proxyEnv,
+      proxyArgs: pa,
+      proxy,
+      nginx,
+      git: {
+        direct: { name: 'direct', scheme: 'https', port: gitPort, prefix: '', headers: { authorization: `Bearer ${token}` }, ca: pki.caPem },
+        proxy: { name: 'proxy', scheme: 'http', port: proxy.ports.git!, prefix: `/${hostKey}`, headers: {} },
+        nginx: nginx ? { name: 'nginx', scheme: 'http', port: nginx.port, prefix: `/${hostKey}`, headers: {} } : undefined,
+      },
+      model: {
+        direct: { name: 'direct', scheme: 'https', port: modelPort, prefix: '', headers: { authorization: `Bearer ${token}` }, ca: pki.caPem },
+        proxy: { name: 'proxy', scheme: 'http', port: proxy.ports.model!, prefix: '', headers: {} },
+      },
+      say,
+    };
+    await run('pack', () => pack(ctx));
+    await run('refs', () => refs(ctx));
+    await run('model', () => model(ctx));
+    await run('streams', () => streams(ctx));
+    await run('open', () => openStreams(ctx));
+    const upStats = await up.call<Record<string, number>>('stats');
+    if (upStats.refused || upStats.packBad || upStats.chatBad) errors.upstream = `the upstream refused ${upStats.refused} requests, saw ${upStats.packBad} corrupt packs and ${upStats.chatBad} bad chat bodies`;
+    await cleanup();
+    report({ cfg, results, errors, nginx: nginx !== undefined, nginxNote, nginxConfig, proxyLogLines: proxy.lines(), upStats, seconds: (performance.now() - began) / 1000 });
+  } finally {
+    clearTimeout(watchdog);
+    await cleanup();
+  }
+  return Object.keys(errors).length ? 1 : 0;
+}
+
+function report(o: {
+  cfg: ReturnType<typeof loadConfig>;
+  results: Partial<Record<ScenarioName, ScenarioResult>>;
+  errors: Record<string, string>;
+  nginx: boolean;
+  nginxNote: string;
+  nginxConfig: string | undefined;
+  proxyLogLines: number;
+  upStats: Record<string, number>;
+  seconds: number;
+}): void {
+  const rows: Row[] = Object.values(o.results).flatMap((r) => r!.rows);
+  const cpu = cpus();
+  const when = new Date().toISOString();
+  const header = [
+    `credential-proxy bench (${o.cfg.quick ? 'QUICK mode: small sizes, short runs' : 'full'}), ${when}, ${o.seconds.toFixed(0)} s`,
+    `machine: ${cpu[0]?.model ?? '?'} x ${cpu.length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB; node ${process.version}`,
+    `processes, all on the same ${cpu.length} cores (no pinning), all on 127.0.0.1:`,
+    '  orchestrator  this process: starts everything, reads /proc, drains the proxy log pipe',
+    '  upstreams     one node process: HTTPS git host and HTTPS model API; they demand the credential and check every body',
+    '  load gen      one node process: node:http/https clients, the same code for every path',
+    '  proxy         node dist/proxy.js (its stdout, one JSON line per request, to a pipe)',
+    `  nginx         ${o.nginxNote}`,
+    'direct = the load generator straight to the HTTPS upstream, sending the credential itself; added = proxy - direct',
+  ];
+  const lines = [...header, '', table(rows, o.nginx)];
+  const judged = rows.map(verdict).filter((v) => v.pass !== null);
+  lines.push('', `targets: ${judged.filter((v) => v.pass).length} pass, ${judged.filter((v) => !v.pass).length} miss (goals, not assertions)`);
+  for (const [k, e] of Object.entries(o.errors)) lines.push(`FAILED ${k}: ${e.split('\n')[0]}`);
+  const jsonPath = join(OUT_DIR, 'bench.json');
+  const svgPath = join(OUT_DIR, 'bench.svg');
+  const profiles = o.cfg.cpuProf ? readdirSync(OUT_DIR).filter((f) => f.endsWith('.cpuprofile')) : [];
+  writeFileSync(
+    jsonPath,
+    `${JSON.stringify(
+      {
+        when,
+        mode: o.cfg.quick ? 'quick' : 'full',
+        node: process.version,
+        machine: { cpu: cpu[0]?.model, cores: cpu.length, mem_gib: +(totalmem() / 2 ** 30).toFixed(1) },
+        placement: header.slice(2),
+        config: { ...o.cfg, run: undefined },
+        rows: rows.map((r) => {
+          const v = verdict(r);
+          return { ...r, proxy_over_direct: r.proxy !== undefined && r.direct ? r.proxy / r.direct : undefined, proxy_over_nginx: r.proxy !== undefined && r.nginx ? r.proxy / r.nginx : undefined, target_pass: v.pass };
+        }),
+        scenarios: Object.fromEntries(Object.entries(o.results).map(([k, v]) => [k, v!.data])),
+        upstream_counters: o.upStats,
+        proxy_log_lines: o.proxyLogLines,
+        nginx_config: o.nginxConfig,
+        errors: o.errors,
+        cpu_profiles: profiles,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  writeFileSync(svgPath, svg(rows, `credential-proxy bench, ${when.slice(0, 16).replace('T', ' ')} UTC${o.cfg.quick ? ' (quick mode)' : ''}`, `node ${process.version}, ${cpu.length} cores shared by load generator, upstreams, proxy${o.nginx ? ' and nginx' : ''}; ${o.nginxNote.split(';')[0]}`));
+  lines.push(`written: ${jsonPath}`, `         ${svgPath}`);
+  if (profiles.length) lines.push(`cpu profile(s): ${profiles.map((p) => join(OUT_DIR, p)).join(', ')} (summarise: tsx scripts/bench/profile-summary.ts FILE)`);
+  console.log(lines.join('\n'));
+}
+

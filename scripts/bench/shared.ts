@@ -1,0 +1,159 @@
+// What the bench's processes (orchestrator, upstreams, load generator) agree on: the request and
+// response bodies, the pack-upload byte pattern, the SSE chunk format, and a clock they share.
+import { createHash } from 'node:crypto';
+
+export const MiB = 1024 * 1024;
+export const MODEL = 'bench-model';
+export const GIT_REPO_PATH = '/o/r.git';
+export const REFS_QUERY = '?service=git-upload-pack';
+
+/**
+ * Microseconds on CLOCK_MONOTONIC (what process.hrtime reads on Linux): one clock for every
+ * process on the machine, so an SSE chunk stamped by the upstream process can be timed on
+ * arrival in the load-generator process.
+ */
+export function monoUs(): number {
+  const [s, ns] = process.hrtime();
+  return s * 1e6 + ns / 1e3;
+}
+
+/**
+ * The 1 MiB block the pack upload repeats: deterministic from a seed, incompressible. Block i of
+ * an upload is this block with its first 4 bytes replaced by i (big-endian), so no two blocks are
+ * alike and a reordered, dropped or duplicated block is detected.
+ */
+export function patternBlock(seed: string): Buffer {
+  const block = Buffer.allocUnsafe(MiB);
+  for (let k = 0; k < MiB / 32; k++) createHash('sha256').update(`${seed}:${k}`).digest().copy(block, k * 32);
+  return block;
+}
+
+/** Checks, as it streams, that a body is exactly blocks 0, 1, 2, ... of the pattern (memcmp). */
+export class PatternCheck {
+  bytes = 0;
+  ok = true;
+  private readonly block: Buffer;
+  constructor(base: Buffer) {
+    this.block = Buffer.from(base);
+  }
+  update(chunk: Buffer): void {
+    let p = 0;
+    while (p < chunk.length) {
+      const inBlock = this.bytes % MiB;
+      if (inBlock === 0) this.block.writeUInt32BE(Math.floor(this.bytes / MiB) >>> 0, 0);
+      const n = Math.min(chunk.length - p, MiB - inBlock);
+      if (this.ok && !chunk.subarray(p, p + n).equals(this.block.subarray(inBlock, inBlock + n))) this.ok = false;
+      p += n;
+      this.bytes += n;
+    }
+  }
+}
+
+function pktLine(s: string): string {
+  return (s.length + 4).toString(16).padStart(4, '0') + s;
+}
+
+/** A small, well-formed upload-pack ref advertisement (smart HTTP, protocol v0): about 600 bytes. */
+export function refAdvertisement(): Buffer {
+  const sha = (n: number) => createHash('sha1').update(String(n)).digest('hex');
+  const caps = 'multi_ack thin-pack side-band side-band-64k ofs-delta shallow deepen-since deepen-not deepen-relative no-progress include-tag multi_ack_detailed symref=HEAD:refs/heads/main object-format=sha1 agent=git/2.39.5';
+  const refs = ['refs/heads/main', 'refs/heads/feature/bench', 'refs/tags/v1.0.0', 'refs/tags/v1.1.0'];
+  return Buffer.from(
+    pktLine('# service=git-upload-pack\n') + '0000' + pktLine(`${sha(0)} HEAD\0${caps}\n`) + refs.map((r, i) => pktLine(`${sha(i + 1)} ${r}\n`)).join('') + '0000',
+  );
+}
+
+/** The 30 KB non-streamed chat request. */
+export function chatRequestBody(): Buffer {
+  return Buffer.from(JSON.stringify({ model: MODEL, messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'y'.repeat(30 * 1024) }] }));
+}
+export const CHAT_CONTENT_BYTES = 30 * 1024;
+
+/** The 1 KB non-streamed answer, with a usage block like a real one. */
+export function chatAnswer(): Buffer {
+  const base = {
+    id: 'chatcmpl-bench',
+    object: 'chat.completion',
+    created: 1,
+    model: MODEL,
+    choices: [{ index: 0, message: { role: 'assistant', content: '' }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 7700, completion_tokens: 180, total_tokens: 7880, prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } },
+  };
+  const without = JSON.stringify(base).length;
+  base.choices[0]!.message.content = 'z'.repeat(1024 - without);
+  return Buffer.from(JSON.stringify(base));
+}
+
+/** A streamed chat request; the upstream reads its pacing from the message text. */
+export function streamRequestBody(intervalMs: number, durationMs: number): Buffer {
+  return Buffer.from(
+    JSON.stringify({ model: MODEL, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: `bench-stream interval_ms=${intervalMs} duration_ms=${durationMs}` }] }),
+  );
+}
+export function parseStreamParams(content: string): { intervalMs: number; durationMs: number } | undefined {
+  const m = /^bench-stream interval_ms=(\d+) duration_ms=(\d+)$/.exec(content);
+  return m ? { intervalMs: Number(m[1]), durationMs: Number(m[2]) } : undefined;
+}
+
+/**
+ * One content chunk as OpenAI sends it, plus `i` (its index in the stream) and `t` (monoUs() when
+ * the upstream wrote it), last so the stamp is taken at the latest moment.
+ */
+const CHUNK_HEAD = `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1,"model":"${MODEL}","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}],"i":`;
+export function sseContentChunk(i: number): string {
+  return `${CHUNK_HEAD}${i},"t":${monoUs().toFixed(1)}}\n\n`;
+}
+export function sseFinalChunks(n: number): string {
+  return (
+    `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1,"model":"${MODEL}","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"n":${n}}\n\n` +
+    `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1,"model":"${MODEL}","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":${n},"total_tokens":${12 + n}},"n":${n}}\n\n` +
+    'data: [DONE]\n\n'
+  );
+}
+
+/** Nearest-rank percentile of an ascending array. */
+export function percentile(sorted: ArrayLike<number>, p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+export function median(xs: number[]): number {
+  return percentile(Float64Array.from(xs).sort(), 50);
+}
+
+/** Latency samples (ms) that grow without re-boxing; summarised once, at the end. */
+export class Samples {
+  private buf = new Float64Array(1024);
+  length = 0;
+  push(v: number): void {
+    if (this.length === this.buf.length) {
+      const next = new Float64Array(this.buf.length * 2);
+      next.set(this.buf);
+      this.buf = next;
+    }
+    this.buf[this.length++] = v;
+  }
+  append(other: Float64Array): void {
+    for (let i = 0; i < other.length; i++) this.push(other[i]!);
+  }
+  values(): Float64Array {
+    return this.buf.slice(0, this.length);
+  }
+  sorted(): Float64Array {
+    return this.values().sort();
+  }
+}
+
+export interface LatencySummary {
+  n: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+  mean: number;
+}
+export function summarize(values: Float64Array): LatencySummary {
+  const s = Float64Array.from(values).sort();
+  let sum = 0;
+  for (let i = 0; i < s.length; i++) sum += s[i]!;
+  return { n: s.length, p50: percentile(s, 50), p90: percentile(s, 90), p99: percentile(s, 99), max: s[s.length - 1] ?? NaN, mean: sum / s.length };
+}

@@ -1,0 +1,158 @@
+// The bench's upstreams, in their own process: an HTTPS git host (ref advertisement, pack upload
+// checked byte for byte) and an HTTPS OpenAI-style model API (a 1 KB completion, or an SSE stream
+// paced as the request asks, each chunk stamped with the shared monotonic clock). Both refuse
+// any request without exactly the expected credential, so nothing can pass without it.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { serve } from './ipc.ts';
+import {
+  CHAT_CONTENT_BYTES,
+  chatAnswer,
+  GIT_REPO_PATH,
+  MODEL,
+  parseStreamParams,
+  PatternCheck,
+  patternBlock,
+  refAdvertisement,
+  REFS_QUERY,
+  sseContentChunk,
+  sseFinalChunks,
+} from './shared.ts';
+
+interface StartArgs {
+  keyPem: string;
+  certPem: string;
+  token: string;
+  seed: string;
+}
+
+const stats = { tlsConnections: 0, refused: 0, refs: 0, packs: 0, packBad: 0, chats: 0, chatBad: 0, streamsOpen: 0, streamsStarted: 0, chunks: 0 };
+const servers: Server[] = [];
+let opts: StartArgs;
+let base: Buffer;
+let answer: Buffer;
+let refs: Buffer;
+
+function authorized(req: IncomingMessage, res: ServerResponse): boolean {
+  if (req.headers.authorization === `Bearer ${opts.token}`) return true;
+  stats.refused++;
+  res.writeHead(401, { 'content-type': 'text/plain', 'content-length': 13 });
+  res.end('unauthorized\n');
+  req.resume();
+  return false;
+}
+
+function gitHandler(req: IncomingMessage, res: ServerResponse): void {
+  if (!authorized(req, res)) return;
+  if (req.method === 'GET' && req.url === `${GIT_REPO_PATH}/info/refs${REFS_QUERY}`) {
+    stats.refs++;
+    res.writeHead(200, { 'content-type': 'application/x-git-upload-pack-advertisement', 'cache-control': 'no-cache', 'content-length': refs.length });
+    res.end(refs);
+    return;
+  }
+  if (req.method === 'POST' && req.url === `${GIT_REPO_PATH}/git-receive-pack`) {
+    stats.packs++;
+    const check = new PatternCheck(base);
+    req.on('data', (c: Buffer) => check.update(c));
+    req.on('end', () => {
+      if (!check.ok) stats.packBad++;
+      const body = JSON.stringify({ bytes: check.bytes, ok: check.ok });
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+    });
+    return;
+  }
+  res.writeHead(404, { 'content-length': 0 });
+  res.end();
+  req.resume();
+}
+
+function modelHandler(req: IncomingMessage, res: ServerResponse): void {
+  if (!authorized(req, res)) return;
+  if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
+    res.writeHead(404, { 'content-length': 0 });
+    res.end();
+    req.resume();
+    return;
+  }
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('end', () => {
+    let body: { model?: string; stream?: boolean; messages?: { content?: string }[] };
+    try {
+      body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    } catch {
+      body = {};
+    }
+    const last = body.messages?.[body.messages.length - 1]?.content ?? '';
+    if (body.model !== MODEL) return bad(res);
+    if (!body.stream) {
+      if (last.length !== CHAT_CONTENT_BYTES) return bad(res);
+      stats.chats++;
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': answer.length, 'x-request-id': 'req_bench' });
+      res.end(answer);
+      return;
+    }
+    const pace = parseStreamParams(last);
+    if (!pace) return bad(res);
+    stream(res, pace.intervalMs, pace.durationMs);
+  });
+}
+
+function bad(res: ServerResponse): void {
+  stats.chatBad++;
+  res.writeHead(400, { 'content-type': 'application/json', 'content-length': 2 });
+  res.end('{}');
+}
+
+/** Chunk 0 at once, then one every intervalMs until durationMs has passed; then stop, usage, [DONE]. */
+function stream(res: ServerResponse, intervalMs: number, durationMs: number): void {
+  stats.streamsOpen++;
+  stats.streamsStarted++;
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-request-id': 'req_bench' });
+  const started = performance.now();
+  let i = 0;
+  res.write(sseContentChunk(i++));
+  stats.chunks++;
+  const timer = setInterval(() => {
+    if (performance.now() - started >= durationMs) {
+      clearInterval(timer);
+      res.end(sseFinalChunks(i));
+      return;
+    }
+    res.write(sseContentChunk(i++));
+    stats.chunks++;
+  }, intervalMs);
+  res.once('close', () => {
+    clearInterval(timer);
+    stats.streamsOpen--;
+  });
+}
+
+async function listen(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<number> {
+  const server = createServer({ key: opts.keyPem, cert: opts.certPem, keepAlive: true, noDelay: true }, handler);
+  server.keepAliveTimeout = 120_000;
+  server.headersTimeout = 125_000;
+  server.requestTimeout = 0;
+  server.on('secureConnection', () => stats.tlsConnections++);
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, resolve));
+  return (server.address() as AddressInfo).port;
+}
+
+serve({
+  async start(args: StartArgs) {
+    opts = args;
+    base = patternBlock(args.seed);
+    answer = chatAnswer();
+    refs = refAdvertisement();
+    return { gitPort: await listen(gitHandler), modelPort: await listen(modelHandler) };
+  },
+  newModelServer: () => listen(modelHandler),
+  stats: () => ({ ...stats }),
+  async close() {
+    for (const s of servers) s.closeAllConnections();
+    await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  },
+});
