@@ -11,7 +11,7 @@ import { createGitHandler, sendGitError, type GitUpstream } from './git-proxy.ts
 import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from './hosts.ts';
 import { signBotToken } from './jwt.ts';
 import { asyncLineWriter, jsonLineSink, type LogSink } from './log.ts';
-import { EXPOSITION_CONTENT_TYPE } from './metrics.ts';
+import { serveMetrics } from './metrics.ts';
 import { parsePrices, type ModelPrice } from './prices.ts';
 import { createProxyMetrics } from './proxy-metrics.ts';
 import { literalSecret, secretSource } from './secret.ts';
@@ -192,16 +192,7 @@ async function serve(options: ServeOptions): Promise<void> {
     address: options.metricsListen,
     timeouts: listenerTimeouts,
     log,
-    handle: (req, res) => {
-      if (req.url !== '/metrics' || req.method !== 'GET') {
-        res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
-        res.end('only GET /metrics and /healthz are served here\n');
-        return;
-      }
-      const body = metrics.registry.expose();
-      res.writeHead(200, { 'content-type': EXPOSITION_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
-      res.end(body);
-    },
+    handle: (req, res) => void serveMetrics(metrics.registry, req, res).catch(() => res.destroy()),
     sendError: (req, res, error) => writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `${error.message}\n`),
   });
   listeners.push(metricsListener);

@@ -1,8 +1,13 @@
 // A small Prometheus registry: counters, gauges and histograms with labels, a cap on series per
 // family, and the text exposition format (version 0.0.4). Recording costs one Map lookup by a
 // key joined from the label values; the exposition text is only built when scraped.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { once } from 'node:events';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 
 export const EXPOSITION_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+/** Lines built per turn of the event loop while scraping (a few milliseconds of work). */
+const SCRAPE_LINES_PER_TURN = 2000;
 
 const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
@@ -39,8 +44,14 @@ export function formatValue(v: number): string {
   return String(v);
 }
 
+interface Series<S> {
+  /** `a="x",b="y"`, escaped once when the series is created: label values never change. */
+  readonly labelText: string;
+  readonly data: S;
+}
+
 abstract class Family<S> {
-  protected readonly series = new Map<string, { values: readonly string[]; data: S }>();
+  protected readonly series = new Map<string, Series<S>>();
 
   constructor(
     readonly name: string,
@@ -69,32 +80,41 @@ abstract class Family<S> {
       let o = this.series.get(okey);
       if (!o) {
         // The overflow series itself may exceed the cap by one: it is what tells the truth.
-        o = { values: overflow, data: this.create() };
+        o = { labelText: this.labelText(overflow), data: this.create() };
         this.series.set(okey, o);
       }
       return o.data;
     }
-    const created = { values, data: this.create() };
+    const created = { labelText: this.labelText(values), data: this.create() };
     this.series.set(key, created);
     return created.data;
+  }
+
+  private labelText(values: readonly string[]): string {
+    return values.map((v, i) => `${this.labelNames[i]}="${escapeLabelValue(v)}"`).join(',');
   }
 
   get size(): number {
     return this.series.size;
   }
 
-  protected labels(values: readonly string[], extra?: string): string {
-    const parts = values.map((v, i) => `${this.labelNames[i]}="${escapeLabelValue(v)}"`);
-    if (extra) parts.push(extra);
-    return parts.length === 0 ? '' : `{${parts.join(',')}}`;
+  protected labels(labelText: string, extra?: string): string {
+    if (extra) return labelText === '' ? `{${extra}}` : `{${labelText},${extra}}`;
+    return labelText === '' ? '' : `{${labelText}}`;
   }
 
-  expose(out: string[]): void {
+  /** For Registry: the family's HELP and TYPE lines. */
+  exposeHead(out: string[]): void {
     out.push(`# HELP ${this.name} ${escapeHelp(this.help)}`, `# TYPE ${this.name} ${this.kind}`);
-    for (const { values, data } of this.series.values()) this.exposeSeries(out, values, data);
   }
 
-  protected abstract exposeSeries(out: string[], values: readonly string[], data: S): void;
+  /** For Registry: the family's series. */
+  seriesList(): IterableIterator<Series<S>> {
+    return this.series.values();
+  }
+
+  /** For Registry: one series' sample lines. */
+  abstract exposeSeries(out: string[], labelText: string, data: S): void;
 }
 
 export class Counter extends Family<{ v: number }> {
@@ -105,8 +125,8 @@ export class Counter extends Family<{ v: number }> {
     if (!(by >= 0)) throw new Error(`${this.name}: a counter only goes up`);
     this.get(values).v += by;
   }
-  protected exposeSeries(out: string[], values: readonly string[], data: { v: number }): void {
-    out.push(`${this.name}${this.labels(values)} ${formatValue(data.v)}`);
+  exposeSeries(out: string[], labelText: string, data: { v: number }): void {
+    out.push(`${this.name}${this.labels(labelText)} ${formatValue(data.v)}`);
   }
 }
 
@@ -120,14 +140,16 @@ export class Gauge extends Family<{ v: number }> {
   add(values: readonly string[], by: number): void {
     this.get(values).v += by;
   }
-  protected exposeSeries(out: string[], values: readonly string[], data: { v: number }): void {
-    out.push(`${this.name}${this.labels(values)} ${formatValue(data.v)}`);
+  exposeSeries(out: string[], labelText: string, data: { v: number }): void {
+    out.push(`${this.name}${this.labels(labelText)} ${formatValue(data.v)}`);
   }
 }
 
 export class Histogram extends Family<HistogramSeries> {
+  private readonly leLabels: readonly string[];
   constructor(name: string, help: string, labelNames: readonly string[], registry: Registry, readonly buckets: readonly number[]) {
     super(name, help, 'histogram', labelNames, registry);
+    this.leLabels = buckets.map((b) => `le="${formatValue(b)}"`);
   }
   protected create(): HistogramSeries {
     return { counts: new Array<number>(this.buckets.length + 1).fill(0), sum: 0, count: 0 };
@@ -141,15 +163,16 @@ export class Histogram extends Family<HistogramSeries> {
     s.sum += v;
     s.count++;
   }
-  protected exposeSeries(out: string[], values: readonly string[], data: HistogramSeries): void {
+  exposeSeries(out: string[], labelText: string, data: HistogramSeries): void {
     let cumulative = 0;
     for (let i = 0; i < this.buckets.length; i++) {
       cumulative += data.counts[i]!;
-      out.push(`${this.name}_bucket${this.labels(values, `le="${formatValue(this.buckets[i]!)}"`)} ${cumulative}`);
+      out.push(`${this.name}_bucket${this.labels(labelText, this.leLabels[i])} ${cumulative}`);
     }
-    out.push(`${this.name}_bucket${this.labels(values, 'le="+Inf"')} ${data.count}`);
-    out.push(`${this.name}_sum${this.labels(values)} ${formatValue(data.sum)}`);
-    out.push(`${this.name}_count${this.labels(values)} ${data.count}`);
+    out.push(`${this.name}_bucket${this.labels(labelText, 'le="+Inf"')} ${data.count}`);
+    const plain = this.labels(labelText);
+    out.push(`${this.name}_sum${plain} ${formatValue(data.sum)}`);
+    out.push(`${this.name}_count${plain} ${data.count}`);
   }
 }
 
@@ -207,9 +230,49 @@ export class Registry {
 
   /** The whole exposition: one HELP and TYPE per family, its samples grouped, final newline. */
   expose(): string {
-    for (const c of this.collectors) c();
-    const out: string[] = [];
-    for (const f of this.families) f.expose(out);
-    return `${out.join('\n')}\n`;
+    let text = '';
+    for (const chunk of this.exposeChunks(Infinity)) text += chunk;
+    return text;
   }
+
+  /**
+   * The exposition in pieces of about `linesPerChunk` lines, each ending in a newline, so that
+   * a scrape of a large registry can yield to the event loop between pieces instead of
+   * stalling every open stream while it builds megabytes of text.
+   */
+  *exposeChunks(linesPerChunk: number): Generator<string> {
+    for (const c of this.collectors) c();
+    let out: string[] = [];
+    for (const f of this.families) {
+      f.exposeHead(out);
+      for (const s of f.seriesList()) {
+        f.exposeSeries(out, s.labelText, s.data);
+        if (out.length >= linesPerChunk) {
+          yield `${out.join('\n')}\n`;
+          out = [];
+        }
+      }
+    }
+    if (out.length > 0) yield `${out.join('\n')}\n`;
+  }
+}
+
+/**
+ * GET /metrics. The text is written piece by piece, yielding to the event loop in between, so a
+ * scrape of a registry at its series cap delays open streams by milliseconds, not by the
+ * hundreds of milliseconds building it in one go would take.
+ */
+export async function serveMetrics(registry: Registry, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  if (req.url !== '/metrics' || req.method !== 'GET') {
+    res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
+    res.end('only GET /metrics and /healthz are served here\n');
+    return;
+  }
+  res.writeHead(200, { 'content-type': EXPOSITION_CONTENT_TYPE, 'cache-control': 'no-store' });
+  for (const chunk of registry.exposeChunks(SCRAPE_LINES_PER_TURN)) {
+    if (res.destroyed) return;
+    if (!res.write(chunk)) await once(res, 'drain');
+    await nextTurn();
+  }
+  res.end();
 }

@@ -394,3 +394,18 @@ test('a NaN observation is counted only in the +Inf bucket', () => {
   assert.match(text, /h_seconds_bucket\{le="2"\} 0/);
   assert.match(text, /h_seconds_bucket\{le="\+Inf"\} 1/);
 });
+
+test('the exposition in pieces is the same text as in one piece, each piece ending in a newline', () => {
+  const r = new Registry(100);
+  const c = r.counter('c_total', 'c', ['i']);
+  const h = r.histogram('h_seconds', 'h', ['i'], [0.1, 1]);
+  for (let i = 0; i < 50; i++) {
+    c.inc([String(i)], i);
+    h.observe([String(i)], i / 10);
+  }
+  const whole = r.expose();
+  const pieces = [...r.exposeChunks(7)];
+  assert.ok(pieces.length > 20);
+  assert.ok(pieces.every((p) => p.endsWith('\n')));
+  assert.equal(pieces.join(''), whole);
+});
