@@ -336,15 +336,14 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     }
 
     async function relay(upstreamRes: IncomingMessage, status: number, apiKey: string): Promise<void> {
-      // Rule 8: credential-bearing headers removed, by name and by value.
-      // The correlation id is ours to set, whatever the upstream echoes.
+      // Rule 8: credential-bearing headers removed, by name and by value. The correlation id
+      // is ours (set on the response at the start), whatever the upstream echoes.
       const headers = scrubResponseHeaders(upstreamRes.rawHeaders, [apiKey]);
       const pairs: string[] = [];
       for (let i = 0; i < headers.length; i += 2) {
         if (headers[i]!.toLowerCase() === 'x-client-request-id') continue;
         pairs.push(headers[i]!, headers[i + 1]!);
       }
-      pairs.push('X-Client-Request-Id', requestId);
 
       if (status >= 400) {
         // Upstreams echo keys in "incorrect API key" messages: read the error whole, redact.
