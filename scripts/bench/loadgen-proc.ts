@@ -68,7 +68,24 @@ async function chat(t: Target, agent: AnyAgent): Promise<void> {
   const body = await exchange(t, agent, 'POST', '/v1/chat/completions', CHAT_HEADERS, CHAT);
   if (!body.equals(ANSWER)) throw new BenchError(`${t.name}: completion differs (${body.length} bytes)`);
 }
-const KINDS = { refs: getRefs, chat } as const;
+/** A one-chunk stream; resolves with the time to its first body byte, in ms. */
+const FIRST_BYTE_BODY = streamRequestBody(1, 0);
+function streamFirstByte(t: Target, agent: AnyAgent): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const start = performance.now();
+    const req = open(t, agent, 'POST', '/v1/chat/completions', { 'content-type': 'application/json', accept: 'text/event-stream', 'content-length': FIRST_BYTE_BODY.length });
+    req.on('error', (e) => reject(new BenchError(`${t.name} stream: ${e.message}`)));
+    req.on('response', (res: IncomingMessage) => {
+      let first: number | undefined;
+      res.on('data', () => (first ??= performance.now() - start));
+      res.on('error', (e) => reject(new BenchError(`${t.name} stream: response ${e.message}`)));
+      res.on('end', () => (res.statusCode === 200 && first !== undefined ? resolve(first) : reject(new BenchError(`${t.name} stream: status ${res.statusCode}`))));
+    });
+    req.end(FIRST_BYTE_BODY);
+  });
+}
+/** Request kinds; one that resolves with a number reports that instead of its total time. */
+const KINDS = { refs: getRefs, chat, ttfb: streamFirstByte } as const;
 type Kind = keyof typeof KINDS;
 
 // ---- scenarios ------------------------------------------------------------------------------
@@ -165,8 +182,8 @@ async function sequential(a: { targets: Target[]; kind: Kind; n: number; warmup:
     for (let k = 0; k < a.warmup + a.n; k++) {
       for (let i = 0; i < a.targets.length; i++) {
         const s = performance.now();
-        await fn(a.targets[i]!, agents[i]!);
-        if (k >= a.warmup) lat[i]!.push(performance.now() - s);
+        const measured = await fn(a.targets[i]!, agents[i]!);
+        if (k >= a.warmup) lat[i]!.push(typeof measured === 'number' ? measured : performance.now() - s);
       }
     }
   } finally {

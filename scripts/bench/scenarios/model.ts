@@ -1,6 +1,7 @@
 // 3. Model call: a non-streamed chat completion, 30 KB up, 1 KB down. First one at a time
 // (direct and proxy taking turns request by request), then open-loop at a fixed rate with
-// latency counted from each request's due time, the two paths taking turns in slices.
+// latency counted from each request's due time, the two paths taking turns in slices. Also
+// the time to the first byte of a stream, one at a time.
 import type { Ctx, ScenarioResult } from '../context.ts';
 import { summarize, type LatencySummary } from '../shared.ts';
 
@@ -18,6 +19,10 @@ export async function model(ctx: Ctx): Promise<ScenarioResult> {
     rounds: c.modelRounds,
     warmupMs: Math.min(1000, c.modelSliceMs),
   });
+  ctx.say(`model call: ${c.modelCalls} streams one at a time per path, time to first byte`);
+  const first = await ctx.lg.call<Record<string, { latencies: Float64Array }>>('sequential', { targets, kind: 'ttfb', n: c.modelCalls, warmup: c.modelWarmup });
+  const f: Record<string, LatencySummary> = {};
+  for (const [k, v] of Object.entries(first)) f[k] = summarize(v.latencies);
   const s: Record<string, LatencySummary> = {};
   const r: Record<string, LatencySummary> = {};
   const lag: Record<string, LatencySummary> = {};
@@ -63,10 +68,13 @@ export async function model(ctx: Ctx): Promise<ScenarioResult> {
         digits: 3,
         target: { text: 'added < 2 ms', value: r.proxy!.p99 - r.direct!.p99, limit: 2, op: '<' },
       },
+      { id: 'model.ttfb_p50', label: 'stream, time to first byte: p50', unit: 'ms', direct: f.direct!.p50, proxy: f.proxy!.p50, better: 'lower', added: true, digits: 3 },
+      { id: 'model.ttfb_p99', label: 'stream, time to first byte: p99', unit: 'ms', direct: f.direct!.p99, proxy: f.proxy!.p99, better: 'lower', added: true, digits: 3 },
     ],
     data: {
       calls: c.modelCalls,
       sequential_ms: s,
+      stream_first_byte_ms: f,
       rate: c.modelRate,
       rate_ms: r,
       rate_requests: Object.fromEntries(Object.entries(rate).map(([k, v]) => [k, v.requests])),
