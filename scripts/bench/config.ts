@@ -38,10 +38,13 @@ export function loadConfig() {
     streams: num('BENCH_STREAMS', 2000, 200),
     streamIntervalMs: num('BENCH_STREAM_INTERVAL_MS', 50, 50),
     streamDurationMs: num('BENCH_STREAM_DURATION_MS', 10_000, 3000),
+    /** Opening the streams may take this long; streams not open by then are given up and counted. */
+    streamRampLimitMs: num('BENCH_STREAM_RAMP_LIMIT_MS', 20_000, 10_000),
     /** Rounds per path; rounds alternate direct, proxy, proxy, direct, ... */
     streamRounds: num('BENCH_STREAM_ROUNDS', 2, 1),
     openStreams: num('BENCH_OPEN_STREAMS', 10_000, 1000),
     openHoldMs: num('BENCH_OPEN_HOLD_MS', 5000, 2000),
+    openRampLimitMs: num('BENCH_OPEN_RAMP_LIMIT_MS', 90_000, 30_000),
   };
 }
 export type Config = ReturnType<typeof loadConfig>;

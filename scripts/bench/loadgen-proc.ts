@@ -256,6 +256,8 @@ interface StreamState {
   chunks: number;
   done: boolean;
   failed: string | undefined;
+  /** Still waiting for its first chunk when the ramp deadline passed: given up, not a failure. */
+  abandoned?: boolean;
 }
 
 /**
@@ -318,62 +320,125 @@ function followStream(t: Target, agent: AnyAgent, body: Buffer, delays: Samples 
 }
 
 /** Opens `count` streams, at most `concurrency` waiting for their first chunk at a time. */
-async function openMany(t: Target, agent: AnyAgent, count: number, concurrency: number, body: Buffer, delays: Samples | undefined, gate: { since: number }, onEnd: (s: StreamState) => void): Promise<StreamState[]> {
+/**
+ * Opens up to `count` streams, at most `concurrency` waiting for their first chunk at a time.
+ * At `deadlineMs` it stops: streams still waiting for their first chunk are destroyed and
+ * marked abandoned (an overloaded proxy must not turn the bench into an unbounded wait, nor its
+ * header timeout into failures of the bench's own making). Returns the streams that opened.
+ */
+async function openMany(t: Target, agent: AnyAgent, count: number, concurrency: number, deadlineMs: number, body: Buffer, delays: Samples | undefined, gate: { since: number }, onEnd: (s: StreamState) => void): Promise<{ opened: StreamState[]; abandoned: number }> {
   const all: StreamState[] = [];
+  let stopped = false;
   await new Promise<void>((resolve) => {
     let started = 0;
     let first = 0;
+    const timer = setTimeout(resolve, deadlineMs);
     const next = () => {
-      if (started >= count) return;
+      // Past the deadline nothing new starts (an abandoned stream's end would otherwise call this).
+      if (stopped || started >= count) return;
       started++;
-      all.push(followStream(t, agent, body, delays, gate, () => (++first === count ? resolve() : next()), onEnd));
+      all.push(
+        followStream(t, agent, body, delays, gate, () => {
+          if (++first === count) {
+            clearTimeout(timer);
+            resolve();
+          } else next();
+        }, (s) => void (s.abandoned || onEnd(s))),
+      );
     };
     for (let i = 0; i < Math.min(concurrency, count); i++) next();
   });
-  return all;
+  stopped = true;
+  const opened: StreamState[] = [];
+  let abandoned = 0;
+  for (const s of all) {
+    if (s.chunks > 0 || s.failed) opened.push(s);
+    else {
+      s.abandoned = true;
+      s.req.destroy();
+      abandoned++;
+    }
+  }
+  return { opened, abandoned };
 }
 
-/** `count` streams, each a chunk every intervalMs for durationMs; per-chunk delays (steady state). */
-async function streams(a: { target: Target; count: number; intervalMs: number; durationMs: number; concurrency: number }): Promise<{ delays: Float64Array; chunks: number; openMs: number; totalMs: number }> {
+/**
+ * `count` concurrent streams, each a chunk every intervalMs, measured in two calls: streamsStart
+ * opens them all (the upstream keeps them going until the orchestrator has it end them all at
+ * once), streamsFinish waits for their clean ends. Only chunks written once every stream is open
+ * count: the delays of `count` concurrent streams, not of the ramp (where the TLS handshakes of
+ * streams still opening compete with the chunks), however long the ramp takes.
+ */
+let streaming: { target: Target; agent: AnyAgent; all: StreamState[]; delays: Samples; done: Promise<void>; failure: () => string | undefined } | undefined;
+
+async function streamsStart(a: { target: Target; count: number; intervalMs: number; concurrency: number; rampLimitMs: number }): Promise<{ openMs: number; opened: number; abandoned: number }> {
   const agent = makeAgent(a.target, false);
   const delays = new Samples();
-  const body = streamRequestBody(a.intervalMs, a.durationMs);
   let ended = 0;
   let failure: string | undefined;
+  let kept = Infinity;
   let allEnded!: () => void;
   const done = new Promise<void>((resolve) => (allEnded = resolve));
-  // Only chunks written once every stream is open count: the delays of a steady state, not of
-  // the ramp (where TLS handshakes of the streams still opening compete with the chunks).
   const gate = { since: Infinity };
   const t0 = performance.now();
-  const all = await openMany(a.target, agent, a.count, a.concurrency, body, delays, gate, (s) => {
+  const { opened, abandoned } = await openMany(a.target, agent, a.count, a.concurrency, a.rampLimitMs, streamRequestBody(a.intervalMs, 3_600_000), delays, gate, (s) => {
     if (s.failed) failure ??= s.failed;
-    if (++ended === a.count) allEnded();
+    if (++ended === kept) allEnded();
   });
+  kept = opened.length;
+  if (ended === kept) allEnded();
   gate.since = monoUs();
-  const openMs = performance.now() - t0;
+  streaming = { target: a.target, agent, all: opened, delays, done, failure: () => failure };
+  if (failure) {
+    streamsAbort();
+    throw new BenchError(`${a.target.name} streams: ${failure}`);
+  }
+  return { openMs: performance.now() - t0, opened: opened.length, abandoned };
+}
+
+/** Chunks received so far by the streams of streamsStart. */
+function streamsProgress(): number {
+  return (streaming?.all ?? []).reduce((n, s) => n + s.chunks, 0);
+}
+
+/** Destroys the streams of streamsStart (after a failure); the upstream is told separately. */
+function streamsAbort(): void {
+  for (const s of streaming?.all ?? []) s.req.destroy();
+  streaming?.agent.destroy();
+  streaming = undefined;
+}
+
+async function streamsFinish(a: { timeoutMs: number }): Promise<{ delays: Float64Array; chunks: number }> {
+  const st = streaming;
+  if (!st) throw new BenchError('streamsFinish without streamsStart');
+  streaming = undefined;
+  let timedOut = false;
   const guard = setTimeout(() => {
-    failure ??= `streams still open ${a.durationMs + 30_000} ms after start`;
-    for (const s of all) s.req.destroy();
-  }, a.durationMs + 30_000);
-  await done;
+    timedOut = true;
+    for (const s of st.all) s.req.destroy();
+  }, a.timeoutMs);
+  await st.done;
   clearTimeout(guard);
-  agent.destroy();
-  if (failure) throw new BenchError(`${a.target.name} streams: ${failure}`);
-  return { delays: delays.values(), chunks: all.reduce((n, s) => n + s.chunks, 0), openMs, totalMs: performance.now() - t0 };
+  st.agent.destroy();
+  const failure = timedOut ? `streams still open ${a.timeoutMs} ms after the upstream ended them` : st.failure();
+  if (failure) throw new BenchError(`${st.target.name} streams: ${failure}`);
+  return { delays: st.delays.values(), chunks: st.all.reduce((n, s) => n + s.chunks, 0) };
 }
 
 let held: { agent: AnyAgent; all: StreamState[]; failures: string[] } | undefined;
 
 /** Opens `count` long streams (a chunk every intervalMs) and keeps them open until closeStreams. */
-async function openStreams(a: { target: Target; count: number; intervalMs: number; concurrency: number }): Promise<{ openMs: number }> {
+async function openStreams(a: { target: Target; count: number; intervalMs: number; concurrency: number; rampLimitMs: number }): Promise<{ openMs: number; opened: number; abandoned: number }> {
   const agent = makeAgent(a.target, false);
   const failures: string[] = [];
   const t0 = performance.now();
-  const all = await openMany(a.target, agent, a.count, a.concurrency, streamRequestBody(a.intervalMs, 3_600_000), undefined, { since: Infinity }, (s) => void (s.failed && failures.push(s.failed)));
-  held = { agent, all, failures };
-  if (failures.length) throw new BenchError(`${a.target.name} open streams: ${failures.length} failed, e.g. ${failures[0]}`);
-  return { openMs: performance.now() - t0 };
+  const { opened, abandoned } = await openMany(a.target, agent, a.count, a.concurrency, a.rampLimitMs, streamRequestBody(a.intervalMs, 3_600_000), undefined, { since: Infinity }, (s) => void (s.failed && failures.push(s.failed)));
+  held = { agent, all: opened, failures };
+  if (failures.length) {
+    closeStreams();
+    throw new BenchError(`${a.target.name} open streams: ${failures.length} failed, e.g. ${failures[0]}`);
+  }
+  return { openMs: performance.now() - t0, opened: opened.length, abandoned };
 }
 function streamsStatus(): { open: number; minChunks: number; chunks: number; failures: number } {
   const all = held?.all ?? [];
@@ -391,4 +456,4 @@ function closeStreams(): void {
   held = undefined;
 }
 
-serve({ upload, closedLoop, sequential, openLoop, streams, openStreams, streamsStatus, closeStreams });
+serve({ upload, closedLoop, sequential, openLoop, streamsStart, streamsProgress, streamsFinish, streamsAbort, openStreams, streamsStatus, closeStreams });

@@ -81,10 +81,12 @@ const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replac
  *  - targets: every figure divided by its target, turned so that left of the line always passes.
  */
 export function svg(rows: Row[], title: string, subtitle: string): string {
-  const W = 900;
+  const W = 1060;
   const labelW = 330;
   const plotX0 = labelW + 10;
-  const plotW = W - plotX0 - 110;
+  const plotW = 500;
+  /** Right of the plot: the figures of the targets panel. */
+  const noteX = plotX0 + plotW + 40;
   const rowH = 22;
   const lo = Math.log2(1 / 16);
   const hi = Math.log2(16);
@@ -111,10 +113,10 @@ export function svg(rows: Row[], title: string, subtitle: string): string {
   // Panel 1: ratios.
   const ratioRows = rows.filter((r) => ratio(r.proxy, r.direct) !== undefined || ratio(r.proxy, r.nginx) !== undefined);
   text(10, y, 'How the proxy compares (log scale; 1 = the same)', 'class="head"');
-  out.push(`<rect x="${plotX0}" y="${y - 11}" width="10" height="10" fill="#4a7ebb"/>`);
-  text(plotX0 + 14, y - 2, 'proxy / direct', 'class="tick"');
-  out.push(`<rect x="${plotX0 + 110}" y="${y - 11}" width="10" height="10" fill="#d9822b"/>`);
-  text(plotX0 + 124, y - 2, 'proxy / nginx', 'class="tick"');
+  out.push(`<rect x="${noteX}" y="${y - 11}" width="10" height="10" fill="#4a7ebb"/>`);
+  text(noteX + 14, y - 2, 'proxy / direct', 'class="tick"');
+  out.push(`<rect x="${noteX + 100}" y="${y - 11}" width="10" height="10" fill="#d9822b"/>`);
+  text(noteX + 114, y - 2, 'proxy / nginx', 'class="tick"');
   y += 10;
   const top1 = y;
   for (const r of ratioRows) {
@@ -133,7 +135,7 @@ export function svg(rows: Row[], title: string, subtitle: string): string {
       const x2 = xOf(v);
       const worse = r.better === 'higher' ? v < 1 : v > 1;
       out.push(`<rect x="${Math.min(x1, x2).toFixed(1)}" y="${by.toFixed(1)}" width="${Math.max(1, Math.abs(x2 - x1)).toFixed(1)}" height="${(bh - 2).toFixed(1)}" fill="${color}" opacity="${worse ? 1 : 0.55}"/>`);
-      text(Math.max(x1, x2) + 4, by + bh / 2 + 2, `${v.toFixed(2)}x`, 'class="val"');
+      text(Math.max(x1, x2) + 4, by + bh / 2 + 2, `${v.toFixed(2)}x${v > 16 || v < 1 / 16 ? ' (off scale)' : ''}`, 'class="val"');
       by += bh;
     }
     y += h;
@@ -149,13 +151,16 @@ export function svg(rows: Row[], title: string, subtitle: string): string {
   for (const r of targetRows) {
     const t = r.target!;
     const v = verdict(r);
-    const rel = t.op === '<' ? t.value / t.limit : t.limit / t.value;
+    // A figure at or below zero (an "added" latency the proxy did not add) passes a "<" target
+    // by any margin: drawn at the left edge of the scale.
+    const rel = t.op === '<' ? (t.value <= 0 ? 1 / 16 : t.value / t.limit) : t.limit / t.value;
     text(labelW, y + rowH / 2 + 4, r.label, 'text-anchor="end" class="label"');
     if (v.pass !== null && Number.isFinite(rel) && rel > 0) {
       const x1 = xOf(1 / 16);
       const x2 = xOf(rel);
       out.push(`<rect x="${x1}" y="${y + 4}" width="${Math.max(1, x2 - x1).toFixed(1)}" height="${rowH - 8}" fill="${v.pass ? '#3a9a4a' : '#c63d3d'}"/>`);
-      text(Math.max(x2, x1) + 4, y + rowH / 2 + 4, `${fmtShort(t.value)} vs ${t.text}  ${v.pass ? 'pass' : 'MISS'}`, 'class="val"');
+      if (rel > 16) text(x2 + 3, y + rowH / 2 + 4, '>', 'class="val"');
+      text(noteX, y + rowH / 2 + 4, `${fmtShort(t.value)} vs ${t.text}: ${v.pass ? 'pass' : 'MISS'}`, `class="val" style="fill:${v.pass ? '#1f6a2b' : '#a02020'}"`);
     } else {
       text(xOf(1 / 16) + 4, y + rowH / 2 + 4, `${t.text}: not measured`, 'class="val"');
     }

@@ -106,7 +106,13 @@ function bad(res: ServerResponse): void {
   res.end('{}');
 }
 
-/** Chunk 0 at once, then one every intervalMs until durationMs has passed; then stop, usage, [DONE]. */
+/** Streams running now, each with the function that ends it cleanly (stop, usage, [DONE]). */
+const active = new Set<() => void>();
+
+/**
+ * Chunk 0 at once, then one every intervalMs until durationMs has passed or endStreams is
+ * called; then stop, usage, [DONE].
+ */
 function stream(res: ServerResponse, intervalMs: number, durationMs: number): void {
   stats.streamsOpen++;
   stats.streamsStarted++;
@@ -115,17 +121,20 @@ function stream(res: ServerResponse, intervalMs: number, durationMs: number): vo
   let i = 0;
   res.write(sseContentChunk(i++));
   stats.chunks++;
+  const finish = () => {
+    clearInterval(timer);
+    active.delete(finish);
+    res.end(sseFinalChunks(i));
+  };
   const timer = setInterval(() => {
-    if (performance.now() - started >= durationMs) {
-      clearInterval(timer);
-      res.end(sseFinalChunks(i));
-      return;
-    }
+    if (performance.now() - started >= durationMs) return finish();
     res.write(sseContentChunk(i++));
     stats.chunks++;
   }, intervalMs);
+  active.add(finish);
   res.once('close', () => {
     clearInterval(timer);
+    active.delete(finish);
     stats.streamsOpen--;
   });
 }
@@ -150,7 +159,13 @@ serve({
     return { gitPort: await listen(gitHandler), modelPort: await listen(modelHandler) };
   },
   newModelServer: () => listen(modelHandler),
-  stats: () => ({ ...stats }),
+  stats: () => ({ ...stats, streamsRunning: active.size }),
+  /** Ends every running stream now, cleanly; returns how many. */
+  endStreams() {
+    const all = [...active];
+    for (const end of all) end();
+    return all.length;
+  },
   async close() {
     for (const s of servers) s.closeAllConnections();
     await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));

@@ -20,7 +20,7 @@ export async function openStreams(ctx: Ctx): Promise<ScenarioResult> {
   const target = { ...ctx.model.proxy, port: proxy.ports.model! };
   try {
     ctx.say('open streams: warming up a fresh proxy');
-    await ctx.lg.call('openStreams', { target, count: 500, intervalMs: 1000, concurrency: 128 });
+    await ctx.lg.call('openStreams', { target, count: 500, intervalMs: 1000, concurrency: 128, rampLimitMs: c.openRampLimitMs });
     await sleep(1500);
     await ctx.lg.call('closeStreams');
     await sleep(1500);
@@ -28,9 +28,16 @@ export async function openStreams(ctx: Ctx): Promise<ScenarioResult> {
     const idle = median(idleSamples);
     const fdIdle = openFiles(proxy.pid);
     const fdLimit = maxOpenFiles(proxy.pid);
-    const n = Math.min(c.openStreams, Math.floor((fdLimit - fdIdle - 32) / 2));
-    ctx.say(`open streams: opening ${n} (proxy open-files limit ${fdLimit}, ${fdIdle} in use)`);
-    const { openMs } = await ctx.lg.call<{ openMs: number }>('openStreams', { target, count: n, intervalMs: 1000, concurrency: 256 });
+    const wanted = Math.min(c.openStreams, Math.floor((fdLimit - fdIdle - 32) / 2));
+    ctx.say(`open streams: opening ${wanted} (proxy open-files limit ${fdLimit}, ${fdIdle} in use)`);
+    const { openMs, opened: n, abandoned } = await ctx.lg.call<{ openMs: number; opened: number; abandoned: number }>('openStreams', {
+      target,
+      count: wanted,
+      intervalMs: 1000,
+      concurrency: 256,
+      rampLimitMs: c.openRampLimitMs,
+    });
+    if (abandoned) ctx.say(`open streams: only ${n} of ${wanted} open after ${c.openRampLimitMs} ms; measuring those`);
     await sleep(2100); // every stream has had at least two chunks
     const cpu0 = cpuSeconds(proxy.pid);
     const openSamples = await sampleRss(proxy.pid, c.openHoldMs);
@@ -61,6 +68,8 @@ export async function openStreams(ctx: Ctx): Promise<ScenarioResult> {
       data: {
         streams: n,
         requested: c.openStreams,
+        wanted_within_fd_limit: wanted,
+        abandoned_at_ramp_limit: abandoned,
         fd_limit: fdLimit,
         fds_idle: fdIdle,
         fds_open: fdOpen,
@@ -73,6 +82,7 @@ export async function openStreams(ctx: Ctx): Promise<ScenarioResult> {
       },
     };
   } finally {
+    await ctx.lg.call('closeStreams').catch(() => {});
     await proxy.stop();
   }
 }

@@ -1,11 +1,14 @@
-// 4a. Streams: N concurrent SSE streams, each a chunk every intervalMs for durationMs. Every
-// chunk carries the upstream's write time on the shared monotonic clock, so the load generator
-// knows each chunk's delay; direct and proxy take turns (D P P D ...). The proxy's CPU time is
-// read from /proc over its runs.
+// 4a. Streams: N concurrent SSE streams, each a chunk every intervalMs, measured for durationMs
+// from the moment all N are open (opening them through the proxy takes longer than direct, and
+// streams of a fixed length would then never all run at once). Every chunk carries the
+// upstream's write time on the shared monotonic clock, so the load generator knows each chunk's
+// delay; direct and proxy take turns (D P P D ...). The proxy's CPU time is read from /proc
+// over the same windows.
+import { cpus } from 'node:os';
 import type { Ctx, ScenarioResult } from '../context.ts';
 import type { Target } from '../loadgen-proc.ts';
 import { cpuSeconds, cpuTotals } from '../procs.ts';
-import { Samples, summarize, type LatencySummary } from '../shared.ts';
+import { median, Samples, summarize, type LatencySummary } from '../shared.ts';
 
 export async function streams(ctx: Ctx): Promise<ScenarioResult> {
   const c = ctx.cfg;
@@ -18,42 +21,83 @@ export async function streams(ctx: Ctx): Promise<ScenarioResult> {
   let proxyCpu = 0;
   let proxyWall = 0;
   let proxyChunks = 0;
+  const openAll: Record<string, number[]> = {};
+  const opened: Record<string, number[]> = {};
+  const delivered: Record<string, number[]> = {};
+  let abandonedTotal = 0;
   for (const [i, t] of order.entries()) {
     ctx.say(`streams: ${c.streams} x ${c.streamDurationMs / 1000} s, a chunk every ${c.streamIntervalMs} ms, run ${i + 1}/${order.length}: ${t.name}`);
-    const cpu0 = cpuSeconds(ctx.proxy.pid);
-    const m0 = cpuTotals();
-    const w0 = performance.now();
-    const r = await ctx.lg.call<{ delays: Float64Array; chunks: number; openMs: number; totalMs: number }>('streams', {
-      target: t,
-      count: c.streams,
-      intervalMs: c.streamIntervalMs,
-      durationMs: c.streamDurationMs,
-      concurrency: 128,
-    });
-    const wall = (performance.now() - w0) / 1000;
-    const cpu = cpuSeconds(ctx.proxy.pid) - cpu0;
-    const m1 = cpuTotals();
-    delays[t.name]!.append(r.delays);
-    if (t.name === 'proxy') {
-      proxyCpu += cpu;
-      proxyWall += wall;
-      proxyChunks += r.chunks;
+    try {
+      const st = await ctx.lg.call<{ openMs: number; opened: number; abandoned: number }>('streamsStart', {
+        target: t,
+        count: c.streams,
+        intervalMs: c.streamIntervalMs,
+        concurrency: 128,
+        rampLimitMs: c.streamRampLimitMs,
+      });
+      if (st.abandoned) ctx.say(`streams: ${t.name}: only ${st.opened} of ${c.streams} open after ${c.streamRampLimitMs} ms; measuring those`);
+      // The window: every stream that opened, for durationMs; then the upstream ends them all.
+      const got0 = await ctx.lg.call<number>('streamsProgress');
+      const cpu0 = cpuSeconds(ctx.proxy.pid);
+      const m0 = cpuTotals();
+      const w0 = performance.now();
+      await new Promise((res) => setTimeout(res, c.streamDurationMs));
+      const wall = (performance.now() - w0) / 1000;
+      const cpu = cpuSeconds(ctx.proxy.pid) - cpu0;
+      const m1 = cpuTotals();
+      const got = (await ctx.lg.call<number>('streamsProgress')) - got0;
+      const ended = await ctx.up.call<number>('endStreams');
+      const r = await ctx.lg.call<{ delays: Float64Array; chunks: number }>('streamsFinish', { timeoutMs: 30_000 });
+      if (ended < st.opened) throw new Error(`streams: the upstream had ${ended} streams running, the client ${st.opened}`);
+      // Nothing may stay behind: every upstream stream ended, and the proxy idle again.
+      let left = (await ctx.up.call<{ streamsOpen: number }>('stats')).streamsOpen;
+      for (let k = 0; k < 50 && left > 0; k++) {
+        await new Promise((res) => setTimeout(res, 100));
+        left = (await ctx.up.call<{ streamsOpen: number }>('stats')).streamsOpen;
+      }
+      if (left > 0) throw new Error(`streams: ${left} upstream streams still running 5 s after every client stream ended`);
+      const idle0 = cpuSeconds(ctx.proxy.pid);
+      await new Promise((res) => setTimeout(res, 1000));
+      const idleCpu = cpuSeconds(ctx.proxy.pid) - idle0;
+      delays[t.name]!.append(r.delays);
+      (openAll[t.name] ??= []).push(st.openMs);
+      (opened[t.name] ??= []).push(st.opened);
+      (delivered[t.name] ??= []).push(got / wall);
+      abandonedTotal += st.abandoned;
+      if (t.name === 'proxy') {
+        proxyCpu += cpu;
+        proxyWall += wall;
+        proxyChunks += got;
+      }
+      runs.push({
+        path: t.name,
+        opened: st.opened,
+        abandoned_at_ramp_limit: st.abandoned,
+        open_ms: Math.round(st.openMs),
+        window_s: +wall.toFixed(2),
+        offered_chunks_per_s: Math.round((st.opened * 1000) / c.streamIntervalMs),
+        delivered_chunks_per_s: Math.round(got / wall),
+        delay_samples: r.delays.length,
+        chunks_total: r.chunks,
+        proxy_cpu_s: +cpu.toFixed(2),
+        upstream_streams_left_after_end: left,
+        proxy_cpu_in_the_second_after: +idleCpu.toFixed(2),
+        machine_busy_cores: +(((m1.busy - m0.busy) / (m1.total - m0.total)) * cpus().length).toFixed(2),
+      });
+    } catch (e) {
+      // Leave nothing running behind: the next scenarios need the machine.
+      await ctx.lg.call('streamsAbort').catch(() => {});
+      await ctx.up.call('endStreams').catch(() => {});
+      throw e;
     }
-    runs.push({
-      path: t.name,
-      chunks: r.chunks,
-      chunks_per_s: Math.round(r.chunks / (c.streamDurationMs / 1000)),
-      open_all_ms: Math.round(r.openMs),
-      wall_s: +wall.toFixed(2),
-      proxy_cpu_s: +cpu.toFixed(2),
-      machine_busy_cores: +(((m1.busy - m0.busy) / (m1.total - m0.total)) * 2).toFixed(2),
-    });
-    await new Promise((res) => setTimeout(res, 500));
   }
   const s: Record<string, LatencySummary> = { direct: summarize(delays.direct!.values()), proxy: summarize(delays.proxy!.values()) };
   const N = c.streams.toLocaleString('en-US');
+  const minOpen = (k: string) => Math.min(...opened[k]!);
   return {
     rows: [
+      { id: 'streams.open', label: `${N} streams: open in the window (fewest of the runs)`, unit: 'streams', direct: minOpen('direct'), proxy: minOpen('proxy'), better: 'higher', digits: 0 },
+      { id: 'streams.delivered', label: `${N} streams: chunks delivered per second`, unit: 'chunks/s', direct: median(delivered.direct!), proxy: median(delivered.proxy!), better: 'higher', digits: 0 },
       { id: 'streams.p50', label: `${N} streams: delay per chunk p50`, unit: 'ms', direct: s.direct!.p50, proxy: s.proxy!.p50, better: 'lower', added: true, digits: 3 },
       {
         id: 'streams.p99',
@@ -66,6 +110,7 @@ export async function streams(ctx: Ctx): Promise<ScenarioResult> {
         digits: 3,
         target: { text: 'added < 1 ms', value: s.proxy!.p99 - s.direct!.p99, limit: 1, op: '<' },
       },
+      { id: 'streams.open_all', label: `${N} streams: time to open (info)`, unit: 'ms', direct: median(openAll.direct!), proxy: median(openAll.proxy!), better: 'lower', digits: 0 },
       { id: 'streams.cpu', label: `${N} streams: proxy CPU (user+sys)`, unit: 'cores', proxy: proxyCpu / proxyWall, better: 'lower', digits: 2 },
       { id: 'streams.cpu_per_chunk', label: `${N} streams: proxy CPU per chunk`, unit: 'us', proxy: (proxyCpu / proxyChunks) * 1e6, better: 'lower', digits: 1 },
     ],
@@ -77,6 +122,9 @@ export async function streams(ctx: Ctx): Promise<ScenarioResult> {
       proxy_cpu_s: proxyCpu,
       proxy_wall_s: proxyWall,
       proxy_chunks: proxyChunks,
+      ramp_limit_ms: c.streamRampLimitMs,
+      abandoned_at_ramp_limit: abandonedTotal,
+      what: 'delays and CPU over a window of duration_ms that starts once every stream is open (or, past ramp_limit_ms, every stream that opened: the rest are given up and counted); the upstream then ends all streams cleanly and the client checks each one (chunk order, announced count, [DONE]); delays count chunks written from the window start until the streams end',
       runs,
     },
   };
