@@ -221,7 +221,7 @@ export function auditBundle(text) {
   if (markers.length === 0) findings.push('no module comments (// src/xxx.ts): the file is not an unminified esbuild bundle');
   for (const marker of markers) {
     const file = marker.value.slice(3);
-    if (!/^src\/[A-Za-z0-9_-][A-Za-z0-9._-]*\.ts$/.test(file)) findings.push(`${position(text, marker.start)}: module ${file} is outside src/`);
+    if (!/^src\/(?:[A-Za-z0-9_-]+\/)*[A-Za-z0-9_-][A-Za-z0-9._-]*\.ts$/.test(file)) findings.push(`${position(text, marker.start)}: module ${file} is outside src/`);
     else if (!sources.includes(file)) sources.push(file);
   }
   return { findings, builtins: [...builtins].sort(), sources: sources.sort() };

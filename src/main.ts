@@ -1,22 +1,22 @@
 // Entry point, and the only file with side effects: reads the environment and files, starts
 // listeners, handles signals, writes to stdout/stderr, exits.
 import { readFileSync } from 'node:fs';
-import { agentConfig, botClaims } from './agent-config.ts';
-import { parseCommandLine, usage, UsageError, type CommandLine, type ServeOptions } from './cli.ts';
-import { createUpstreamAgent } from './forward.ts';
-import { createGatewayHandler, sendGatewayError } from './gateway.ts';
-import { parseGatewayEnv, type GatewayConfig } from './gateway-config.ts';
-import { gitWorkloadConfig } from './git-config.ts';
-import { createGitHandler, sendGitError, type GitUpstream } from './git-proxy.ts';
-import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from './hosts.ts';
-import { signBotToken } from './jwt.ts';
-import { asyncLineWriter, jsonLineSink, type LogSink } from './log.ts';
-import { serveMetrics } from './metrics.ts';
-import { parsePrices, type ModelPrice } from './prices.ts';
-import { createProxyMetrics } from './proxy-metrics.ts';
-import { literalSecret, secretSource } from './secret.ts';
-import { startListener, writeProxyError, type Listener } from './server.ts';
-import { VERSION } from './version.ts';
+import { agentConfig, botClaims } from './gateway/agent-config.ts';
+import { parseCommandLine, usage, UsageError, type CommandLine, type ServeOptions } from './config/cli.ts';
+import { createUpstreamAgent } from './http/forward.ts';
+import { createGatewayHandler, sendGatewayError } from './gateway/handler.ts';
+import { parseGatewayEnv, type GatewayConfig } from './gateway/config.ts';
+import { gitWorkloadConfig } from './git/config.ts';
+import { createGitHandler, sendGitError, type GitUpstream } from './git/proxy.ts';
+import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from './git/hosts.ts';
+import { signBotToken } from './auth/jwt.ts';
+import { asyncLineWriter, jsonLineSink, type LogSink } from './http/log.ts';
+import { serveMetrics } from './metrics/registry.ts';
+import { parsePrices, type ModelPrice } from './gateway/prices.ts';
+import { createProxyMetrics } from './metrics/proxy-metrics.ts';
+import { literalSecret, secretSource } from './config/secret.ts';
+import { startListener, writeProxyError, type Listener } from './http/server.ts';
+import { VERSION } from './config/version.ts';
 
 const env = process.env;
 // Log lines never block the event loop; a reader 8 MiB behind loses lines, counted in metrics.

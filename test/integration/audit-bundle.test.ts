@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 import { after, test } from 'node:test';
 import { BUNDLE, ROOT } from '../support/proxy-process.ts';
 
@@ -24,20 +24,20 @@ function tampered(edit: (bundle: string) => string): string {
   return file;
 }
 
-/** The src/*.ts files main.ts reaches through value imports (type-only imports are erased). */
+/** The src/**.ts files main.ts reaches through value imports (type-only imports are erased). */
 function reachableFromMain(): string[] {
   const seen = new Set<string>();
   const visit = (file: string) => {
     if (seen.has(file)) return;
     seen.add(file);
-    const source = readFileSync(join(ROOT, 'src', file), 'utf8');
-    for (const m of source.matchAll(/^(?:import|export)\s+(type\s+)?(?:([^;]*?)\s+from\s+)?'\.\/([\w.-]+\.ts)';/gm)) {
+    const source = readFileSync(join(ROOT, file), 'utf8');
+    for (const m of source.matchAll(/^(?:import|export)\s+(type\s+)?(?:([^;]*?)\s+from\s+)?'(\.{1,2}\/[\w./-]+\.ts)';/gm)) {
       const typeOnly = m[1] !== undefined || (m[2] !== undefined && /^\{[^}]*\}$/.test(m[2]) && m[2].slice(1, -1).split(',').every((s) => /^\s*(type\s|$)/.test(s)));
-      if (!typeOnly) visit(m[3]!);
+      if (!typeOnly) visit(posix.normalize(posix.join(posix.dirname(file), m[3]!)));
     }
   };
-  visit('main.ts');
-  return [...seen].map((f) => `src/${f}`).sort();
+  visit('src/main.ts');
+  return [...seen].sort();
 }
 
 test('the real bundle passes: only node: built-ins, every module from src/, and the report lists them', () => {
@@ -48,9 +48,9 @@ test('the real bundle passes: only node: built-ins, every module from src/, and 
   assert.match(r.stdout, /built-ins: node:\S+/);
   const listed = [...r.stdout.matchAll(/^ {4}(src\/\S+\.ts)$/gm)].map((m) => m[1]!);
   const reachable = reachableFromMain();
-  for (const core of ['src/main.ts', 'src/server.ts', 'src/forward.ts', 'src/git-proxy.ts', 'src/gateway.ts']) assert.ok(reachable.includes(core), core);
+  for (const core of ['src/main.ts', 'src/http/server.ts', 'src/http/forward.ts', 'src/git/proxy.ts', 'src/gateway/handler.ts']) assert.ok(reachable.includes(core), core);
   assert.deepEqual(reachable.filter((f) => !listed.includes(f)), [], 'every file main.ts reaches is listed');
-  const onDisk = readdirSync(join(ROOT, 'src')).map((f) => `src/${f}`);
+  const onDisk = (readdirSync(join(ROOT, 'src'), { recursive: true }) as string[]).map((f) => `src/${f}`);
   assert.deepEqual(listed.filter((f) => !onDisk.includes(f)), [], 'every listed file exists in src/');
 });
 

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { formatAddress, parseByteSize, parseCount, parseDuration, parseListenAddress } from '../../src/address.ts';
+import { formatAddress, parseByteSize, parseCount, parseDuration, parseListenAddress } from '../../src/http/address.ts';
 
 test('every accepted listen address form parses to host and port', () => {
   const cases: [string, { host: string | undefined; port: number }][] = [

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { agentConfig, botClaims, DEFAULT_GATEWAY_PORT, type AgentConfigInput, type MintInput } from '../../src/agent-config.ts';
+import { agentConfig, botClaims, DEFAULT_GATEWAY_PORT, type AgentConfigInput, type MintInput } from '../../src/gateway/agent-config.ts';
 
 const INPUT: AgentConfigInput = {
   provider: 'openai',

@@ -25,7 +25,7 @@ async function bundleErrors(contents: string): Promise<string[]> {
 }
 
 test('the bundle may contain files from src/ and node: built-ins', async () => {
-  assert.deepEqual(await bundleErrors(`import { VERSION } from '../../src/version.ts'; import { createHash } from 'node:crypto'; console.log(VERSION, createHash);`), []);
+  assert.deepEqual(await bundleErrors(`import { VERSION } from '../../src/config/version.ts'; import { createHash } from 'node:crypto'; console.log(VERSION, createHash);`), []);
 });
 
 test('the build fails if a file outside src/ would be bundled', async () => {

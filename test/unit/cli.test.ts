@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseCommandLine, usage, UsageError } from '../../src/cli.ts';
+import { parseCommandLine, usage, UsageError } from '../../src/config/cli.ts';
 
 const ALL_FLAGS = [
   'git-auth-listen',

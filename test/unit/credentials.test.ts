@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { injectCredential } from '../../src/credentials.ts';
-import { ERRORS } from '../../src/errors.ts';
-import { sanitizeSecret, type SecretRead } from '../../src/secret.ts';
+import { injectCredential } from '../../src/git/credentials.ts';
+import { ERRORS } from '../../src/http/errors.ts';
+import { sanitizeSecret, type SecretRead } from '../../src/config/secret.ts';
 
 const ok = (value: string): SecretRead => ({ ok: true, value });
 const MISSING: SecretRead = { ok: false, reason: 'missing' };

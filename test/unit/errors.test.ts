@@ -6,7 +6,7 @@ import {
   errorForUpstreamFailure,
   UpstreamError,
   type UpstreamFailure,
-} from '../../src/errors.ts';
+} from '../../src/http/errors.ts';
 
 const withCode = (code: unknown): Error => Object.assign(new Error('boom'), { code });
 

@@ -4,7 +4,7 @@
 // segment behind one round of percent-decoding. Deterministic: the seed is in the test name.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseGitRoute } from '../../src/git-route.ts';
+import { parseGitRoute } from '../../src/git/route.ts';
 import { fuzzSeed, mulberry32, type Rng } from '../support/prng.ts';
 
 const SEED = fuzzSeed(0x6172_6f75);

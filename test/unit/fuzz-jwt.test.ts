@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { test } from 'node:test';
-import { signBotToken, verifyBotToken, type BotClaims, type VerifyResult } from '../../src/jwt.ts';
+import { signBotToken, verifyBotToken, type BotClaims, type VerifyResult } from '../../src/auth/jwt.ts';
 import { fuzzSeed, mulberry32, type Rng } from '../support/prng.ts';
 
 const SEED = fuzzSeed(0x6a77_7431);

@@ -7,7 +7,7 @@
 // Deterministic: the seed is in the test name.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { SseInspector, type CompletionSummary } from '../../src/sse.ts';
+import { SseInspector, type CompletionSummary } from '../../src/gateway/sse.ts';
 import { fuzzSeed, mulberry32, type Rng } from '../support/prng.ts';
 
 const SEED = fuzzSeed(0x55e0_f022);

@@ -7,7 +7,7 @@ import {
   parseAllowedModels,
   parseBaseUrl,
   parseGatewayEnv,
-} from '../../src/gateway-config.ts';
+} from '../../src/gateway/config.ts';
 
 // ---- parseBaseUrl ----
 

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders } from 'node:http';
-import { ERRORS } from '../../src/errors.ts';
+import { ERRORS } from '../../src/http/errors.ts';
 import {
   clientRequestId,
   gatewayUpstreamHeaders,
@@ -14,7 +14,7 @@ import {
   upstreamChatPath,
   validateChatRequest,
   type GatewayUpstreamHeaderInput,
-} from '../../src/gateway-rules.ts';
+} from '../../src/gateway/rules.ts';
 
 const ALLOWED = new Set(['gpt-4.1', 'gpt-4.1-mini']);
 

@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DEFAULT_CREDENTIAL_HELPER, DEFAULT_PROXY_PORT, gitWorkloadConfig, proxyBaseUrl } from '../../src/git-config.ts';
+import { DEFAULT_CREDENTIAL_HELPER, DEFAULT_PROXY_PORT, gitWorkloadConfig, proxyBaseUrl } from '../../src/git/config.ts';
 
 const KEYS = ['github.com', 'git.internal.example:8443'];
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseGitRoute, pathForLog } from '../../src/git-route.ts';
+import { parseGitRoute, pathForLog } from '../../src/git/route.ts';
 import { HOSTILE_TARGETS } from '../support/hostile-targets.ts';
 
 const HOST = 'github.com';

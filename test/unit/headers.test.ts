@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders } from 'node:http';
-import { assertHeaderValue, connectionNamed, gitUpstreamHeaders, isCredentialHeaderName, scrubResponseHeaders } from '../../src/headers.ts';
+import { assertHeaderValue, connectionNamed, gitUpstreamHeaders, isCredentialHeaderName, scrubResponseHeaders } from '../../src/http/headers.ts';
 
 const HOST = 'github.com';
 const AUTH = 'Bearer ghp_proxytoken';

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { hostsFromEnv, mergeHosts, parseHostKey, parseHostsFile, type HostConfig } from '../../src/hosts.ts';
+import { hostsFromEnv, mergeHosts, parseHostKey, parseHostsFile, type HostConfig } from '../../src/git/hosts.ts';
 
 const FIXTURES = join(__dirname, '..', 'fixtures', 'hosts');
 

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { signBotToken, verifyBotToken, type BotClaims, type VerifyResult } from '../../src/jwt.ts';
+import { signBotToken, verifyBotToken, type BotClaims, type VerifyResult } from '../../src/auth/jwt.ts';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef-test-key');
 const OTHER_KEY = Buffer.from('fedcba9876543210fedcba9876543210-test-key');

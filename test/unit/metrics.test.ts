@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { escapeLabelValue, formatValue, OVERFLOW_VALUE, Registry } from '../../src/metrics.ts';
+import { escapeLabelValue, formatValue, OVERFLOW_VALUE, Registry } from '../../src/metrics/registry.ts';
 
 /** The exposition's lines, without the empty string after the final newline. */
 function lines(text: string): string[] {

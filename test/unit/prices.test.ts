@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { costUsd, parsePrices, type ModelPrice, type TokenCounts } from '../../src/prices.ts';
+import { costUsd, parsePrices, type ModelPrice, type TokenCounts } from '../../src/gateway/prices.ts';
 
 const FILE = 'prices.json';
 const parse = (doc: unknown): Map<string, ModelPrice> => parsePrices(typeof doc === 'string' ? doc : JSON.stringify(doc), FILE);

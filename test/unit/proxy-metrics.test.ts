@@ -14,10 +14,10 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import type { ModelRequestRecord } from '../../src/gateway.ts';
-import type { GitRequestRecord } from '../../src/git-proxy.ts';
-import type { ModelPrice } from '../../src/prices.ts';
-import { createProxyMetrics } from '../../src/proxy-metrics.ts';
+import type { ModelRequestRecord } from '../../src/gateway/handler.ts';
+import type { GitRequestRecord } from '../../src/git/proxy.ts';
+import type { ModelPrice } from '../../src/gateway/prices.ts';
+import { createProxyMetrics } from '../../src/metrics/proxy-metrics.ts';
 
 const GOLDEN = join(__dirname, '..', 'fixtures', 'metrics', 'golden.prom');
 const START_TIME_PLACEHOLDER = '<PROCESS_START_TIME>';

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { redactSecret } from '../../src/gateway.ts';
+import { redactSecret } from '../../src/gateway/handler.ts';
 
 const KEY = 'sk-upstream-0123456789';
 

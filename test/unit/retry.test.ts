@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { nextRetryDelay, retryHintMs, type RetryPolicy } from '../../src/retry.ts';
+import { nextRetryDelay, retryHintMs, type RetryPolicy } from '../../src/gateway/retry.ts';
 
 const NOW = Date.parse('2025-01-01T00:00:00Z');
 const POLICY: RetryPolicy = { maxRetries: 3, budgetMs: 30_000, baseDelayMs: 500 };

@@ -10,7 +10,7 @@ import {
   literalSecret,
   sanitizeSecret,
   secretSource,
-} from '../../src/secret.ts';
+} from '../../src/config/secret.ts';
 
 function withTempDir(fn: (dir: string) => void): void {
   const dir = mkdtempSync(join(tmpdir(), 'secret-test-'));

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SseInspector, summarizeJsonCompletion, type CompletionSummary } from '../../src/sse.ts';
+import { SseInspector, summarizeJsonCompletion, type CompletionSummary } from '../../src/gateway/sse.ts';
 
 const MODEL = 'gpt-4o-2024-08-06';
 const CONSTANT_CLOCK = (): number => 1000;

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { VERSION } from '../../src/version.ts';
+import { VERSION } from '../../src/config/version.ts';
 
 test('VERSION equals the version in package.json', () => {
   const pkg = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string };

@@ -1,13 +1,13 @@
 // The model gateway: authenticates the bot, validates the model, injects the upstream key and
 // relays chat completions (streamed or not) while recording usage. Decisions are made by the
-// pure functions of gateway-rules.ts, retry.ts, jwt.ts and sse.ts; forwarding is forward.ts.
+// pure functions of rules.ts, retry.ts, ../auth/jwt.ts and sse.ts; forwarding is ../http/forward.ts.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Agent } from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { errorForUpstreamFailure, ERRORS, type ProxyError, type UpstreamError, type UpstreamFailure } from './errors.ts';
-import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type UpstreamCall, type UpstreamTimeouts } from './forward.ts';
-import type { GatewayConfig } from './gateway-config.ts';
+import { errorForUpstreamFailure, ERRORS, type ProxyError, type UpstreamError, type UpstreamFailure } from '../http/errors.ts';
+import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type UpstreamCall, type UpstreamTimeouts } from '../http/forward.ts';
+import type { GatewayConfig } from './config.ts';
 import {
   clientRequestId,
   gatewayUpstreamHeaders,
@@ -19,13 +19,13 @@ import {
   upstreamChatPath,
   validateChatRequest,
   type Identity,
-} from './gateway-rules.ts';
-import { scrubResponseHeaders } from './headers.ts';
-import { verifyBotToken } from './jwt.ts';
-import { elapsedMs, type LogSink } from './log.ts';
+} from './rules.ts';
+import { scrubResponseHeaders } from '../http/headers.ts';
+import { verifyBotToken } from '../auth/jwt.ts';
+import { elapsedMs, type LogSink } from '../http/log.ts';
 import { nextRetryDelay, retryHintMs, type RetryPolicy } from './retry.ts';
-import type { SecretSource } from './secret.ts';
-import { writeProxyError } from './server.ts';
+import type { SecretSource } from '../config/secret.ts';
+import { writeProxyError } from '../http/server.ts';
 import { SseInspector, summarizeJsonCompletion, type CompletionSummary } from './sse.ts';
 
 /** What one model call did: the access log line, and what the metrics count. */

@@ -1,6 +1,6 @@
 // Model gateway configuration from the environment. Pure: env in, a validated config out; a bad
 // value stops start-up with the variable's name.
-import type { SecretRef } from './secret.ts';
+import type { SecretRef } from '../config/secret.ts';
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 export const DEFAULT_PROVIDER = 'openai';

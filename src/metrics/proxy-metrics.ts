@@ -4,11 +4,11 @@
 // Because metrics are derived from the same record as the access log line, the two agree.
 import { readdirSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import type { UpstreamFailure } from './errors.ts';
-import type { ModelRequestRecord } from './gateway.ts';
-import type { GitRequestRecord } from './git-proxy.ts';
-import { Registry } from './metrics.ts';
-import { costUsd, type ModelPrice } from './prices.ts';
+import type { UpstreamFailure } from '../http/errors.ts';
+import type { ModelRequestRecord } from '../gateway/handler.ts';
+import type { GitRequestRecord } from '../git/proxy.ts';
+import { Registry } from './registry.ts';
+import { costUsd, type ModelPrice } from '../gateway/prices.ts';
 
 // OpenTelemetry GenAI semantic conventions, ExplicitBucketBoundaries of
 // gen_ai.client.operation.duration and gen_ai.server.time_to_first_token.

@@ -1,6 +1,6 @@
 // Estimated cost of a model call from a price table (MODEL_PRICES_FILE): USD per million
 // tokens, per token type, per model. A model without a price gets no cost, never a guess.
-import { isObject, parseConfigJson } from './config-file.ts';
+import { isObject, parseConfigJson } from '../config/config-file.ts';
 
 export interface ModelPrice {
   readonly input: number;

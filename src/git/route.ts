@@ -1,6 +1,6 @@
 // Decides whether a request target may be forwarded to a git host, and to which upstream path.
 // Pure. The upstream path is rebuilt from validated pieces; the raw target is never forwarded.
-import { ERRORS, type ProxyError } from './errors.ts';
+import { ERRORS, type ProxyError } from '../http/errors.ts';
 
 export type GitRouteName = 'info-refs' | 'upload-pack' | 'receive-pack';
 export type GitService = 'git-upload-pack' | 'git-receive-pack';

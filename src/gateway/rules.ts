@@ -1,8 +1,8 @@
 // Every decision the model gateway makes about a request, as pure functions: which route, is
 // the body acceptable, who is asking, which headers go upstream, what an error looks like.
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import { ERRORS, type ProxyError } from './errors.ts';
-import { assertHeaderValue, connectionNamed, HOP_BY_HOP, isCredentialHeaderName } from './headers.ts';
+import { ERRORS, type ProxyError } from '../http/errors.ts';
+import { assertHeaderValue, connectionNamed, HOP_BY_HOP, isCredentialHeaderName } from '../http/headers.ts';
 
 export type GatewayRoute =
   | { readonly ok: true; readonly route: 'chat'; readonly query: string }

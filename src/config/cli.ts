@@ -1,7 +1,7 @@
 // Command line: subcommand, flags and their defaults, and the usage text. Pure: argv in,
 // options out; a mistake throws a UsageError whose message says what to type instead.
 import { parseArgs } from 'node:util';
-import { parseByteSize, parseCount, parseDuration, parseListenAddress, type ListenAddress } from './address.ts';
+import { parseByteSize, parseCount, parseDuration, parseListenAddress, type ListenAddress } from '../http/address.ts';
 
 export class UsageError extends Error {
   override readonly name = 'UsageError';

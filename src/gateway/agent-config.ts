@@ -1,6 +1,6 @@
 // The bot side of the model gateway: the agent's provider entry, and the claims of a bot token.
 // Pure: inputs in, JSON or claims out.
-import type { BotClaims } from './jwt.ts';
+import type { BotClaims } from '../auth/jwt.ts';
 
 export const DEFAULT_GATEWAY_PORT = 8450;
 

@@ -1,7 +1,7 @@
 // Builds the Authorization header for a git host from credentials read at request time.
-import { ERRORS, type ProxyError } from './errors.ts';
+import { ERRORS, type ProxyError } from '../http/errors.ts';
 import type { AuthType } from './hosts.ts';
-import type { SecretRead } from './secret.ts';
+import type { SecretRead } from '../config/secret.ts';
 
 export type Credential =
   | {

@@ -5,14 +5,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Agent } from 'node:https';
 import { randomUUID } from 'node:crypto';
 import { injectCredential } from './credentials.ts';
-import { errorForUpstreamFailure, type ProxyError, type UpstreamError } from './errors.ts';
-import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type UpstreamTimeouts } from './forward.ts';
-import { gitUpstreamHeaders, scrubResponseHeaders } from './headers.ts';
+import { errorForUpstreamFailure, type ProxyError, type UpstreamError } from '../http/errors.ts';
+import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type UpstreamTimeouts } from '../http/forward.ts';
+import { gitUpstreamHeaders, scrubResponseHeaders } from '../http/headers.ts';
 import type { HostConfig } from './hosts.ts';
-import { parseGitRoute, pathForLog, type GitRouteName } from './git-route.ts';
-import { elapsedMs } from './log.ts';
-import type { SecretSource } from './secret.ts';
-import { writeProxyError } from './server.ts';
+import { parseGitRoute, pathForLog, type GitRouteName } from './route.ts';
+import { elapsedMs } from '../http/log.ts';
+import type { SecretSource } from '../config/secret.ts';
+import { writeProxyError } from '../http/server.ts';
 
 export interface GitUpstream {
   readonly config: HostConfig;

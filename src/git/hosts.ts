@@ -1,8 +1,8 @@
 // The git host registry: the only upstreams the git listener will ever contact. Built once at
 // start-up from the environment (GIT_HOST_A / GIT_HOST_B) and an optional JSON hosts file.
 // Parsing is pure and strict: an unknown or ill-typed field stops start-up with its name.
-import { isObject, parseConfigJson } from './config-file.ts';
-import type { SecretRef } from './secret.ts';
+import { isObject, parseConfigJson } from '../config/config-file.ts';
+import type { SecretRef } from '../config/secret.ts';
 
 export type AuthType = 'bearer' | 'basic';
 
