@@ -5,6 +5,7 @@
  * reasons are fixed phrases and never echo token content, because they end up in logs.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { parseStrictJson } from '../http/json.ts';
 
 export interface BotClaims {
   sub: string;
@@ -54,6 +55,7 @@ export function verifyBotToken(
   // The header is read before the signature is checked so that the algorithm is ours, never the
   // token's choice: anything but HS256 (e.g. 'none') is refused.
   const header = parseJsonObject(headerBytes);
+  if (header === 'duplicate') return reject('duplicate key in header');
   if (header === null) return reject('malformed header');
   if (header.alg !== 'HS256') return reject('unsupported algorithm');
   if (Object.hasOwn(header, 'typ') && header.typ !== 'JWT') return reject('unsupported token type');
@@ -67,6 +69,7 @@ export function verifyBotToken(
   }
 
   const payload = parseJsonObject(payloadBytes);
+  if (payload === 'duplicate') return reject('duplicate key in payload');
   if (payload === null) return reject('malformed payload');
   const { exp, iat, nbf } = payload;
   if (exp === undefined) return reject('missing claim exp');
@@ -119,13 +122,14 @@ function decodeSegment(segment: string): Buffer | null {
   return bytes.toString('base64url') === segment ? bytes : null;
 }
 
-function parseJsonObject(bytes: Buffer): Record<string, unknown> | null {
-  let value: unknown;
-  try {
-    value = JSON.parse(bytes.toString('utf8'));
-  } catch {
-    return null;
-  }
+/**
+ * An object, or 'duplicate' when a key repeats: another JWT library reading the first of two
+ * `exp` (or `alg`) claims must never see a different token than the one verified here.
+ */
+function parseJsonObject(bytes: Buffer): Record<string, unknown> | 'duplicate' | null {
+  const parsed = parseStrictJson(bytes);
+  if (!parsed.ok) return parsed.reason === 'duplicate_key' ? 'duplicate' : null;
+  const value = parsed.value;
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
 }
 

@@ -239,3 +239,19 @@ test('random single-character mutations never verify unless the token is unchang
   }
   assert.ok(unchanged < 100, 'most mutations must change the token');
 });
+
+/** Builds a correctly signed token from raw header and payload JSON text (which may repeat keys). */
+function forgeRaw(headerJson: string, payloadJson: string, key = KEY): string {
+  const signingInput = `${Buffer.from(headerJson).toString('base64url')}.${Buffer.from(payloadJson).toString('base64url')}`;
+  return `${signingInput}.${createHmac('sha256', key).update(signingInput).digest('base64url')}`;
+}
+
+test('a duplicate key in the header or payload is rejected, even when correctly signed', () => {
+  const claims = JSON.stringify(CLAIMS);
+  // Another JWT library keeping the first "exp" would accept a token this one read as expired, and vice versa.
+  const twoExp = `${claims.slice(0, -1)},"exp":${NOW + 999_999}}`;
+  assert.equal(rejection(verifyBotToken(forgeRaw('{"alg":"HS256","typ":"JWT"}', twoExp), KEY, OPTS)), 'duplicate key in payload');
+  const escapedSub = `${claims.slice(0, -1)},"s\\u0075b":"bot:other"}`;
+  assert.equal(rejection(verifyBotToken(forgeRaw('{"alg":"HS256","typ":"JWT"}', escapedSub), KEY, OPTS)), 'duplicate key in payload');
+  assert.equal(rejection(verifyBotToken(forgeRaw('{"alg":"none","alg":"HS256"}', claims), KEY, OPTS)), 'duplicate key in header');
+});
