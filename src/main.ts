@@ -5,6 +5,8 @@ import { agentConfig, botClaims } from './gateway/agent-config.ts';
 import { parseCommandLine, usage, UsageError, type CommandLine, type ServeOptions } from './config/cli.ts';
 import { createUpstreamAgent } from './http/forward.ts';
 import { createGatewayHandler, sendGatewayError } from './gateway/handler.ts';
+import { hostedToolsPolicy } from './gateway/protocols/openai.ts';
+import { PROTOCOLS } from './gateway/protocols/table.ts';
 import { parseGatewayEnv, type GatewayConfig } from './gateway/config.ts';
 import { gitWorkloadConfig } from './git/config.ts';
 import { createGitHandler, sendGitError, type GitUpstream } from './git/proxy.ts';
@@ -59,6 +61,12 @@ function loadPrices(): Map<string, ModelPrice> {
 async function serve(options: ServeOptions): Promise<void> {
   const gitUpstreams = openGitUpstreams(loadHosts(options));
   const gateway: GatewayConfig = parseGatewayEnv(env);
+  let hostedTools: ReadonlySet<string>;
+  try {
+    hostedTools = hostedToolsPolicy(options.allowHostedTools);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
   const hostStates = [...gitUpstreams.values()].map((u) => ({
     host: u.config.key,
     auth: u.config.authType,
@@ -157,6 +165,8 @@ async function serve(options: ServeOptions): Promise<void> {
           closed: (model) => metrics.streams.closed(gateway.provider, model),
         },
         config: gateway,
+        protocols: PROTOCOLS,
+        hostedTools,
         agent: createUpstreamAgent({ ca: gateway.caFile ? readCaFile(gateway.caFile, 'UPSTREAM_CA_FILE') : undefined, tlsInsecureSkipVerify: false }),
         apiKey,
         timeouts: upstreamTimeouts,
@@ -171,6 +181,12 @@ async function serve(options: ServeOptions): Promise<void> {
     if (!gateway.signingKey) {
       log({ event: 'warning', listener: 'model', message: 'MODEL_PROXY_SIGNING_KEY is not set: bots are not authenticated (network-policy mode); identity headers are informational only' });
     }
+    if (gateway.allowedModels.length === 0) {
+      log({ event: 'warning', listener: 'model', message: 'UPSTREAM_ALLOWED_MODELS is empty: every model request will be refused until it lists the model IDs bots may use' });
+    }
+    if (hostedTools.size > 0) {
+      log({ event: 'warning', listener: 'model', message: `hosted tools allowed (--allow-hosted-tools): ${[...hostedTools].join(', ')}; the provider runs them outside the sandbox` });
+    }
     log({
       event: 'listening',
       listener: 'model',
@@ -179,6 +195,8 @@ async function serve(options: ServeOptions): Promise<void> {
       provider: gateway.provider,
       upstream: `https://${gateway.upstream.host}${gateway.upstream.basePath}`,
       models: gateway.allowedModels,
+      apis: PROTOCOLS.map((p) => p.api),
+      hosted_tools: [...hostedTools],
       key: apiKey?.read().ok ? 'present' : 'missing',
       bot_auth: gateway.signingKey ? 'jwt' : 'network-policy',
     });

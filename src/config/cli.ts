@@ -27,6 +27,8 @@ export interface ServeOptions {
   readonly metricsListen: ListenAddress;
   readonly metricsMaxSeries: number;
   readonly metricsRunIdLabel: boolean;
+  /** --allow-hosted-tools, split; the names are checked against the gateway's list by main. */
+  readonly allowHostedTools: readonly string[];
 }
 
 export interface MintOptions {
@@ -58,6 +60,7 @@ const FLAGS = {
   'max-request-body': { default: '32MiB', help: 'largest chat-completion request body (413 beyond)' },
   'upstream-max-retries': { default: '2', help: 'model gateway: retries after a 429 or a failed connect, before any byte reached the client' },
   'upstream-retry-budget': { default: '30s', help: 'model gateway: total time retries of one request may wait' },
+  'allow-hosted-tools': { default: '', help: 'model gateway: provider-executed tools allowed, comma-separated (web_search, file_search, code_interpreter, image_generation, mcp, shell); none by default' },
   'max-token-lifetime': { default: '24h', help: 'longest bot token lifetime (exp - iat) the gateway accepts and mint-token issues' },
   'header-timeout': { default: '30s', help: 'time a client has to send its request head' },
   'idle-timeout': { default: '60s', help: 'idle keep-alive client connections are closed after this' },
@@ -152,6 +155,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       metricsListen: wrap(() => parseListenAddress('metrics-listen', str('metrics-listen')!)),
       metricsMaxSeries: wrap(() => parseCount('metrics-max-series', str('metrics-max-series')!, 10, 1_000_000)),
       metricsRunIdLabel: values['metrics-run-id-label'] === true,
+      allowHostedTools: str('allow-hosted-tools')!.split(',').map((t) => t.trim()).filter((t) => t !== ''),
     },
     mint: {
       instanceId: str('instance-id'),

@@ -1,32 +1,36 @@
-// The model gateway: authenticates the bot, validates the model, injects the upstream key and
-// relays chat completions (streamed or not) while recording usage. Decisions are made by the
-// pure functions of rules.ts, retry.ts, ../auth/jwt.ts and sse.ts; forwarding is ../http/forward.ts.
+// The model gateway's request handler, one for every wire protocol: it authenticates the bot,
+// checks the body with the protocol's rules, injects the upstream key, retries while nothing has
+// reached the client, relays the answer (SSE unbuffered) and records what the call did. What
+// differs per protocol comes from its module (./protocols/); the decisions themselves are the
+// pure functions of rules.ts, retry.ts and ../auth/jwt.ts; forwarding is ../http/forward.ts.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Agent } from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { verifyBotToken } from '../auth/jwt.ts';
+import type { SecretSource } from '../config/secret.ts';
 import { errorForUpstreamFailure, ERRORS, type ProxyError, type UpstreamError, type UpstreamFailure } from '../http/errors.ts';
-import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type UpstreamCall, type UpstreamTimeouts } from '../http/forward.ts';
+import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type Exchange, type UpstreamCall, type UpstreamTimeouts } from '../http/forward.ts';
+import { mediaType, scrubResponseHeaders } from '../http/headers.ts';
+import { elapsedMs, pathForLog, type LogSink } from '../http/log.ts';
+import { writeProxyError } from '../http/server.ts';
 import type { GatewayConfig } from './config.ts';
+import { openAiErrorBody } from './protocols/openai.ts';
+import type { ApiName, CallSummary, RequestPolicy, WireProtocol } from './protocols/protocol.ts';
+import { nextRetryDelay, retryHintMs, type RetryPolicy } from './retry.ts';
 import {
+  checkRequestBody,
   clientRequestId,
   gatewayUpstreamHeaders,
   identityFromHeaders,
   isJsonContentType,
+  modelBody,
   modelsListBody,
-  openAiErrorBody,
   routeGatewayRequest,
-  upstreamChatPath,
-  validateChatRequest,
+  upstreamPath,
   type Identity,
 } from './rules.ts';
-import { scrubResponseHeaders } from '../http/headers.ts';
-import { verifyBotToken } from '../auth/jwt.ts';
-import { elapsedMs, type LogSink } from '../http/log.ts';
-import { nextRetryDelay, retryHintMs, type RetryPolicy } from './retry.ts';
-import type { SecretSource } from '../config/secret.ts';
-import { writeProxyError } from '../http/server.ts';
-import { SseInspector, summarizeJsonCompletion, type CompletionSummary } from './sse.ts';
+import { SseFramer } from './sse.ts';
 
 /** What one model call did: the access log line, and what the metrics count. */
 export type ModelRequestRecord = {
@@ -35,11 +39,16 @@ export type ModelRequestRecord = {
   readonly request_id: string;
   readonly upstream_request_id: string | null;
   readonly provider: string;
-  /** Only ever an allowlisted model ID (null when refused before validation). */
+  /** The wire protocol (null for the catalog and for paths no protocol serves). */
+  readonly api: ApiName | null;
+  /** Only ever an allowlisted model ID (null when refused before or by the allowlist). */
   readonly model: string | null;
+  /** A model the allowlist refused, bounded: for the operator, never a metric label. */
+  readonly refused_model: string | null;
   readonly response_model: string | null;
   readonly method: string;
-  readonly path: string | null;
+  /** The request path without its query, bounded. */
+  readonly path: string;
   readonly status: number;
   readonly stream: boolean;
   readonly duration_ms: number;
@@ -51,12 +60,16 @@ export type ModelRequestRecord = {
   readonly usage_complete: boolean;
   readonly finish_reason: string | null;
   readonly interrupted: 'client' | 'upstream' | 'idle_timeout' | null;
+  /** Upstream attempts made (0 when the request never reached the upstream). */
+  readonly attempts: number;
   readonly retries: number;
   readonly rate_limited: number;
   readonly instance_id: string | null;
   readonly workflow: string | null;
   readonly run_id: string | null;
+  /** Request body bytes received from the client (once, however many attempts). */
   readonly bytes_in: number;
+  /** Response body bytes relayed to the client. */
   readonly bytes_out: number;
   readonly error: string | null;
 };
@@ -67,6 +80,10 @@ export interface GatewayDeps {
   /** Told when an SSE relay starts and ends (for the streams-in-flight gauge). */
   readonly streams?: { opened(model: string): void; closed(model: string): void };
   readonly config: GatewayConfig;
+  /** The wire protocols served (./protocols/table.ts). */
+  readonly protocols: readonly WireProtocol[];
+  /** Provider-executed tool types allowed (--allow-hosted-tools). */
+  readonly hostedTools: ReadonlySet<string>;
   readonly agent: Agent;
   readonly apiKey: SecretSource | undefined;
   readonly timeouts: UpstreamTimeouts;
@@ -80,15 +97,27 @@ export interface GatewayDeps {
 const MAX_ERROR_BODY_BYTES = 1024 * 1024;
 /** Non-streamed bodies are copied for usage extraction only up to this size. */
 const MAX_SUMMARY_BODY_BYTES = 8 * 1024 * 1024;
-/** Failures before any response byte that are worth another attempt. */
-const RETRYABLE: ReadonlySet<UpstreamFailure> = new Set(['connect_refused', 'connect_timeout', 'reset']);
 
-export function sendGatewayError(req: IncomingMessage, res: ServerResponse, error: ProxyError, param: string | null = null, message?: string, allow?: string): void {
-  writeProxyError(req, res, error.status, 'application/json', openAiErrorBody(error, param, message), allow);
+/**
+ * Whether a failure before any response byte is worth another attempt. A refused or timed-out
+ * connect sent nothing. A reset may have come after the upstream read the whole request and
+ * began a (billed) generation, so it is retried only on a reused keep-alive socket, which the
+ * upstream may have closed just as we wrote to it (the case undici and reply-from retry).
+ */
+function retryable(kind: UpstreamFailure, reusedSocket: boolean): boolean {
+  return kind === 'connect_refused' || kind === 'connect_timeout' || (kind === 'reset' && reusedSocket);
 }
 
-function isEventStream(contentType: string | undefined): boolean {
-  return contentType?.split(';', 1)[0]!.trim().toLowerCase() === 'text/event-stream';
+/** Replaces every occurrence of `secret` in an upstream error body. */
+export function redactSecret(body: Buffer, secret: string): Buffer {
+  if (secret.length === 0 || body.indexOf(secret) < 0) return body;
+  return Buffer.from(body.toString('latin1').split(secret).join('[REDACTED]'), 'latin1');
+}
+
+function errorClassForStatus(status: number): string | undefined {
+  if (status < 400) return undefined;
+  if (status === 429) return 'rate_limited';
+  return status < 500 ? 'upstream_4xx' : 'upstream_5xx';
 }
 
 /** Reads the request body up to `max` bytes: the buffer, 'too_large', or 'aborted'. */
@@ -112,19 +141,6 @@ function readBody(req: IncomingMessage, max: number): Promise<Buffer | 'too_larg
   });
 }
 
-/** Replaces every occurrence of `secret` in an upstream error body. */
-export function redactSecret(body: Buffer, secret: string): Buffer {
-  if (secret.length === 0 || body.indexOf(secret) < 0) return body;
-  return Buffer.from(body.toString('latin1').split(secret).join('[REDACTED]'), 'latin1');
-}
-
-function errorClassForStatus(status: number): string | undefined {
-  if (status < 400) return undefined;
-  if (status === 429) return 'rate_limited';
-  if (status === 401 || status === 403) return 'upstream_rejected_key';
-  return status < 500 ? 'upstream_4xx' : 'upstream_5xx';
-}
-
 function readAll(stream: IncomingMessage, max: number): Promise<Buffer | undefined> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
@@ -141,10 +157,15 @@ function readAll(stream: IncomingMessage, max: number): Promise<Buffer | undefin
   });
 }
 
+/** An error the listener itself makes on the gateway port (bad HTTP version, a handler bug). */
+export function sendGatewayError(req: IncomingMessage, res: ServerResponse, error: ProxyError): void {
+  writeProxyError(req, res, error.status, 'application/json', openAiErrorBody(error, null, error.message));
+}
+
 export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, res: ServerResponse) => void {
-  const allowed = new Set(deps.config.allowedModels);
+  const policy: RequestPolicy = { allowedModels: new Set(deps.config.allowedModels), hostedTools: deps.hostedTools };
   const modelsBody = modelsListBody(deps.config.allowedModels, deps.config.provider);
-  const { upstream } = deps.config;
+  const { upstream, provider } = deps.config;
 
   return (req, res) => {
     void handle(req, res).catch((err: unknown) => {
@@ -156,35 +177,56 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const startedAt = performance.now();
-    const exchange = newExchange();
     const method = req.method ?? '';
-    const route = routeGatewayRequest(method, req.url ?? '');
-    let identity: Identity = { instanceId: null, workflow: null, runId: null };
-    let model: string | undefined;
-    let stream = false;
-    /** An SSE relay began: only then can a stream be interrupted. */
-    let relaying = false;
-    let summary: CompletionSummary | undefined;
-    let retries = 0;
-    let rateLimited = 0;
-    let upstreamRequestId: string | undefined;
-    let requestId: string;
+    const route = routeGatewayRequest(method, req.url ?? '', deps.protocols);
+    const protocol = route.ok ? (route.kind === 'protocol' ? route.protocol : undefined) : route.protocol;
+    // What the record says, filled in as the request goes.
+    const tally = {
+      identity: { instanceId: null, workflow: null, runId: null } as Identity,
+      model: null as string | null,
+      refusedModel: null as string | null,
+      stream: false,
+      /** An SSE relay began: only then can a stream be interrupted. */
+      relaying: false,
+      summary: undefined as CallSummary | undefined,
+      attempts: 0,
+      retries: 0,
+      rateLimited: 0,
+      upstreamRequestId: undefined as string | undefined,
+      bytesIn: 0,
+    };
+    // Each upstream attempt has its own Exchange, so a retried attempt's bytes and failure never
+    // mix into the final one's. Outside an attempt (reading the body, waiting to retry) a client
+    // abort is recorded in `client`.
+    const client = newExchange();
+    let attempt: Exchange | undefined;
+
+    // Rule 7: correlation id, forwarded or generated, returned on every answer and in the log
+    // line even when the request is refused or abandoned. X-Request-Id carries it on the
+    // gateway's own answers (the SDKs report it); a relayed answer carries the upstream's.
+    const requestId = clientRequestId(req.headers) ?? randomUUID();
+    res.setHeader('x-client-request-id', requestId);
+    res.setHeader('x-request-id', requestId);
 
     const logDone = (status: number, error?: string) => {
+      const summary = tally.summary;
       const usage = summary?.usage ?? null;
-      const interrupted = exchange.failure === undefined ? null : exchange.failure === 'client_aborted' ? 'client' : exchange.failure === 'idle_timeout' ? 'idle_timeout' : 'upstream';
+      const failure = attempt?.failure ?? client.failure;
+      const interrupted = failure === undefined ? null : failure === 'client_aborted' ? 'client' : failure === 'idle_timeout' ? 'idle_timeout' : 'upstream';
       deps.record({
         event: 'request',
         listener: 'model',
         request_id: requestId,
-        upstream_request_id: upstreamRequestId ?? null,
-        provider: deps.config.provider,
-        model: model ?? null,
+        upstream_request_id: tally.upstreamRequestId ?? null,
+        provider,
+        api: protocol?.api ?? null,
+        model: tally.model,
+        refused_model: tally.refusedModel,
         response_model: summary?.model?.slice(0, 128) ?? null,
         method,
-        path: route.ok ? (route.route === 'chat' ? '/v1/chat/completions' : '/v1/models') : null,
+        path: pathForLog(req.url ?? ''),
         status,
-        stream,
+        stream: tally.stream,
         duration_ms: elapsedMs(startedAt, performance.now()),
         ttft_ms: summary?.firstTokenAt != null ? elapsedMs(startedAt, summary.firstTokenAt) : null,
         input_tokens: usage?.inputTokens ?? null,
@@ -193,26 +235,25 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         cached_tokens: usage?.cachedTokens ?? null,
         usage_complete: usage !== null,
         finish_reason: summary?.finishReason ?? null,
-        interrupted: relaying ? interrupted : null,
-        retries,
-        rate_limited: rateLimited,
-        instance_id: identity.instanceId,
-        workflow: identity.workflow,
-        run_id: identity.runId,
-        bytes_in: exchange.bytesIn,
-        bytes_out: exchange.bytesOut,
-        error: error ?? exchange.failure ?? null,
+        interrupted: tally.relaying ? interrupted : null,
+        attempts: tally.attempts,
+        retries: tally.retries,
+        rate_limited: tally.rateLimited,
+        instance_id: tally.identity.instanceId,
+        workflow: tally.identity.workflow,
+        run_id: tally.identity.runId,
+        bytes_in: tally.bytesIn,
+        bytes_out: attempt?.bytesOut ?? 0,
+        error: error ?? failure ?? summary?.streamError ?? null,
       });
     };
+    const errorBody = protocol?.errorBody ?? openAiErrorBody;
+    const sendError = (error: ProxyError, param: string | null = null, message = error.message, allow?: string) =>
+      writeProxyError(req, res, error.status, 'application/json', errorBody(error, param, message), allow);
     const reject = (error: ProxyError, param: string | null = null, message?: string, allow?: string) => {
-      sendGatewayError(req, res, error, param, message, allow);
+      sendError(error, param, message, allow);
       logDone(error.status, error.code);
     };
-
-    // Rule 7: correlation id, forwarded or generated, returned to the client on every answer,
-    // and in the log line even when the request is refused or abandoned.
-    requestId = clientRequestId(req.headers) ?? randomUUID();
-    res.setHeader('x-client-request-id', requestId);
 
     if (!route.ok) return reject(route.error, null, undefined, route.allow);
 
@@ -226,27 +267,30 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         maxLifetimeSec: deps.maxTokenLifetimeSec,
         leewaySec: 30,
       });
-      if (!verified.ok) return reject(ERRORS.unauthenticated, null, `${ERRORS.unauthenticated.message} (token ${verified.reason})`);
-      identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id };
+      if (!verified.ok) return reject(ERRORS.unauthenticated, null, `${ERRORS.unauthenticated.message}: the token was refused (${verified.reason})`);
+      tally.identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id };
     } else {
       const fromHeaders = identityFromHeaders(req.headers);
       if ('error' in fromHeaders) return reject(fromHeaders.error, fromHeaders.param);
-      identity = fromHeaders;
+      tally.identity = fromHeaders;
     }
 
-    if (route.route === 'models') {
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(modelsBody), 'cache-control': 'no-store' });
-      res.end(modelsBody);
+    if (route.kind === 'models' || route.kind === 'model') {
+      const body = route.kind === 'models' ? modelsBody : modelBody(route.id, deps.config.allowedModels, provider);
+      if (body === undefined) return reject(ERRORS.modelNotFound);
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
+      res.end(body);
       return logDone(200);
     }
+    const proto = route.protocol;
 
-    // Rule 2: the model, from the JSON body.
+    // Rule 2: the model, from the JSON body, checked by the protocol's rules.
     if (!isJsonContentType(req.headers['content-type'])) return reject(ERRORS.unsupportedMediaType);
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > deps.maxBodyBytes) return reject(ERRORS.bodyTooLarge);
     const body = await readBody(req, deps.maxBodyBytes);
     if (body === 'aborted') {
-      exchange.failure = 'client_aborted';
+      client.failure = 'client_aborted';
       return logDone(0);
     }
     if (body === 'too_large') {
@@ -254,10 +298,14 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       res.once('finish', () => req.destroy());
       return;
     }
-    const chat = validateChatRequest(body, allowed);
-    if (!chat.ok) return reject(chat.error, chat.param);
-    model = chat.model;
-    stream = chat.stream;
+    tally.bytesIn = body.length;
+    const checked = checkRequestBody(body, proto, policy);
+    if (!checked.ok) {
+      tally.refusedModel = checked.refusedModel ?? null;
+      return reject(checked.error, checked.param, checked.message);
+    }
+    tally.model = checked.model;
+    tally.stream = checked.stream;
 
     // Rule 3: the key, read now (it may have rotated).
     if (!deps.apiKey) return reject(ERRORS.upstreamKeyMissing);
@@ -269,8 +317,8 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       hostname: upstream.hostname,
       port: upstream.port,
       method: 'POST',
-      path: upstreamChatPath(upstream.basePath, route.query),
-      headers: gatewayUpstreamHeaders(req.headers, {
+      path: upstreamPath(upstream.basePath, route.route, route.query),
+      headers: gatewayUpstreamHeaders(req.headers, proto, {
         host: upstream.host,
         apiKey: key.value,
         clientRequestId: requestId,
@@ -283,49 +331,52 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     // Made only when a retry has to wait: most requests never need it.
     let cancel: AbortController | undefined;
     let call: UpstreamCall | undefined;
-    abortUpstreamOnClientClose(res, () => call?.request, exchange, () => cancel?.abort());
+    abortUpstreamOnClientClose(res, () => ({ request: call?.request, exchange: attempt ?? client }), () => cancel?.abort());
 
     // Rule 4 with retries: only while nothing has been sent to the client.
     let waited = 0;
     for (;;) {
-      call = openUpstream(target, deps.timeouts, body, exchange);
+      attempt = newExchange();
+      tally.attempts++;
+      call = openUpstream(target, deps.timeouts, body, attempt);
       let upstreamRes: IncomingMessage;
       try {
         upstreamRes = await call.response;
       } catch (err) {
         const kind = (err as UpstreamError).kind;
-        if (exchange.failure === 'client_aborted') return logDone(0);
-        const delay = RETRYABLE.has(kind) ? nextRetryDelay(deps.retry, retries, waited, undefined, Math.random) : undefined;
+        if (attempt.failure === 'client_aborted') return logDone(0);
+        const delay = retryable(kind, call.request.reusedSocket) ? nextRetryDelay(deps.retry, tally.retries, waited, undefined, Math.random) : undefined;
         if (delay === undefined) {
           const error = errorForUpstreamFailure(kind);
-          sendGatewayError(req, res, error);
+          sendError(error);
           return logDone(error.status, kind);
         }
-        exchange.failure = undefined;
+        attempt = undefined; // between attempts: a client leaving now is recorded in `client`
         if (!(await wait(delay))) return logDone(0);
         waited += delay;
-        retries++;
+        tally.retries++;
         continue;
       }
 
       const status = upstreamRes.statusCode ?? 502;
-      upstreamRequestId = typeof upstreamRes.headers['x-request-id'] === 'string' ? upstreamRes.headers['x-request-id'].slice(0, 128) : undefined;
+      tally.upstreamRequestId = typeof upstreamRes.headers['x-request-id'] === 'string' ? upstreamRes.headers['x-request-id'].slice(0, 128) : undefined;
       if (status === 429) {
-        rateLimited++;
-        const delay = nextRetryDelay(deps.retry, retries, waited, retryHintMs(upstreamRes.headers, Date.now()), Math.random);
+        tally.rateLimited++;
+        const delay = nextRetryDelay(deps.retry, tally.retries, waited, retryHintMs(upstreamRes.headers, Date.now()), Math.random);
         if (delay !== undefined) {
           upstreamRes.resume();
+          attempt = undefined;
           if (!(await wait(delay))) return logDone(0);
           waited += delay;
-          retries++;
+          tally.retries++;
           continue;
         }
       }
-      return relay(upstreamRes, status, key.value);
+      return relay(upstreamRes, status, key.value, proto, attempt);
     }
 
     async function wait(ms: number): Promise<boolean> {
-      if (exchange.failure === 'client_aborted') return false; // gone before the wait began
+      if (client.failure === 'client_aborted' || res.destroyed) return false; // gone before the wait began
       try {
         cancel ??= new AbortController();
         await sleep(ms, undefined, { signal: cancel.signal });
@@ -335,7 +386,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       }
     }
 
-    async function relay(upstreamRes: IncomingMessage, status: number, apiKey: string): Promise<void> {
+    async function relay(upstreamRes: IncomingMessage, status: number, apiKey: string, proto: WireProtocol, exchange: Exchange): Promise<void> {
       // Rule 8: credential-bearing headers removed, by name and by value. The correlation id
       // is ours (set on the response at the start), whatever the upstream echoes.
       const headers = scrubResponseHeaders(upstreamRes.rawHeaders, [apiKey]);
@@ -345,11 +396,21 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         pairs.push(headers[i]!, headers[i + 1]!);
       }
 
+      if (status === 401 || status === 403) {
+        // The upstream refused the gateway's own key: the bot can do nothing about it, and
+        // relaying the 401/403 would look like its own token was refused. The upstream body
+        // is dropped unread (it may echo the key).
+        upstreamRes.resume();
+        deps.log({ event: 'config_error', listener: 'model', provider, status, message: 'the upstream refused the gateway API key: check UPSTREAM_API_KEY / UPSTREAM_API_KEY_FILE and the key\'s permissions' });
+        sendError(ERRORS.upstreamAuthFailed);
+        return logDone(ERRORS.upstreamAuthFailed.status, `upstream_${status}`);
+      }
+
       if (status >= 400) {
-        // Upstreams echo keys in "incorrect API key" messages: read the error whole, redact.
+        // Upstreams echo keys in error messages: read the error whole, redact.
         const errorBody = await readAll(upstreamRes, MAX_ERROR_BODY_BYTES);
         if (errorBody === undefined) {
-          sendGatewayError(req, res, ERRORS.upstreamProtocol);
+          sendError(ERRORS.upstreamProtocol);
           return logDone(ERRORS.upstreamProtocol.status, 'upstream_error_body_too_large');
         }
         const clean = redactSecret(errorBody, apiKey);
@@ -361,35 +422,40 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         exchange.bytesOut = clean.length;
         res.writeHead(status, out);
         res.end(clean);
-        if (status === 401 || status === 403) {
-          deps.log({ event: 'config_error', listener: 'model', provider: deps.config.provider, status, message: 'the upstream refused the gateway API key: check UPSTREAM_API_KEY / UPSTREAM_API_KEY_FILE' });
-        }
         return logDone(status, errorClassForStatus(status));
       }
 
-      if (isEventStream(upstreamRes.headers['content-type'])) {
-        stream = true;
-        relaying = true;
-        // Rule 5: every chunk is written as it arrives; a copy goes to the usage inspector.
+      if (mediaType(upstreamRes.headers['content-type']) === 'text/event-stream') {
+        tally.stream = true;
+        tally.relaying = true;
+        // Rule 5: every chunk is written as it arrives; a copy goes to the protocol's reader.
         pairs.push('X-Accel-Buffering', 'no');
-        const inspector = new SseInspector(() => performance.now());
-        deps.streams?.opened(model!);
+        const reader = proto.newStreamReader(() => performance.now());
+        const framer = new SseFramer(reader);
+        const model = tally.model!;
+        deps.streams?.opened(model);
         try {
-          await relayResponse(res, upstreamRes, pairs, exchange, (chunk) => inspector.push(chunk), true);
+          await relayResponse(res, upstreamRes, pairs, exchange, {
+            onChunk: (chunk) => framer.push(chunk),
+            flushHead: true,
+            endIsClean: proto.streamNeedsEndEvent ? () => reader.summary().terminated : undefined,
+          });
         } finally {
-          deps.streams?.closed(model!);
+          deps.streams?.closed(model);
         }
-        summary = inspector.finish();
+        tally.summary = reader.summary();
         return logDone(status);
       }
 
       const copy: Buffer[] = [];
       let copied = 0;
-      await relayResponse(res, upstreamRes, pairs, exchange, (chunk) => {
-        copied += chunk.length;
-        if (copied <= MAX_SUMMARY_BODY_BYTES) copy.push(chunk);
+      await relayResponse(res, upstreamRes, pairs, exchange, {
+        onChunk: (chunk) => {
+          copied += chunk.length;
+          if (copied <= MAX_SUMMARY_BODY_BYTES) copy.push(chunk);
+        },
       });
-      if (copied <= MAX_SUMMARY_BODY_BYTES && exchange.failure === undefined) summary = summarizeJsonCompletion(Buffer.concat(copy));
+      if (copied <= MAX_SUMMARY_BODY_BYTES && exchange.failure === undefined) tally.summary = proto.summarizeJson(Buffer.concat(copy));
       return logDone(status);
     }
   }

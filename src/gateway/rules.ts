@@ -1,69 +1,76 @@
-// Every decision the model gateway makes about a request, as pure functions: which route, is
-// the body acceptable, who is asking, which headers go upstream, what an error looks like.
+// The model gateway's pure decisions: which route a request takes, what its body must be,
+// who is asking, which headers go upstream, and the model catalog. The wire protocols
+// (./protocols/) say what differs per API; these rules are the same for all of them.
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { ERRORS, type ProxyError } from '../http/errors.ts';
-import { assertHeaderValue, connectionNamed, HOP_BY_HOP, isCredentialHeaderName } from '../http/headers.ts';
+import { assertHeaderValue, connectionNamed, mediaType } from '../http/headers.ts';
+import { parseStrictJson } from '../http/json.ts';
+import { bounded, refuse, type CheckedRequest, type ProtocolRoute, type RequestPolicy, type RequestRefusal, type WireProtocol } from './protocols/protocol.ts';
 
 export type GatewayRoute =
-  | { readonly ok: true; readonly route: 'chat'; readonly query: string }
-  | { readonly ok: true; readonly route: 'models' }
-  | { readonly ok: false; readonly error: ProxyError; readonly allow?: string };
+  | { readonly ok: true; readonly kind: 'protocol'; readonly protocol: WireProtocol; readonly route: ProtocolRoute; readonly query: string }
+  | { readonly ok: true; readonly kind: 'models' }
+  | { readonly ok: true; readonly kind: 'model'; readonly id: string }
+  | { readonly ok: false; readonly error: ProxyError; readonly allow?: string; readonly protocol?: WireProtocol };
 
 // A query is passed on (some OpenAI-compatible hosts want `api-version=`), but only when it is
 // plain `key=value&...` text that no server could read as anything else.
 const SAFE_QUERY = /^[A-Za-z0-9\-._~=&%+,]*$/;
 
-export function routeGatewayRequest(method: string, target: string): GatewayRoute {
+/** Paths of state stored at the provider: never routed, whatever the method. */
+const STORED_STATE_PATH = /^\/v1\/(?:responses\/|conversations(?:\/|$))/;
+
+/**
+ * The route of a request: a protocol's POST path, the model catalog, or an error. `protocols`
+ * is the gateway's table; a path served by none of them is 404.
+ */
+export function routeGatewayRequest(method: string, target: string, protocols: readonly WireProtocol[]): GatewayRoute {
   const q = target.indexOf('?');
   const path = q < 0 ? target : target.slice(0, q);
   const query = q < 0 ? '' : target.slice(q + 1);
-  if (path === '/v1/chat/completions') {
-    if (method !== 'POST') return { ok: false, error: ERRORS.methodNotAllowed, allow: 'POST' };
-    if (!SAFE_QUERY.test(query)) return { ok: false, error: ERRORS.badQuery };
-    return { ok: true, route: 'chat', query };
+  for (const protocol of protocols) {
+    for (const route of protocol.routes) {
+      if (path !== route.path) continue;
+      if (method !== 'POST') return { ok: false, error: ERRORS.methodNotAllowed, allow: 'POST', protocol };
+      if (!SAFE_QUERY.test(query)) return { ok: false, error: ERRORS.badQuery, protocol };
+      return { ok: true, kind: 'protocol', protocol, route, query };
+    }
   }
-  if (path === '/v1/models') {
+  if (path === '/v1/models' || path.startsWith('/v1/models/')) {
     if (method !== 'GET') return { ok: false, error: ERRORS.methodNotAllowed, allow: 'GET' };
-    return { ok: true, route: 'models' };
+    if (path === '/v1/models') return { ok: true, kind: 'models' };
+    let id: string;
+    try {
+      id = decodeURIComponent(path.slice('/v1/models/'.length));
+    } catch {
+      return { ok: false, error: ERRORS.modelNotFound };
+    }
+    return { ok: true, kind: 'model', id };
   }
+  if (STORED_STATE_PATH.test(path)) return { ok: false, error: ERRORS.storedStateNotRouted };
   return { ok: false, error: ERRORS.notFound };
 }
 
 /** Media type, not string comparison: `application/json; charset=utf-8` and `+json` types pass. */
 export function isJsonContentType(value: string | undefined): boolean {
-  if (value === undefined) return false;
-  const type = value.split(';', 1)[0]!.trim().toLowerCase();
-  return type === 'application/json' || /^application\/[a-z0-9.+-]+\+json$/.test(type);
+  const type = mediaType(value);
+  return type !== undefined && (type === 'application/json' || /^application\/[a-z0-9.+-]+\+json$/.test(type));
 }
 
-export const ALLOWED_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
-
-export type ChatRequest =
-  | { readonly ok: true; readonly model: string; readonly stream: boolean; readonly includeUsage: boolean }
-  | { readonly ok: false; readonly error: ProxyError; readonly param: string | null };
-
-/** Validates the fields the gateway relies on; everything else is the upstream's business. */
-export function validateChatRequest(body: Buffer, allowedModels: ReadonlySet<string>): ChatRequest {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(body.toString('utf8'));
-  } catch {
-    return { ok: false, error: ERRORS.invalidJson, param: null };
+/**
+ * A request body as the gateway judges it: strict JSON (a duplicate key anywhere is refused, so
+ * that no parser upstream can read another model than the one checked), an object, and then the
+ * protocol's own checks.
+ */
+export function checkRequestBody(body: Buffer, protocol: WireProtocol, policy: RequestPolicy): CheckedRequest | RequestRefusal {
+  const parsed = parseStrictJson(body);
+  if (!parsed.ok) {
+    if (parsed.reason === 'invalid') return refuse(ERRORS.invalidJson, null);
+    return refuse(ERRORS.duplicateKey, null, `the request body has the key "${bounded(parsed.key ?? '')}" twice in one object; parsers disagree on which one counts, so send each key once`);
   }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return { ok: false, error: ERRORS.invalidJson, param: null };
-  const req = doc as Record<string, unknown>;
-  if (typeof req.model !== 'string') return { ok: false, error: ERRORS.modelMissing, param: 'model' };
-  if (!allowedModels.has(req.model)) return { ok: false, error: ERRORS.modelNotAllowed, param: 'model' };
-  if (!Array.isArray(req.messages)) return { ok: false, error: ERRORS.messagesMissing, param: 'messages' };
-  for (let i = 0; i < req.messages.length; i++) {
-    const m = req.messages[i] as { role?: unknown } | null;
-    if (typeof m !== 'object' || m === null || typeof m.role !== 'string' || !ALLOWED_ROLES.has(m.role)) {
-      return { ok: false, error: ERRORS.roleNotAllowed, param: `messages[${i}].role` };
-    }
-  }
-  if (req.stream !== undefined && typeof req.stream !== 'boolean') return { ok: false, error: ERRORS.streamNotBoolean, param: 'stream' };
-  const options = req.stream_options as { include_usage?: unknown } | undefined;
-  return { ok: true, model: req.model, stream: req.stream === true, includeUsage: options?.include_usage === true };
+  const doc = parsed.value;
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return refuse(ERRORS.invalidJson, null);
+  return protocol.checkRequest(doc as Record<string, unknown>, policy);
 }
 
 export interface Identity {
@@ -99,38 +106,6 @@ export function clientRequestId(headers: IncomingHttpHeaders): string | undefine
   return typeof v === 'string' && CLIENT_REQUEST_ID.test(v) ? v : undefined;
 }
 
-// Client headers that never go upstream: credentials of any kind (the bot's token, keys a
-// workload may have found), account selectors that would let a workload bill another
-// organisation with our key, our own identity headers, and framing we set ourselves.
-const GATEWAY_DROPPED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
-  'authorization',
-  'proxy-authorization',
-  'x-api-key',
-  'api-key',
-  'cookie',
-  'host',
-  'content-length',
-  'accept-encoding',
-  'openai-organization',
-  'openai-project',
-  'upstream-organization',
-  'upstream-project',
-  'x-instance-id',
-  'x-workflow',
-  'x-run-id',
-  'x-client-request-id',
-  'forwarded',
-  'x-real-ip',
-  'x-original-forwarded-for',
-  // Node answers `Expect: 100-continue` itself; the upstream leg has its own framing.
-  'expect',
-]);
-
-/** Dropped by name pattern: proxy metadata about our network, and anything credential-like. */
-function droppedByPattern(name: string): boolean {
-  return name.startsWith('x-forwarded-') || isCredentialHeaderName(name);
-}
-
 export interface GatewayUpstreamHeaderInput {
   readonly host: string;
   readonly apiKey: string;
@@ -140,12 +115,20 @@ export interface GatewayUpstreamHeaderInput {
   readonly project: string | undefined;
 }
 
-export function gatewayUpstreamHeaders(incoming: IncomingHttpHeaders, set: GatewayUpstreamHeaderInput): OutgoingHttpHeaders {
+/**
+ * Upstream headers for a model call: the client headers the protocol allows (minus any the
+ * client named in `Connection`, evaluated before ours are added so that a client cannot strip
+ * what the gateway sets), then Host, the key, the body length, identity encoding, the
+ * correlation id and the configured account headers. Everything else stays here: credentials
+ * of any kind, account selectors, forwarding metadata, our identity headers, headers nobody
+ * thought of.
+ */
+export function gatewayUpstreamHeaders(incoming: IncomingHttpHeaders, protocol: Pick<WireProtocol, 'requestHeaders' | 'requestHeaderPrefixes'>, set: GatewayUpstreamHeaderInput): OutgoingHttpHeaders {
   const dropped = connectionNamed(incoming.connection);
   const out: OutgoingHttpHeaders = {};
   for (const name of Object.keys(incoming)) {
-    if (HOP_BY_HOP.has(name) || GATEWAY_DROPPED_REQUEST_HEADERS.has(name) || dropped.has(name) || droppedByPattern(name)) continue;
-    out[name] = incoming[name];
+    if (dropped.has(name)) continue;
+    if (protocol.requestHeaders.has(name) || protocol.requestHeaderPrefixes.some((p) => name.startsWith(p))) out[name] = incoming[name];
   }
   out.host = assertHeaderValue('host', set.host);
   out.authorization = assertHeaderValue('authorization', `Bearer ${set.apiKey}`);
@@ -158,26 +141,21 @@ export function gatewayUpstreamHeaders(incoming: IncomingHttpHeaders, set: Gatew
   return out;
 }
 
-/** `/v1/chat/completions` under an SDK-style base path: `/v1` + `/chat/completions`, never `/v1/v1`. */
-export function upstreamChatPath(basePath: string, query: string): string {
-  return `${basePath}/chat/completions${query ? `?${query}` : ''}`;
+/** A protocol path under an SDK-style base path: `/v1` + `/chat/completions`, never `/v1/v1`. */
+export function upstreamPath(basePath: string, route: ProtocolRoute, query: string): string {
+  return `${basePath}${route.upstreamPath}${query ? `?${query}` : ''}`;
 }
 
-/** OpenAI's error `type` for a status, so SDKs classify gateway errors as they do upstream ones. */
-export function openAiErrorType(status: number): string {
-  if (status === 401) return 'authentication_error';
-  if (status === 403) return 'permission_error';
-  if (status === 404) return 'not_found_error';
-  if (status === 429) return 'rate_limit_error';
-  if (status >= 500) return 'server_error';
-  return 'invalid_request_error';
-}
-
-export function openAiErrorBody(error: ProxyError, param: string | null, message = error.message): string {
-  return JSON.stringify({ error: { message, type: openAiErrorType(error.status), code: error.code, param } });
+function modelObject(id: string, provider: string): Record<string, unknown> {
+  return { id, object: 'model', created: 0, owned_by: provider };
 }
 
 /** The catalog: exactly the allowlist, in OpenAI's list format. */
 export function modelsListBody(models: readonly string[], provider: string): string {
-  return JSON.stringify({ object: 'list', data: models.map((id) => ({ id, object: 'model', created: 0, owned_by: provider })) });
+  return JSON.stringify({ object: 'list', data: models.map((id) => modelObject(id, provider)) });
+}
+
+/** One model of the catalog (`GET /v1/models/{id}`, the SDKs' models.retrieve), or undefined. */
+export function modelBody(id: string, models: readonly string[], provider: string): string | undefined {
+  return models.includes(id) ? JSON.stringify(modelObject(id, provider)) : undefined;
 }

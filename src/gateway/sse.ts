@@ -1,254 +1,201 @@
 /**
- * Extracts token usage, model, finish reason and time to first token from OpenAI
- * chat-completions responses.
+ * Server-sent events framing for the gateway's usage inspection, shared by every wire protocol.
  *
- * SseInspector reads a copy of an upstream `text/event-stream` body: the proxy forwards the real
- * bytes itself, so nothing here can delay or alter them. Framing follows the WHATWG rules for
- * interpreting an event stream:
- * https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation
+ * SseFramer reads a copy of an upstream `text/event-stream` body: the relay forwards the real
+ * bytes itself, so nothing here can delay or alter them. It finds events as the WHATWG rules
+ * for interpreting an event stream say
+ * (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation)
+ * and hands each event's data to the protocol's EventReader, which decides what it means.
  *
- * The inspector runs on every streamed byte, so it stays cheap and bounded:
- * - lines are found with byte searches on the incoming Buffer; nothing is decoded to a string
- *   except the data of events that are parsed;
- * - an event's data is JSON.parsed only when a byte-level pre-check says it may carry a field we
- *   still need (see mayHaveValue);
- * - a line, or an event's data, longer than maxLineBytes is dropped rather than buffered, so memory
- *   stays O(maxLineBytes) whatever upstream sends.
+ * It runs on every streamed byte, so it stays cheap and bounded:
+ * - only `data` lines are kept; comments and the event, id and retry fields carry nothing a
+ *   reader needs, and are skipped without being copied;
+ * - line ends are found with byte searches (memchr), so data bytes are copied once, into the
+ *   event being built;
+ * - an event's data is kept up to maxEventBytes. Past that it is streamed to the reader's
+ *   largeEvent consumer piece by piece (the Responses API repeats the whole output, megabytes,
+ *   in its final event), or dropped if the reader has no use for it: memory stays
+ *   O(maxEventBytes) whatever upstream sends.
  */
 
-export interface Usage {
-  inputTokens: number | null;
-  outputTokens: number | null;
-  reasoningTokens: number | null;
-  cachedTokens: number | null;
+/** Receives the data of an event that outgrew the cap, in pieces, then its end. */
+export interface LargeEventConsumer {
+  push(bytes: Buffer): void;
+  end(): void;
 }
 
-export interface CompletionSummary {
-  /** From the last usage object seen (streams send it in a final chunk). */
-  usage: Usage | null;
-  /** The response's `model` field, last seen. */
-  model: string | null;
-  /** choices[0].finish_reason, last non-null seen. */
-  finishReason: string | null;
-  /** (streams) Clock value when the first event carrying output was dispatched. */
-  firstTokenAt: number | null;
-  /** (streams) `data: [DONE]` was seen. */
-  done: boolean;
-  /** (streams) Number of dispatched events that had data. */
-  events: number;
-  /** A line or an event's data exceeded maxLineBytes and was skipped. */
-  oversized: boolean;
+/** What a wire protocol does with events. */
+export interface EventReader {
+  /** A complete event's data (data lines joined by "\n"), at most maxEventBytes long. */
+  event(data: Buffer): void;
+  /** An event whose data is over the cap: a consumer for it, or undefined to skip it. */
+  largeEvent(): LargeEventConsumer | undefined;
 }
 
 const LF = 0x0a;
 const CR = 0x0d;
-const TAB = 0x09;
 const SPACE = 0x20;
 const COLON = 0x3a;
-const QUOTE = 0x22;
-const OPEN_BRACE = 0x7b;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-
-const DEFAULT_MAX_LINE_BYTES = 1024 * 1024;
-const UTF8_BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 const DATA_FIELD = Buffer.from('data');
-const DATA_LINE_SEPARATOR = Buffer.from('\n');
-const DONE_DATA = Buffer.from('[DONE]');
+const NEWLINE = Buffer.from('\n');
+const UTF8_BOM = [0xef, 0xbb, 0xbf];
 
-/** Delta fields whose non-empty string value is model output (reasoning is OpenRouter's name). */
-const OUTPUT_TEXT_FIELDS = ['content', 'reasoning_content', 'reasoning', 'refusal'] as const;
+export const DEFAULT_MAX_EVENT_BYTES = 1024 * 1024;
 
-const USAGE_KEY = quotedKey('usage');
-const MODEL_KEY = quotedKey('model');
-const FINISH_REASON_KEY = quotedKey('finish_reason');
-const TOOL_CALLS_KEY = quotedKey('tool_calls');
-const OUTPUT_TEXT_KEYS = OUTPUT_TEXT_FIELDS.map(quotedKey);
+const enum Line {
+  /** Nothing of the current line seen yet. */
+  Start,
+  /** Matching the field name against "data"; `fieldMatched` bytes matched so far. */
+  Field,
+  /** Just after "data:": one space may follow and is not part of the value. */
+  AfterColon,
+  /** In the value of a data line. */
+  Value,
+  /** In any other line (comment, another field): skipped to its end. */
+  Skip,
+}
 
-export class SseInspector {
-  private readonly now: () => number;
-  private readonly maxLineBytes: number;
+export class SseFramer {
+  private readonly reader: EventReader;
 
-  /** Start of a line whose end has not arrived yet. */
-  private readonly partialLine: BoundedBytes;
-  /** The current line is over the cap: drop its bytes until its line end. */
-  private skippingOversizedLine = false;
+  private line = Line.Start;
+  private fieldMatched = 0;
+  /** Bytes of a byte order mark seen at the very start of the stream. */
+  private bomMatched = 0;
+  private atStreamStart = true;
   /** The previous chunk ended with CR, so an LF starting this chunk ends no new line. */
   private previousChunkEndedWithCr = false;
-  /** No line has ended yet, so the next line may start with a byte order mark. */
-  private atFirstLine = true;
 
-  /** Data lines of the event being built, joined with "\n". */
-  private readonly eventData: BoundedBytes;
+  /** The data of the event being built (data lines joined by "\n"). */
+  private readonly data: BoundedBytes;
   private eventHasData = false;
-  private eventDataTooLarge = false;
+  /** The event outgrew the cap: its bytes go to `large` (or nowhere when undefined). */
+  private overCap = false;
+  private large: LargeEventConsumer | undefined;
 
-  private usage: Usage | null = null;
-  private model: string | null = null;
-  private finishReason: string | null = null;
-  private firstTokenAt: number | null = null;
-  private done = false;
-  private events = 0;
-  private oversized = false;
+  /** Events dispatched (with data), and whether any outgrew the cap. */
+  events = 0;
+  oversized = false;
 
-  constructor(now: () => number, maxLineBytes = DEFAULT_MAX_LINE_BYTES) {
-    if (!Number.isSafeInteger(maxLineBytes) || maxLineBytes < 1) {
-      throw new RangeError('maxLineBytes must be a positive integer');
-    }
-    this.now = now;
-    this.maxLineBytes = maxLineBytes;
-    this.partialLine = new BoundedBytes(maxLineBytes);
-    this.eventData = new BoundedBytes(maxLineBytes);
+  constructor(reader: EventReader, maxEventBytes = DEFAULT_MAX_EVENT_BYTES) {
+    if (!Number.isSafeInteger(maxEventBytes) || maxEventBytes < 1) throw new RangeError('maxEventBytes must be a positive integer');
+    this.reader = reader;
+    this.data = new BoundedBytes(maxEventBytes);
   }
 
   /** Feeds the next bytes of the stream; chunk boundaries may fall anywhere. */
   push(chunk: Buffer): void {
-    if (chunk.length === 0) return;
-    let lineStart = this.previousChunkEndedWithCr && chunk[0] === LF ? 1 : 0;
+    const n = chunk.length;
+    if (n === 0) return; // keeps a pending CR for the chunk that brings its LF
+    let i = 0;
+    if (this.previousChunkEndedWithCr && chunk[0] === LF) i = 1;
     this.previousChunkEndedWithCr = false;
-
-    // Both searches are memchr-fast. Each is redone only once the line start has passed its hit,
-    // and never after a miss, so each search looks at every byte of the chunk at most once.
-    let nextLf = chunk.indexOf(LF, lineStart);
-    let nextCr = chunk.indexOf(CR, lineStart);
-    while (nextLf !== -1 || nextCr !== -1) {
-      const lineEnd = nextLf === -1 ? nextCr : nextCr === -1 ? nextLf : Math.min(nextLf, nextCr);
-      this.completeLine(chunk.subarray(lineStart, lineEnd));
-      lineStart = lineEnd + 1;
-      if (chunk[lineEnd] === CR) {
-        if (lineStart === chunk.length) this.previousChunkEndedWithCr = true;
-        else if (chunk[lineStart] === LF) lineStart++;
+    // The next LF and CR at or after i, each searched again only once i has passed it (and
+    // never after a miss), so each search looks at every byte of the chunk at most once.
+    let nextLf = -2;
+    let nextCr = -2;
+    while (i < n) {
+      if (this.line === Line.Value || this.line === Line.Skip) {
+        if (nextLf !== -1 && nextLf < i) nextLf = chunk.indexOf(LF, i);
+        if (nextCr !== -1 && nextCr < i) nextCr = chunk.indexOf(CR, i);
+        const end = nextLf === -1 ? nextCr : nextCr === -1 ? nextLf : Math.min(nextLf, nextCr);
+        if (this.line === Line.Value) this.appendData(chunk.subarray(i, end === -1 ? n : end));
+        if (end === -1) return;
+        i = this.endLine(chunk, end);
+        continue;
       }
-      if (nextLf !== -1 && nextLf < lineStart) nextLf = chunk.indexOf(LF, lineStart);
-      if (nextCr !== -1 && nextCr < lineStart) nextCr = chunk.indexOf(CR, lineStart);
+      const c = chunk[i]!;
+      if (this.atStreamStart && this.bomMatched < UTF8_BOM.length && c === UTF8_BOM[this.bomMatched]) {
+        // Decoding the stream as UTF-8 strips a leading byte order mark.
+        this.bomMatched++;
+        i++;
+        continue;
+      }
+      if (this.atStreamStart && this.bomMatched > 0 && this.bomMatched < UTF8_BOM.length) {
+        // Part of a BOM and then something else: not UTF-8 text any reader could use.
+        this.atStreamStart = false;
+        this.line = Line.Skip;
+        continue;
+      }
+      this.atStreamStart = false;
+      if (c === LF || c === CR) {
+        if (this.line === Line.Start) this.dispatch();
+        else if (this.line === Line.Field && this.fieldMatched === DATA_FIELD.length) this.startDataLine(); // "data" alone: empty value
+        i = this.endLine(chunk, i);
+        continue;
+      }
+      if (this.line === Line.Start) {
+        this.line = Line.Field;
+        this.fieldMatched = 0;
+      }
+      if (this.line === Line.Field) {
+        if (this.fieldMatched === DATA_FIELD.length) {
+          if (c === COLON) {
+            this.startDataLine();
+            this.line = Line.AfterColon;
+          } else this.line = Line.Skip; // "datax": another field
+        } else if (c === DATA_FIELD[this.fieldMatched]) {
+          this.fieldMatched++;
+        } else {
+          this.line = Line.Skip; // a comment (":") or another field
+        }
+        i++;
+        continue;
+      }
+      // AfterColon
+      this.line = Line.Value;
+      if (c === SPACE) i++;
     }
-    this.appendPartialLine(chunk.subarray(lineStart));
   }
 
   /** Ends the stream. An event not terminated by an empty line is discarded, as the spec says. */
-  finish(): CompletionSummary {
-    return {
-      usage: this.usage,
-      model: this.model,
-      finishReason: this.finishReason,
-      firstTokenAt: this.firstTokenAt,
-      done: this.done,
-      events: this.events,
-      oversized: this.oversized,
-    };
+  finish(): void {
+    this.large = undefined;
   }
 
-  private appendPartialLine(bytes: Buffer): void {
-    if (bytes.length === 0 || this.skippingOversizedLine) return;
-    if (!this.partialLine.append(bytes)) {
-      this.partialLine.clear();
-      this.skippingOversizedLine = true;
-      this.oversized = true;
+  /** Past a line end at `at` (CR, LF or CRLF): returns the index after it. */
+  private endLine(chunk: Buffer, at: number): number {
+    this.line = Line.Start;
+    if (chunk[at] === CR) {
+      if (at + 1 === chunk.length) this.previousChunkEndedWithCr = true;
+      else if (chunk[at + 1] === LF) return at + 2;
     }
+    return at + 1;
   }
 
-  /** Called at a line end with the line's bytes that arrived in the current chunk. */
-  private completeLine(lastPart: Buffer): void {
-    const isFirstLine = this.atFirstLine;
-    this.atFirstLine = false;
-    if (this.skippingOversizedLine) {
-      this.skippingOversizedLine = false;
-      return;
-    }
-
-    let line = lastPart;
-    if (this.partialLine.length > 0) {
-      if (!this.partialLine.append(lastPart)) {
-        this.partialLine.clear();
-        this.oversized = true;
-        return;
-      }
-      line = this.partialLine.bytes();
-    } else if (lastPart.length > this.maxLineBytes) {
-      this.oversized = true;
-      return;
-    }
-
-    // Decoding the stream as UTF-8 strips a leading byte order mark.
-    this.processLine(isFirstLine && startsWith(line, UTF8_BOM) ? line.subarray(UTF8_BOM.length) : line);
-    this.partialLine.clear();
-  }
-
-  private processLine(line: Buffer): void {
-    if (line.length === 0) {
-      this.dispatchEvent();
-      return;
-    }
-    // Only the data field matters here. Comments (lines starting with ':') and the event, id and
-    // retry fields cannot carry usage, and without data an event is not dispatched at all.
-    const isDataField =
-      startsWith(line, DATA_FIELD) && (line.length === DATA_FIELD.length || line[DATA_FIELD.length] === COLON);
-    if (!isDataField) return;
-    let value = line.subarray(DATA_FIELD.length + 1);
-    if (value[0] === SPACE) value = value.subarray(1);
-    this.appendEventData(value);
-  }
-
-  private appendEventData(value: Buffer): void {
-    if (!this.eventDataTooLarge) {
-      const fits =
-        (!this.eventHasData || this.eventData.append(DATA_LINE_SEPARATOR)) && this.eventData.append(value);
-      if (!fits) {
-        this.eventData.clear();
-        this.eventDataTooLarge = true;
-        this.oversized = true;
-      }
-    }
+  private startDataLine(): void {
+    if (this.eventHasData) this.appendData(NEWLINE);
     this.eventHasData = true;
   }
 
-  private dispatchEvent(): void {
-    if (this.eventHasData) {
-      this.events++;
-      if (!this.eventDataTooLarge) this.inspectEventData(this.eventData.bytes());
-    }
-    this.eventData.clear();
-    this.eventHasData = false;
-    this.eventDataTooLarge = false;
-  }
-
-  private inspectEventData(data: Buffer): void {
-    if (data.equals(DONE_DATA)) {
-      this.done = true;
+  private appendData(bytes: Buffer): void {
+    if (bytes.length === 0) return;
+    if (this.overCap) {
+      this.large?.push(bytes);
       return;
     }
-    const mayHaveUsage = mayHaveValue(data, USAGE_KEY, startsObject);
-    const mayHaveFinishReason = mayHaveValue(data, FINISH_REASON_KEY, startsString);
-    // Every chunk repeats the model, so parsing for it stops once one is known; later parses
-    // for other fields still refresh it.
-    const mayHaveNeededModel = this.model === null && mayHaveValue(data, MODEL_KEY, startsString);
-    const mayHaveFirstOutput =
-      this.firstTokenAt === null &&
-      (OUTPUT_TEXT_KEYS.some((key) => mayHaveValue(data, key, startsNonEmptyString)) ||
-        mayHaveValue(data, TOOL_CALLS_KEY, startsNonEmptyArray));
-    if (!mayHaveUsage && !mayHaveFinishReason && !mayHaveNeededModel && !mayHaveFirstOutput) return;
-
-    const chunk = parseJsonObject(data);
-    if (chunk === null) return;
-    this.usage = readUsage(chunk) ?? this.usage;
-    this.model = readModel(chunk) ?? this.model;
-    this.finishReason = readFinishReason(chunk) ?? this.finishReason;
-    if (mayHaveFirstOutput && carriesOutput(chunk)) this.firstTokenAt = this.now();
+    if (this.data.append(bytes)) return;
+    this.overCap = true;
+    this.oversized = true;
+    this.large = this.reader.largeEvent();
+    if (this.large) {
+      this.large.push(this.data.bytes());
+      this.large.push(bytes);
+    }
+    this.data.clear();
   }
-}
 
-/** Summarizes a non-streamed chat-completions body. Anything unparseable yields nulls. */
-export function summarizeJsonCompletion(body: Buffer): CompletionSummary {
-  const response = parseJsonObject(body);
-  return {
-    usage: response === null ? null : readUsage(response),
-    model: response === null ? null : readModel(response),
-    finishReason: response === null ? null : readFinishReason(response),
-    firstTokenAt: null,
-    done: false,
-    events: 0,
-    oversized: false,
-  };
+  private dispatch(): void {
+    if (this.eventHasData) {
+      this.events++;
+      if (!this.overCap) this.reader.event(this.data.bytes());
+      else this.large?.end();
+    }
+    this.data.clear();
+    this.eventHasData = false;
+    this.overCap = false;
+    this.large = undefined;
+  }
 }
 
 /** A byte buffer that grows by doubling and never holds more than its cap. */
@@ -266,7 +213,7 @@ class BoundedBytes {
     const needed = this.length + bytes.length;
     if (needed > this.cap) return false;
     if (needed > this.storage.length) {
-      const grown = Buffer.alloc(Math.min(this.cap, Math.max(needed, this.storage.length * 2)));
+      const grown = Buffer.alloc(Math.min(this.cap, Math.max(needed, this.storage.length * 2, 256)));
       this.storage.copy(grown, 0, 0, this.length);
       this.storage = grown;
     }
@@ -285,20 +232,28 @@ class BoundedBytes {
   }
 }
 
-function quotedKey(name: string): Buffer {
+// Byte-level helpers the protocol readers use to decide whether an event is worth a JSON.parse.
+
+const TAB = 0x09;
+const QUOTE = 0x22;
+const OPEN_BRACE = 0x7b;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+
+export function quotedKey(name: string): Buffer {
   return Buffer.from(`"${name}"`);
 }
 
-function startsWith(bytes: Buffer, prefix: Buffer): boolean {
+export function startsWith(bytes: Buffer, prefix: Buffer): boolean {
   return bytes.length >= prefix.length && bytes.compare(prefix, 0, prefix.length, 0, prefix.length) === 0;
 }
 
 /**
- * Pre-check before JSON.parse: does the raw JSON contain `"key": value` with a value that starts as
- * `accepts` requires? A false positive (say, the key quoted inside a string) only costs a parse.
+ * Pre-check before JSON.parse: does the raw JSON contain `"key": value` with a value that starts
+ * as `accepts` requires? A false positive (the key quoted inside a string) only costs a parse.
  * There is no false negative unless the key is spelled with \u escapes, which no server does.
  */
-function mayHaveValue(json: Buffer, key: Buffer, accepts: (json: Buffer, valueStart: number) => boolean): boolean {
+export function mayHaveValue(json: Buffer, key: Buffer, accepts: (json: Buffer, valueStart: number) => boolean): boolean {
   for (let keyAt = json.indexOf(key); keyAt !== -1; keyAt = json.indexOf(key, keyAt + 1)) {
     const colonAt = skipWhitespace(json, keyAt + key.length);
     if (json[colonAt] === COLON && accepts(json, skipWhitespace(json, colonAt + 1))) return true;
@@ -312,29 +267,29 @@ function skipWhitespace(json: Buffer, from: number): number {
   return at;
 }
 
-function startsObject(json: Buffer, valueStart: number): boolean {
+export function startsObject(json: Buffer, valueStart: number): boolean {
   return json[valueStart] === OPEN_BRACE;
 }
 
-function startsString(json: Buffer, valueStart: number): boolean {
+export function startsString(json: Buffer, valueStart: number): boolean {
   return json[valueStart] === QUOTE;
 }
 
-function startsNonEmptyString(json: Buffer, valueStart: number): boolean {
+export function startsNonEmptyString(json: Buffer, valueStart: number): boolean {
   return json[valueStart] === QUOTE && json[valueStart + 1] !== QUOTE;
 }
 
-function startsNonEmptyArray(json: Buffer, valueStart: number): boolean {
+export function startsNonEmptyArray(json: Buffer, valueStart: number): boolean {
   return json[valueStart] === OPEN_BRACKET && json[skipWhitespace(json, valueStart + 1)] !== CLOSE_BRACKET;
 }
 
-type JsonObject = Record<string, unknown>;
+export type JsonObject = Record<string, unknown>;
 
-function asObject(value: unknown): JsonObject | null {
+export function asObject(value: unknown): JsonObject | null {
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as JsonObject) : null;
 }
 
-function parseJsonObject(bytes: Buffer): JsonObject | null {
+export function parseJsonObject(bytes: Buffer): JsonObject | null {
   try {
     return asObject(JSON.parse(bytes.toString('utf8')));
   } catch {
@@ -342,40 +297,7 @@ function parseJsonObject(bytes: Buffer): JsonObject | null {
   }
 }
 
-function readUsage(response: JsonObject): Usage | null {
-  const usage = asObject(response.usage);
-  if (usage === null) return null;
-  return {
-    inputTokens: tokenCount(usage.prompt_tokens),
-    outputTokens: tokenCount(usage.completion_tokens),
-    reasoningTokens: tokenCount(asObject(usage.completion_tokens_details)?.reasoning_tokens),
-    cachedTokens: tokenCount(asObject(usage.prompt_tokens_details)?.cached_tokens),
-  };
-}
-
-function tokenCount(value: unknown): number | null {
+/** A token count as the upstream reported it, or null when it is not a count. */
+export function tokenCount(value: unknown): number | null {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : null;
-}
-
-function readModel(response: JsonObject): string | null {
-  return typeof response.model === 'string' ? response.model : null;
-}
-
-function readFinishReason(response: JsonObject): string | null {
-  const firstChoice = Array.isArray(response.choices) ? asObject(response.choices[0]) : null;
-  const finishReason = firstChoice?.finish_reason;
-  return typeof finishReason === 'string' ? finishReason : null;
-}
-
-function carriesOutput(chunk: JsonObject): boolean {
-  if (!Array.isArray(chunk.choices)) return false;
-  return chunk.choices.some((choice: unknown) => {
-    const delta = asObject(asObject(choice)?.delta);
-    if (delta === null) return false;
-    const toolCalls = delta.tool_calls;
-    return (
-      OUTPUT_TEXT_FIELDS.some((field) => typeof delta[field] === 'string' && delta[field] !== '') ||
-      (Array.isArray(toolCalls) && toolCalls.length > 0)
-    );
-  });
 }

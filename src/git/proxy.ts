@@ -9,8 +9,8 @@ import { errorForUpstreamFailure, type ProxyError, type UpstreamError } from '..
 import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type UpstreamTimeouts } from '../http/forward.ts';
 import { gitUpstreamHeaders, scrubResponseHeaders } from '../http/headers.ts';
 import type { HostConfig } from './hosts.ts';
-import { parseGitRoute, pathForLog, type GitRouteName } from './route.ts';
-import { elapsedMs } from '../http/log.ts';
+import { parseGitRoute, type GitRouteName } from './route.ts';
+import { elapsedMs, pathForLog } from '../http/log.ts';
 import type { SecretSource } from '../config/secret.ts';
 import { writeProxyError } from '../http/server.ts';
 
@@ -102,7 +102,7 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
       method === 'POST' ? req : null,
       exchange,
     );
-    abortUpstreamOnClientClose(res, () => call.request, exchange);
+    abortUpstreamOnClientClose(res, () => ({ request: call.request, exchange }));
 
     call.response.then(
       async (upstreamRes) => {

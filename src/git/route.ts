@@ -80,10 +80,3 @@ export function parseGitRoute(method: string, target: string, isRegistered: (hos
   }
   return { ok: false, error: ERRORS.notGitRoute };
 }
-
-/** The path part of a target for the access log: never the query, bounded in length. */
-export function pathForLog(target: string): string {
-  const q = target.indexOf('?');
-  const path = q < 0 ? target : target.slice(0, q);
-  return path.length > 512 ? `${path.slice(0, 512)}…` : path;
-}

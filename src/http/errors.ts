@@ -25,20 +25,30 @@ export const ERRORS = {
   upstreamTls: def('upstream_tls', 502, 'the upstream TLS certificate could not be verified'),
   upstreamProtocol: def('upstream_protocol', 502, 'the upstream sent a malformed HTTP response'),
   upstreamTimeout: def('upstream_timeout', 504, 'the upstream did not answer in time'),
-  notFound: def('not_found', 404, 'unknown path: this gateway serves POST /v1/chat/completions and GET /v1/models'),
+  notFound: def('not_found', 404, 'unknown path: this gateway serves POST /v1/chat/completions, POST /v1/responses, GET /v1/models and GET /v1/models/<model id>'),
+  storedStateNotRouted: def('stored_state_not_routed', 404, 'stored responses and conversations are not reachable through this gateway: every bot shares the upstream key, so none may read or continue what another stored; send the whole conversation in "input" (with "store": false)'),
+  modelNotFound: def('model_not_found', 404, 'that model is not available through this gateway; GET /v1/models lists the models it serves'),
   badQuery: def('invalid_query', 400, 'the query string holds characters the gateway does not forward'),
   unauthenticated: def('invalid_bot_token', 401, 'a valid bot token is required: send Authorization: Bearer $MODEL_PROXY_TOKEN'),
   unsupportedMediaType: def('unsupported_media_type', 415, 'the request body must be JSON (Content-Type: application/json)'),
   bodyTooLarge: def('request_too_large', 413, 'the request body is larger than the gateway accepts'),
   invalidJson: def('invalid_json', 400, 'the request body is not a JSON object'),
+  duplicateKey: def('duplicate_key', 400, 'the request body has the same key twice in one object; parsers disagree on which one counts, so send each key once'),
   modelMissing: def('model_missing', 400, 'the request body has no "model" string'),
   modelNotAllowed: def('model_not_allowed', 400, 'that model is not available through this gateway; GET /v1/models lists the models it serves'),
   messagesMissing: def('messages_missing', 400, 'the request body has no "messages" array'),
   roleNotAllowed: def('role_not_allowed', 400, 'message roles must be one of system, developer, user, assistant, tool'),
   streamNotBoolean: def('invalid_stream', 400, '"stream" must be true or false'),
+  inputMissing: def('input_missing', 400, 'the request body has no "input" string or array'),
+  invalidInputItem: def('invalid_input_item', 400, 'every "input" item must be an object with a "type" (or a message "role")'),
+  responsesRoleNotAllowed: def('input_role_not_allowed', 400, 'message roles must be one of system, developer, user, assistant'),
+  storedStateRefused: def('stored_state_not_allowed', 400, 'the request refers to state stored at the provider, which this gateway does not let a workload reach; send the whole conversation in "input" (with "store": false)'),
+  invalidTools: def('invalid_tools', 400, '"tools" must be an array of objects, each with a "type" string'),
+  toolNotAllowed: def('tool_not_allowed', 400, 'that tool type is not allowed through this gateway'),
   badIdentityHeader: def('invalid_identity_header', 400, 'identity headers may hold 1-128 characters of A-Z a-z 0-9 . _ : @ / -'),
   upstreamKeyMissing: def('upstream_key_missing', 503, 'the gateway has no upstream API key: the operator must set UPSTREAM_API_KEY or UPSTREAM_API_KEY_FILE'),
   upstreamKeyInvalid: def('upstream_key_invalid', 503, 'the configured upstream API key is not a valid header value: the operator must fix it'),
+  upstreamAuthFailed: def('upstream_auth_failed', 502, 'the upstream refused the gateway\'s own API key (not your bot token): the operator must check the gateway\'s key and its permissions'),
   httpVersion: def('http_version_not_supported', 505, 'only HTTP/1.1 (or HTTP/1.0 with a Host header) is accepted'),
   hostHeaderMissing: def('host_header_missing', 400, 'a Host header is required'),
   draining: def('draining', 503, 'the proxy is shutting down'),
@@ -55,6 +65,8 @@ export type UpstreamFailure =
   | 'response_timeout'
   | 'idle_timeout'
   | 'protocol'
+  /** The upstream ended a stream's body cleanly but without the protocol's end event. */
+  | 'truncated'
   | 'other';
 
 /** An upstream-leg failure. `cause` is kept for the log, never shown to a client. */

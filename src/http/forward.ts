@@ -141,20 +141,26 @@ export function openUpstream(
   return { request, response };
 }
 
+export interface RelayOptions {
+  /** Sees every chunk as it is relayed (a copy for inspection; it must not keep the Buffer). */
+  readonly onChunk?: (chunk: Buffer) => void;
+  /** Send the response head at once, before the first body byte (streams). */
+  readonly flushHead?: boolean;
+  /**
+   * Asked when the upstream body has ended: false makes the end a broken connection (failure
+   * `truncated`), for a stream that ended without its protocol's end event.
+   */
+  readonly endIsClean?: () => boolean;
+}
+
 /**
  * Relays an upstream response. Once the head is sent, an upstream failure destroys the client
  * connection: a truncated body must look broken, never like a clean end.
  */
-export function relayResponse(
-  res: ServerResponse,
-  upstream: IncomingMessage,
-  headers: readonly string[],
-  exchange: Exchange,
-  onChunk?: (chunk: Buffer) => void,
-  flushHead = false,
-): Promise<boolean> {
+export function relayResponse(res: ServerResponse, upstream: IncomingMessage, headers: readonly string[], exchange: Exchange, options: RelayOptions = {}): Promise<boolean> {
   res.writeHead(upstream.statusCode ?? 502, headers as string[]);
-  if (flushHead) res.flushHeaders();
+  if (options.flushHead) res.flushHeaders();
+  const { onChunk, endIsClean } = options;
   upstream.on('data', (chunk: Buffer) => {
     exchange.bytesOut += chunk.length;
     onChunk?.(chunk);
@@ -172,29 +178,40 @@ export function relayResponse(
     upstream.once('close', () => {
       if (!upstream.complete) broken('reset');
     });
+    // The end is ours to write: only a body whose end is clean ends cleanly for the client.
+    // Otherwise the bytes already relayed still go out, then the connection closes without the
+    // final chunk, which every HTTP client reads as a broken response.
+    upstream.once('end', () => {
+      if (endIsClean === undefined || endIsClean()) {
+        res.end();
+        return;
+      }
+      exchange.failure ??= 'truncated';
+      if (res.socket) res.socket.end();
+      else res.destroy();
+      resolve(false);
+    });
     res.once('close', () => {
       if (res.writableFinished) return resolve(true);
       upstream.destroy(); // the client went away: stop reading (abortUpstreamOnClientClose frees the socket)
       resolve(false);
     });
-    upstream.pipe(res);
+    upstream.pipe(res, { end: false });
   });
 }
 
 /**
  * A client that goes away takes its upstream request with it, at once. `current` names the
- * request in flight (a retried call replaces it); `onGone` may cancel anything else pending.
+ * request in flight and the exchange it is accounted in (a retried call replaces both); the
+ * client's leaving is recorded there unless that exchange already failed first. `onGone` may
+ * cancel anything else pending.
  */
-export function abortUpstreamOnClientClose(
-  res: ServerResponse,
-  current: () => ClientRequest | undefined,
-  exchange: Exchange,
-  onGone?: () => void,
-): void {
+export function abortUpstreamOnClientClose(res: ServerResponse, current: () => { readonly request: ClientRequest | undefined; readonly exchange: Exchange }, onGone?: () => void): void {
   res.once('close', () => {
     if (res.writableFinished) return;
+    const { request, exchange } = current();
     exchange.failure ??= 'client_aborted';
-    current()?.destroy();
+    request?.destroy();
     onGone?.();
   });
 }

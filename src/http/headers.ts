@@ -37,6 +37,12 @@ export function connectionNamed(value: string | string[] | undefined): ReadonlyS
   return names;
 }
 
+/** The media type of a Content-Type value, lower-cased, without parameters. */
+export function mediaType(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  return value.split(';', 1)[0]!.trim().toLowerCase();
+}
+
 /** Throws if a value we are about to set could split the header block. */
 export function assertHeaderValue(name: string, value: string): string {
   if (/[\r\n\0]/.test(value)) throw new Error(`refusing to set header ${name}: value contains CR, LF or NUL`);

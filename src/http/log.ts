@@ -16,6 +16,13 @@ export function jsonLineSink(write: (line: string) => void, now: () => Date = ()
   };
 }
 
+/** The path part of a request target for the access log: never the query, bounded in length. */
+export function pathForLog(target: string): string {
+  const q = target.indexOf('?');
+  const path = q < 0 ? target : target.slice(0, q);
+  return path.length > 512 ? `${path.slice(0, 512)}…` : path;
+}
+
 /** Milliseconds with microsecond precision, for duration fields. */
 export function elapsedMs(startedAt: number, now: number): number {
   return Math.round((now - startedAt) * 1000) / 1000;

@@ -79,7 +79,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
       if (r.rate_limited > 0) m.rateLimited.inc(w, r.rate_limited);
       if (r.retries > 0) m.retries.inc(w, r.retries);
       if (r.interrupted !== null) m.interruptions.inc([...w, r.interrupted]);
-      if (r.status >= 200 && r.status < 300 && r.path === '/v1/chat/completions' && !r.usage_complete) m.usageIncomplete.inc(w);
+      if (r.status >= 200 && r.status < 300 && r.api !== null && !r.usage_complete) m.usageIncomplete.inc(w);
       const counts = { input: r.input_tokens, output: r.output_tokens, reasoning: r.reasoning_tokens, cached: r.cached_tokens };
       for (const [type, n] of Object.entries(counts)) if (n !== null && n > 0) m.tokens.inc([...w, type], n);
       const price = r.model === null ? undefined : opts.prices.get(r.model);

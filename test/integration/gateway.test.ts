@@ -257,20 +257,42 @@ test('rule 8: cookies, auth challenges and headers carrying the key are removed;
   assert.equal(r.headers['openai-processing-ms'], '12');
 });
 
-test('the key is redacted from upstream error bodies, and an upstream 401 is logged as a configuration error', async () => {
+test('the key is redacted from upstream error bodies', async () => {
   upstream.script((req, res) => {
     const key = String(req.headers.authorization).slice('Bearer '.length);
-    const body = JSON.stringify({ error: { message: `Incorrect API key provided: ${key}. You can find your API key at ...`, type: 'invalid_request_error', code: 'invalid_api_key', param: null } });
-    res.writeHead(401, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    const body = JSON.stringify({ error: { message: `The server had an error processing request with key ${key}. Retry later.`, type: 'server_error', code: null, param: null } });
+    res.writeHead(500, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     res.end(body);
   });
   const r = await chat(port, chatBody());
-  assert.equal(r.status, 401);
-  assert.match(errorOf(r).message, /Incorrect API key provided: \[REDACTED\]\./);
-  assert.equal(errorOf(r).code, 'invalid_api_key');
+  assert.equal(r.status, 500);
+  assert.match(errorOf(r).message, /with key \[REDACTED\]\. Retry later\./);
+  assert.equal(errorOf(r).type, 'server_error');
   const rec = await recordFor(gw, String(r.headers['x-client-request-id']));
-  assert.equal(rec.error, 'upstream_rejected_key');
-  await gw.waitForRecord((l) => l.event === 'config_error' && l.status === 401);
+  assert.equal(rec.error, 'upstream_5xx');
+});
+
+test('an upstream 401 or 403 (the gateway key refused) reaches the bot as 502 upstream_auth_failed, never as its own 401, and is logged as a configuration error', async () => {
+  for (const status of [401, 403]) {
+    upstream.script((req, res) => {
+      const key = String(req.headers.authorization).slice('Bearer '.length);
+      const body = JSON.stringify({ error: { message: `Incorrect API key provided: ${key}.`, type: 'invalid_request_error', code: 'invalid_api_key', param: null } });
+      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'www-authenticate': 'Bearer realm="OpenAI"' });
+      res.end(body);
+    });
+    const r = await chat(port, chatBody());
+    assert.equal(r.status, 502, String(status));
+    assert.equal(errorOf(r).code, 'upstream_auth_failed');
+    assert.equal(errorOf(r).type, 'server_error');
+    assert.match(errorOf(r).message, /not your bot token/);
+    assert.equal(r.headers['www-authenticate'], undefined);
+    assert.ok(!r.body.toString().includes('Incorrect API key'), 'the upstream body is not relayed');
+    const requestId = String(r.headers['x-client-request-id']);
+    assert.equal(r.headers['x-request-id'], requestId, 'the answer names the request, as the SDKs report it');
+    const rec = await recordFor(gw, requestId);
+    assert.equal(rec.error, `upstream_${status}`);
+    await gw.waitForRecord((l) => l.event === 'config_error' && l.status === status);
+  }
 });
 
 test('a 429 is retried after the upstream retry-after-ms and the retry answers the client', async () => {
@@ -316,14 +338,51 @@ test('a 429 whose Retry-After exceeds the retry budget is returned at once', asy
   assert.equal(upstream.requests.length, before + 1);
 });
 
-test('a connection reset before any response is retried', async () => {
-  upstream.script((req) => req.socket.destroy());
+test('a reset on a reused keep-alive connection before any response is retried', async () => {
+  await chat(port, chatBody()); // leaves a pooled connection for the next request
+  let reused: boolean | undefined;
+  upstream.script((req) => {
+    reused = upstream.isReusedConnection(req);
+    req.socket.destroy();
+  });
   const before = upstream.requests.length;
   const r = await chat(port, chatBody());
+  assert.equal(reused, true, 'the reset request came over a pooled connection');
   assert.equal(r.status, 200);
   assert.equal(upstream.requests.length, before + 2);
   const rec = await recordFor(gw, String(r.headers['x-client-request-id']));
-  assert.equal(rec.retries, 1);
+  assert.deepEqual([rec.retries, rec.attempts], [1, 2]);
+});
+
+test('a reset on a new connection after the request was sent is not replayed: the upstream may already be generating (and billing)', async () => {
+  upstream.closeIdleConnections();
+  let reused: boolean | undefined;
+  upstream.script((req) => {
+    reused = upstream.isReusedConnection(req);
+    req.socket.destroy();
+  });
+  const before = upstream.requests.length;
+  const r = await chat(port, chatBody());
+  assert.equal(reused, false, 'the request came over a new connection');
+  assert.equal(r.status, 502);
+  assert.equal(errorOf(r).code, 'upstream_unreachable');
+  assert.equal(upstream.requests.length, before + 1, 'sent once, never replayed');
+  const rec = await recordFor(gw, String(r.headers['x-client-request-id']));
+  assert.deepEqual([rec.retries, rec.attempts, rec.error], [0, 1, 'reset']);
+});
+
+test('after retried 429s the record counts the body once and the attempts apart', async () => {
+  const limited = (_req: unknown, res: import('node:http').ServerResponse) => {
+    res.writeHead(429, { 'content-type': 'application/json', 'retry-after-ms': '5' });
+    res.end('{"error":{"message":"slow down","type":"rate_limit_error","code":null,"param":null}}');
+  };
+  upstream.script(limited, limited);
+  const body = chatBody();
+  const r = await chat(port, body);
+  assert.equal(r.status, 200);
+  const rec = await recordFor(gw, String(r.headers['x-client-request-id']));
+  assert.deepEqual([rec.bytes_in, rec.attempts, rec.retries, rec.rate_limited, rec.error], [Buffer.byteLength(body), 3, 2, 2, null]);
+  assert.equal(rec.bytes_out, r.body.length);
 });
 
 function streamOutcome(p: number, body: string, onFirstData?: (destroy: () => void) => void): Promise<{ text: string; outcome: string; requestId: string }> {

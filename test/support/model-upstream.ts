@@ -21,6 +21,10 @@ export interface ModelUpstream {
   readonly requests: ModelRequest[];
   /** Handlers for the next requests, used once each, in order. */
   script(...handlers: ModelHandler[]): void;
+  /** Whether a request came over a connection that had carried an earlier request. */
+  isReusedConnection(req: IncomingMessage): boolean;
+  /** Closes the connections that carry no request now, so the next request needs a new one. */
+  closeIdleConnections(): void;
   close(): Promise<void>;
 }
 
@@ -80,7 +84,10 @@ export function defaultCompletion(_req: IncomingMessage, res: ServerResponse, re
 export async function startModelUpstream(pki: Pick<TestPki, 'keyPem' | 'certPem'>, basePath = '/v1', fallback: ModelHandler = defaultCompletion): Promise<ModelUpstream> {
   const queue: ModelHandler[] = [];
   const requests: ModelRequest[] = [];
+  // Requests seen per connection: more than one means the client reused a keep-alive socket.
+  const requestsOnSocket = new WeakMap<object, number>();
   const server: Server = createServer({ key: pki.keyPem, cert: pki.certPem, keepAlive: true }, (req, res) => {
+    requestsOnSocket.set(req.socket, (requestsOnSocket.get(req.socket) ?? 0) + 1);
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -96,6 +103,8 @@ export async function startModelUpstream(pki: Pick<TestPki, 'keyPem' | 'certPem'
     baseUrl: `https://127.0.0.1:${port}${basePath}`,
     requests,
     script: (...handlers) => queue.push(...handlers),
+    isReusedConnection: (req) => (requestsOnSocket.get(req.socket) ?? 0) > 1,
+    closeIdleConnections: () => server.closeIdleConnections(),
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();

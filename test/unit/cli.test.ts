@@ -35,6 +35,7 @@ test('every option has its documented default, durations in milliseconds', () =>
     metricsListen: { host: undefined, port: 9464 },
     metricsMaxSeries: 2000,
     metricsRunIdLabel: false,
+    allowHostedTools: [],
   });
 });
 
@@ -86,6 +87,7 @@ test('"--flag value" and "--flag=value" give the same options', () => {
     metricsListen: { host: undefined, port: 9464 },
     metricsMaxSeries: 2000,
     metricsRunIdLabel: false,
+    allowHostedTools: [],
   };
   assert.deepEqual(spaced.options, expected);
   assert.deepEqual(equals.options, expected);
@@ -311,4 +313,9 @@ test('--metrics-run-id-label is a boolean flag, off unless given', () => {
   assert.equal(parseCommandLine([]).options.metricsRunIdLabel, false);
   assert.equal(parseCommandLine(['--metrics-run-id-label']).options.metricsRunIdLabel, true);
   assert.throws(() => parseCommandLine(['--metrics-max-series', '5']), /--metrics-max-series: "5" must be a whole number from 10/);
+});
+
+test('--allow-hosted-tools is split on commas, empty by default', () => {
+  assert.deepEqual(parseCommandLine([]).options.allowHostedTools, []);
+  assert.deepEqual(parseCommandLine(['--allow-hosted-tools', 'web_search, mcp']).options.allowHostedTools, ['web_search', 'mcp']);
 });

@@ -7,7 +7,11 @@
 // Deterministic: the seed is in the test name.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { SseInspector, type CompletionSummary } from '../../src/gateway/sse.ts';
+import { chatCompletions } from '../../src/gateway/protocols/chat-completions.ts';
+import type { CallSummary } from '../../src/gateway/protocols/protocol.ts';
+import { SseFramer } from '../../src/gateway/sse.ts';
+
+type CompletionSummary = CallSummary & { events: number; oversized: boolean };
 import { fuzzSeed, mulberry32, type Rng } from '../support/prng.ts';
 
 const SEED = fuzzSeed(0x55e0_f022);
@@ -133,8 +137,10 @@ function framingOf(lines: readonly string[]): { events: number; done: boolean } 
   return { events, done };
 }
 
-function inspect(chunks: readonly Buffer[], maxLineBytes: number): { summary: CompletionSummary; relayed: Buffer; mutated: boolean } {
-  const inspector = new SseInspector(CONSTANT_CLOCK, maxLineBytes);
+function inspect(chunks: readonly Buffer[], maxEventBytes: number): { summary: CompletionSummary; relayed: Buffer; mutated: boolean } {
+  const reader = chatCompletions.newStreamReader(CONSTANT_CLOCK);
+  const framer = new SseFramer(reader, maxEventBytes);
+  const inspector = { push: (c: Buffer) => framer.push(c), finish: (): CompletionSummary => ({ ...reader.summary(), events: framer.events, oversized: framer.oversized }) };
   const relayed: Buffer[] = [];
   let mutated = false;
   for (const chunk of chunks) {
@@ -156,32 +162,32 @@ test(`fuzz: ${TRANSCRIPTS} random SSE transcripts give one summary whatever the 
   for (let i = 0; i < TRANSCRIPTS && failures.length < 10; i++) {
     const lines = transcriptLines(rng);
     const bom = rng.chance(0.05);
-    // Mostly the default cap; sometimes a small one, so that dropping long lines is fuzzed too.
-    const maxLineBytes = rng.chance(0.8) ? 1024 * 1024 : rng.between(8, 400);
+    // Mostly the default cap; sometimes a small one, so that dropping long events is fuzzed too.
+    const maxEventBytes = rng.chance(0.8) ? 1024 * 1024 : rng.between(8, 400);
     const reference = render(lines, undefined, bom);
     const transcript = render(lines, rng, bom);
     const pristine = Buffer.from(transcript);
-    const whole = inspect([transcript], maxLineBytes);
-    const allLf = inspect([reference], maxLineBytes);
+    const whole = inspect([transcript], maxEventBytes);
+    const allLf = inspect([reference], maxEventBytes);
     runs += 2;
-    const where = `transcript #${i} (maxLineBytes ${maxLineBytes}) ${JSON.stringify(transcript.toString('utf8').slice(0, 300))}`;
+    const where = `transcript #${i} (maxEventBytes ${maxEventBytes}) ${JSON.stringify(transcript.toString('utf8').slice(0, 300))}`;
     if (!transcript.equals(pristine) || whole.mutated) failures.push(`${where}: the inspector changed the bytes it was given`);
     try {
       assert.deepEqual(whole.summary, allLf.summary);
     } catch {
       failures.push(`${where}: line ends changed the summary: ${JSON.stringify(whole.summary)} vs all-LF ${JSON.stringify(allLf.summary)}`);
     }
-    if (maxLineBytes === 1024 * 1024) {
+    if (maxEventBytes === 1024 * 1024) {
       const expected = framingOf(lines);
-      if (whole.summary.events !== expected.events || whole.summary.done !== expected.done) {
-        failures.push(`${where}: ${whole.summary.events} events, done ${whole.summary.done}; the lines say ${expected.events}, ${expected.done}`);
+      if (whole.summary.events !== expected.events || whole.summary.terminated !== expected.done) {
+        failures.push(`${where}: ${whole.summary.events} events, terminated ${whole.summary.terminated}; the lines say ${expected.events}, ${expected.done}`);
       }
     }
     if (whole.summary.usage !== null) withUsage++;
     if (whole.summary.oversized) oversized++;
     for (const chunks of chunkings(transcript, rng)) {
       runs++;
-      const chunked = inspect(chunks, maxLineBytes);
+      const chunked = inspect(chunks, maxEventBytes);
       if (chunked.mutated) failures.push(`${where}: the inspector changed a chunk`);
       if (!chunked.relayed.equals(pristine)) failures.push(`${where}: relayed bytes differ from the transcript`);
       try {
@@ -193,8 +199,8 @@ test(`fuzz: ${TRANSCRIPTS} random SSE transcripts give one summary whatever the 
     }
   }
   const ms = Math.round(performance.now() - startedAt);
-  t.diagnostic(`seed ${SEED}: ${TRANSCRIPTS} transcripts, ${runs} inspector runs, ${withUsage} with usage, ${oversized} with an oversized line, ${ms} ms`);
+  t.diagnostic(`seed ${SEED}: ${TRANSCRIPTS} transcripts, ${runs} inspector runs, ${withUsage} with usage, ${oversized} with an oversized event, ${ms} ms`);
   assert.deepEqual(failures, [], `seed ${SEED}: reproduce with FUZZ_SEED=${SEED}`);
   assert.ok(withUsage >= TRANSCRIPTS * 0.1 && withUsage <= TRANSCRIPTS * 0.9, `${withUsage} transcripts carried usage: both kinds must be fuzzed`);
-  assert.ok(oversized > 0, 'some transcripts must exceed the line cap');
+  assert.ok(oversized > 0, 'some transcripts must exceed the event cap');
 });

@@ -2,24 +2,30 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders } from 'node:http';
 import { ERRORS } from '../../src/http/errors.ts';
+import { chatCompletions } from '../../src/gateway/protocols/chat-completions.ts';
+import { openAiErrorBody, openAiErrorType } from '../../src/gateway/protocols/openai.ts';
+import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
 import {
+  checkRequestBody,
   clientRequestId,
   gatewayUpstreamHeaders,
   identityFromHeaders,
   isJsonContentType,
+  modelBody,
   modelsListBody,
-  openAiErrorBody,
-  openAiErrorType,
-  routeGatewayRequest,
-  upstreamChatPath,
-  validateChatRequest,
+  routeGatewayRequest as route3,
+  upstreamPath,
   type GatewayUpstreamHeaderInput,
 } from '../../src/gateway/rules.ts';
 
 const ALLOWED = new Set(['gpt-4.1', 'gpt-4.1-mini']);
+const POLICY = { allowedModels: ALLOWED, hostedTools: new Set<string>() };
+const routeGatewayRequest = (method: string, target: string) => route3(method, target, PROTOCOLS);
+const validateChatRequest = (body: Buffer) => checkRequestBody(body, chatCompletions, POLICY);
+const CHAT_ROUTE = chatCompletions.routes[0]!;
 
 function chat(doc: unknown): ReturnType<typeof validateChatRequest> {
-  return validateChatRequest(Buffer.from(JSON.stringify(doc)), ALLOWED);
+  return validateChatRequest(Buffer.from(JSON.stringify(doc)));
 }
 
 function rejected(result: ReturnType<typeof validateChatRequest>): { code: string; param: string | null } {
@@ -40,10 +46,12 @@ const SET: GatewayUpstreamHeaderInput = {
 // ---- routeGatewayRequest ----
 
 test('POST /v1/chat/completions is the chat route, with its query kept', () => {
-  assert.deepEqual(routeGatewayRequest('POST', '/v1/chat/completions'), { ok: true, route: 'chat', query: '' });
+  assert.deepEqual(routeGatewayRequest('POST', '/v1/chat/completions'), { ok: true, kind: 'protocol', protocol: chatCompletions, route: CHAT_ROUTE, query: '' });
   assert.deepEqual(routeGatewayRequest('POST', '/v1/chat/completions?api-version=2024-10-21'), {
     ok: true,
-    route: 'chat',
+    kind: 'protocol',
+    protocol: chatCompletions,
+    route: CHAT_ROUTE,
     query: 'api-version=2024-10-21',
   });
 });
@@ -78,7 +86,20 @@ test('any method but POST on the chat route is 405 with Allow: POST', () => {
 });
 
 test('GET /v1/models is the models route', () => {
-  assert.deepEqual(routeGatewayRequest('GET', '/v1/models'), { ok: true, route: 'models' });
+  assert.deepEqual(routeGatewayRequest('GET', '/v1/models'), { ok: true, kind: 'models' });
+});
+
+test('GET /v1/models/{id} is the model route, its id percent-decoded', () => {
+  assert.deepEqual(routeGatewayRequest('GET', '/v1/models/gpt-4.1'), { ok: true, kind: 'model', id: 'gpt-4.1' });
+  assert.deepEqual(routeGatewayRequest('GET', '/v1/models/ft%3Agpt-4.1%3Aacme'), { ok: true, kind: 'model', id: 'ft:gpt-4.1:acme' });
+  const bad = routeGatewayRequest('GET', '/v1/models/%E0%A4%A');
+  assert.equal(bad.ok, false);
+  if (!bad.ok) assert.equal(bad.error, ERRORS.modelNotFound);
+});
+
+test('modelBody serves an allowlisted model and nothing else', () => {
+  assert.deepEqual(JSON.parse(modelBody('gpt-4.1', ['gpt-4.1'], 'openai')!), { id: 'gpt-4.1', object: 'model', created: 0, owned_by: 'openai' });
+  assert.equal(modelBody('gpt-secret', ['gpt-4.1'], 'openai'), undefined);
 });
 
 test('any method but GET on the models route is 405 with Allow: GET', () => {
@@ -102,8 +123,9 @@ test('every other path is 404 not_found, whatever the method', () => {
     '/v1/./chat/completions',
     '/v1/chat/completions%2F',
     '/V1/chat/completions',
-    '/v1/models/gpt-4.1',
     '/v1/v1/chat/completions',
+    '/v1/responsesx',
+    '/v1/conversationsx',
     '/',
     '',
     'http://api.openai.com/v1/chat/completions',
@@ -115,6 +137,16 @@ test('every other path is 404 not_found, whatever the method', () => {
       assert.equal(r.error, ERRORS.notFound, `${method} ${path}`);
       assert.equal(r.error.status, 404);
       assert.equal(r.allow, undefined);
+    }
+  }
+});
+
+test('stored responses and conversations are never routed: 404 stored_state_not_routed, whatever the method', () => {
+  for (const path of ['/v1/responses/resp_123', '/v1/responses/resp_123/input_items', '/v1/responses/resp_123/cancel', '/v1/responses/', '/v1/conversations', '/v1/conversations/conv_1/items']) {
+    for (const method of ['GET', 'POST', 'DELETE']) {
+      const r = routeGatewayRequest(method, path);
+      assert.equal(r.ok, false, `${method} ${path}`);
+      if (!r.ok) assert.equal(r.error, ERRORS.storedStateNotRouted, `${method} ${path}`);
     }
   }
 });
@@ -142,18 +174,13 @@ test('isJsonContentType rejects other media types and a missing header', () => {
 
 // ---- validateChatRequest ----
 
-test('a valid chat request yields its model and stream flags', () => {
-  assert.deepEqual(chat({ model: 'gpt-4.1', messages: [{ role: 'user', content: 'hi' }] }), {
-    ok: true,
-    model: 'gpt-4.1',
-    stream: false,
-    includeUsage: false,
-  });
+test('a valid chat request yields its model and stream flag', () => {
+  assert.deepEqual(chat({ model: 'gpt-4.1', messages: [{ role: 'user', content: 'hi' }] }), { ok: true, model: 'gpt-4.1', stream: false });
 });
 
 test('a body that is not JSON is invalid_json with no param', () => {
   for (const text of ['', '{', 'model=gpt-4.1', '{"model":"gpt-4.1",}']) {
-    assert.deepEqual(rejected(validateChatRequest(Buffer.from(text), ALLOWED)), { code: 'invalid_json', param: null }, text);
+    assert.deepEqual(rejected(validateChatRequest(Buffer.from(text))), { code: 'invalid_json', param: null }, text);
   }
 });
 
@@ -183,7 +210,7 @@ test('the model_not_allowed message names neither the requested model nor any al
   const result = chat({ model: 'secret-internal-model', messages: [] });
   assert.equal(result.ok, false);
   if (result.ok) return;
-  const body = openAiErrorBody(result.error, result.param);
+  const body = openAiErrorBody(result.error, result.param, result.message ?? result.error.message);
   for (const text of [result.error.message, body]) {
     assert.ok(!text.includes('secret-internal-model'), text);
     for (const allowed of ALLOWED) assert.ok(!text.includes(allowed), text);
@@ -241,17 +268,8 @@ test('a stream value that is not a boolean is invalid_stream with param "stream"
   }
 });
 
-test('stream true with stream_options.include_usage true is reported as both', () => {
-  const r = chat({ model: 'gpt-4.1', messages: [], stream: true, stream_options: { include_usage: true } });
-  assert.deepEqual(r, { ok: true, model: 'gpt-4.1', stream: true, includeUsage: true });
-});
-
-test('includeUsage is true only for include_usage === true', () => {
-  for (const stream_options of [undefined, null, {}, { include_usage: false }, { include_usage: 'true' }, { include_usage: 1 }]) {
-    const r = chat({ model: 'gpt-4.1', messages: [], stream: true, stream_options });
-    assert.equal(r.ok, true);
-    if (r.ok) assert.equal(r.includeUsage, false, JSON.stringify(stream_options));
-  }
+test('stream true is reported', () => {
+  assert.deepEqual(chat({ model: 'gpt-4.1', messages: [], stream: true, stream_options: { include_usage: true } }), { ok: true, model: 'gpt-4.1', stream: true });
 });
 
 // ---- identityFromHeaders ----
@@ -304,8 +322,10 @@ test('a missing, malformed or too long X-Client-Request-Id is undefined', () => 
 
 // ---- gatewayUpstreamHeaders ----
 
+const upstreamHeaders = (incoming: IncomingHttpHeaders, set: GatewayUpstreamHeaderInput) => gatewayUpstreamHeaders(incoming, chatCompletions, set);
+
 test('client credentials never go upstream', () => {
-  const out = gatewayUpstreamHeaders(
+  const out = upstreamHeaders(
     {
       authorization: 'Bearer bot-token',
       'proxy-authorization': 'Basic eDp5',
@@ -320,7 +340,7 @@ test('client credentials never go upstream', () => {
 });
 
 test('client account selectors never go upstream', () => {
-  const out = gatewayUpstreamHeaders(
+  const out = upstreamHeaders(
     {
       'openai-organization': 'org-other',
       'openai-project': 'proj-other',
@@ -333,12 +353,12 @@ test('client account selectors never go upstream', () => {
 });
 
 test('gateway identity headers stay at the gateway', () => {
-  const out = gatewayUpstreamHeaders({ 'x-instance-id': 'bot-1', 'x-workflow': 'w', 'x-run-id': 'r' }, SET);
+  const out = upstreamHeaders({ 'x-instance-id': 'bot-1', 'x-workflow': 'w', 'x-run-id': 'r' }, SET);
   for (const name of ['x-instance-id', 'x-workflow', 'x-run-id']) assert.ok(!(name in out), name);
 });
 
 test('forwarding headers are dropped', () => {
-  const out = gatewayUpstreamHeaders(
+  const out = upstreamHeaders(
     {
       forwarded: 'for=10.0.0.1',
       'x-forwarded-for': '10.0.0.1',
@@ -352,7 +372,7 @@ test('forwarding headers are dropped', () => {
 });
 
 test('hop-by-hop headers and headers named in Connection are dropped', () => {
-  const out = gatewayUpstreamHeaders(
+  const out = upstreamHeaders(
     {
       connection: 'keep-alive, X-Custom, x-stainless-lang',
       'keep-alive': 'timeout=5',
@@ -374,7 +394,7 @@ test('hop-by-hop headers and headers named in Connection are dropped', () => {
 });
 
 test('a client cannot strip our Authorization or Host via Connection', () => {
-  const out = gatewayUpstreamHeaders({ connection: 'authorization, host, content-length, accept-encoding, x-client-request-id' }, SET);
+  const out = upstreamHeaders({ connection: 'authorization, host, content-length, accept-encoding, x-client-request-id' }, SET);
   assert.equal(out.authorization, 'Bearer sk-upstream-key');
   assert.equal(out.host, 'api.openai.com');
   assert.equal(out['content-length'], 42);
@@ -383,7 +403,7 @@ test('a client cannot strip our Authorization or Host via Connection', () => {
 });
 
 test('the gateway sets Host, Authorization, Content-Length, Accept-Encoding and X-Client-Request-Id, replacing the client values', () => {
-  const out = gatewayUpstreamHeaders(
+  const out = upstreamHeaders(
     {
       host: 'proxy.ns.svc:8450',
       authorization: 'Bearer bot-token',
@@ -403,16 +423,16 @@ test('the gateway sets Host, Authorization, Content-Length, Accept-Encoding and 
 });
 
 test('Upstream-Organization and Upstream-Project are sent only when configured', () => {
-  const without = gatewayUpstreamHeaders({}, SET);
+  const without = upstreamHeaders({}, SET);
   assert.ok(!('upstream-organization' in without));
   assert.ok(!('upstream-project' in without));
-  const withBoth = gatewayUpstreamHeaders({}, { ...SET, organization: 'org-ours', project: 'proj-ours' });
+  const withBoth = upstreamHeaders({}, { ...SET, organization: 'org-ours', project: 'proj-ours' });
   assert.equal(withBoth['upstream-organization'], 'org-ours');
   assert.equal(withBoth['upstream-project'], 'proj-ours');
 });
 
 test('configured organization and project replace the client values', () => {
-  const out = gatewayUpstreamHeaders(
+  const out = upstreamHeaders(
     { 'upstream-organization': 'org-other', 'upstream-project': 'proj-other' },
     { ...SET, organization: 'org-ours', project: 'proj-ours' },
   );
@@ -420,52 +440,74 @@ test('configured organization and project replace the client values', () => {
   assert.equal(out['upstream-project'], 'proj-ours');
 });
 
-test('other client headers pass through unchanged', () => {
+test('the OpenAI SDK and Codex headers on the allowlist pass through unchanged', () => {
   const incoming: IncomingHttpHeaders = {
     'content-type': 'application/json',
     accept: 'text/event-stream',
     'user-agent': 'OpenAI/JS 4.0',
     'x-stainless-lang': 'js',
+    'x-stainless-retry-count': '0',
     'openai-beta': 'assistants=v2',
     'idempotency-key': 'idem-1',
+    originator: 'codex_exec',
+    'session-id': 's-1',
+    'thread-id': 't-1',
+    'x-codex-turn-metadata': '{"turn":1}',
   };
-  const out = gatewayUpstreamHeaders(incoming, SET);
+  const out = upstreamHeaders(incoming, SET);
   for (const [name, value] of Object.entries(incoming)) assert.equal(out[name], value, name);
+});
+
+test('request headers are an allowlist: a header nobody listed stays at the gateway', () => {
+  const out = upstreamHeaders(
+    {
+      'x-authorization': 'Bearer other',
+      'helicone-auth': 'Bearer sk-helicone',
+      'x-goog-user-project': 'billing-project',
+      'x-custom-thing': '1',
+      'chatgpt-account-id': 'acct-1',
+      'user-agent': 'kept',
+    },
+    SET,
+  );
+  for (const name of ['x-authorization', 'helicone-auth', 'x-goog-user-project', 'x-custom-thing', 'chatgpt-account-id']) assert.ok(!(name in out), name);
+  assert.equal(out['user-agent'], 'kept');
 });
 
 test('gatewayUpstreamHeaders does not modify the incoming header object', () => {
   const incoming: IncomingHttpHeaders = { authorization: 'Bearer bot', connection: 'x-a', 'x-a': '1' };
   const copy = structuredClone(incoming);
-  gatewayUpstreamHeaders(incoming, SET);
+  upstreamHeaders(incoming, SET);
   assert.deepEqual(incoming, copy);
 });
 
 test('gatewayUpstreamHeaders throws on CR, LF or NUL in the key, host, request id, organization or project', () => {
   for (const bad of ['a\rb', 'a\nb', 'a\0b']) {
     for (const field of ['apiKey', 'host', 'clientRequestId', 'organization', 'project'] as const) {
-      assert.throws(() => gatewayUpstreamHeaders({}, { ...SET, [field]: bad }), /refusing to set header/, `${field}: ${JSON.stringify(bad)}`);
+      assert.throws(() => upstreamHeaders({}, { ...SET, [field]: bad }), /refusing to set header/, `${field}: ${JSON.stringify(bad)}`);
     }
   }
 });
 
 test('the header-injection error does not echo the key', () => {
   assert.throws(
-    () => gatewayUpstreamHeaders({}, { ...SET, apiKey: 'sk-very-secret\r\nX-Evil: 1' }),
+    () => upstreamHeaders({}, { ...SET, apiKey: 'sk-very-secret\r\nX-Evil: 1' }),
     (err: Error) => !err.message.includes('sk-very-secret'),
   );
 });
 
-// ---- upstreamChatPath ----
+// ---- upstreamPath ----
 
-test('upstreamChatPath appends /chat/completions to the base path, never doubling /v1', () => {
-  assert.equal(upstreamChatPath('/v1', ''), '/v1/chat/completions');
-  assert.equal(upstreamChatPath('', ''), '/chat/completions');
-  assert.equal(upstreamChatPath('/openai/v1', ''), '/openai/v1/chat/completions');
+test('upstreamPath appends the protocol path to the base path, never doubling /v1', () => {
+  assert.equal(upstreamPath('/v1', CHAT_ROUTE, ''), '/v1/chat/completions');
+  assert.equal(upstreamPath('', CHAT_ROUTE, ''), '/chat/completions');
+  assert.equal(upstreamPath('/openai/v1', CHAT_ROUTE, ''), '/openai/v1/chat/completions');
+  assert.equal(upstreamPath('/v1', { path: '/v1/responses', upstreamPath: '/responses' }, ''), '/v1/responses');
 });
 
-test('upstreamChatPath appends the query only when it is non-empty', () => {
-  assert.equal(upstreamChatPath('/v1', 'api-version=2024-10-21'), '/v1/chat/completions?api-version=2024-10-21');
-  assert.ok(!upstreamChatPath('/v1', '').includes('?'));
+test('upstreamPath appends the query only when it is non-empty', () => {
+  assert.equal(upstreamPath('/v1', CHAT_ROUTE, 'api-version=2024-10-21'), '/v1/chat/completions?api-version=2024-10-21');
+  assert.ok(!upstreamPath('/v1', CHAT_ROUTE, '').includes('?'));
 });
 
 // ---- OpenAI error format ----
@@ -488,11 +530,11 @@ test('openAiErrorType maps statuses to OpenAI error types', () => {
   for (const [status, type] of cases) assert.equal(openAiErrorType(status), type, String(status));
 });
 
-test('openAiErrorBody is {error:{message,type,code,param}} with the fixed message by default', () => {
-  assert.deepEqual(JSON.parse(openAiErrorBody(ERRORS.modelNotAllowed, 'model')), {
+test('openAiErrorBody is {error:{message,type,code,param}}', () => {
+  assert.deepEqual(JSON.parse(openAiErrorBody(ERRORS.modelNotAllowed, 'model', ERRORS.modelNotAllowed.message)), {
     error: { message: ERRORS.modelNotAllowed.message, type: 'invalid_request_error', code: 'model_not_allowed', param: 'model' },
   });
-  assert.deepEqual(JSON.parse(openAiErrorBody(ERRORS.unauthenticated, null)), {
+  assert.deepEqual(JSON.parse(openAiErrorBody(ERRORS.unauthenticated, null, ERRORS.unauthenticated.message)), {
     error: { message: ERRORS.unauthenticated.message, type: 'authentication_error', code: 'invalid_bot_token', param: null },
   });
 });
@@ -518,7 +560,7 @@ test('modelsListBody of an empty allowlist is an empty list', () => {
 });
 
 test('every X-Forwarded-* header, credential-looking headers and Expect are dropped on the way up', () => {
-  const out = gatewayUpstreamHeaders(
+  const out = upstreamHeaders(
     {
       'x-forwarded-port': '443',
       'x-forwarded-prefix': '/x',

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseGitRoute, pathForLog } from '../../src/git/route.ts';
+import { parseGitRoute } from '../../src/git/route.ts';
+import { pathForLog } from '../../src/http/log.ts';
 import { HOSTILE_TARGETS } from '../support/hostile-targets.ts';
 
 const HOST = 'github.com';

@@ -31,7 +31,9 @@ function modelRecord(over: Partial<ModelRequestRecord>): ModelRequestRecord {
     request_id: 'req-0001',
     upstream_request_id: null,
     provider: 'openai',
+    api: 'chat_completions',
     model: 'gpt-4o',
+    refused_model: null,
     response_model: null,
     method: 'POST',
     path: '/v1/chat/completions',
@@ -46,6 +48,7 @@ function modelRecord(over: Partial<ModelRequestRecord>): ModelRequestRecord {
     usage_complete: false,
     finish_reason: null,
     interrupted: null,
+    attempts: 1,
     retries: 0,
     rate_limited: 0,
     instance_id: 'bot-1',
@@ -104,7 +107,7 @@ const MODEL_RECORDS: readonly ModelRequestRecord[] = [
   // 9. 200 without usage, no identity → instance_id="" workflow="". duration 0.1 s (le 0.16).
   modelRecord({ instance_id: null, workflow: null, run_id: null, duration_ms: 100 }),
   // 10. GET /v1/models: not a chat completion, so not "usage incomplete". duration 0.001 s (le 0.01).
-  modelRecord({ model: null, method: 'GET', path: '/v1/models', duration_ms: 1 }),
+  modelRecord({ model: null, api: null, method: 'GET', path: '/v1/models', duration_ms: 1 }),
   // 11. 429 after two retries, given up: 3 rate-limited answers. duration 2 s (le 2.56).
   modelRecord({ status: 429, duration_ms: 2000, retries: 2, rate_limited: 3, error: 'rate_limited' }),
 ];
@@ -275,7 +278,7 @@ test('model, host and status labels take only values from the records (no raw re
   const metrics = createProxyMetrics({ maxSeriesPerFamily: 50, runIdLabel: false, prices: PRICES });
   const models = [
     modelRecord({ request_id: `${RAW}-req`, upstream_request_id: `${RAW}-up`, response_model: `${RAW}-gpt-4o-2024-08-06`, path: '/v1/chat/completions', finish_reason: `${RAW}-stop`, error: `${RAW}-error`, input_tokens: 5, output_tokens: 5, usage_complete: true }),
-    modelRecord({ model: null, status: 404, path: null, method: `${RAW}-METHOD`, request_id: `${RAW}-req2`, error: 'not_found', bytes_in: 123456 }),
+    modelRecord({ model: null, api: null, status: 404, path: `/v1/${RAW}`, method: `${RAW}-METHOD`, request_id: `${RAW}-req2`, error: 'not_found', bytes_in: 123456 }),
     modelRecord({ model: 'mistral-large', status: 503, response_model: `${RAW}-mistral`, error: 'upstream_key_missing' }),
   ];
   const gits = [

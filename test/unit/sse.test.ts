@@ -1,6 +1,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SseInspector, summarizeJsonCompletion, type CompletionSummary } from '../../src/gateway/sse.ts';
+import { chatCompletions } from '../../src/gateway/protocols/chat-completions.ts';
+import type { CallSummary } from '../../src/gateway/protocols/protocol.ts';
+import { SseFramer } from '../../src/gateway/sse.ts';
+
+/** The chat reader behind the framer, as the gateway runs them, with the framer's counts. */
+type CompletionSummary = CallSummary & { events: number; oversized: boolean };
+function newInspector(now: () => number, maxEventBytes?: number): { push(chunk: Buffer): void; finish(): CompletionSummary } {
+  const reader = chatCompletions.newStreamReader(now);
+  const framer = new SseFramer(reader, maxEventBytes);
+  return { push: (chunk) => framer.push(chunk), finish: () => ({ ...reader.summary(), events: framer.events, oversized: framer.oversized }) };
+}
+const summarizeJsonCompletion = (body: Buffer) => chatCompletions.summarizeJson(body);
 
 const MODEL = 'gpt-4o-2024-08-06';
 const CONSTANT_CLOCK = (): number => 1000;
@@ -57,13 +68,14 @@ const EXPECTED_TRANSCRIPT_SUMMARY: CompletionSummary = {
   model: MODEL,
   finishReason: 'tool_calls',
   firstTokenAt: 1000,
-  done: true,
+  terminated: true,
+  streamError: null,
   events: TRANSCRIPT_EVENTS.length,
   oversized: false,
 };
 
-function inspect(chunks: Array<Buffer | string>, maxLineBytes?: number): CompletionSummary {
-  const inspector = new SseInspector(CONSTANT_CLOCK, maxLineBytes);
+function inspect(chunks: Array<Buffer | string>, maxEventBytes?: number): CompletionSummary {
+  const inspector = newInspector(CONSTANT_CLOCK, maxEventBytes);
   for (const chunk of chunks) inspector.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
   return inspector.finish();
 }
@@ -103,7 +115,7 @@ test('a CR at the end of one chunk and LF at the start of the next are one line 
 
 test('a lone CR at the end of a chunk still ends the line', () => {
   const summary = inspect(['data: [DONE]\r', '\r']);
-  assert.equal(summary.done, true);
+  assert.equal(summary.terminated, true);
   assert.equal(summary.events, 1);
 });
 
@@ -116,9 +128,9 @@ test('multi-line data fields are joined with newline', () => {
 });
 
 test('only one space after the data colon is stripped', () => {
-  assert.equal(inspect(['data:[DONE]\n\n']).done, true);
-  assert.equal(inspect(['data: [DONE]\n\n']).done, true);
-  assert.equal(inspect(['data:  [DONE]\n\n']).done, false);
+  assert.equal(inspect(['data:[DONE]\n\n']).terminated, true);
+  assert.equal(inspect(['data: [DONE]\n\n']).terminated, true);
+  assert.equal(inspect(['data:  [DONE]\n\n']).terminated, false);
 });
 
 test('comments and event/id/retry fields are ignored', () => {
@@ -135,10 +147,10 @@ test('an event without data is not dispatched', () => {
   assert.equal(inspect(['data\n\n']).events, 1);
 });
 
-test('a stream without usage chunk yields usage null and done false', () => {
+test('a stream without usage chunk yields usage null and terminated false', () => {
   const summary = inspect([`data: ${ROLE_CHUNK}\n\ndata: ${deltaChunk({ content: 'Hi' }, 'stop')}\n\n`]);
   assert.equal(summary.usage, null);
-  assert.equal(summary.done, false);
+  assert.equal(summary.terminated, false);
   assert.equal(summary.finishReason, 'stop');
   assert.equal(summary.model, MODEL);
 });
@@ -162,25 +174,25 @@ test('intermediate usage null does not replace a usage object', () => {
 });
 
 test('a byte order mark at the start of the stream is ignored', () => {
-  assert.equal(inspect([Buffer.from([0xef]), Buffer.from([0xbb, 0xbf]), 'data: [DONE]\n\n']).done, true);
+  assert.equal(inspect([Buffer.from([0xef]), Buffer.from([0xbb, 0xbf]), 'data: [DONE]\n\n']).terminated, true);
 });
 
-test('a line of exactly maxLineBytes is kept and one byte more is skipped', () => {
+test('event data of exactly maxEventBytes is kept and one byte more is skipped but counted', () => {
   const line = `data: ${USAGE_CHUNK}`;
-  const length = Buffer.byteLength(line);
+  const length = Buffer.byteLength(USAGE_CHUNK);
   const halves = [line.slice(0, 40), `${line.slice(40)}\n\n`];
   for (const chunks of [[`${line}\n\n`], halves]) {
     assert.deepEqual(inspect(chunks, length).usage, EXPECTED_USAGE);
     const skipped = inspect(chunks, length - 1);
     assert.equal(skipped.usage, null);
     assert.equal(skipped.oversized, true);
-    assert.equal(skipped.events, 0);
+    assert.equal(skipped.events, 1);
   }
 });
 
 test('a giant line without newline keeps memory bounded and sets oversized', () => {
   const maxLineBytes = 64 * 1024;
-  const inspector = new SseInspector(CONSTANT_CLOCK, maxLineBytes);
+  const inspector = newInspector(CONSTANT_CLOCK, maxLineBytes);
   const filler = Buffer.alloc(64 * 1024, 'a');
   inspector.push(Buffer.from('data: '));
   const arrayBuffersBefore = process.memoryUsage().arrayBuffers;
@@ -192,7 +204,7 @@ test('a giant line without newline keeps memory bounded and sets oversized', () 
   const summary = inspector.finish();
   assert.equal(summary.oversized, true);
   assert.deepEqual(summary.usage, EXPECTED_USAGE);
-  assert.equal(summary.events, 1);
+  assert.equal(summary.events, 2);
 });
 
 test('an event whose data lines add up past the cap is skipped but counted', () => {
@@ -201,12 +213,12 @@ test('an event whose data lines add up past the cap is skipped but counted', () 
   assert.equal(summary.oversized, true);
   assert.equal(summary.usage, null);
   assert.equal(summary.events, 2);
-  assert.equal(summary.done, true);
+  assert.equal(summary.terminated, true);
 });
 
 test('firstTokenAt is the time of the first output-bearing event, not the role-only chunk', () => {
   let clock = 0;
-  const inspector = new SseInspector(() => clock);
+  const inspector = newInspector(() => clock);
   const pushAt = (time: number, data: string): void => {
     clock = time;
     inspector.push(Buffer.from(`data: ${data}\n\n`));
@@ -227,7 +239,7 @@ test('reasoning, refusal and tool call deltas count as output', () => {
   ];
   for (const delta of outputDeltas) {
     let clock = 0;
-    const inspector = new SseInspector(() => clock);
+    const inspector = newInspector(() => clock);
     inspector.push(Buffer.from(`data: ${deltaChunk({ role: 'assistant', content: '', tool_calls: [] })}\n\n`));
     clock = 7;
     inspector.push(Buffer.from(`data: ${deltaChunk(delta)}\n\n`));
@@ -237,7 +249,7 @@ test('reasoning, refusal and tool call deltas count as output', () => {
 
 test('an event split across pushes is timed when its terminating empty line arrives', () => {
   let clock = 0;
-  const inspector = new SseInspector(() => clock);
+  const inspector = newInspector(() => clock);
   clock = 1;
   inspector.push(Buffer.from(`data: ${deltaChunk({ content: 'Hi' })}\n`));
   clock = 2;
@@ -274,7 +286,8 @@ test('does not JSON.parse events that cannot carry usage', () => {
     model: MODEL,
     finishReason: 'stop',
     firstTokenAt: 1000,
-    done: true,
+    terminated: true,
+    streamError: null,
     events: stream.length,
     oversized: false,
   });
@@ -299,9 +312,8 @@ test('summarizeJsonCompletion reads usage, model and finish reason', () => {
     model: MODEL,
     finishReason: 'length',
     firstTokenAt: null,
-    done: false,
-    events: 0,
-    oversized: false,
+    terminated: false,
+    streamError: null,
   });
 });
 
@@ -320,14 +332,13 @@ test('summarizeJsonCompletion maps missing usage fields to null', () => {
 });
 
 test('summarizeJsonCompletion yields nulls for invalid JSON', () => {
-  const allNull: CompletionSummary = {
+  const allNull: CallSummary = {
     usage: null,
     model: null,
     finishReason: null,
     firstTokenAt: null,
-    done: false,
-    events: 0,
-    oversized: false,
+    terminated: false,
+    streamError: null,
   };
   for (const body of ['{"usage":', '', 'null', '[1,2]', '"text"', '\xff\xfe']) {
     assert.deepEqual(summarizeJsonCompletion(Buffer.from(body, 'latin1')), allNull, body);

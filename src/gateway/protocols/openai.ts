@@ -1,0 +1,109 @@
+// What the OpenAI-style protocols (chat completions, responses) share: the error format, the
+// request headers OpenAI's clients send that may go upstream, and the tool policy.
+import type { ProxyError } from '../../http/errors.ts';
+import { ERRORS } from '../../http/errors.ts';
+import { bounded, refuse, type RequestRefusal } from './protocol.ts';
+
+/** OpenAI's error `type` for a status, so SDKs classify gateway errors as they do upstream ones. */
+export function openAiErrorType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 429) return 'rate_limit_error';
+  if (status >= 500) return 'server_error';
+  return 'invalid_request_error';
+}
+
+/** `{"error":{"message","type","code","param"}}`, as OpenAI answers. */
+export function openAiErrorBody(error: ProxyError, param: string | null, message: string): string {
+  return JSON.stringify({ error: { message, type: openAiErrorType(error.status), code: error.code, param } });
+}
+
+/**
+ * Client headers that go upstream on the OpenAI routes, beside the ones the gateway sets itself
+ * (Host, Authorization, Content-Length, Accept-Encoding, X-Client-Request-Id). An allowlist, so
+ * that a header nobody thought of (a second credential, a billing selector) stays here. Each
+ * was seen from a real client and carries no credential and no account choice:
+ * - every HTTP client: Content-Type, Accept, User-Agent;
+ * - the OpenAI SDKs: OpenAI-Beta (feature opt-ins), Idempotency-Key, X-Stainless-* (the SDK's
+ *   name, version, runtime, retry count and timeout);
+ * - Codex: Originator, Session-Id/Session_id, Thread-Id, Conversation_id, X-Codex-* (turn
+ *   metadata, window id, beta features), Version.
+ */
+export const OPENAI_REQUEST_HEADERS: ReadonlySet<string> = new Set([
+  'content-type',
+  'accept',
+  'user-agent',
+  'openai-beta',
+  'idempotency-key',
+  'originator',
+  'session-id',
+  'session_id',
+  'thread-id',
+  'conversation_id',
+  'version',
+]);
+export const OPENAI_REQUEST_HEADER_PREFIXES: readonly string[] = ['x-stainless-', 'x-codex-'];
+
+/**
+ * Tools the provider runs on its own side. Each reaches beyond the sandbox where no network
+ * policy sees it: web search fetches pages, file search and the code interpreter read the
+ * organisation's stored files and containers, image generation spends on another model, and
+ * `mcp` makes the provider connect to any server URL with headers the request chooses. The
+ * operator may allow them by name (--allow-hosted-tools); the dated variants of a tool count as
+ * the tool.
+ */
+export const HOSTED_TOOLS: ReadonlyMap<string, string> = new Map([
+  ['web_search', 'web_search'],
+  ['web_search_preview', 'web_search'],
+  ['web_search_preview_2025_03_11', 'web_search'],
+  ['web_search_2025_08_26', 'web_search'],
+  ['file_search', 'file_search'],
+  ['code_interpreter', 'code_interpreter'],
+  ['image_generation', 'image_generation'],
+  ['mcp', 'mcp'],
+]);
+
+/** The names --allow-hosted-tools accepts (`shell` is hosted with a container environment). */
+export const HOSTED_TOOL_NAMES: readonly string[] = [...new Set(HOSTED_TOOLS.values()), 'shell'];
+
+/** The set of allowed hosted tools from --allow-hosted-tools; an unknown name is an error naming the flag. */
+export function hostedToolsPolicy(names: readonly string[]): ReadonlySet<string> {
+  for (const name of names) {
+    if (!HOSTED_TOOL_NAMES.includes(name)) throw new Error(`--allow-hosted-tools: "${bounded(name)}" is not a hosted tool; use any of ${HOSTED_TOOL_NAMES.join(', ')}`);
+  }
+  return new Set(names);
+}
+
+/**
+ * Checks one `tools` entry (or a `tool_choice` object) against the policy: a client-executed
+ * type passes, a hosted one only when allowed, an unknown type never. `where` names it in the
+ * message (e.g. `tools[2]`).
+ */
+export function checkToolType(type: unknown, clientTypes: ReadonlySet<string>, hostedAllowed: ReadonlySet<string>, where: string): RequestRefusal | undefined {
+  if (typeof type !== 'string') return refuse(ERRORS.invalidTools, `${where}.type`);
+  if (clientTypes.has(type)) return undefined;
+  const hosted = HOSTED_TOOLS.get(type);
+  if (hosted !== undefined) {
+    if (hostedAllowed.has(hosted)) return undefined;
+    return refuse(
+      ERRORS.toolNotAllowed,
+      `${where}.type`,
+      `tool type "${type}" runs on the provider's side, outside the sandbox, and is not allowed through this gateway; the operator can allow it with --allow-hosted-tools ${hosted}`,
+    );
+  }
+  return refuse(ERRORS.toolNotAllowed, `${where}.type`, `tool type "${bounded(type)}" is not known to this gateway and is refused; tools the client runs itself (${[...clientTypes].join(', ')}) are allowed`);
+}
+
+/** `tools`, when present, is an array of objects whose every type passes checkToolType. */
+export function checkTools(tools: unknown, clientTypes: ReadonlySet<string>, hostedAllowed: ReadonlySet<string>): RequestRefusal | undefined {
+  if (tools === undefined || tools === null) return undefined;
+  if (!Array.isArray(tools)) return refuse(ERRORS.invalidTools, 'tools');
+  for (let i = 0; i < tools.length; i++) {
+    const tool = tools[i] as { type?: unknown } | null;
+    if (typeof tool !== 'object' || tool === null || Array.isArray(tool)) return refuse(ERRORS.invalidTools, `tools[${i}]`);
+    const refusal = checkToolType(tool.type, clientTypes, hostedAllowed, `tools[${i}]`);
+    if (refusal) return refusal;
+  }
+  return undefined;
+}

@@ -1,0 +1,101 @@
+// What a wire protocol is to the gateway. The handler (../handler.ts) authenticates, checks the
+// model, injects the key, retries, relays and records once for every protocol; a protocol module
+// says only what differs: its routes, how its request body is checked, how usage and the end of
+// a call are read from its stream and JSON bodies, and how the gateway's own errors look there.
+// A module is data plus pure functions, testable by feeding it bytes.
+import type { ProxyError } from '../../http/errors.ts';
+import type { EventReader } from '../sse.ts';
+
+/** The bounded `api` label of logs and metrics. */
+export type ApiName = 'chat_completions' | 'responses';
+
+export interface Usage {
+  /** Input tokens, cached ones included (OpenAI's `prompt_tokens` / `input_tokens`). */
+  readonly inputTokens: number | null;
+  /** Output tokens, reasoning ones included. */
+  readonly outputTokens: number | null;
+  readonly reasoningTokens: number | null;
+  /** Input tokens read from the provider's prompt cache (part of inputTokens). */
+  readonly cachedTokens: number | null;
+}
+
+/** What the gateway learns about a call from the upstream's answer. */
+export interface CallSummary {
+  /** From the last usage block seen. */
+  readonly usage: Usage | null;
+  /** The response's own model field (may name a dated snapshot of the requested model). */
+  readonly model: string | null;
+  /** How the model stopped: chat's finish_reason, a response's status or incomplete reason. */
+  readonly finishReason: string | null;
+  /** (streams) Clock value when the first output-bearing event arrived. */
+  readonly firstTokenAt: number | null;
+  /** (streams) The protocol's end-of-stream event was seen. */
+  readonly terminated: boolean;
+  /** An error the upstream reported inside a successful answer (a failed response, an error event). */
+  readonly streamError: string | null;
+}
+
+export interface StreamReader extends EventReader {
+  summary(): CallSummary;
+}
+
+export type CheckedRequest = { readonly ok: true; readonly model: string; readonly stream: boolean };
+export type RequestRefusal = {
+  readonly ok: false;
+  readonly error: ProxyError;
+  readonly param: string | null;
+  /** Replaces the error's fixed message when the refusal can say more (never request data, except a bounded field name). */
+  readonly message?: string;
+  /** A refused model name, bounded, for the log line only (never a metric label). */
+  readonly refusedModel?: string;
+};
+
+/** Deployment policy the request checks apply. */
+export interface RequestPolicy {
+  readonly allowedModels: ReadonlySet<string>;
+  /** Provider-executed tool types the operator allows (--allow-hosted-tools). */
+  readonly hostedTools: ReadonlySet<string>;
+}
+
+export interface ProtocolRoute {
+  /** The gateway path, exact, served by POST. */
+  readonly path: string;
+  /** Appended to the upstream base path (`/v1` + `/chat/completions`). */
+  readonly upstreamPath: string;
+}
+
+export interface WireProtocol {
+  readonly api: ApiName;
+  readonly routes: readonly ProtocolRoute[];
+  /** Checks the fields the gateway decides on; everything else is the upstream's business. */
+  checkRequest(body: Record<string, unknown>, policy: RequestPolicy): CheckedRequest | RequestRefusal;
+  /** Client request headers that may go upstream: exact lower-case names and name prefixes. */
+  readonly requestHeaders: ReadonlySet<string>;
+  readonly requestHeaderPrefixes: readonly string[];
+  newStreamReader(now: () => number): StreamReader;
+  summarizeJson(body: Buffer): CallSummary;
+  /**
+   * Whether a stream is complete only once its end event arrived. When true, an upstream body
+   * that ends without it reaches the client as a broken connection, never as a clean end.
+   */
+  readonly streamNeedsEndEvent: boolean;
+  /** The body of an error the gateway makes itself on this protocol's routes. */
+  errorBody(error: ProxyError, param: string | null, message: string): string;
+}
+
+/** Refusal helper for the protocol modules. */
+export function refuse(error: ProxyError, param: string | null, message?: string): RequestRefusal {
+  return message === undefined ? { ok: false, error, param } : { ok: false, error, param, message };
+}
+
+/** A value from the request shown in a message or the log: printable ASCII, at most 128 characters. */
+export function bounded(value: string): string {
+  const clean = value.replace(/[^\x20-\x7e]/g, '?');
+  return clean.length > 128 ? `${clean.slice(0, 128)}…` : clean;
+}
+
+/** An upstream error class for the log: a short identifier, else `other`. */
+export function errorClass(value: unknown): string | null {
+  if (value === undefined || value === null) return null;
+  return typeof value === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(value) ? value : 'other';
+}

@@ -1,0 +1,254 @@
+// OpenAI's Responses API (`POST /v1/responses`): the only protocol Codex speaks, and what the
+// OpenAI SDK's client.responses.create, the Agents SDK and the AI SDK's OpenAI provider use.
+//
+// Two things set it apart from chat completions, and both are decided here:
+// - Stored state. OpenAI stores responses by default, and anyone holding the key can read or
+//   continue them; every bot shares one key. So a request may not point at stored state: no
+//   previous_response_id, conversation, stored prompt or background run, and no input item that
+//   the provider would have to fetch by id (item_reference; reasoning without its
+//   encrypted_content; an item type the gateway does not know that carries an id). Requests
+//   that carry their whole history, as Codex does with store:false, pass. The retrieval routes
+//   are not routed at all (../rules.ts).
+// - Hosted tools. A request can ask the provider to run tools on its side (web search, file
+//   search, code interpreter, image generation, a hosted shell, MCP servers at any URL): egress
+//   no network policy sees. Only tools the client runs itself pass, unless the operator allows
+//   a hosted one by name.
+//
+// The stream: `event: <type>` / `data: {"type": <type>, ...}` events; response.completed,
+// response.incomplete and response.failed end it and carry the whole response with its usage
+// (response.completed repeats every output item: it can be megabytes, so it is read with
+// JsonCapture, never buffered whole). An `error` event also ends it.
+import { ERRORS } from '../../http/errors.ts';
+import { JsonCapture } from '../../http/json.ts';
+import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, tokenCount, type JsonObject, type LargeEventConsumer } from '../sse.ts';
+import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, openAiErrorBody } from './openai.ts';
+import { bounded, errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
+
+export const RESPONSES_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant']);
+
+/**
+ * Tool types the client executes itself: the model only asks, the client runs the call and
+ * sends the output back. `namespace` groups functions (Codex); `shell` is client-run only with
+ * a local environment (see isHostedShell).
+ */
+export const RESPONSES_CLIENT_TOOLS: ReadonlySet<string> = new Set(['function', 'custom', 'namespace', 'local_shell', 'shell', 'apply_patch', 'computer', 'computer_use_preview']);
+
+/**
+ * For each input item type the gateway knows, the field that holds its content. An item with an
+ * `id` must carry that field: otherwise the provider would fill it from storage, where another
+ * bot's items live. Reasoning content is `encrypted_content`, which stateless clients ask for.
+ */
+const SELF_CONTAINED: ReadonlyMap<string, string> = new Map([
+  ['message', 'content'],
+  ['function_call', 'arguments'],
+  ['function_call_output', 'output'],
+  ['custom_tool_call', 'input'],
+  ['custom_tool_call_output', 'output'],
+  ['reasoning', 'encrypted_content'],
+  ['compaction', 'encrypted_content'],
+  ['local_shell_call', 'action'],
+  ['local_shell_call_output', 'output'],
+  ['shell_call', 'action'],
+  ['shell_call_output', 'output'],
+  ['apply_patch_call', 'operation'],
+  ['apply_patch_call_output', 'output'],
+  ['computer_call', 'action'],
+  ['computer_call_output', 'output'],
+]);
+
+/** Request fields that point at state stored at the provider, and why each is refused. */
+const STORED_STATE_FIELDS: readonly (readonly [string, string])[] = [
+  ['previous_response_id', 'continues a response stored at the provider'],
+  ['conversation', 'continues a conversation stored at the provider'],
+  ['prompt', 'uses a prompt template stored at the provider'],
+];
+const WHOLE_HISTORY = 'send the whole conversation in "input" instead (with "store": false, as Codex does)';
+
+/** A `shell` tool with a container environment runs at the provider: hosted. */
+function isHostedShell(tool: JsonObject): boolean {
+  const environment = asObject(tool.environment);
+  return tool.environment !== undefined && tool.environment !== null && environment?.type !== 'local';
+}
+
+function checkResponsesTools(tools: unknown, hostedAllowed: ReadonlySet<string>): RequestRefusal | undefined {
+  if (tools === undefined || tools === null) return undefined;
+  if (!Array.isArray(tools)) return refuse(ERRORS.invalidTools, 'tools');
+  for (let i = 0; i < tools.length; i++) {
+    const tool = asObject(tools[i]);
+    if (tool === null) return refuse(ERRORS.invalidTools, `tools[${i}]`);
+    if (tool.type === 'shell' && isHostedShell(tool) && !hostedAllowed.has('shell')) {
+      return refuse(
+        ERRORS.toolNotAllowed,
+        `tools[${i}].environment`,
+        'a "shell" tool with a container environment runs on the provider\'s side, outside the sandbox, and is not allowed through this gateway; use a local shell, or the operator can allow it with --allow-hosted-tools shell',
+      );
+    }
+    const refusal = checkToolType(tool.type, RESPONSES_CLIENT_TOOLS, hostedAllowed, `tools[${i}]`);
+    if (refusal) return refusal;
+  }
+  return undefined;
+}
+
+function checkInput(input: unknown): RequestRefusal | undefined {
+  if (typeof input === 'string') return undefined;
+  if (!Array.isArray(input)) return refuse(ERRORS.inputMissing, 'input');
+  for (let i = 0; i < input.length; i++) {
+    const item = asObject(input[i]);
+    if (item === null) return refuse(ERRORS.invalidInputItem, `input[${i}]`);
+    // A message may leave out its type (the SDKs' "easy input message").
+    const type = item.type === undefined && item.role !== undefined ? 'message' : item.type;
+    if (typeof type !== 'string') return refuse(ERRORS.invalidInputItem, `input[${i}].type`);
+    if (type === 'item_reference') {
+      return refuse(ERRORS.storedStateRefused, `input[${i}]`, `input[${i}] is an item_reference, which reads an item stored at the provider; ${WHOLE_HISTORY}`);
+    }
+    if (type === 'message' && (typeof item.role !== 'string' || !RESPONSES_ROLES.has(item.role))) return refuse(ERRORS.responsesRoleNotAllowed, `input[${i}].role`);
+    if (item.id !== undefined && item.id !== null) {
+      const content = SELF_CONTAINED.get(type);
+      if (content === undefined || item[content] === undefined || item[content] === null) {
+        return refuse(
+          ERRORS.storedStateRefused,
+          `input[${i}].id`,
+          `input[${i}] (type "${bounded(type)}") has an id but not its ${content === undefined ? 'content' : `"${content}"`}, so the provider would read it from storage; include the item's content or leave out its id`,
+        );
+      }
+    }
+  }
+  return undefined;
+}
+
+function readUsage(usage: unknown): Usage | null {
+  const u = asObject(usage);
+  if (u === null) return null;
+  return {
+    inputTokens: tokenCount(u.input_tokens),
+    outputTokens: tokenCount(u.output_tokens),
+    reasoningTokens: tokenCount(asObject(u.output_tokens_details)?.reasoning_tokens),
+    cachedTokens: tokenCount(asObject(u.input_tokens_details)?.cached_tokens),
+  };
+}
+
+/** Status, or the incomplete reason: `completed`, `max_output_tokens`, `failed`, ... */
+function finishOf(response: JsonObject): string | null {
+  const status = typeof response.status === 'string' ? response.status : null;
+  const reason = asObject(response.incomplete_details)?.reason;
+  return status === 'incomplete' && typeof reason === 'string' ? reason : status;
+}
+
+const TYPE_KEY = quotedKey('type');
+const DELTA_KEY = quotedKey('delta');
+const DELTA_SUFFIX = Buffer.from('.delta"');
+const TERMINAL_TYPES: ReadonlySet<string> = new Set(['response.completed', 'response.incomplete', 'response.failed']);
+/** Events worth a parse: the first ones (model), the terminal ones, errors. Deltas are checked apart. */
+const TYPES_READ = [...TERMINAL_TYPES, 'response.created', 'response.in_progress', 'error'].map((t) => Buffer.from(`"${t}"`));
+/** Fields a large event is read for; a large delta only needs its type. */
+const LARGE_EVENT_PATHS = ['type', 'code', 'error', 'response.usage', 'response.model', 'response.status', 'response.incomplete_details', 'response.error'];
+
+function typeIsOneOf(data: Buffer, quotedValues: readonly Buffer[]): boolean {
+  return mayHaveValue(data, TYPE_KEY, (json, at) => quotedValues.some((v) => json.length >= at + v.length && json.compare(v, 0, v.length, at, at + v.length) === 0));
+}
+
+class ResponsesStreamReader implements StreamReader {
+  private usage: Usage | null = null;
+  private model: string | null = null;
+  private finishReason: string | null = null;
+  private firstTokenAt: number | null = null;
+  private terminated = false;
+  private streamError: string | null = null;
+
+  constructor(private readonly now: () => number) {}
+
+  event(data: Buffer): void {
+    const mayBeFirstOutput = this.firstTokenAt === null && data.indexOf(DELTA_SUFFIX) !== -1 && mayHaveValue(data, DELTA_KEY, startsNonEmptyString);
+    if (!mayBeFirstOutput && !typeIsOneOf(data, TYPES_READ)) return;
+    const event = parseJsonObject(data);
+    if (event !== null) this.apply(event);
+  }
+
+  largeEvent(): LargeEventConsumer {
+    const capture = new JsonCapture(LARGE_EVENT_PATHS);
+    return {
+      push: (bytes) => capture.push(bytes),
+      end: () => {
+        const v = capture.finish();
+        const response = { usage: v.get('response.usage'), model: v.get('response.model'), status: v.get('response.status'), incomplete_details: v.get('response.incomplete_details'), error: v.get('response.error') };
+        // A delta this large certainly carries output; its text was not kept.
+        this.apply({ type: v.get('type'), code: v.get('code'), error: v.get('error'), response, delta: 'x' });
+      },
+    };
+  }
+
+  private apply(event: JsonObject): void {
+    const type = event.type;
+    if (typeof type !== 'string') return;
+    if (type.endsWith('.delta')) {
+      if (this.firstTokenAt === null && typeof event.delta === 'string' && event.delta !== '') this.firstTokenAt = this.now();
+      return;
+    }
+    if (type === 'error') {
+      this.terminated = true;
+      this.streamError = errorClass(event.code ?? asObject(event.error)?.code ?? asObject(event.error)?.type) ?? 'error';
+      return;
+    }
+    const response = asObject(event.response);
+    if (response === null) return;
+    if (typeof response.model === 'string') this.model = response.model;
+    if (!TERMINAL_TYPES.has(type)) return;
+    this.terminated = true;
+    this.usage = readUsage(response.usage) ?? this.usage;
+    this.finishReason = finishOf(response);
+    if (type === 'response.failed') this.streamError = errorClass(asObject(response.error)?.code) ?? 'failed';
+  }
+
+  summary(): CallSummary {
+    return { usage: this.usage, model: this.model, finishReason: this.finishReason, firstTokenAt: this.firstTokenAt, terminated: this.terminated, streamError: this.streamError };
+  }
+}
+
+export const responses: WireProtocol = {
+  api: 'responses',
+  routes: [{ path: '/v1/responses', upstreamPath: '/responses' }],
+
+  checkRequest(req, policy) {
+    if (typeof req.model !== 'string') return refuse(ERRORS.modelMissing, 'model');
+    if (!policy.allowedModels.has(req.model)) return { ...refuse(ERRORS.modelNotAllowed, 'model'), refusedModel: bounded(req.model) };
+    if (req.stream !== undefined && typeof req.stream !== 'boolean') return refuse(ERRORS.streamNotBoolean, 'stream');
+    for (const [field, why] of STORED_STATE_FIELDS) {
+      if (req[field] !== undefined && req[field] !== null) return refuse(ERRORS.storedStateRefused, field, `"${field}" ${why}, which this gateway does not let a workload reach; ${WHOLE_HISTORY}`);
+    }
+    if (req.background === true) {
+      return refuse(ERRORS.storedStateRefused, 'background', 'a background response is stored and fetched later, which this gateway does not allow; send the request without "background" (stream it instead)');
+    }
+    const input = checkInput(req.input);
+    if (input) return input;
+    const tools = checkResponsesTools(req.tools, policy.hostedTools);
+    if (tools) return tools;
+    // tool_choice may name a hosted tool type directly: the same policy applies.
+    const choice = asObject(req.tool_choice);
+    if (choice !== null && typeof choice.type === 'string' && !['function', 'custom', 'allowed_tools'].includes(choice.type)) {
+      const refusal = checkToolType(choice.type, RESPONSES_CLIENT_TOOLS, policy.hostedTools, 'tool_choice');
+      if (refusal) return refusal;
+    }
+    return { ok: true, model: req.model, stream: req.stream === true };
+  },
+
+  requestHeaders: OPENAI_REQUEST_HEADERS,
+  requestHeaderPrefixes: OPENAI_REQUEST_HEADER_PREFIXES,
+
+  newStreamReader: (now) => new ResponsesStreamReader(now),
+
+  summarizeJson(body) {
+    const response = parseJsonObject(body);
+    if (response === null) return { usage: null, model: null, finishReason: null, firstTokenAt: null, terminated: false, streamError: null };
+    return {
+      usage: readUsage(response.usage),
+      model: typeof response.model === 'string' ? response.model : null,
+      finishReason: finishOf(response),
+      firstTokenAt: null,
+      terminated: false,
+      streamError: response.status === 'failed' ? (errorClass(asObject(response.error)?.code) ?? 'failed') : null,
+    };
+  },
+
+  streamNeedsEndEvent: true,
+  errorBody: openAiErrorBody,
+};
