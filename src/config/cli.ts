@@ -60,7 +60,7 @@ const FLAGS = {
   'max-request-body': { default: '32MiB', help: 'largest chat-completion request body (413 beyond)' },
   'upstream-max-retries': { default: '2', help: 'model gateway: retries after a 429 or a failed connect, before any byte reached the client' },
   'upstream-retry-budget': { default: '30s', help: 'model gateway: total time retries of one request may wait' },
-  'allow-hosted-tools': { default: '', help: 'model gateway: provider-executed tools allowed, comma-separated (web_search, file_search, code_interpreter, image_generation, mcp, shell); none by default' },
+  'allow-hosted-tools': { default: '', help: 'model gateway: provider-executed tools allowed, comma-separated (web_search, file_search, code_interpreter, image_generation, mcp, shell, tool_search); none by default' },
   'max-token-lifetime': { default: '24h', help: 'longest bot token lifetime (exp - iat) the gateway accepts and mint-token issues' },
   'header-timeout': { default: '30s', help: 'time a client has to send its request head' },
   'idle-timeout': { default: '60s', help: 'idle keep-alive client connections are closed after this' },

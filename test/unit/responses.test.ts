@@ -33,6 +33,7 @@ const CODEX_LIKE = {
     { type: 'function', name: 'shell_command', description: 'Runs a shell command', strict: false, parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } },
     { type: 'namespace', name: 'mcp__files', tools: [] },
     { type: 'custom', name: 'apply_patch', format: { type: 'grammar', syntax: 'lark', definition: 'start: x' } },
+    { type: 'tool_search', execution: 'client', description: 'Searches over deferred tool metadata', parameters: { type: 'object', properties: { query: { type: 'string' } } } },
   ],
   tool_choice: 'auto',
   parallel_tool_calls: false,
@@ -142,6 +143,7 @@ test('hosted tools are refused with a 400 naming the type and the flag that allo
     ['code_interpreter', 'code_interpreter'],
     ['image_generation', 'image_generation'],
     ['mcp', 'mcp'],
+    ['tool_search', 'tool_search'],
   ]) {
     const r = refusal({ model: 'gpt-5', input: 'x', tools: [{ type: 'function', name: 'f' }, { type, server_url: 'https://evil.example/mcp' }] });
     assert.deepEqual([r.code, r.param], ['tool_not_allowed', 'tools[1].type'], type);

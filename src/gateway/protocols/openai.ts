@@ -23,12 +23,14 @@ export function openAiErrorBody(error: ProxyError, param: string | null, message
  * Client headers that go upstream on the OpenAI routes, beside the ones the gateway sets itself
  * (Host, Authorization, Content-Length, Accept-Encoding, X-Client-Request-Id). An allowlist, so
  * that a header nobody thought of (a second credential, a billing selector) stays here. Each
- * was seen from a real client and carries no credential and no account choice:
+ * was seen from a real client (test/fixtures/recorded/) or is the OpenAI SDKs' own, and carries
+ * no credential and no account choice:
  * - every HTTP client: Content-Type, Accept, User-Agent;
  * - the OpenAI SDKs: OpenAI-Beta (feature opt-ins), Idempotency-Key, X-Stainless-* (the SDK's
  *   name, version, runtime, retry count and timeout);
- * - Codex: Originator, Session-Id/Session_id, Thread-Id, Conversation_id, X-Codex-* (turn
- *   metadata, window id, beta features), Version.
+ * - Codex 0.169: Originator, Session-Id, Thread-Id, X-Codex-Turn-Metadata, X-Codex-Window-Id,
+ *   X-Codex-Beta-Features;
+ * - opencode 1.18: Originator, Session-Id, X-Session-Id, X-Session-Affinity (cache affinity).
  */
 export const OPENAI_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   'content-type',
@@ -38,10 +40,9 @@ export const OPENAI_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   'idempotency-key',
   'originator',
   'session-id',
-  'session_id',
   'thread-id',
-  'conversation_id',
-  'version',
+  'x-session-id',
+  'x-session-affinity',
 ]);
 export const OPENAI_REQUEST_HEADER_PREFIXES: readonly string[] = ['x-stainless-', 'x-codex-'];
 
@@ -62,6 +63,8 @@ export const HOSTED_TOOLS: ReadonlyMap<string, string> = new Map([
   ['code_interpreter', 'code_interpreter'],
   ['image_generation', 'image_generation'],
   ['mcp', 'mcp'],
+  // Tool search run by the provider (Codex runs its own: execution "client", see responses.ts).
+  ['tool_search', 'tool_search'],
 ]);
 
 /** The names --allow-hosted-tools accepts (`shell` is hosted with a container environment). */

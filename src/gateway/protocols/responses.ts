@@ -76,6 +76,8 @@ function checkResponsesTools(tools: unknown, hostedAllowed: ReadonlySet<string>)
   for (let i = 0; i < tools.length; i++) {
     const tool = asObject(tools[i]);
     if (tool === null) return refuse(ERRORS.invalidTools, `tools[${i}]`);
+    // Codex searches its own deferred tools: a tool_search it executes itself is a client tool.
+    if (tool.type === 'tool_search' && tool.execution === 'client') continue;
     if (tool.type === 'shell' && isHostedShell(tool) && !hostedAllowed.has('shell')) {
       return refuse(
         ERRORS.toolNotAllowed,
