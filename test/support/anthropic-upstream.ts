@@ -97,12 +97,12 @@ function messageDelta(stopReason: string, u: AnthropicUsage): SseEvent {
 
 function textBlock(events: SseEvent[], index: number, text: string, cutAfterDeltas?: number): boolean {
   events.push(event('content_block_start', { index, content_block: { type: 'text', text: '' } }));
+  // Where the documentation's example has it: after the first content_block_start.
+  if (index === 0) events.push(event('ping'));
   const parts = deltas(text);
   for (let i = 0; i < parts.length; i++) {
     if (cutAfterDeltas !== undefined && i === cutAfterDeltas) return false;
     events.push(event('content_block_delta', { index, delta: { type: 'text_delta', text: parts[i] } }));
-    // The API sends pings at any point; one after the first delta keeps readers honest.
-    if (i === 0) events.push(event('ping'));
   }
   events.push(event('content_block_stop', { index }));
   return true;
@@ -144,6 +144,16 @@ export function cutTranscript(text: string, opts: TranscriptOptions): SseEvent[]
   const events = [messageStart(ids, opts.model, TEXT_USAGE)];
   textBlock(events, 0, text, 2);
   return events;
+}
+
+/**
+ * The bytes of a cut stream: the events of cutTranscript, then the first half of the next one,
+ * as when the connection drops in the middle of a write. A reader must not count the half event.
+ */
+export function cutWire(text: string, opts: TranscriptOptions): string {
+  const kept = cutTranscript(text, opts);
+  const next = encodeSse([textTranscript(text, opts)[kept.length]!]);
+  return encodeSse(kept) + next.slice(0, Math.floor(next.length / 2));
 }
 
 /** The wire form: `event: <type>` and one `data:` line of compact JSON, then a blank line. */
@@ -189,11 +199,11 @@ export function anthropicHeaders(contentType: string, requestId: string): Record
   return headers;
 }
 
-/** Handler that streams events, `gapMs` apart, optionally dropping the connection at the end. */
-export function streamHandler(events: readonly SseEvent[], opts: { gapMs?: number; cut?: boolean; requestId?: string } = {}): ModelHandler {
+/** Handler that streams events (or wire bytes from cutWire), `gapMs` apart, optionally dropping the connection at the end. */
+export function streamHandler(events: readonly SseEvent[] | string, opts: { gapMs?: number; cut?: boolean; requestId?: string } = {}): ModelHandler {
   return (_req, res) => {
     res.writeHead(200, anthropicHeaders('text/event-stream; charset=utf-8', opts.requestId ?? FIXED_IDS.request));
-    const queue = events.map((e) => encodeSse([e]));
+    const queue = typeof events === 'string' ? [events] : events.map((e) => encodeSse([e]));
     const next = (): void => {
       if (res.destroyed) return;
       const chunk = queue.shift();
@@ -202,9 +212,9 @@ export function streamHandler(events: readonly SseEvent[], opts: { gapMs?: numbe
         else res.end();
         return;
       }
-      res.write(chunk);
-      if (opts.gapMs) setTimeout(next, opts.gapMs);
-      else next();
+      // Next chunk once this one is flushed: a cut then drops the connection after the bytes
+      // went out, not before.
+      res.write(chunk, () => (opts.gapMs ? setTimeout(next, opts.gapMs) : next()));
     };
     next();
   };

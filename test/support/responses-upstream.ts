@@ -295,6 +295,16 @@ export function cutTranscript(text: string, opts: TranscriptOptions): SseEvent[]
   return list.events;
 }
 
+/**
+ * The bytes of a cut stream: the events of cutTranscript, then the first half of the next one,
+ * as when the connection drops in the middle of a write. A reader must not count the half event.
+ */
+export function cutWire(text: string, opts: TranscriptOptions): string {
+  const kept = cutTranscript(text, opts);
+  const next = encodeSse([textTranscript(text, opts)[kept.length]!]);
+  return encodeSse(kept) + next.slice(0, Math.floor(next.length / 2));
+}
+
 /** The wire form: `event: <type>` and one `data:` line of compact JSON, then a blank line. */
 export function encodeSse(events: readonly SseEvent[]): string {
   return events.map((e) => `event: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`).join('');
@@ -324,11 +334,11 @@ export function openaiHeaders(contentType: string): Record<string, string> {
   };
 }
 
-/** Handler that streams events, `gapMs` apart (0: all at once), optionally dropping the connection at the end. */
-export function streamHandler(events: readonly SseEvent[], opts: { gapMs?: number; cut?: boolean } = {}): ModelHandler {
+/** Handler that streams events (or wire bytes from cutWire), `gapMs` apart (0: all at once), optionally dropping the connection at the end. */
+export function streamHandler(events: readonly SseEvent[] | string, opts: { gapMs?: number; cut?: boolean } = {}): ModelHandler {
   return (_req, res) => {
     res.writeHead(200, openaiHeaders('text/event-stream; charset=utf-8'));
-    const queue = events.map((e) => encodeSse([e]));
+    const queue = typeof events === 'string' ? [events] : events.map((e) => encodeSse([e]));
     const next = (): void => {
       if (res.destroyed) return;
       const chunk = queue.shift();
@@ -338,9 +348,9 @@ export function streamHandler(events: readonly SseEvent[], opts: { gapMs?: numbe
         else res.end();
         return;
       }
-      res.write(chunk);
-      if (opts.gapMs) setTimeout(next, opts.gapMs);
-      else next();
+      // Next chunk once this one is flushed: a cut then drops the connection after the bytes
+      // went out, not before.
+      res.write(chunk, () => (opts.gapMs ? setTimeout(next, opts.gapMs) : next()));
     };
     next();
   };
