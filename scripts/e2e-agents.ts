@@ -36,7 +36,7 @@ import { startFakes, turnOfBody, turnOfRequest, type Fakes } from './e2e/fakes.t
 import { startGateway, Unsupported, type Gateway } from './e2e/gateway.ts';
 import { binPath, ensureInstalled } from './e2e/install.ts';
 import { startRecorder, type Recorder } from './e2e/recorder.ts';
-import { canTrace, killAllGroups, runAgent, traceFileFor, type RunResult } from './e2e/run-agent.ts';
+import { canTrace, killAllGroups, killStragglers, runAgent, traceFileFor, type RunResult } from './e2e/run-agent.ts';
 
 const AGENTS: readonly AgentSpec[] = [codex, opencode, claudeCode];
 const TURNS = ['plain', 'tool'] as const;
@@ -138,7 +138,7 @@ async function runTurn(agent: AgentSpec, turn: TurnName, config: string, token: 
   mkdirSync(sandbox.work, { recursive: true });
   const command = agent.prepare(sandbox, config, PROMPTS[turn], token);
   const from = fake.requests.length;
-  const result = await runAgent({ command: binPath(agent), args: command.args, env: command.env, cwd: sandbox.work, timeoutMs: TURN_TIMEOUT_MS, traceFile: opts.trace ? traceFileFor(root) : undefined });
+  const result = await runAgent({ command: binPath(agent), args: command.args, env: command.env, cwd: sandbox.work, timeoutMs: TURN_TIMEOUT_MS, traceFile: opts.trace ? traceFileFor(root) : undefined, sandboxRoot: root });
   const upstream = fake.requests.slice(from);
   const problems = checkTurn(agent, turn, result, upstream, gateway);
   const row: Row = { agent, turn, ok: problems.length === 0, seconds: result.ms / 1000, requests: upstream.length, note: problems.join('; ') || (opts.trace ? 'loopback only' : 'egress not traced') };
@@ -207,6 +207,7 @@ async function main(): Promise<number> {
   }
 
   const runRoot = mkdtempSync(join(tmpdir(), 'e2e-agents-'));
+  cleanups.push({ what: `stop what still runs in ${runRoot}`, step: () => void killStragglers(runRoot) });
   if (process.env.E2E_KEEP_SANDBOX === '1') log(`sandboxes kept in ${runRoot}`);
   else cleanups.push({ what: `remove ${runRoot}`, step: () => rmSync(runRoot, { recursive: true, force: true }) });
   const pki = makeTestPki();

@@ -2,7 +2,7 @@
 // starts (shells, helper daemons, language servers) is killed with it, and optionally under
 // `strace` to list every connection it attempts that does not go to loopback.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 
 export interface RunResult {
@@ -37,6 +37,31 @@ export function canTrace(): boolean {
   return straceAvailable;
 }
 
+/**
+ * Kills processes that left the agent's process group (a PTY child gets a session of its own)
+ * but still run inside its sandbox: their working directory is under `root`, a directory this
+ * run created, so they can only be the agent's.
+ */
+export function killStragglers(root: string): number {
+  let killed = 0;
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    let cwd: string;
+    try {
+      cwd = readlinkSync(`/proc/${pid}/cwd`);
+    } catch {
+      continue;
+    }
+    if (cwd !== root && !cwd.startsWith(`${root}/`)) continue;
+    try {
+      process.kill(Number(pid), 'SIGKILL');
+      killed++;
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return killed;
+}
+
 export interface RunOptions {
   command: string;
   args: string[];
@@ -45,6 +70,8 @@ export interface RunOptions {
   timeoutMs: number;
   /** Write an strace log of connect/sendto/sendmmsg here and report egress from it. */
   traceFile?: string;
+  /** The run's own directory: processes still working in it afterwards are killed. */
+  sandboxRoot: string;
 }
 
 export function runAgent(opts: RunOptions): Promise<RunResult> {
@@ -76,6 +103,7 @@ export function runAgent(opts: RunOptions): Promise<RunResult> {
       // The agent is done: anything it left behind in its group goes too.
       killGroup(pgid, 'SIGKILL');
       liveGroups.delete(pgid);
+      killStragglers(opts.sandboxRoot);
       const egress = opts.traceFile && existsSync(opts.traceFile) ? egressOf(readFileSync(opts.traceFile, 'utf8')) : undefined;
       resolve({ code, signal, stdout, stderr, timedOut, ms: performance.now() - started, egress });
     });
