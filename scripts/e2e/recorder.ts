@@ -69,7 +69,9 @@ export async function startRecorder(target: string, ca: string): Promise<Recorde
         answer.on('end', () => res.end());
         // The fake cut the stream: cut ours too, so the agent sees what it would see upstream.
         answer.on('error', () => res.destroy());
-        answer.on('aborted', () => res.destroy());
+        answer.on('close', () => {
+          if (!answer.complete) res.destroy();
+        });
       });
       out.on('error', (err) => {
         if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
