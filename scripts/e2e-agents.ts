@@ -67,18 +67,21 @@ interface Row {
   details?: string;
 }
 
+/** A mistake on the command line or in E2E_*: shown without a stack trace. */
+class UsageError extends Error {}
+
 function parseOptions(argv: readonly string[]): Options {
   const flags = new Set(argv);
   for (const f of flags) {
-    if (!['--direct', '--record', '--help', '-h'].includes(f)) throw new Error(`unknown argument "${f}" (usage: npm run e2e:agents -- [--direct [--record]])`);
+    if (!['--direct', '--record', '--help', '-h'].includes(f)) throw new UsageError(`unknown argument "${f}" (usage: npm run e2e:agents -- [--direct [--record]])`);
   }
   if (flags.has('--help') || flags.has('-h')) {
     process.stdout.write('usage: npm run e2e:agents -- [--direct [--record]]\n  E2E_AGENTS=codex,opencode,claude-code  E2E_AGENTS_CACHE_DIR=DIR  E2E_TRACE=0  E2E_KEEP_SANDBOX=1\n');
     process.exit(0);
   }
-  if (flags.has('--record') && !flags.has('--direct')) throw new Error('--record needs --direct (the recordings are of what the agents send, before any gateway)');
+  if (flags.has('--record') && !flags.has('--direct')) throw new UsageError('--record needs --direct (the recordings are of what the agents send, before any gateway)');
   const wanted = (process.env.E2E_AGENTS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
-  for (const w of wanted) if (!AGENTS.some((a) => a.name === w)) throw new Error(`E2E_AGENTS: unknown agent "${w}" (known: ${AGENTS.map((a) => a.name).join(', ')})`);
+  for (const w of wanted) if (!AGENTS.some((a) => a.name === w)) throw new UsageError(`E2E_AGENTS: unknown agent "${w}" (known: ${AGENTS.map((a) => a.name).join(', ')})`);
   const agents = wanted.length > 0 ? AGENTS.filter((a) => wanted.includes(a.name)) : [...AGENTS];
   const trace = process.env.E2E_TRACE !== '0' && canTrace();
   return { direct: flags.has('--direct'), record: flags.has('--record'), agents, trace };
@@ -289,7 +292,7 @@ main()
     process.exit(code);
   })
   .catch(async (err: unknown) => {
-    process.stderr.write(`e2e-agents: ${(err as Error)?.stack ?? String(err)}\n`);
+    process.stderr.write(`e2e-agents: ${err instanceof UsageError ? err.message : ((err as Error)?.stack ?? String(err))}\n`);
     await cleanup();
     process.exit(1);
   });
