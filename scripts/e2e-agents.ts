@@ -1,0 +1,298 @@
+// `npm run e2e:agents`: the real coding agents (Codex CLI, opencode, Claude Code, pinned
+// versions installed outside the project tree) each run two headless turns against local HTTPS
+// fakes of their upstream APIs:
+//   plain  a prompt answered with text; the text must reach the agent's output;
+//   tool   the fake asks for the agent's own shell tool to run `echo e2e-tool-ok`; the tool's
+//          output must come back to the upstream in the next request, and the final text
+//          must reach the agent's output.
+// Every run is also traced (strace, when installed): a connection to anything but loopback
+// fails the turn, so that a bot configured this way has no way out but the gateway.
+//
+// Modes (the only differences are the base URL and the configuration the agent gets):
+//   default    gateway mode: agents -> `node dist/proxy.js` -> fakes, with the configuration
+//              `proxy.js agent-config --agent <name>` prints and a token from `mint-token`.
+//              Needs the bundle built; a bundle that cannot serve an agent yet fails that
+//              agent with a message naming what is missing.
+//   --direct   agents -> a plain-HTTP recorder -> fakes, with the reference configuration in
+//              scripts/e2e/agents/*.ts; works without the gateway.
+//   --record   (with --direct) writes every request the agents sent, credentials masked, to
+//              test/fixtures/recorded/<agent>-<version>-<n>.json, and an index.json.
+// Environment: E2E_AGENTS=codex,opencode,claude-code (default all); E2E_AGENTS_CACHE_DIR (where
+// the agents are installed; default ${XDG_CACHE_HOME:-~/.cache}/credential-proxy-e2e);
+// E2E_TRACE=0 to run without strace; E2E_KEEP_SANDBOX=1 to keep the agents' temporary homes
+// (a failed turn leaves upstream-requests.jsonl there); E2E_TURN_TIMEOUT_S (default 180).
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PLAIN_ANSWER, TOOL_COMMAND, TOOL_OUTPUT, TOOL_TURN_MARKER } from '../test/support/agent-turns.ts';
+import type { ModelRequest } from '../test/support/model-upstream.ts';
+import { ROOT } from '../test/support/proxy-process.ts';
+import { makeTestPki } from '../test/support/tls.ts';
+import { claudeCode } from './e2e/agents/claude-code.ts';
+import { codex } from './e2e/agents/codex.ts';
+import { opencode } from './e2e/agents/opencode.ts';
+import type { AgentSpec, Sandbox } from './e2e/agents/types.ts';
+import { startFakes, turnOfBody, turnOfRequest, type Fakes } from './e2e/fakes.ts';
+import { startGateway, Unsupported, type Gateway } from './e2e/gateway.ts';
+import { binPath, ensureInstalled } from './e2e/install.ts';
+import { startRecorder, type Recorder } from './e2e/recorder.ts';
+import { canTrace, killAllGroups, killStragglers, runAgent, traceFileFor, type RunResult } from './e2e/run-agent.ts';
+
+const AGENTS: readonly AgentSpec[] = [codex, opencode, claudeCode];
+const TURNS = ['plain', 'tool'] as const;
+type TurnName = (typeof TURNS)[number];
+const PROMPTS: Record<TurnName, string> = {
+  plain: 'Say hello. (e2e plain turn)',
+  tool: `Run \`${TOOL_COMMAND}\` with your shell tool and tell me what it printed. (${TOOL_TURN_MARKER})`,
+};
+/** One agent turn; they take seconds, the slack is for a loaded machine. */
+const TURN_TIMEOUT_MS = Number(process.env.E2E_TURN_TIMEOUT_S ?? 180) * 1000;
+const RECORDED_DIR = join(ROOT, 'test', 'fixtures', 'recorded');
+
+interface Options {
+  direct: boolean;
+  record: boolean;
+  agents: AgentSpec[];
+  trace: boolean;
+}
+
+interface Row {
+  agent: AgentSpec;
+  turn: TurnName | 'setup';
+  ok: boolean;
+  seconds: number;
+  requests: number;
+  note: string;
+  /** Shown below the table for failures. */
+  details?: string;
+}
+
+/** A mistake on the command line or in E2E_*: shown without a stack trace. */
+class UsageError extends Error {}
+
+function parseOptions(argv: readonly string[]): Options {
+  const flags = new Set(argv);
+  for (const f of flags) {
+    if (!['--direct', '--record', '--help', '-h'].includes(f)) throw new UsageError(`unknown argument "${f}" (usage: npm run e2e:agents -- [--direct [--record]])`);
+  }
+  if (flags.has('--help') || flags.has('-h')) {
+    process.stdout.write('usage: npm run e2e:agents -- [--direct [--record]]\n  E2E_AGENTS=codex,opencode,claude-code  E2E_AGENTS_CACHE_DIR=DIR  E2E_TRACE=0  E2E_KEEP_SANDBOX=1\n');
+    process.exit(0);
+  }
+  if (flags.has('--record') && !flags.has('--direct')) throw new UsageError('--record needs --direct (the recordings are of what the agents send, before any gateway)');
+  const wanted = (process.env.E2E_AGENTS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  for (const w of wanted) if (!AGENTS.some((a) => a.name === w)) throw new UsageError(`E2E_AGENTS: unknown agent "${w}" (known: ${AGENTS.map((a) => a.name).join(', ')})`);
+  const agents = wanted.length > 0 ? AGENTS.filter((a) => wanted.includes(a.name)) : [...AGENTS];
+  const trace = process.env.E2E_TRACE !== '0' && canTrace();
+  return { direct: flags.has('--direct'), record: flags.has('--record'), agents, trace };
+}
+
+/** Cleanup steps run in reverse order, on success, failure and Ctrl-C (as in scripts/demo.ts). */
+const cleanups: { what: string; step: () => void | Promise<void> }[] = [];
+let cleaning: Promise<void> | undefined;
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    killAllGroups();
+    while (cleanups.length > 0) {
+      const { what, step } = cleanups.pop()!;
+      try {
+        await step();
+      } catch (err) {
+        process.stderr.write(`e2e-agents: cleanup "${what}" failed: ${(err as Error).message}\n`);
+      }
+    }
+  })();
+  return cleaning;
+}
+
+const log = (line: string): void => void process.stdout.write(`${line}\n`);
+const tail = (text: string, lines = 12): string => text.trim().split('\n').slice(-lines).join('\n');
+
+/** Checks of one finished turn; returns the problems (none: the turn passed). */
+function checkTurn(agent: AgentSpec, turn: TurnName, result: RunResult, upstream: readonly ModelRequest[], gateway: Gateway | undefined): string[] {
+  const problems: string[] = [];
+  if (result.timedOut) problems.push(`timed out after ${TURN_TIMEOUT_MS / 1000} s`);
+  else if (result.code !== 0) problems.push(`exit ${result.code ?? result.signal}`);
+  if (upstream.length === 0) problems.push('no request reached the upstream');
+  const turns = upstream.map((r) => turnOfRequest(agent.protocol, r));
+  if (turn === 'plain' && !result.stdout.includes(PLAIN_ANSWER)) problems.push('the plain answer is not in the output');
+  if (turn === 'tool') {
+    if (!turns.some((t) => t?.kind === 'tool')) problems.push('no request offered a usable shell tool (the fake never asked for a tool call)');
+    else if (!turns.some((t) => t?.kind === 'final' && t.toolResult.includes(TOOL_OUTPUT))) problems.push(`the tool output (${TOOL_OUTPUT}) did not come back upstream`);
+    else if (!result.stdout.includes('E2E-TOOL-DONE')) problems.push('the final answer is not in the output');
+  }
+  if (result.egress && result.egress.length > 0) problems.push(`connections beyond loopback: ${result.egress.join(', ')}`);
+  if (gateway) {
+    // The gateway must have swapped the bot's credential for the provider's key.
+    const key = agent.providerKind === 'openai' ? gateway.keys.openai : gateway.keys.anthropic;
+    for (const r of upstream) {
+      const sent = agent.providerKind === 'openai' ? r.headers.authorization : r.headers['x-api-key'];
+      if (sent !== (agent.providerKind === 'openai' ? `Bearer ${key}` : key)) problems.push(`${r.method} ${r.url} reached the upstream without the upstream key`);
+      if (JSON.stringify(r.headers).includes(gateway.botToken)) problems.push(`${r.method} ${r.url} reached the upstream with the bot token`);
+    }
+  }
+  return [...new Set(problems)];
+}
+
+async function runTurn(agent: AgentSpec, turn: TurnName, config: string, token: string, fake: { requests: ModelRequest[] }, runRoot: string, opts: Options, gateway: Gateway | undefined): Promise<Row> {
+  const root = join(runRoot, `${agent.name}-${turn}`);
+  const sandbox: Sandbox = { root, home: join(root, 'home'), work: join(root, 'work') };
+  mkdirSync(sandbox.home, { recursive: true });
+  mkdirSync(sandbox.work, { recursive: true });
+  const command = agent.prepare(sandbox, config, PROMPTS[turn], token);
+  const from = fake.requests.length;
+  const result = await runAgent({ command: binPath(agent), args: command.args, env: command.env, cwd: sandbox.work, timeoutMs: TURN_TIMEOUT_MS, traceFile: opts.trace ? traceFileFor(root) : undefined, sandboxRoot: root });
+  const upstream = fake.requests.slice(from);
+  const problems = checkTurn(agent, turn, result, upstream, gateway);
+  const row: Row = { agent, turn, ok: problems.length === 0, seconds: result.ms / 1000, requests: upstream.length, note: problems.join('; ') || (opts.trace ? 'loopback only' : 'egress not traced') };
+  if (!row.ok) {
+    // For a post-mortem with E2E_KEEP_SANDBOX=1: what reached the upstream, one JSON per line.
+    writeFileSync(join(root, 'upstream-requests.jsonl'), upstream.map((r) => JSON.stringify({ method: r.method, url: r.url, body: r.body.toString('utf8') })).join('\n'));
+    row.details = [`-- ${agent.name} stdout --`, tail(result.stdout), `-- ${agent.name} stderr --`, tail(result.stderr), ...(gateway ? ['-- gateway output --', tail(gateway.output(), 8)] : [])].join('\n');
+  }
+  return row;
+}
+
+/** Writes the recorder's requests of one agent as fixtures, replacing that version's old ones. */
+function saveRecording(agent: AgentSpec, recorder: Recorder, turnStarts: { turn: TurnName; from: number }[], index: IndexEntry[]): string[] {
+  mkdirSync(RECORDED_DIR, { recursive: true });
+  const prefix = `${agent.name}-${agent.version}`;
+  for (const f of readdirSync(RECORDED_DIR)) if (f.startsWith(`${prefix}-`) && f.endsWith('.json')) rmSync(join(RECORDED_DIR, f));
+  const first = turnStarts[0]!.from;
+  const files = recorder.save(RECORDED_DIR, prefix, first);
+  files.forEach((file, i) => {
+    const at = first + i;
+    const turn = [...turnStarts].reverse().find((t) => t.from <= at)!.turn;
+    index.push({ file, agent: agent.name, version: agent.version, protocol: agent.protocol, turn, fake_answered: turnOfBody(agent.protocol, recorder.requests[at]!.body).kind });
+  });
+  return files;
+}
+
+/** test/fixtures/recorded/index.json: which turn each recorded request belongs to, and what the fake answered. */
+interface IndexEntry {
+  file: string;
+  agent: string;
+  version: string;
+  protocol: string;
+  turn: TurnName;
+  fake_answered: string;
+}
+
+function writeIndex(entries: IndexEntry[], ran: readonly AgentSpec[]): void {
+  const file = join(RECORDED_DIR, 'index.json');
+  const previous = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as IndexEntry[]) : [];
+  // Keep the entries of agents not run this time.
+  const merged = [...previous.filter((e) => !ran.some((a) => a.name === e.agent)), ...entries];
+  writeFileSync(file, `${JSON.stringify(merged, null, 2)}\n`);
+}
+
+function printTable(rows: readonly Row[], mode: string): void {
+  const header = ['agent', 'version', 'mode', 'turn', 'result', 'time', 'upstream requests', 'note'];
+  const cells = rows.map((r) => [r.agent.name, r.agent.version, mode, r.turn, r.ok ? 'ok' : 'FAIL', `${r.seconds.toFixed(1)}s`, String(r.requests), r.note]);
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const line = (c: string[]) => c.map((s, i) => (i === c.length - 1 ? s : s.padEnd(widths[i]!))).join('  ');
+  log('');
+  log(line(header));
+  for (const c of cells) log(line(c));
+  for (const r of rows.filter((x) => x.details)) log(`\n${r.agent.name} ${r.turn}: ${r.note}\n${r.details}`);
+}
+
+async function main(): Promise<number> {
+  const opts = parseOptions(process.argv.slice(2));
+  const mode = opts.direct ? 'direct' : 'gateway';
+  const rows: Row[] = [];
+  log(`e2e:agents (${mode} mode): ${opts.agents.map((a) => `${a.name} ${a.version}`).join(', ')}${opts.trace ? '' : ' (egress not traced: strace missing or E2E_TRACE=0)'}`);
+
+  for (const agent of opts.agents) {
+    const { installed, dir } = ensureInstalled(agent, log);
+    agent.prefetch?.(log);
+    if (!installed) log(`  ${agent.name} ${agent.version}: cached in ${dir}`);
+  }
+
+  const runRoot = mkdtempSync(join(tmpdir(), 'e2e-agents-'));
+  cleanups.push({ what: `stop what still runs in ${runRoot}`, step: () => void killStragglers(runRoot) });
+  if (process.env.E2E_KEEP_SANDBOX === '1') log(`sandboxes kept in ${runRoot}`);
+  else cleanups.push({ what: `remove ${runRoot}`, step: () => rmSync(runRoot, { recursive: true, force: true }) });
+  const pki = makeTestPki();
+  cleanups.push({ what: 'remove the throwaway CA', step: () => pki.cleanup() });
+  const fakes: Fakes = await startFakes(pki);
+  cleanups.push({ what: 'stop the fakes', step: () => fakes.close() });
+  const fakeOf = (a: AgentSpec) => (a.providerKind === 'openai' ? fakes.openai : fakes.anthropic);
+
+  // Where the agents connect: a recorder per fake (direct), or the gateway.
+  let gateway: Gateway | undefined;
+  let recorders: Record<'openai' | 'anthropic', Recorder> | undefined;
+  let setupFailure: string | undefined;
+  if (opts.direct) {
+    recorders = { openai: await startRecorder(fakes.openai.origin, pki.caPem), anthropic: await startRecorder(`https://127.0.0.1:${fakes.anthropic.port}`, pki.caPem) };
+    cleanups.push({ what: 'stop the recorders', step: async () => void (await Promise.all([recorders!.openai.close(), recorders!.anthropic.close()])) });
+  } else {
+    try {
+      gateway = await startGateway(opts.agents, { openaiBaseUrl: fakes.openai.baseUrl, anthropicBaseUrl: fakes.anthropic.baseUrl, caFile: pki.caFile }, runRoot);
+      cleanups.push({ what: 'stop the gateway', step: () => gateway!.stop() });
+    } catch (err) {
+      if (!(err instanceof Unsupported)) throw err;
+      setupFailure = err.message;
+    }
+  }
+
+  const index: IndexEntry[] = [];
+  for (const agent of opts.agents) {
+    let config: string;
+    let token: string;
+    let origin: string;
+    try {
+      if (setupFailure) throw new Unsupported(setupFailure);
+      if (gateway) {
+        config = await gateway.configFor(agent);
+        token = gateway.botToken;
+        origin = gateway.origin;
+      } else {
+        origin = `http://127.0.0.1:${recorders![agent.providerKind].port}`;
+        config = agent.referenceConfig(origin);
+        token = `e2e-bot-token-${agent.name}`;
+      }
+    } catch (err) {
+      if (!(err instanceof Unsupported)) throw err;
+      rows.push({ agent, turn: 'setup', ok: false, seconds: 0, requests: 0, note: err.message });
+      continue;
+    }
+    const turnStarts: { turn: TurnName; from: number }[] = [];
+    for (const turn of TURNS) {
+      log(`  ${agent.name}: ${turn} turn via ${origin}`);
+      turnStarts.push({ turn, from: recorders?.[agent.providerKind].requests.length ?? 0 });
+      rows.push(await runTurn(agent, turn, config, token, fakeOf(agent), runRoot, opts, gateway));
+    }
+    if (opts.record && recorders) {
+      const files = saveRecording(agent, recorders[agent.providerKind], turnStarts, index);
+      log(`  ${agent.name}: recorded ${files.length} requests in test/fixtures/recorded/`);
+    }
+  }
+  if (opts.record && index.length > 0) writeIndex(index, opts.agents);
+
+  printTable(rows, mode);
+  const failed = rows.filter((r) => !r.ok).length;
+  log(`\n${rows.length - failed} passed, ${failed} failed`);
+  return failed === 0 ? 0 : 1;
+}
+
+let interrupted = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (interrupted) return;
+    interrupted = true;
+    process.stderr.write(`\ne2e-agents: ${signal}, cleaning up\n`);
+    void cleanup().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  });
+}
+
+main()
+  .then(async (code) => {
+    await cleanup();
+    process.exit(code);
+  })
+  .catch(async (err: unknown) => {
+    process.stderr.write(`e2e-agents: ${err instanceof UsageError ? err.message : ((err as Error)?.stack ?? String(err))}\n`);
+    await cleanup();
+    process.exit(1);
+  });
