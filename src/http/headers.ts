@@ -85,18 +85,25 @@ export function gitUpstreamHeaders(incoming: IncomingHttpHeaders, host: string, 
 }
 
 // Any other header whose name says it carries a credential. Rate-limit headers speak of
-// "tokens" in the model sense and are exactly what clients need, so they are exempt.
+// "tokens" in the model sense and are exactly what clients need, so they are exempt: OpenAI's
+// x-ratelimit-* and Anthropic's anthropic-ratelimit-* alike.
 const CREDENTIAL_NAME = /api[-_]?key|secret|passw|credential|session|token/i;
+const RATE_LIMIT_PREFIXES = ['x-ratelimit-', 'anthropic-ratelimit-'];
 
 export function isCredentialHeaderName(lowerName: string): boolean {
   if (CREDENTIAL_RESPONSE_HEADERS.has(lowerName)) return true;
-  return !lowerName.startsWith('x-ratelimit-') && CREDENTIAL_NAME.test(lowerName);
+  return !RATE_LIMIT_PREFIXES.some((p) => lowerName.startsWith(p)) && CREDENTIAL_NAME.test(lowerName);
 }
+
+// Which account the upstream key belongs to (OpenAI names the organisation and project on every
+// answer): nothing a workload needs, and something it should not learn.
+const ACCOUNT_RESPONSE_HEADERS: ReadonlySet<string> = new Set(['openai-organization', 'openai-project']);
 
 /**
  * Response headers relayed to the workload, as a flat [name, value, ...] list that keeps the
  * upstream's order and case. Drops hop-by-hop headers, credential-bearing headers (by name),
- * and any header whose value contains one of `secrets` (an upstream echoing our token back).
+ * the key owner's account identifiers, and any header whose value contains one of `secrets`
+ * (an upstream echoing our token back).
  */
 export function scrubResponseHeaders(rawHeaders: readonly string[], secrets: readonly string[]): string[] {
   let dropped: Set<string> | undefined;
@@ -111,7 +118,7 @@ export function scrubResponseHeaders(rawHeaders: readonly string[], secrets: rea
     const name = rawHeaders[i]!;
     const value = rawHeaders[i + 1]!;
     const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || isCredentialHeaderName(lower) || dropped?.has(lower)) continue;
+    if (HOP_BY_HOP.has(lower) || isCredentialHeaderName(lower) || ACCOUNT_RESPONSE_HEADERS.has(lower) || dropped?.has(lower)) continue;
     if (secrets.some((s) => value.includes(s))) continue;
     out.push(name, value);
   }

@@ -2,12 +2,12 @@
 // fake HTTPS upstream that answers in OpenAI's Responses format.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { request, type ServerResponse } from 'node:http';
+import { request } from 'node:http';
 import { after, before, test } from 'node:test';
 import { send, type Reply } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { assertNoSecrets, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
-import { CUT, MESSAGE, responseObject, sse, TEXT, type Event } from '../support/responses-events.ts';
+import { cutTranscript, encodeSse, jsonBodyOf, streamHandler, textTranscript } from '../support/responses-upstream.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const KEY = `sk-resp-${randomBytes(16).toString('hex')}`;
@@ -41,22 +41,22 @@ const JSON_HEADERS = { 'content-type': 'application/json' };
 const body = (extra: Record<string, unknown> = {}) => JSON.stringify({ model: MODEL, input: [{ role: 'user', content: 'hi' }], store: false, ...extra });
 const post = (p: number, path: string, text: string, headers: Record<string, string> = {}): Promise<Reply> => send(p, 'POST', path, { body: text, headers: { ...JSON_HEADERS, ...headers } });
 const recordFor = (proxy: ProxyProcess, requestId: string): Promise<LogRecord> => proxy.waitForRecord((r) => r.event === 'request' && r.request_id === requestId, `the record of ${requestId}`);
+const TEXT = textTranscript('Hello there.', { model: MODEL });
+const CUT = cutTranscript('Hello there, this is cut.', { model: MODEL });
 const errorOf = (r: Reply) => (JSON.parse(r.body.toString()) as { error: { message: string; type: string; code: string; param: string | null } }).error;
 
-function streamEvents(events: readonly Event[]) {
-  return (_req: unknown, res: ServerResponse) => {
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'x-request-id': 'req_resp_1', 'openai-processing-ms': '20' });
-    res.end(sse(events));
-  };
-}
 
 test('POST /v1/responses: the key replaces the client credential, the bytes go up unchanged, the stream comes back byte for byte and its usage is recorded', async () => {
-  upstream.script(streamEvents(TEXT));
+  upstream.script(streamHandler(TEXT));
   const text = body({ stream: true, include: ['reasoning.encrypted_content'] });
   const r = await post(port, '/v1/responses', text, { authorization: 'Bearer bot-token', accept: 'text/event-stream' });
   assert.equal(r.status, 200);
   assert.equal(r.headers['x-accel-buffering'], 'no');
-  assert.deepEqual(r.body, sse(TEXT));
+  assert.equal(r.body.toString(), encodeSse(TEXT));
+  // The fake answers with api.openai.com's headers: rate limits reach the bot, the key's account does not.
+  assert.equal(r.headers['x-ratelimit-remaining-tokens'], '29998000');
+  assert.equal(r.headers['openai-organization'], undefined);
+  assert.equal(r.headers['openai-project'], undefined);
   const up = upstream.requests.at(-1)!;
   assert.equal(up.url, '/v1/responses');
   assert.equal(up.headers.authorization, `Bearer ${KEY}`);
@@ -64,26 +64,27 @@ test('POST /v1/responses: the key replaces the client credential, the bytes go u
   const rec = await recordFor(gw, String(r.headers['x-client-request-id']));
   assert.equal(rec.api, 'responses');
   assert.equal(rec.path, '/v1/responses');
-  assert.equal(rec.upstream_request_id, 'req_resp_1');
-  assert.deepEqual([rec.input_tokens, rec.output_tokens, rec.reasoning_tokens, rec.cached_tokens, rec.usage_complete], [120, 40, 16, 64, true]);
+  assert.match(String(rec.upstream_request_id), /^req_[0-9a-f]+$/);
+  assert.equal(rec.upstream_request_id, r.headers['x-request-id'], 'the upstream request id reaches the client too');
+  assert.deepEqual([rec.input_tokens, rec.output_tokens, rec.reasoning_tokens, rec.cached_tokens, rec.usage_complete], [1200, 18, 0, 1024, true]);
   assert.deepEqual([rec.finish_reason, rec.stream, rec.interrupted, rec.error], ['completed', true, null, null]);
   assert.equal(typeof rec.ttft_ms, 'number');
 });
 
 test('a non-streamed responses answer is relayed and its usage read from the JSON body', async () => {
   upstream.script((_req, res) => {
-    const json = JSON.stringify(responseObject('completed', [MESSAGE]));
+    const json = JSON.stringify(jsonBodyOf(TEXT));
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) });
     res.end(json);
   });
   const r = await post(port, '/v1/responses', body());
   assert.equal(r.status, 200);
   const rec = await recordFor(gw, String(r.headers['x-client-request-id']));
-  assert.deepEqual([rec.api, rec.stream, rec.input_tokens, rec.output_tokens, rec.finish_reason], ['responses', false, 120, 40, 'completed']);
+  assert.deepEqual([rec.api, rec.stream, rec.input_tokens, rec.output_tokens, rec.finish_reason], ['responses', false, 1200, 18, 'completed']);
 });
 
 test('a responses stream that ends without a terminal event reaches the client as a broken connection, recorded as interrupted with usage incomplete', async () => {
-  upstream.script(streamEvents(CUT)); // the upstream ends its body cleanly, but response.completed never came
+  upstream.script(streamHandler(CUT)); // the upstream ends its body cleanly, but response.completed never came
   const outcome = await new Promise<{ text: string; ending: string; requestId: string }>((resolve) => {
     let text = '';
     const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/v1/responses', headers: JSON_HEADERS, agent: false }, (res) => {
@@ -96,7 +97,7 @@ test('a responses stream that ends without a terminal event reaches the client a
     req.end(body({ stream: true }));
   });
   assert.equal(outcome.ending, 'broken');
-  assert.equal(outcome.text, sse(CUT).toString(), 'every byte the upstream sent was relayed first');
+  assert.equal(outcome.text, encodeSse(CUT), 'every byte the upstream sent was relayed first');
   const rec = await recordFor(gw, outcome.requestId);
   assert.deepEqual([rec.status, rec.interrupted, rec.error, rec.usage_complete], [200, 'upstream', 'truncated', false]);
 });
@@ -114,7 +115,7 @@ test('hosted tools are refused with 400 tool_not_allowed naming the flag, and no
 });
 
 test('with --allow-hosted-tools web_search, web search is forwarded and other hosted tools still refused', async () => {
-  upstream.script(streamEvents(TEXT));
+  upstream.script(streamHandler(TEXT));
   const ok = await post(hostedGw.ports.model!, '/v1/responses', body({ tools: [{ type: 'web_search' }], stream: true }));
   assert.equal(ok.status, 200);
   const refused = await post(hostedGw.ports.model!, '/v1/responses', body({ tools: [{ type: 'file_search', vector_store_ids: ['vs_1'] }] }));
@@ -171,7 +172,7 @@ test('a duplicate key in the body is 400 duplicate_key and nothing is forwarded:
 });
 
 test('Codex and SDK headers go upstream; headers nobody listed do not', async () => {
-  upstream.script(streamEvents(TEXT));
+  upstream.script(streamHandler(TEXT));
   await post(port, '/v1/responses', body({ stream: true }), {
     originator: 'codex_exec',
     'session-id': 'sess-1',

@@ -262,3 +262,19 @@ test('scrubResponseHeaders drops token-like response headers the upstream may ad
   const raw = ['Content-Type', 'application/json', 'X-Session-Token', 'abc', 'x-api-key', 'k', 'X-Auth-Token', 't'];
   assert.deepEqual(scrubResponseHeaders(raw, []), ['Content-Type', 'application/json']);
 });
+
+test("the key owner's account identifiers are never relayed: OpenAI-Organization and OpenAI-Project", () => {
+  const raw = ['OpenAI-Organization', 'user-acme', 'openai-project', 'proj_acme', 'OpenAI-Processing-Ms', '42', 'OpenAI-Version', '2020-10-01'];
+  assert.deepEqual(scrubResponseHeaders(raw, []), ['OpenAI-Processing-Ms', '42', 'OpenAI-Version', '2020-10-01']);
+});
+
+test('rate-limit headers are exempt from the token name rule: x-ratelimit-* and anthropic-ratelimit-* alike', () => {
+  const raw = [
+    'x-ratelimit-remaining-tokens', '29998000',
+    'anthropic-ratelimit-input-tokens-remaining', '399000',
+    'anthropic-ratelimit-output-tokens-reset', '2026-11-23T10:00:00Z',
+    'anthropic-ratelimit-tokens-limit', '480000',
+    'x-anthropic-token', 'secret',
+  ];
+  assert.deepEqual(scrubResponseHeaders(raw, []), raw.slice(0, 8));
+});

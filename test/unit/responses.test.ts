@@ -1,12 +1,15 @@
 // The Responses API protocol module: request policy (model, stored state, hosted tools) and the
 // stream reader, fed transcripts in OpenAI's streaming format.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { checkRequestBody } from '../../src/gateway/rules.ts';
 import type { CallSummary } from '../../src/gateway/protocols/protocol.ts';
 import { responses } from '../../src/gateway/protocols/responses.ts';
 import { SseFramer } from '../../src/gateway/sse.ts';
-import { CUT, ERROR_EVENT, FAILED, INCOMPLETE, MESSAGE, MODEL, responseObject, sse, TEXT, TOOL_CALL, type Event } from '../support/responses-events.ts';
+import type { ShellTool } from '../support/agent-turns.ts';
+import { encodeSse, failedTranscript, jsonBodyOf, textTranscript, toolCallTranscript } from '../support/responses-upstream.ts';
 
 const POLICY = { allowedModels: new Set(['gpt-5', 'gpt-5-mini']), hostedTools: new Set<string>() };
 
@@ -187,6 +190,17 @@ test('a duplicate key in a responses body is refused before any check', () => {
 
 // ---- the stream ----
 
+const MODEL = 'gpt-5.5';
+const FIXTURES = join(__dirname, '..', 'fixtures', 'sse');
+interface Expected {
+  outcome: 'completed' | 'incomplete' | 'failed' | 'error' | 'interrupted';
+  reason?: string;
+  error?: string;
+  usage: { input: number; cached: number; output: number; reasoning: number } | null;
+  first_output?: string;
+}
+const EXPECTED = JSON.parse(readFileSync(join(FIXTURES, 'expected.json'), 'utf8')) as Record<string, Expected>;
+
 type Read = CallSummary & { events: number; oversized: boolean };
 function read(chunks: readonly Buffer[], clock: () => number = () => 5, maxEventBytes?: number): Read {
   const reader = responses.newStreamReader(clock);
@@ -195,60 +209,59 @@ function read(chunks: readonly Buffer[], clock: () => number = () => 5, maxEvent
   return { ...reader.summary(), events: framer.events, oversized: framer.oversized };
 }
 
-const EXPECTED_USAGE = { inputTokens: 120, outputTokens: 40, reasoningTokens: 16, cachedTokens: 64 };
-
-test('responses stream: text, tool call, incomplete, failed, error event and cut transcripts give their summaries', () => {
-  const cases: [string, Event[], Partial<Read>][] = [
-    ['text', TEXT, { usage: EXPECTED_USAGE, model: MODEL, finishReason: 'completed', firstTokenAt: 5, terminated: true, streamError: null }],
-    ['tool call', TOOL_CALL, { usage: EXPECTED_USAGE, model: MODEL, finishReason: 'completed', firstTokenAt: 5, terminated: true, streamError: null }],
-    ['incomplete', INCOMPLETE, { usage: EXPECTED_USAGE, finishReason: 'max_output_tokens', terminated: true, streamError: null }],
-    ['failed', FAILED, { usage: null, finishReason: 'failed', firstTokenAt: null, terminated: true, streamError: 'server_error' }],
-    ['error event', ERROR_EVENT, { usage: null, model: MODEL, terminated: true, streamError: 'rate_limit_exceeded' }],
-    ['cut', CUT, { usage: null, model: MODEL, finishReason: null, firstTokenAt: 5, terminated: false }],
-  ];
-  for (const [name, events, expected] of cases) {
-    const summary = read([sse(events)]);
-    for (const [k, v] of Object.entries(expected)) assert.deepEqual(summary[k as keyof Read], v, `${name}: ${k}`);
-    assert.equal(summary.events, events.length, name);
+test('responses stream: the recorded-format transcripts (text, tool call, incomplete, failed, error event, cut) give the summaries in expected.json', () => {
+  const files = Object.keys(EXPECTED).filter((f) => f.startsWith('responses-'));
+  assert.equal(files.length, 6);
+  for (const file of files) {
+    const e = EXPECTED[file]!;
+    const s = read([readFileSync(join(FIXTURES, file))]);
+    const usage = e.usage === null ? null : { inputTokens: e.usage.input, cachedTokens: e.usage.cached, outputTokens: e.usage.output, reasoningTokens: e.usage.reasoning };
+    assert.deepEqual(s.usage, usage, `${file}: usage`);
+    assert.equal(s.terminated, e.outcome !== 'interrupted', `${file}: terminated`);
+    assert.equal(s.streamError, e.error ?? null, `${file}: streamError`);
+    if (e.outcome === 'completed') assert.equal(s.finishReason, 'completed', file);
+    if (e.outcome === 'incomplete') assert.equal(s.finishReason, e.reason, file);
+    if (e.first_output !== undefined) assert.equal(s.firstTokenAt, 5, `${file}: first output`);
+    if (e.outcome !== 'error') assert.equal(s.model, MODEL, `${file}: model`);
   }
 });
 
 test('responses stream: every transcript split at every byte offset, with every line end, gives the same summary', () => {
-  for (const events of [TEXT, TOOL_CALL, INCOMPLETE, FAILED, ERROR_EVENT, CUT]) {
-    const whole = read([sse(events)]);
+  for (const file of Object.keys(EXPECTED).filter((f) => f.startsWith('responses-'))) {
+    const text = readFileSync(join(FIXTURES, file), 'utf8');
+    const whole = read([Buffer.from(text)]);
     for (const lineEnd of ['\n', '\r\n', '\r']) {
-      const bytes = sse(events, lineEnd);
+      const bytes = Buffer.from(text.replaceAll('\n', lineEnd));
+      assert.deepEqual(read([bytes]), whole, `${file} (${JSON.stringify(lineEnd)})`);
       for (let at = 0; at <= bytes.length; at++) {
-        assert.deepEqual(read([bytes.subarray(0, at), bytes.subarray(at)]), whole, `${events.at(-1)!.type} split at ${at} (${JSON.stringify(lineEnd)})`);
+        assert.deepEqual(read([bytes.subarray(0, at), bytes.subarray(at)]), whole, `${file} split at ${at} (${JSON.stringify(lineEnd)})`);
       }
     }
   }
 });
 
 test('responses stream: time to first token is the first output-bearing delta, not an empty one or the reasoning item', () => {
-  let clock = 0;
-  const reader = responses.newStreamReader(() => clock);
-  const framer = new SseFramer(reader);
-  TEXT.forEach((e, i) => {
-    clock = i;
-    framer.push(sse([e]));
-  });
-  // Index of the first delta with text: the empty delta before it does not count.
-  assert.equal(reader.summary().firstTokenAt, TEXT.findIndex((e) => e.type === 'response.output_text.delta' && e.delta !== ''));
-  clock = 0;
-  const toolReader = responses.newStreamReader(() => clock);
-  const toolFramer = new SseFramer(toolReader);
-  TOOL_CALL.forEach((e, i) => {
-    clock = i;
-    toolFramer.push(sse([e]));
-  });
-  assert.equal(toolReader.summary().firstTokenAt, TOOL_CALL.findIndex((e) => e.type === 'response.function_call_arguments.delta'));
+  const tool: ShellTool = { name: 'exec_command', arguments: { cmd: 'echo hi' } };
+  for (const [events, firstType] of [
+    [textTranscript('Hello there.', { model: MODEL }), 'response.output_text.delta'],
+    [toolCallTranscript(tool, { model: MODEL, request: { include: ['reasoning.encrypted_content'] } }), 'response.function_call_arguments.delta'],
+  ] as const) {
+    let clock = 0;
+    const reader = responses.newStreamReader(() => clock);
+    const framer = new SseFramer(reader);
+    events.forEach((e, i) => {
+      clock = i;
+      framer.push(Buffer.from(encodeSse([e])));
+    });
+    assert.equal(reader.summary().firstTokenAt, events.findIndex((e) => e.event === firstType && e.data.delta !== ''), firstType);
+  }
 });
 
 test('responses stream: a multi-megabyte response.completed yields its usage with bounded memory', () => {
-  const big = { ...MESSAGE, content: [{ type: 'output_text', text: 'y'.repeat(8 * 1024 * 1024), annotations: [] }] };
-  const events = [...TEXT.slice(0, -1), { type: 'response.completed', response: responseObject('completed', [big, { type: 'reasoning', id: 'rs_2', summary: [], encrypted_content: 'z'.repeat(2 * 1024 * 1024) }]) }];
-  const bytes = sse(events);
+  const events = textTranscript('Hello there.', { model: MODEL });
+  const completed = events.at(-1)!.data.response as { output: unknown[] };
+  completed.output = [{ type: 'message', id: 'msg_big', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'y'.repeat(8 * 1024 * 1024), annotations: [] }] }, { type: 'reasoning', id: 'rs_big', summary: [], encrypted_content: 'z'.repeat(2 * 1024 * 1024) }];
+  const bytes = Buffer.from(encodeSse(events));
   assert.ok(bytes.length > 10 * 1024 * 1024);
   const reader = responses.newStreamReader(() => 5);
   const framer = new SseFramer(reader, 256 * 1024);
@@ -261,22 +274,23 @@ test('responses stream: a multi-megabyte response.completed yields its usage wit
   assert.ok(peak < 2 * 1024 * 1024, `the reader held ${peak} bytes of array buffers for a ${bytes.length}-byte event`);
   const summary = reader.summary();
   assert.equal(framer.oversized, true);
-  assert.deepEqual(summary.usage, EXPECTED_USAGE);
+  assert.deepEqual(summary.usage, { inputTokens: 1200, cachedTokens: 1024, outputTokens: 18, reasoningTokens: 0 });
   assert.equal(summary.model, MODEL);
   assert.equal(summary.finishReason, 'completed');
   assert.equal(summary.terminated, true);
 });
 
 test('responses: summarizeJson reads usage, model, status and a failure from the JSON answer', () => {
-  assert.deepEqual(responses.summarizeJson(Buffer.from(JSON.stringify(responseObject('completed', [MESSAGE])))), {
-    usage: EXPECTED_USAGE,
+  const completed = jsonBodyOf(textTranscript('Hello there.', { model: MODEL }));
+  assert.deepEqual(responses.summarizeJson(Buffer.from(JSON.stringify(completed))), {
+    usage: { inputTokens: 1200, cachedTokens: 1024, outputTokens: 18, reasoningTokens: 0 },
     model: MODEL,
     finishReason: 'completed',
     firstTokenAt: null,
     terminated: false,
     streamError: null,
   });
-  const failed = responses.summarizeJson(Buffer.from(JSON.stringify(responseObject('failed', [], { error: { code: 'server_error' }, usage: null }))));
+  const failed = responses.summarizeJson(Buffer.from(JSON.stringify(jsonBodyOf(failedTranscript('x', { model: MODEL })))));
   assert.deepEqual([failed.usage, failed.finishReason, failed.streamError], [null, 'failed', 'server_error']);
   assert.equal(responses.summarizeJson(Buffer.from('not json')).usage, null);
 });
