@@ -1,7 +1,7 @@
 // Entry point, and the only file with side effects: reads the environment and files, starts
 // listeners, handles signals, writes to stdout/stderr, exits.
 import { readFileSync } from 'node:fs';
-import { agentConfig, botClaims } from './gateway/agent-config.ts';
+import { AGENTS, botClaims, renderAgentConfig, type AgentName } from './gateway/agent-config.ts';
 import { parseCommandLine, usage, UsageError, type CommandLine, type ServeOptions } from './config/cli.ts';
 import { createUpstreamAgent } from './http/forward.ts';
 import { createGatewayHandler, sendGatewayError } from './gateway/handler.ts';
@@ -242,16 +242,20 @@ async function main(argv: readonly string[]): Promise<void> {
       process.stdout.write(gitWorkloadConfig(loadHosts(cli.options).map((h) => h.key), env.GIT_AUTH_PROXY_HOST, env.GIT_CREDENTIAL_HELPER));
       return;
     case 'agent-config': {
+      const agent = cli.agent.agent as AgentName;
+      if (!AGENTS.includes(agent)) throw new UsageError(`--agent: "${agent}" is not an agent agent-config knows; use ${AGENTS.join(' or ')}`);
       const gateway = parseGatewayEnv(env);
-      const config = agentConfig({
-        provider: gateway.provider,
-        providerName: cli.agent.providerName,
-        proxyHost: cli.agent.proxyHost ?? env.MODEL_GATEWAY_PROXY_HOST,
-        allowedModels: gateway.allowedModels,
-        model: cli.agent.model,
-        smallModel: cli.agent.smallModel,
-      });
-      process.stdout.write(`${JSON.stringify(config, null, 2)}\n`);
+      process.stdout.write(
+        renderAgentConfig(agent, {
+          provider: gateway.provider,
+          providerName: cli.agent.providerName,
+          proxyHost: cli.agent.proxyHost ?? env.MODEL_GATEWAY_PROXY_HOST,
+          allowedModels: gateway.allowedModels,
+          model: cli.agent.model,
+          smallModel: cli.agent.smallModel,
+          webSearchAllowed: cli.options.allowHostedTools.includes('web_search'),
+        }),
+      );
       return;
     }
     case 'mint-token':

@@ -39,6 +39,8 @@ export interface MintOptions {
 }
 
 export interface AgentConfigOptions {
+  /** --agent, checked against the agents agent-config knows by main. */
+  readonly agent: string;
   readonly proxyHost: string | undefined;
   readonly providerName: string | undefined;
   readonly model: string | undefined;
@@ -74,6 +76,7 @@ const FLAGS = {
   workflow: { default: undefined, help: 'mint-token: the workflow (claim workflow)' },
   'run-id': { default: undefined, help: 'mint-token: the run (claim run_id)' },
   ttl: { default: '1h', help: 'mint-token: token lifetime' },
+  agent: { default: 'opencode', help: 'agent-config: the agent to configure: opencode (opencode.json) or codex (config.toml)' },
   'proxy-host': { default: undefined, help: 'agent-config: gateway host[:port] as bots reach it (default $MODEL_GATEWAY_PROXY_HOST)' },
   'provider-name': { default: undefined, help: 'agent-config: display name of the provider' },
   model: { default: undefined, help: 'agent-config: default model (default: first allowed model)' },
@@ -91,7 +94,7 @@ export function usage(): string {
   return [
     'usage: node proxy.js [serve] [flags]     start the listeners enabled by the environment',
     '       node proxy.js git-config [--git-hosts FILE]   print the workload git configuration',
-    '       node proxy.js agent-config [--proxy-host H] [--model M] ...   print the bot provider config',
+    '       node proxy.js agent-config [--agent opencode|codex] [--proxy-host H] [--model M] ...   print the agent\'s config',
     '       node proxy.js mint-token --instance-id I --workflow W --run-id R [--ttl 1h]',
     '       node proxy.js --help | --version',
     '',
@@ -164,6 +167,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       ttlMs: duration('ttl'),
     },
     agent: {
+      agent: str('agent')!,
       proxyHost: str('proxy-host'),
       providerName: str('provider-name'),
       model: str('model'),

@@ -15,8 +15,12 @@ export interface AgentConfigInput {
   readonly smallModel: string | undefined;
 }
 
-/** The agent's config: one OpenAI-compatible provider pointing at the gateway, nothing else. */
-export function agentConfig(input: AgentConfigInput): Record<string, unknown> {
+/** The agents agent-config writes for: opencode (chat completions) and Codex (Responses API). */
+export const AGENTS = ['opencode', 'codex'] as const;
+export type AgentName = (typeof AGENTS)[number];
+
+/** Checks what every agent's config needs: the gateway's base URL and the models, allowlisted. */
+function resolve(input: AgentConfigInput): { baseURL: string; model: string; small: string } {
   const host = input.proxyHost;
   if (!host) throw new Error('agent-config: give --proxy-host or MODEL_GATEWAY_PROXY_HOST (the gateway host as bots reach it)');
   if (!PROXY_HOST.test(host) || Number(host.split(':')[1] ?? 0) > 65535) throw new Error(`agent-config: "${host}" is not host or host:port`);
@@ -26,7 +30,12 @@ export function agentConfig(input: AgentConfigInput): Record<string, unknown> {
   for (const m of [model, small]) {
     if (!input.allowedModels.includes(m)) throw new Error(`agent-config: model "${m}" is not in UPSTREAM_ALLOWED_MODELS`);
   }
-  const baseURL = `http://${host.includes(':') ? host : `${host}:${DEFAULT_GATEWAY_PORT}`}/v1`;
+  return { baseURL: `http://${host.includes(':') ? host : `${host}:${DEFAULT_GATEWAY_PORT}`}/v1`, model, small };
+}
+
+/** opencode's config: one OpenAI-compatible provider pointing at the gateway, nothing else. */
+export function agentConfig(input: AgentConfigInput): Record<string, unknown> {
+  const { baseURL, model, small } = resolve(input);
   return {
     $schema: 'https://opencode.ai/config.json',
     provider: {
@@ -48,6 +57,53 @@ export function agentConfig(input: AgentConfigInput): Record<string, unknown> {
     enabled_providers: [input.provider],
     share: 'disabled',
   };
+}
+
+/** A TOML basic string: JSON's escapes for quote, backslash and controls are TOML's too, plus DEL. */
+function tomlString(value: string): string {
+  return JSON.stringify(value).replaceAll('\u007f', '\\u007f');
+}
+
+/**
+ * Codex's $CODEX_HOME/config.toml: a model provider at the gateway speaking the Responses API
+ * (Codex speaks nothing else), the bot token from $MODEL_PROXY_TOKEN, and the settings that keep
+ * Codex inside the gateway's policy and off the network: no hosted web search (unless the
+ * operator allows it), no plugin marketplace sync, no update check, no analytics. Each was found
+ * by tracing Codex 0.169's connections (scripts/e2e/agents/codex.ts).
+ */
+export function codexConfig(input: AgentConfigInput & { readonly webSearchAllowed: boolean }): string {
+  const { baseURL, model } = resolve(input);
+  const lines = [
+    '# Codex through the model gateway: save as $CODEX_HOME/config.toml (default ~/.codex/config.toml).',
+    '# Codex sends "Authorization: Bearer $MODEL_PROXY_TOKEN"; it never holds the upstream key.',
+    `model = ${tomlString(model)}`,
+    'model_provider = "gateway"',
+  ];
+  if (!input.webSearchAllowed) {
+    lines.push('# The gateway refuses provider-hosted tools; without this Codex offers {"type":"web_search"}.', 'web_search = "disabled"');
+  }
+  lines.push(
+    'check_for_update_on_startup = false',
+    '',
+    '[analytics]',
+    'enabled = false',
+    '',
+    '[features]',
+    '# Else Codex runs `git ls-remote https://github.com/openai/plugins.git` at every start.',
+    'plugins = false',
+    '',
+    '[model_providers.gateway]',
+    `name = ${tomlString(input.providerName ?? `${input.provider} (gateway)`)}`,
+    `base_url = ${tomlString(baseURL)}`,
+    'env_key = "MODEL_PROXY_TOKEN"',
+    'wire_api = "responses"',
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+/** What `agent-config --agent <name>` prints. */
+export function renderAgentConfig(agent: AgentName, input: AgentConfigInput & { readonly webSearchAllowed: boolean }): string {
+  return agent === 'codex' ? codexConfig(input) : `${JSON.stringify(agentConfig(input), null, 2)}\n`;
 }
 
 export interface MintInput {

@@ -125,6 +125,19 @@ test('agent-config prints the bot provider entry of the design as JSON', async (
   assert.equal(config.share, 'disabled');
 });
 
+test('agent-config --agent codex prints a Codex config.toml for the gateway; an unknown agent is a usage error', async () => {
+  const r = await runProxyCommand(['agent-config', '--agent', 'codex', '--proxy-host', 'gw.ns.svc:9000', '--model', 'gpt-small'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big,gpt-small' });
+  assert.equal(r.code, 0, r.stderr);
+  for (const line of ['model = "gpt-small"', 'model_provider = "gateway"', 'web_search = "disabled"', '[model_providers.gateway]', 'base_url = "http://gw.ns.svc:9000/v1"', 'env_key = "MODEL_PROXY_TOKEN"', 'wire_api = "responses"']) {
+    assert.ok(r.stdout.split('\n').includes(line), line);
+  }
+  const allowed = await runProxyCommand(['agent-config', '--agent', 'codex', '--proxy-host', 'gw', '--allow-hosted-tools', 'web_search'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big' });
+  assert.ok(!allowed.stdout.includes('web_search'), allowed.stdout);
+  const unknown = await runProxyCommand(['agent-config', '--agent', 'cursor', '--proxy-host', 'gw'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big' });
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /--agent: "cursor" is not an agent agent-config knows; use opencode or codex/);
+});
+
 test('mint-token without a signing key fails with a clear message', async () => {
   const r = await runProxyCommand(['mint-token', '--instance-id', 'a', '--workflow', 'b', '--run-id', 'c']);
   assert.equal(r.code, 1);

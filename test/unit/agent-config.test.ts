@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { agentConfig, botClaims, DEFAULT_GATEWAY_PORT, type AgentConfigInput, type MintInput } from '../../src/gateway/agent-config.ts';
+import { agentConfig, botClaims, codexConfig, DEFAULT_GATEWAY_PORT, renderAgentConfig, type AgentConfigInput, type MintInput } from '../../src/gateway/agent-config.ts';
 
 const INPUT: AgentConfigInput = {
   provider: 'openai',
@@ -131,4 +131,51 @@ test('the ttl must be at least 1s and at most the max token lifetime', () => {
   assert.throws(() => botClaims({ ...MINT, ttlSec: 86_401 }), /--ttl must be between/);
   assert.equal(botClaims({ ...MINT, ttlSec: 1 }).exp, MINT.nowSec + 1);
   assert.equal(botClaims({ ...MINT, ttlSec: 86_400 }).exp, MINT.nowSec + 86_400);
+});
+
+// ---- codexConfig ----
+
+test('codexConfig is a Codex model provider at the gateway speaking the Responses API, with the bot token from MODEL_PROXY_TOKEN and nothing that reaches beyond the gateway', () => {
+  assert.equal(
+    codexConfig({ ...INPUT, webSearchAllowed: false }),
+    [
+      '# Codex through the model gateway: save as $CODEX_HOME/config.toml (default ~/.codex/config.toml).',
+      '# Codex sends "Authorization: Bearer $MODEL_PROXY_TOKEN"; it never holds the upstream key.',
+      'model = "gpt-4.1"',
+      'model_provider = "gateway"',
+      '# The gateway refuses provider-hosted tools; without this Codex offers {"type":"web_search"}.',
+      'web_search = "disabled"',
+      'check_for_update_on_startup = false',
+      '',
+      '[analytics]',
+      'enabled = false',
+      '',
+      '[features]',
+      '# Else Codex runs `git ls-remote https://github.com/openai/plugins.git` at every start.',
+      'plugins = false',
+      '',
+      '[model_providers.gateway]',
+      'name = "openai (gateway)"',
+      'base_url = "http://proxy.ns.svc.cluster.local:8450/v1"',
+      'env_key = "MODEL_PROXY_TOKEN"',
+      'wire_api = "responses"',
+      '',
+    ].join('\n'),
+  );
+});
+
+test('codexConfig leaves web search to Codex only when the operator allows hosted web search', () => {
+  assert.ok(!codexConfig({ ...INPUT, webSearchAllowed: true }).includes('web_search'));
+});
+
+test('codexConfig writes TOML strings escaped, and checks models like the opencode config', () => {
+  const text = codexConfig({ ...INPUT, providerName: 'Acme "prod" \\ gateway\u007f', webSearchAllowed: false });
+  assert.match(text, /^name = "Acme \\"prod\\" \\\\ gateway\\u007f"$/m);
+  assert.throws(() => codexConfig({ ...INPUT, model: 'gpt-secret', webSearchAllowed: false }), /not in UPSTREAM_ALLOWED_MODELS/);
+  assert.throws(() => codexConfig({ ...INPUT, proxyHost: undefined, webSearchAllowed: false }), /--proxy-host/);
+});
+
+test('renderAgentConfig prints opencode JSON by default and Codex TOML for codex', () => {
+  assert.deepEqual(JSON.parse(renderAgentConfig('opencode', { ...INPUT, webSearchAllowed: false })), agentConfig(INPUT));
+  assert.match(renderAgentConfig('codex', { ...INPUT, webSearchAllowed: false }), /^wire_api = "responses"$/m);
 });

@@ -273,13 +273,13 @@ test('mint-token options are passed through, the ttl in milliseconds', () => {
   assert.deepEqual(cl.mint, { instanceId: 'bot-7', workflow: 'ci/review', runId: 'run-42', ttlMs: 900_000 });
 });
 
-test('agent-config options default to undefined', () => {
-  assert.deepEqual(parseCommandLine(['agent-config']).agent, { proxyHost: undefined, providerName: undefined, model: undefined, smallModel: undefined });
+test('agent-config options default to opencode and undefined', () => {
+  assert.deepEqual(parseCommandLine(['agent-config']).agent, { agent: 'opencode', proxyHost: undefined, providerName: undefined, model: undefined, smallModel: undefined });
 });
 
 test('agent-config options are passed through unchanged', () => {
-  const cl = parseCommandLine(['agent-config', '--proxy-host', 'gw:9000', '--provider-name=Models', '--model', 'gpt-4.1', '--small-model', 'gpt-4.1-mini']);
-  assert.deepEqual(cl.agent, { proxyHost: 'gw:9000', providerName: 'Models', model: 'gpt-4.1', smallModel: 'gpt-4.1-mini' });
+  const cl = parseCommandLine(['agent-config', '--agent', 'codex', '--proxy-host', 'gw:9000', '--provider-name=Models', '--model', 'gpt-4.1', '--small-model', 'gpt-4.1-mini']);
+  assert.deepEqual(cl.agent, { agent: 'codex', proxyHost: 'gw:9000', providerName: 'Models', model: 'gpt-4.1', smallModel: 'gpt-4.1-mini' });
 });
 
 test('usage() lists the model gateway, mint-token and agent-config flags, with the defaults of those that have one', () => {
