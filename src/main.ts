@@ -5,7 +5,7 @@ import { AGENTS, botClaims, renderAgentConfig, type AgentName } from './gateway/
 import { parseCommandLine, usage, UsageError, type CommandLine, type ServeOptions } from './config/cli.ts';
 import { createUpstreamAgent } from './http/forward.ts';
 import { createGatewayHandler, sendGatewayError } from './gateway/handler.ts';
-import { hostedToolsPolicy } from './gateway/protocols/openai.ts';
+import { hostedToolsPolicy } from './gateway/protocols/tools.ts';
 import { PROTOCOLS } from './gateway/protocols/table.ts';
 import { parseGatewayEnv, type GatewayConfig } from './gateway/config.ts';
 import { gitWorkloadConfig } from './git/config.ts';

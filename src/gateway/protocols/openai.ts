@@ -2,7 +2,8 @@
 // request headers OpenAI's clients send that may go upstream, and the tool policy.
 import type { ProxyError } from '../../http/errors.ts';
 import { ERRORS } from '../../http/errors.ts';
-import { bounded, refuse, type RequestRefusal } from './protocol.ts';
+import { refuse, type RequestRefusal } from './protocol.ts';
+import { refuseHostedTool, refuseUnknownTool, type HostedTool } from './tools.ts';
 
 /** OpenAI's error `type` for a status, so SDKs classify gateway errors as they do upstream ones. */
 export function openAiErrorType(status: number): string {
@@ -47,14 +48,11 @@ export const OPENAI_REQUEST_HEADERS: ReadonlySet<string> = new Set([
 export const OPENAI_REQUEST_HEADER_PREFIXES: readonly string[] = ['x-stainless-', 'x-codex-'];
 
 /**
- * Tools the provider runs on its own side. Each reaches beyond the sandbox where no network
- * policy sees it: web search fetches pages, file search and the code interpreter read the
- * organisation's stored files and containers, image generation spends on another model, and
- * `mcp` makes the provider connect to any server URL with headers the request chooses. The
- * operator may allow them by name (--allow-hosted-tools); the dated variants of a tool count as
- * the tool.
+ * OpenAI tool types the provider runs on its own side, and their names for
+ * --allow-hosted-tools (./tools.ts says why each is egress); the dated variants of a tool count
+ * as the tool.
  */
-export const HOSTED_TOOLS: ReadonlyMap<string, string> = new Map([
+export const HOSTED_TOOLS: ReadonlyMap<string, HostedTool> = new Map([
   ['web_search', 'web_search'],
   ['web_search_preview', 'web_search'],
   ['web_search_preview_2025_03_11', 'web_search'],
@@ -67,17 +65,6 @@ export const HOSTED_TOOLS: ReadonlyMap<string, string> = new Map([
   ['tool_search', 'tool_search'],
 ]);
 
-/** The names --allow-hosted-tools accepts (`shell` is hosted with a container environment). */
-export const HOSTED_TOOL_NAMES: readonly string[] = [...new Set(HOSTED_TOOLS.values()), 'shell'];
-
-/** The set of allowed hosted tools from --allow-hosted-tools; an unknown name is an error naming the flag. */
-export function hostedToolsPolicy(names: readonly string[]): ReadonlySet<string> {
-  for (const name of names) {
-    if (!HOSTED_TOOL_NAMES.includes(name)) throw new Error(`--allow-hosted-tools: "${bounded(name)}" is not a hosted tool; use any of ${HOSTED_TOOL_NAMES.join(', ')}`);
-  }
-  return new Set(names);
-}
-
 /**
  * Checks one `tools` entry (or a `tool_choice` object) against the policy: a client-executed
  * type passes, a hosted one only when allowed, an unknown type never. `where` names it in the
@@ -87,15 +74,8 @@ export function checkToolType(type: unknown, clientTypes: ReadonlySet<string>, h
   if (typeof type !== 'string') return refuse(ERRORS.invalidTools, `${where}.type`);
   if (clientTypes.has(type)) return undefined;
   const hosted = HOSTED_TOOLS.get(type);
-  if (hosted !== undefined) {
-    if (hostedAllowed.has(hosted)) return undefined;
-    return refuse(
-      ERRORS.toolNotAllowed,
-      `${where}.type`,
-      `tool type "${type}" runs on the provider's side, outside the sandbox, and is not allowed through this gateway; the operator can allow it with --allow-hosted-tools ${hosted}`,
-    );
-  }
-  return refuse(ERRORS.toolNotAllowed, `${where}.type`, `tool type "${bounded(type)}" is not known to this gateway and is refused; tools the client runs itself (${[...clientTypes].join(', ')}) are allowed`);
+  if (hosted !== undefined) return hostedAllowed.has(hosted) ? undefined : refuseHostedTool(type, hosted, `${where}.type`);
+  return refuseUnknownTool(type, `${where}.type`, [...clientTypes].join(', '));
 }
 
 /** `tools`, when present, is an array of objects whose every type passes checkToolType. */

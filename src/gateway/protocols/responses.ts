@@ -22,6 +22,7 @@ import { ERRORS } from '../../http/errors.ts';
 import { JsonCapture } from '../../http/json.ts';
 import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, tokenCount, type JsonObject, type LargeEventConsumer } from '../sse.ts';
 import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, openAiErrorBody } from './openai.ts';
+import { refuseHostedTool } from './tools.ts';
 import { bounded, errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
 
 export const RESPONSES_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant']);
@@ -79,11 +80,7 @@ function checkResponsesTools(tools: unknown, hostedAllowed: ReadonlySet<string>)
     // Codex searches its own deferred tools: a tool_search it executes itself is a client tool.
     if (tool.type === 'tool_search' && tool.execution === 'client') continue;
     if (tool.type === 'shell' && isHostedShell(tool) && !hostedAllowed.has('shell')) {
-      return refuse(
-        ERRORS.toolNotAllowed,
-        `tools[${i}].environment`,
-        'a "shell" tool with a container environment runs on the provider\'s side, outside the sandbox, and is not allowed through this gateway; use a local shell, or the operator can allow it with --allow-hosted-tools shell',
-      );
+      return refuseHostedTool('shell', 'shell', `tools[${i}].environment`);
     }
     const refusal = checkToolType(tool.type, RESPONSES_CLIENT_TOOLS, hostedAllowed, `tools[${i}]`);
     if (refusal) return refusal;
