@@ -220,9 +220,18 @@ async function main(argv: readonly string[]): Promise<void> {
     case 'version':
       process.stdout.write(`${VERSION}\n`);
       return;
-    case 'git-config':
-      process.stdout.write(gitWorkloadConfig(loadHosts(cli.options).map((h) => h.key), env.GIT_AUTH_PROXY_HOST, env.GIT_CREDENTIAL_HELPER));
+    case 'git-config': {
+      const config = gitWorkloadConfig({
+        hostKeys: loadHosts(cli.options).map((h) => h.key),
+        proxyHostFlag: cli.gitConfig.proxyHost,
+        proxyHostEnv: env.GIT_AUTH_PROXY_HOST,
+        credentialHelper: env.GIT_CREDENTIAL_HELPER,
+        workloadTokenEnv: cli.gitConfig.workloadTokenEnv,
+      });
+      process.stdout.write(config.text);
+      if (config.notice) process.stderr.write(`proxy: ${config.notice}\n`);
       return;
+    }
     case 'agent-config': {
       const gateway = parseGatewayEnv(env);
       const config = agentConfig({

@@ -107,6 +107,29 @@ test('git-config without GIT_AUTH_PROXY_HOST falls back to credential-helper ent
   ]);
 });
 
+test('git-config refuses a flag it does not use, with the usage message and exit code 2', async () => {
+  for (const args of [['--git-auth-listen', ':1'], ['--ttl', '1h']]) {
+    const r = await runProxyCommand(['git-config', ...args], { GIT_AUTH_PROXY_HOST: 'proxy', GIT_HOST_A: 'github.com' });
+    assert.equal(r.code, 2, args.join(' '));
+    assert.match(r.stderr, new RegExp(`${args[0]} is not a flag of git-config \\(git-config takes --git-hosts, --proxy-host, --workload-token-env\\)`));
+    assert.equal(r.stdout, '');
+  }
+});
+
+test('git-config --proxy-host wins over GIT_AUTH_PROXY_HOST', async () => {
+  const r = await runProxyCommand(['git-config', '--proxy-host', 'flag-proxy:9000'], { GIT_AUTH_PROXY_HOST: 'env-proxy', GIT_HOST_A: 'github.com' });
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(gitConfigList(r.stdout), ['url.http://flag-proxy:9000/github.com/.insteadof=https://github.com/']);
+  assert.equal(r.stderr, '');
+});
+
+test('git-config without a proxy host prints the credential-helper fallback and says so on stderr', async () => {
+  const r = await runProxyCommand(['git-config'], { GIT_HOST_A: 'github.com' });
+  assert.equal(r.code, 0);
+  assert.deepEqual(gitConfigList(r.stdout), ['credential.https://github.com.helper=executor']);
+  assert.match(r.stderr, /^proxy: git-config: no proxy host \(--proxy-host or GIT_AUTH_PROXY_HOST\): printed the credential-helper fallback/);
+});
+
 test('agent-config prints the bot provider entry of the design as JSON', async () => {
   const r = await runProxyCommand(['agent-config', '--proxy-host', 'gw.ns.svc', '--small-model', 'gpt-small'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big,gpt-small', UPSTREAM_PROVIDER: 'corp' });
   assert.equal(r.code, 0, r.stderr);
