@@ -42,14 +42,7 @@ export function parseHostKey(text: string): { key: string; hostname: string; por
   return { key: lower, hostname, port };
 }
 
-function envHost(
-  env: NodeJS.ProcessEnv,
-  nameVar: string,
-  fallback: string | undefined,
-  authType: AuthType,
-): HostConfig | undefined {
-  const name = env[nameVar] || fallback;
-  if (name === undefined) return undefined;
+function envHost(nameVar: string, name: string, authType: AuthType): HostConfig {
   const parsed = parseHostKey(name);
   if (!parsed) throw new Error(`${nameVar}: "${name}" is not a host name (host or host:port)`);
   return {
@@ -62,13 +55,25 @@ function envHost(
   };
 }
 
-/** GIT_HOST_A: bearer host, default github.com. GIT_HOST_B: basic host, only when set. */
+export const DEFAULT_HOST_A = 'github.com';
+
+/**
+ * The environment's hosts. Host A (bearer) is configured when GIT_HOST_A or GIT_HOST_A_TOKEN is
+ * non-empty; its name defaults to github.com. With neither there is no host A, so git-config
+ * does not route github.com through a proxy that has no credential for it, and a hosts file may
+ * define github.com itself. Host B (basic) exists only when GIT_HOST_B is set; its token or
+ * username without it is an error, because a credential meant for no host is a mistake.
+ * (An empty variable counts as unset, as everywhere else.)
+ */
 export function hostsFromEnv(env: NodeJS.ProcessEnv): HostConfig[] {
   const hosts: HostConfig[] = [];
-  const a = envHost(env, 'GIT_HOST_A', 'github.com', 'bearer');
-  const b = envHost(env, 'GIT_HOST_B', undefined, 'basic');
-  if (a) hosts.push(a);
-  if (b) hosts.push(b);
+  if (env.GIT_HOST_A || env.GIT_HOST_A_TOKEN) hosts.push(envHost('GIT_HOST_A', env.GIT_HOST_A || DEFAULT_HOST_A, 'bearer'));
+  if (env.GIT_HOST_B) hosts.push(envHost('GIT_HOST_B', env.GIT_HOST_B, 'basic'));
+  else {
+    for (const orphan of ['GIT_HOST_B_TOKEN', 'GIT_HOST_B_USERNAME']) {
+      if (env[orphan]) throw new Error(`${orphan} is set but GIT_HOST_B is not: set GIT_HOST_B to the basic-auth host it is for`);
+    }
+  }
   return hosts;
 }
 

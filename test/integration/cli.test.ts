@@ -5,6 +5,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import { send } from '../support/http-client.ts';
 import { BUNDLE, ROOT, runProxyCommand, startProxy } from '../support/proxy-process.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'cli-test-'));
@@ -69,6 +70,44 @@ test('listen addresses accept both --flag value and --flag=value, and IPv6 in br
   }
 });
 
+test('without GIT_HOST_A and GIT_HOST_A_TOKEN the proxy registers no github.com: its requests are 403, never forwarded', async () => {
+  const p = await startProxy({ env: { GIT_AUTH_ENABLED: 'true', GIT_HOST_B: 'git.corp.example' } });
+  try {
+    const start = p.records().find((r) => r.event === 'listening' && r.listener === 'git')!;
+    assert.deepEqual((start.hosts as { host: string }[]).map((h) => h.host), ['git.corp.example']);
+    const r = await send(p.ports.git!, 'GET', '/github.com/acme/widgets.git/info/refs?service=git-upload-pack');
+    assert.equal(r.status, 403);
+    assert.match(r.body.toString(), /not in the proxy registry/);
+  } finally {
+    assert.equal((await p.stop()).code, 0);
+  }
+});
+
+test('a hosts file may register github.com (e.g. with a rotating tokenFile) when the environment does not', async () => {
+  const file = join(dir, 'github-hosts.json');
+  writeFileSync(file, JSON.stringify({ hosts: [{ host: 'github.com', auth: 'bearer', tokenFile: join(dir, 'github-token') }] }));
+  const p = await startProxy({ env: { GIT_AUTH_ENABLED: 'true' }, args: ['--git-auth-listen', '127.0.0.1:0', '--git-hosts', file] });
+  try {
+    const start = p.records().find((r) => r.event === 'listening' && r.listener === 'git')!;
+    assert.deepEqual(start.hosts, [{ host: 'github.com', auth: 'bearer', credential: 'missing', tls_verify: true }]);
+  } finally {
+    assert.equal((await p.stop()).code, 0);
+  }
+  const twice = await runProxyCommand(['--git-hosts', file], { GIT_HOST_A_TOKEN: 'tok' });
+  assert.equal(twice.code, 1);
+  assert.match(twice.stderr, /git host "github\.com" is registered twice/);
+});
+
+test('git-config without GIT_HOST_A or GIT_HOST_A_TOKEN writes no github.com rule; with no host at all it fails saying what to set', async () => {
+  const r = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'proxy', GIT_HOST_B: 'git.corp.example' });
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(gitConfigList(r.stdout), ['url.http://proxy:8447/git.corp.example/.insteadof=https://git.corp.example/']);
+  const none = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'proxy' });
+  assert.equal(none.code, 1);
+  assert.equal(none.stdout, '');
+  assert.match(none.stderr, /git-config: no git host is configured: set GIT_HOST_A and\/or GIT_HOST_B/);
+});
+
 test('a bad hosts file stops start-up with an error naming the field', async () => {
   const file = join(dir, 'bad-hosts.json');
   writeFileSync(file, JSON.stringify({ hosts: [{ host: 'git.example.com', auth: 'bearer', tokenEnv: 'T', tlsInsecureSkipVerify: 'yes' }] }));
@@ -86,7 +125,7 @@ function gitConfigList(text: string): string[] {
 }
 
 test('git-config with GIT_AUTH_PROXY_HOST prints one insteadOf rule per host and no credential helper', async () => {
-  const r = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'git-proxy.ns.svc', GIT_HOST_B: 'git.corp.example:8443' });
+  const r = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'git-proxy.ns.svc', GIT_HOST_A: 'github.com', GIT_HOST_B: 'git.corp.example:8443' });
   assert.equal(r.code, 0);
   assert.deepEqual(gitConfigList(r.stdout), [
     'url.http://git-proxy.ns.svc:8447/github.com/.insteadof=https://github.com/',
@@ -95,12 +134,12 @@ test('git-config with GIT_AUTH_PROXY_HOST prints one insteadOf rule per host and
 });
 
 test('git-config keeps a port given in GIT_AUTH_PROXY_HOST', async () => {
-  const r = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'proxy:9000' });
+  const r = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'proxy:9000', GIT_HOST_A: 'github.com' });
   assert.deepEqual(gitConfigList(r.stdout), ['url.http://proxy:9000/github.com/.insteadof=https://github.com/']);
 });
 
 test('git-config without GIT_AUTH_PROXY_HOST falls back to credential-helper entries', async () => {
-  const r = await runProxyCommand(['git-config'], { GIT_HOST_B: 'git.corp.example', GIT_CREDENTIAL_HELPER: '/usr/local/bin/executor-helper --mode "git"' });
+  const r = await runProxyCommand(['git-config'], { GIT_HOST_A: 'github.com', GIT_HOST_B: 'git.corp.example', GIT_CREDENTIAL_HELPER: '/usr/local/bin/executor-helper --mode "git"' });
   assert.deepEqual(gitConfigList(r.stdout), [
     'credential.https://github.com.helper=/usr/local/bin/executor-helper --mode "git"',
     'credential.https://git.corp.example.helper=/usr/local/bin/executor-helper --mode "git"',

@@ -68,7 +68,7 @@ test('parseHostKey accepts a 63-character label', () => {
   assert.equal(parseHostKey(host)?.hostname, host);
 });
 
-test('hostsFromEnv registers github.com as a bearer host by default, reading GIT_HOST_A_TOKEN', () => {
+test('a GIT_HOST_A_TOKEN without GIT_HOST_A registers github.com as the bearer host, reading GIT_HOST_A_TOKEN', () => {
   const expected: HostConfig[] = [
     {
       key: 'github.com',
@@ -81,8 +81,25 @@ test('hostsFromEnv registers github.com as a bearer host by default, reading GIT
       tlsInsecureSkipVerify: false,
     },
   ];
-  assert.deepEqual(hostsFromEnv({}), expected);
-  assert.deepEqual(hostsFromEnv({ GIT_HOST_A: '' }), expected);
+  assert.deepEqual(hostsFromEnv({ GIT_HOST_A_TOKEN: 'tok' }), expected);
+  assert.deepEqual(hostsFromEnv({ GIT_HOST_A: '', GIT_HOST_A_TOKEN: 'tok' }), expected);
+});
+
+test('without GIT_HOST_A and GIT_HOST_A_TOKEN (unset or empty) there is no host A, github.com included', () => {
+  assert.deepEqual(hostsFromEnv({}), []);
+  assert.deepEqual(hostsFromEnv({ GIT_HOST_A: '', GIT_HOST_A_TOKEN: '' }), []);
+});
+
+test('GIT_HOST_A alone registers host A, whose missing token the proxy answers with 503', () => {
+  assert.deepEqual(hostsFromEnv({ GIT_HOST_A: 'github.com' }).map((h) => [h.key, h.token]), [['github.com', { env: 'GIT_HOST_A_TOKEN' }]]);
+});
+
+test('the hosts file may define github.com when the environment does not; when it does, that is registered twice', () => {
+  const fromFile = parseHostsFile(JSON.stringify({ hosts: [{ host: 'github.com', auth: 'bearer', tokenFile: '/var/run/secrets/github/token' }] }), 'hosts.json');
+  assert.deepEqual(mergeHosts(hostsFromEnv({}), fromFile).map((h) => [h.key, h.token]), [['github.com', { file: '/var/run/secrets/github/token' }]]);
+  for (const env of [{ GIT_HOST_A_TOKEN: 'tok' }, { GIT_HOST_A: 'GitHub.com' }]) {
+    assert.throws(() => mergeHosts(hostsFromEnv(env), fromFile), /git host "github\.com" is registered twice/, JSON.stringify(env));
+  }
 });
 
 test('GIT_HOST_A replaces the default bearer host name', () => {
@@ -97,11 +114,16 @@ test('GIT_HOST_A replaces the default bearer host name', () => {
 test('the GIT_HOST_B basic host is registered only when GIT_HOST_B is set', () => {
   assert.ok(!hostsFromEnv({}).some((h) => h.authType === 'basic'));
   assert.ok(!hostsFromEnv({ GIT_HOST_B: '' }).some((h) => h.authType === 'basic'));
-  assert.ok(!hostsFromEnv({ GIT_HOST_B_TOKEN: 'tok', GIT_HOST_B_USERNAME: 'u' }).some((h) => h.authType === 'basic'));
+});
+
+test('GIT_HOST_B_TOKEN or GIT_HOST_B_USERNAME without GIT_HOST_B is an error naming the variable', () => {
+  for (const name of ['GIT_HOST_B_TOKEN', 'GIT_HOST_B_USERNAME']) {
+    assert.throws(() => hostsFromEnv({ [name]: 'x' }), new RegExp(`^Error: ${name} is set but GIT_HOST_B is not`), name);
+  }
 });
 
 test('GIT_HOST_B is a basic host reading GIT_HOST_B_TOKEN and GIT_HOST_B_USERNAME, after GIT_HOST_A', () => {
-  const hosts = hostsFromEnv({ GIT_HOST_B: 'git.internal.example:8443' });
+  const hosts = hostsFromEnv({ GIT_HOST_A_TOKEN: 'tok', GIT_HOST_B: 'git.internal.example:8443' });
   assert.deepEqual(hosts.map((h) => h.key), ['github.com', 'git.internal.example:8443']);
   assert.deepEqual(hosts[1], {
     key: 'git.internal.example:8443',
@@ -244,17 +266,17 @@ test('a hosts file error never echoes a token-looking field value', () => {
 });
 
 test('mergeHosts keeps environment hosts first, then file hosts', () => {
-  const env = hostsFromEnv({ GIT_HOST_B: 'b.example' });
+  const env = hostsFromEnv({ GIT_HOST_A_TOKEN: 'tok', GIT_HOST_B: 'b.example' });
   const file = parseHostsFile('{"hosts": [{"host": "c.example", "auth": "bearer", "tokenEnv": "C_TOKEN"}]}', 'f.json');
   assert.deepEqual(mergeHosts(env, file).map((h) => h.key), ['github.com', 'b.example', 'c.example']);
 });
 
 test('mergeHosts rejects the same host key registered twice, naming it', () => {
-  const env = hostsFromEnv({});
+  const env = hostsFromEnv({ GIT_HOST_A_TOKEN: 'tok' });
   const file = parseHostsFile('{"hosts": [{"host": "GitHub.com", "auth": "bearer", "tokenEnv": "OTHER"}]}', 'f.json');
   assert.throws(() => mergeHosts(env, file), /git host "github\.com" is registered twice/);
   // within one list too: GIT_HOST_B equal to the default GIT_HOST_A
-  assert.throws(() => mergeHosts(hostsFromEnv({ GIT_HOST_B: 'github.com' })), /"github\.com" is registered twice/);
+  assert.throws(() => mergeHosts(hostsFromEnv({ GIT_HOST_A_TOKEN: 'tok', GIT_HOST_B: 'github.com' })), /"github\.com" is registered twice/);
   // within the file
   const twice = parseHostsFile(
     '{"hosts": [{"host": "c.example", "auth": "bearer", "tokenEnv": "A"}, {"host": "c.example", "auth": "bearer", "tokenEnv": "B"}]}',
