@@ -5,7 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Agent } from 'node:https';
 import { randomUUID } from 'node:crypto';
 import { injectCredential } from './credentials.ts';
-import { errorForUpstreamFailure, type ProxyError, type UpstreamError } from '../http/errors.ts';
+import { ERRORS, errorForUpstreamFailure, withMessage, type ProxyError, type UpstreamError } from '../http/errors.ts';
 import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type UpstreamTimeouts } from '../http/forward.ts';
 import { gitUpstreamHeaders, scrubResponseHeaders } from '../http/headers.ts';
 import type { HostConfig } from './hosts.ts';
@@ -48,6 +48,15 @@ export interface GitProxyDeps {
 /** Proxy-made errors are one text/plain line: git shows it, and it never holds a credential. */
 export function sendGitError(req: IncomingMessage, res: ServerResponse, error: ProxyError, allow?: string): void {
   writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `git-auth-proxy: ${error.message}\n`, allow);
+}
+
+/**
+ * An upstream 401 becomes a 502: git prompts for credentials on any 401, but prints the
+ * text/plain body of a 502 as `remote: ...`. (A 403 is relayed: git does not prompt on it and
+ * prints the host's own explanation.)
+ */
+export function upstreamCredentialRefused(hostKey: string): ProxyError {
+  return withMessage(ERRORS.upstreamRejectedCredential, `the git host refused the proxy's credential for ${hostKey}; the operator must check its token`);
 }
 
 export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res: ServerResponse) => void {
@@ -107,9 +116,14 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
     call.response.then(
       async (upstreamRes) => {
         const status = upstreamRes.statusCode ?? 502;
+        if (status === 401) {
+          // Our credential was refused: an operator problem the workload cannot fix. Relayed,
+          // the 401 would make git ask for a username; our own line says whose problem it is.
+          upstreamRes.resume();
+          return reject(upstreamCredentialRefused(upstream.config.key));
+        }
         await relayResponse(res, upstreamRes, scrubResponseHeaders(upstreamRes.rawHeaders, credential.secrets), exchange);
-        // 401 from the upstream means our credential was refused: an operator problem.
-        logDone(status, exchange.failure ?? (status === 401 ? 'upstream_rejected_credential' : undefined));
+        logDone(status, exchange.failure);
       },
       (err: UpstreamError) => {
         const error = errorForUpstreamFailure(err.kind);

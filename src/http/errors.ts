@@ -21,6 +21,7 @@ export const ERRORS = {
   methodNotAllowed: def('method_not_allowed', 405, 'method not allowed on this path (the Allow header names the right one)'),
   credentialMissing: def('credential_missing', 503, 'no credential is configured for that git host: the operator must set its token'),
   credentialInvalid: def('credential_invalid', 503, 'the credential configured for that git host is not a valid header value: the operator must fix it'),
+  upstreamRejectedCredential: def('upstream_rejected_credential', 502, "the git host refused the proxy's credential; the operator must check its token"),
   upstreamUnreachable: def('upstream_unreachable', 502, 'the upstream could not be reached'),
   upstreamTls: def('upstream_tls', 502, 'the upstream TLS certificate could not be verified'),
   upstreamProtocol: def('upstream_protocol', 502, 'the upstream sent a malformed HTTP response'),
@@ -44,6 +45,15 @@ export const ERRORS = {
   draining: def('draining', 503, 'the proxy is shutting down'),
   internal: def('internal', 500, 'internal proxy error'),
 } as const;
+
+/**
+ * The same error with a message that names what it is about. Only what the client already
+ * knows or the registry holds may go in (a registry key, the repository path it asked for):
+ * never a credential, never upstream text.
+ */
+export function withMessage(error: ProxyError, message: string): ProxyError {
+  return Object.freeze({ ...error, message });
+}
 
 // What went wrong on the upstream leg. Transport error codes are mapped in exactly one place.
 export type UpstreamFailure =

@@ -4,7 +4,7 @@
 // Because metrics are derived from the same record as the access log line, the two agree.
 import { readdirSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import type { UpstreamFailure } from '../http/errors.ts';
+import { ERRORS, type UpstreamFailure } from '../http/errors.ts';
 import type { ModelRequestRecord } from '../gateway/handler.ts';
 import type { GitRequestRecord } from '../git/proxy.ts';
 import { Registry } from './registry.ts';
@@ -49,6 +49,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     gitBytesIn: registry.counter('git_proxy_request_bytes_total', 'Request body bytes received from workloads.', ['host', 'route']),
     gitBytesOut: registry.counter('git_proxy_response_bytes_total', 'Response body bytes relayed to workloads.', ['host', 'route']),
     gitUpstreamErrors: registry.counter('git_proxy_upstream_errors_total', 'Upstream failures by kind.', ['host', 'kind']),
+    gitCredentialRejected: registry.counter('git_proxy_upstream_credential_rejected_total', "Upstream 401 answers: the git host refused the proxy's own credential (answered 502).", ['host']),
     gitClientAborts: registry.counter('git_proxy_client_aborts_total', 'Requests whose client went away before the response was complete.', ['host', 'route']),
     rss: registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.'),
     fds: registry.gauge('process_open_fds', 'Number of open file descriptors.'),
@@ -95,6 +96,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
       if (r.bytes_out > 0) m.gitBytesOut.inc(where, r.bytes_out);
       if (r.error !== undefined && UPSTREAM_FAILURES.has(r.error)) m.gitUpstreamErrors.inc([r.host ?? NONE, r.error]);
       if (r.error === 'client_aborted') m.gitClientAborts.inc(where);
+      if (r.error === ERRORS.upstreamRejectedCredential.code) m.gitCredentialRejected.inc([r.host ?? NONE]);
     },
 
     streams: {

@@ -78,9 +78,9 @@ function gitRecord(over: Partial<GitRequestRecord>): GitRequestRecord {
 
 // The fixed sequence behind the golden file. Seconds and buckets in the comments are what the
 // golden file must show (GENAI_DURATION_BUCKETS, GENAI_TTFT_BUCKETS, GIT_DURATION_BUCKETS).
-// Two sums show binary floating point at work, as any Prometheus client's would: the gpt-4o
-// cost 0.00725 + 0.00175 + 0.000325 = 0.009325 prints as 0.009325000000000002, and the
-// info-refs duration 0.04 + 0.012 = 0.052 as 0.052000000000000005.
+// One sum shows binary floating point at work, as any Prometheus client's would: the gpt-4o
+// cost 0.00725 + 0.00175 + 0.000325 = 0.009325 prints as 0.009325000000000002. (The info-refs
+// duration 0.04 + 0.012 + 0.03 = 0.082 happens to print exactly.)
 const MODEL_RECORDS: readonly ModelRequestRecord[] = [
   // 1. Streamed with full usage. duration 1.5 s (le 2.56), ttft 0.12 s (le 0.25).
   //    cost: (1000-200)*2.5 + 200*1.25 + (500-100)*10 + 100*10 = 2000+250+4000+1000 = 7250 µUSD
@@ -122,6 +122,8 @@ const GIT_RECORDS: readonly GitRequestRecord[] = [
   gitRecord({ status: 502, duration_ms: 12, error: 'connect_refused' }),
   // client left: status 0; client_aborted is not an upstream failure. 0.7 s (le 1)
   gitRecord({ method: 'POST', route: 'upload-pack', status: 0, duration_ms: 700, bytes_in: 100, bytes_out: 2048, error: 'client_aborted' }),
+  // the upstream refused our credential (answered 502); not an upstream transport failure. 0.03 s (le 0.05)
+  gitRecord({ status: 502, duration_ms: 30, error: 'upstream_rejected_credential' }),
 ];
 
 function goldenExposition(): string {
