@@ -45,9 +45,19 @@ export interface GitProxyDeps {
   readonly record: (rec: GitRequestRecord) => void;
 }
 
-/** Proxy-made errors are one text/plain line: git shows it, and it never holds a credential. */
+/**
+ * Proxy-made errors are one text/plain line: git shows it, and it never holds a credential.
+ * Requests from git-lfs get the same line in the JSON error body that git-lfs prints (501:
+ * git-lfs prints its message as is, without blaming access rights or suggesting to switch off
+ * its lock verification).
+ */
 export function sendGitError(req: IncomingMessage, res: ServerResponse, error: ProxyError, allow?: string): void {
-  writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `git-auth-proxy: ${error.message}\n`, allow);
+  const line = `git-auth-proxy: ${error.message}`;
+  if (error.code === ERRORS.lfsNotSupported.code) {
+    writeProxyError(req, res, error.status, 'application/vnd.git-lfs+json', JSON.stringify({ message: line }));
+    return;
+  }
+  writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `${line}\n`, allow);
 }
 
 /**

@@ -61,6 +61,9 @@ export function parseGitRoute(method: string, target: string, isRegistered: (hos
   if (!segments.every(segmentAllowed)) return { ok: false, error: ERRORS.pathRejected };
 
   const n = segments.length;
+  // Git LFS (`<repo>/info/lfs/...`) is never forwarded. It gets an answer of its own, because
+  // git-lfs reads only its JSON error bodies and would otherwise blame the workload's access.
+  for (let i = 2; i < n; i++) if (segments[i - 1] === 'info' && segments[i] === 'lfs') return { ok: false, error: ERRORS.lfsNotSupported };
   const last = segments[n - 1];
   if (n >= 3 && segments[n - 2] === 'info' && last === 'refs') {
     if (method !== 'GET') return { ok: false, error: ERRORS.methodNotAllowed, allow: 'GET' };

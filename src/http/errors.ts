@@ -17,6 +17,7 @@ export const ERRORS = {
   barePath: def('bare_path', 400, 'the path must start with /<git host>/: configure git with the output of `proxy.js git-config`'),
   hostNotRegistered: def('host_not_registered', 403, 'that git host is not in the proxy registry'),
   pathRejected: def('path_rejected', 403, 'the repository path contains a forbidden segment or character (dot segments, encoded separators, backslash, semicolon)'),
+  lfsNotSupported: def('lfs_not_supported', 501, 'Git LFS is not available through this proxy'),
   notGitRoute: def('not_git_route', 403, 'only git smart-HTTP requests are forwarded (info/refs, git-upload-pack, git-receive-pack)'),
   methodNotAllowed: def('method_not_allowed', 405, 'method not allowed on this path (the Allow header names the right one)'),
   credentialMissing: def('credential_missing', 503, 'no credential is configured for that git host: the operator must set its token'),

@@ -74,3 +74,40 @@ test("git prints the git host's own explanation of an upstream 403, and does not
   assert.match(r.stderr, /The requested URL returned error: 403/);
   assert.doesNotMatch(r.stderr, /Username/);
 });
+
+test("git-lfs prints the proxy's LFS message on push and on download, and no LFS request reaches the git host", async () => {
+  const repo = join(work, 'lfs-repo');
+  const git = async (args: string[]) => runGit(args, { cwd: repo, home: home.home });
+  const must = async (args: string[]) => {
+    const r = await git(args);
+    assert.equal(r.code, 0, `git ${args.join(' ')}: ${r.stderr}`);
+    return r;
+  };
+  await runGit(['init', '--quiet', '-b', 'main', repo], { home: home.home });
+  await must(['lfs', 'install', '--local']);
+  await must(['lfs', 'track', '*.bin']);
+  writeFileSync(join(repo, 'model.bin'), randomBytes(4096));
+  await must(['add', '.gitattributes', 'model.bin']);
+  await must(['commit', '--quiet', '-m', 'an LFS object']);
+  await must(['remote', 'add', 'origin', viaProxy(forbidding.hostKey, 'acme/widgets.git')]);
+  const before = forbidding.requests.length;
+
+  const push = await git(['lfs', 'push', 'origin', 'main']);
+  assert.notEqual(push.code, 0);
+  assert.ok(push.stderr.includes('batch response: git-auth-proxy: Git LFS is not available through this proxy\n'), push.stderr);
+  assert.doesNotMatch(push.stderr, /Authorization error|Authentication|proper access|locksverify/);
+
+  // Download: the object is gone locally, so the checkout's smudge filter asks the LFS API.
+  rmSync(join(repo, '.git', 'lfs', 'objects'), { recursive: true, force: true });
+  rmSync(join(repo, 'model.bin'));
+  const checkout = await git(['checkout', '--', 'model.bin']);
+  assert.notEqual(checkout.code, 0);
+  assert.match(checkout.stderr, /Smudge error: Error downloading model\.bin \([0-9a-f]+\): batch response: git-auth-proxy: Git LFS is not available through this proxy/);
+
+  const lfsSeenUpstream = forbidding.requests.slice(before).filter((r) => r.url.includes('/info/lfs'));
+  assert.deepEqual(lfsSeenUpstream, []);
+  // A log line is written once its answer is out, a moment after git-lfs may have exited.
+  const lfsLogged = () => proxy.records().filter((r) => r.event === 'request' && String(r.path).includes('/info/lfs/'));
+  await proxy.waitForRecord(() => lfsLogged().length >= 2, 'the log lines of the LFS requests');
+  assert.ok(lfsLogged().every((r) => r.status === 501 && r.error === 'lfs_not_supported'), JSON.stringify(lfsLogged()));
+});

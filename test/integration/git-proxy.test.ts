@@ -272,6 +272,20 @@ test('an upstream 403 is relayed unchanged, body included (git does not prompt o
   }
 });
 
+test('a Git LFS request gets 501 with the JSON message git-lfs prints, and is never forwarded', async () => {
+  const before = upA.requests.length;
+  const r = await send(port, 'POST', `/${upA.hostKey}/org/repo.git/info/lfs/objects/batch`, {
+    body: '{"operation":"download","objects":[]}',
+    headers: { 'content-type': 'application/vnd.git-lfs+json', accept: 'application/vnd.git-lfs+json' },
+  });
+  assert.equal(r.status, 501);
+  assert.equal(r.headers['content-type'], 'application/vnd.git-lfs+json');
+  assert.deepEqual(JSON.parse(r.body.toString()), { message: 'git-auth-proxy: Git LFS is not available through this proxy' });
+  assert.equal(upA.requests.length, before);
+  const rec = await proxy.waitForRecord((l) => l.event === 'request' && String(l.path).endsWith('/info/lfs/objects/batch'));
+  assert.equal(rec.error, 'lfs_not_supported');
+});
+
 test('redirects are passed back unchanged, never followed', async () => {
   upA.handle((_req, res) => {
     res.writeHead(301, { location: 'https://elsewhere.example/org/repo.git/info/refs' });

@@ -57,6 +57,26 @@ test('a wrong method on a git route is 405 with the allowed method', () => {
   assert.equal(!r.ok && r.allow, 'POST');
 });
 
+test('Git LFS requests (<repo>/info/lfs/...) are lfs_not_supported (501) whatever the method, and never a route', () => {
+  for (const [method, target] of [
+    ['POST', '/github.com/o/r.git/info/lfs/objects/batch'],
+    ['POST', '/github.com/o/r.git/info/lfs/locks/verify'],
+    ['GET', '/github.com/o/r.git/info/lfs/locks'],
+    ['PUT', '/github.com/group/sub/r.git/info/lfs/objects/abc'],
+    ['POST', '/github.com/o/r/info/lfs/objects/batch'],
+  ]) {
+    const r = parseGitRoute(method!, target!, registered);
+    assert.equal(r.ok, false, target);
+    assert.equal(!r.ok && r.error.code, 'lfs_not_supported', target);
+    assert.equal(!r.ok && r.error.status, 501, target);
+  }
+  // Only under a registered host, and only with a repository before it.
+  const unregistered = parseGitRoute('POST', '/evil.example/o/r.git/info/lfs/objects/batch', registered);
+  assert.equal(!unregistered.ok && unregistered.error.code, 'host_not_registered');
+  const noRepo = parseGitRoute('POST', '/github.com/info/lfs/objects/batch', registered);
+  assert.equal(!noRepo.ok && noRepo.error.code, 'not_git_route');
+});
+
 test('every hostile target in the table gets its expected status from the route parser', () => {
   assert.ok(HOSTILE_TARGETS.length >= 50, 'the table holds at least 50 targets');
   for (const h of HOSTILE_TARGETS) {
