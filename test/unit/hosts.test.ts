@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { hostsFromEnv, mergeHosts, parseHostKey, parseHostsFile, type HostConfig } from '../../src/git/hosts.ts';
+import { parseHostKey } from '../../src/git/host-key.ts';
+import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from '../../src/git/hosts.ts';
 
 const FIXTURES = join(__dirname, '..', 'fixtures', 'hosts');
 
