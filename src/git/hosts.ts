@@ -4,6 +4,7 @@
 import { isObject, parseConfigJson } from '../config/config-file.ts';
 import type { SecretRef } from '../config/secret.ts';
 import { parseHostKey } from './host-key.ts';
+import { parseRepoPattern, type RepoPattern } from './scope.ts';
 
 export type AuthType = 'bearer' | 'basic';
 
@@ -19,6 +20,10 @@ export interface HostConfig {
   readonly username: UsernameRef | undefined;
   readonly caFile: string | undefined;
   readonly tlsInsecureSkipVerify: boolean;
+  /** Hosts file `repos`: the only repositories any workload may reach on this host; undefined: all. */
+  readonly repos: readonly RepoPattern[] | undefined;
+  /** Hosts file `readOnly: true`: no workload may push to this host. */
+  readonly readOnly: boolean;
 }
 
 function envHost(nameVar: string, name: string, authType: AuthType): HostConfig {
@@ -31,6 +36,8 @@ function envHost(nameVar: string, name: string, authType: AuthType): HostConfig 
     username: authType === 'basic' ? { env: `${nameVar}_USERNAME` } : undefined,
     caFile: undefined,
     tlsInsecureSkipVerify: false,
+    repos: undefined,
+    readOnly: false,
   };
 }
 
@@ -66,6 +73,8 @@ const HOST_FIELDS = new Set([
   'usernameFile',
   'caFile',
   'tlsInsecureSkipVerify',
+  'repos',
+  'readOnly',
 ]);
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -114,8 +123,21 @@ export function parseHostsFile(text: string, fileName: string): HostConfig[] {
       fail(at('username'), 'only basic auth takes a username');
     }
 
-    const insecure = entry.tlsInsecureSkipVerify;
-    if (insecure !== undefined && typeof insecure !== 'boolean') fail(at('tlsInsecureSkipVerify'), 'must be true or false');
+    const bool = (f: string): boolean => {
+      const v = entry[f];
+      if (v !== undefined && typeof v !== 'boolean') fail(at(f), 'must be true or false');
+      return v === true;
+    };
+
+    let repos: RepoPattern[] | undefined;
+    if (entry.repos !== undefined) {
+      if (!Array.isArray(entry.repos) || entry.repos.length === 0) fail(at('repos'), 'must be a non-empty array of repository patterns (leave it out to allow every repository)');
+      repos = (entry.repos as unknown[]).map((p, j) => {
+        if (typeof p !== 'string') return fail(at(`repos[${j}]`), 'must be a string such as "acme/widgets" or "acme/*"');
+        const pattern = parseRepoPattern(p);
+        return pattern.ok ? pattern.value : fail(at(`repos[${j}]`), pattern.reason);
+      });
+    }
 
     return {
       ...parsed,
@@ -123,7 +145,9 @@ export function parseHostsFile(text: string, fileName: string): HostConfig[] {
       token,
       username,
       caFile: str('caFile'),
-      tlsInsecureSkipVerify: insecure === true,
+      tlsInsecureSkipVerify: bool('tlsInsecureSkipVerify'),
+      repos,
+      readOnly: bool('readOnly'),
     };
   });
 }

@@ -1,6 +1,7 @@
 // Decides whether a request target may be forwarded to a git host, and to which upstream path.
 // Pure. The upstream path is rebuilt from validated pieces; the raw target is never forwarded.
 import { ERRORS, type ProxyError } from '../http/errors.ts';
+import type { GitAccess } from './scope.ts';
 
 export type GitRouteName = 'info-refs' | 'upload-pack' | 'receive-pack';
 export type GitService = 'git-upload-pack' | 'git-receive-pack';
@@ -12,6 +13,10 @@ export type GitRoute =
       readonly route: GitRouteName;
       /** e.g. `/org/repo.git/info/refs?service=git-upload-pack` */
       readonly upstreamPath: string;
+      /** The repository path's raw (validated) segments, e.g. `['org', 'repo.git']`. */
+      readonly repo: readonly string[];
+      /** What the request does: ref discovery and fetch read; push (and its ref discovery) writes. */
+      readonly access: GitAccess;
     }
   | { readonly ok: false; readonly error: ProxyError; readonly allow?: string };
 
@@ -69,7 +74,14 @@ export function parseGitRoute(method: string, target: string, isRegistered: (hos
     if (method !== 'GET') return { ok: false, error: ERRORS.methodNotAllowed, allow: 'GET' };
     const service = query?.startsWith('service=') ? query.slice('service='.length) : undefined;
     if (service === undefined || !SERVICES.has(service)) return { ok: false, error: ERRORS.notGitRoute };
-    return { ok: true, hostKey, route: 'info-refs', upstreamPath: `/${segments.join('/')}?service=${service}` };
+    return {
+      ok: true,
+      hostKey,
+      route: 'info-refs',
+      upstreamPath: `/${segments.join('/')}?service=${service}`,
+      repo: segments.slice(0, n - 2),
+      access: service === 'git-receive-pack' ? 'write' : 'read',
+    };
   }
   if (n >= 2 && SERVICES.has(last!)) {
     if (method !== 'POST') return { ok: false, error: ERRORS.methodNotAllowed, allow: 'POST' };
@@ -79,6 +91,8 @@ export function parseGitRoute(method: string, target: string, isRegistered: (hos
       hostKey,
       route: last === 'git-upload-pack' ? 'upload-pack' : 'receive-pack',
       upstreamPath: `/${segments.join('/')}`,
+      repo: segments.slice(0, n - 1),
+      access: last === 'git-receive-pack' ? 'write' : 'read',
     };
   }
   return { ok: false, error: ERRORS.notGitRoute };

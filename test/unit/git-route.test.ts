@@ -8,7 +8,28 @@ const registered = (key: string) => key === HOST || key === 'git.example.com:844
 
 test('rule 1-3: the host is the first segment and the rest, with the query, is the upstream path', () => {
   const r = parseGitRoute('GET', '/github.com/org/repo.git/info/refs?service=git-upload-pack', registered);
-  assert.deepEqual(r, { ok: true, hostKey: 'github.com', route: 'info-refs', upstreamPath: '/org/repo.git/info/refs?service=git-upload-pack' });
+  assert.deepEqual(r, {
+    ok: true,
+    hostKey: 'github.com',
+    route: 'info-refs',
+    upstreamPath: '/org/repo.git/info/refs?service=git-upload-pack',
+    repo: ['org', 'repo.git'],
+    access: 'read',
+  });
+});
+
+test('each route names its repository path and whether it reads or writes (push discovery writes)', () => {
+  const cases: [string, string, string[], string][] = [
+    ['GET', '/github.com/o/r.git/info/refs?service=git-upload-pack', ['o', 'r.git'], 'read'],
+    ['GET', '/github.com/o/r/info/refs?service=git-receive-pack', ['o', 'r'], 'write'],
+    ['POST', '/github.com/group/sub/r.git/git-upload-pack', ['group', 'sub', 'r.git'], 'read'],
+    ['POST', '/github.com/o/My%20Project/git-receive-pack', ['o', 'My%20Project'], 'write'],
+  ];
+  for (const [method, target, repo, access] of cases) {
+    const r = parseGitRoute(method, target, registered);
+    assert.ok(r.ok, target);
+    assert.deepEqual([r.repo, r.access], [repo, access], target);
+  }
 });
 
 test('the four smart-HTTP routes are accepted, with or without .git', () => {

@@ -80,6 +80,8 @@ test('a GIT_HOST_A_TOKEN without GIT_HOST_A registers github.com as the bearer h
       username: undefined,
       caFile: undefined,
       tlsInsecureSkipVerify: false,
+      repos: undefined,
+      readOnly: false,
     },
   ];
   assert.deepEqual(hostsFromEnv({ GIT_HOST_A_TOKEN: 'tok' }), expected);
@@ -135,6 +137,8 @@ test('GIT_HOST_B is a basic host reading GIT_HOST_B_TOKEN and GIT_HOST_B_USERNAM
     username: { env: 'GIT_HOST_B_USERNAME' },
     caFile: undefined,
     tlsInsecureSkipVerify: false,
+    repos: undefined,
+    readOnly: false,
   });
 });
 
@@ -171,7 +175,7 @@ test('a full valid hosts file parses into host configurations in file order', ()
         tlsInsecureSkipVerify: false,
       },
       { host: '127.0.0.1:9000', auth: 'basic', tokenEnv: 'LOCAL_TOKEN', usernameEnv: 'LOCAL_USER', tlsInsecureSkipVerify: true },
-      { host: 'files.example', auth: 'basic', tokenEnv: '_T0', usernameFile: '/run/secrets/user' },
+      { host: 'files.example', auth: 'basic', tokenEnv: '_T0', usernameFile: '/run/secrets/user', repos: ['Acme/widgets.git', 'group/sub/*'], readOnly: true },
     ],
   });
   const expected: HostConfig[] = [
@@ -184,6 +188,8 @@ test('a full valid hosts file parses into host configurations in file order', ()
       username: undefined,
       caFile: undefined,
       tlsInsecureSkipVerify: false,
+      repos: undefined,
+      readOnly: false,
     },
     {
       key: 'git.internal.example:8443',
@@ -194,6 +200,8 @@ test('a full valid hosts file parses into host configurations in file order', ()
       username: { literal: 'deploy-bot' },
       caFile: '/etc/ssl/internal-ca.pem',
       tlsInsecureSkipVerify: false,
+      repos: undefined,
+      readOnly: false,
     },
     {
       key: '127.0.0.1:9000',
@@ -204,6 +212,8 @@ test('a full valid hosts file parses into host configurations in file order', ()
       username: { env: 'LOCAL_USER' },
       caFile: undefined,
       tlsInsecureSkipVerify: true,
+      repos: undefined,
+      readOnly: false,
     },
     {
       key: 'files.example',
@@ -214,6 +224,11 @@ test('a full valid hosts file parses into host configurations in file order', ()
       username: { file: '/run/secrets/user' },
       caFile: undefined,
       tlsInsecureSkipVerify: false,
+      repos: [
+        { segments: ['acme', 'widgets'], wildcard: false },
+        { segments: ['group', 'sub'], wildcard: true },
+      ],
+      readOnly: true,
     },
   ];
   assert.deepEqual(parseHostsFile(text, 'hosts.json'), expected);
@@ -246,6 +261,12 @@ test('each bad hosts file is rejected with an error naming the file and the offe
     ['hosts-not-array', 'hosts: must be an array'],
     ['entry-not-object', 'hosts[0]: must be an object'],
     ['error-in-second-entry', 'hosts[1].tlsInsecureSkipVerify: must be true or false'],
+    ['repos-empty', 'hosts[0].repos: must be a non-empty array of repository patterns (leave it out to allow every repository)'],
+    ['repos-not-array', 'hosts[0].repos: must be a non-empty array'],
+    ['repos-entry-not-string', 'hosts[0].repos[1]: must be a string such as "acme/widgets" or "acme/*"'],
+    ['repos-bad-pattern', 'hosts[0].repos[0]: "*" may only be the whole last segment'],
+    ['repos-dot-segment', 'hosts[0].repos[0]: segment ".." is not a repository name'],
+    ['read-only-not-boolean', 'hosts[0].readOnly: must be true or false'],
   ];
   for (const [name, fieldAndWhy] of cases) {
     const file = join(FIXTURES, `${name}.json`);
