@@ -1,13 +1,14 @@
 // The git credential-injecting reverse proxy: one request handler over the shared forwarding
-// code. Every decision is made by a pure function (route, credential, headers); this file only
-// puts them in order and writes the access log line.
+// code. Every decision is made by a pure function (route, access, credential, headers); this
+// file only puts them in order and writes the access log line.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Agent } from 'node:https';
 import { randomUUID } from 'node:crypto';
 import { injectCredential } from './credentials.ts';
 import { ERRORS, errorForUpstreamFailure, withMessage, type ProxyError, type UpstreamError } from '../http/errors.ts';
 import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type UpstreamTimeouts } from '../http/forward.ts';
-import { gitUpstreamHeaders, scrubResponseHeaders } from '../http/headers.ts';
+import { assertHeaderValue, gitUpstreamHeaders, scrubResponseHeaders } from '../http/headers.ts';
+import { decideGitAccess, WORKLOAD_CHALLENGE, type GitIdentity } from './access.ts';
 import type { HostConfig } from './hosts.ts';
 import { parseGitRoute, pathForLog, type GitRouteName } from './route.ts';
 import { elapsedMs } from '../http/log.ts';
@@ -36,10 +37,18 @@ export type GitRequestRecord = {
   readonly bytes_in: number;
   readonly bytes_out: number;
   readonly error: string | undefined;
+  /** From the verified workload token; null without one (network-policy mode, or refused before). */
+  readonly instance_id: string | null;
+  readonly workflow: string | null;
+  readonly run_id: string | null;
+  /** Why a presented workload token was refused (a fixed phrase, never token content). */
+  readonly token_error: string | undefined;
 };
 
 export interface GitProxyDeps {
   readonly hosts: ReadonlyMap<string, GitUpstream>;
+  /** GIT_PROXY_SIGNING_KEY and the longest token lifetime; undefined: network-policy mode. */
+  readonly workloadAuth: { readonly key: Buffer; readonly maxLifetimeSec: number } | undefined;
   readonly timeouts: UpstreamTimeouts;
   /** Called once per request, when it is over. */
   readonly record: (rec: GitRequestRecord) => void;
@@ -78,6 +87,8 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
     const requestId = randomUUID();
     let host: string | undefined;
     let route: GitRouteName | undefined;
+    let identity: GitIdentity | undefined;
+    let tokenError: string | undefined;
 
     const logDone = (status: number, error?: string) =>
       deps.record({
@@ -93,6 +104,10 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
         bytes_in: exchange.bytesIn,
         bytes_out: exchange.bytesOut,
         error: error ?? exchange.failure,
+        instance_id: identity?.instanceId ?? null,
+        workflow: identity?.workflow ?? null,
+        run_id: identity?.runId ?? null,
+        token_error: tokenError,
       });
     const reject = (error: ProxyError, allow?: string) => {
       sendGitError(req, res, error, allow);
@@ -104,6 +119,21 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
     host = parsed.hostKey;
     route = parsed.route;
     const upstream = deps.hosts.get(parsed.hostKey)!;
+
+    const access = decideGitAccess(
+      { hostKey: parsed.hostKey, repo: parsed.repo, access: parsed.access, authorization: req.headers.authorization },
+      {
+        repos: upstream.config.repos,
+        readOnly: upstream.config.readOnly,
+        workloadAuth: deps.workloadAuth && { ...deps.workloadAuth, nowSec: Math.floor(Date.now() / 1000) },
+      },
+    );
+    identity = access.identity;
+    if (!access.ok) {
+      tokenError = access.tokenError;
+      if (access.challenge) res.setHeader('www-authenticate', assertHeaderValue('www-authenticate', WORKLOAD_CHALLENGE));
+      return reject(access.error);
+    }
 
     const credential = injectCredential(upstream.config.authType, upstream.token.read(), upstream.username?.read());
     if (!credential.ok) return reject(credential.error);

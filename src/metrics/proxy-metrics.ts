@@ -19,6 +19,11 @@ export const GIT_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
 
 const UPSTREAM_FAILURES: ReadonlySet<string> = new Set<UpstreamFailure>(['connect_refused', 'dns', 'tls', 'reset', 'connect_timeout', 'response_timeout', 'idle_timeout', 'protocol', 'other']);
 const NONE = 'none';
+// Refusals by the workload token or the hosts file's limits. A request without a token is not
+// one: git's first request of every command is answered with the 401 challenge by design.
+const SCOPE_REFUSALS: ReadonlySet<string> = new Set(
+  [ERRORS.workloadTokenInvalid, ERRORS.repoNotInScope, ERRORS.pushNotInScope, ERRORS.repoNotInHostRepos, ERRORS.hostReadOnly].map((e) => e.code),
+);
 
 export interface ProxyMetricsOptions {
   readonly maxSeriesPerFamily: number;
@@ -50,6 +55,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     gitBytesOut: registry.counter('git_proxy_response_bytes_total', 'Response body bytes relayed to workloads.', ['host', 'route']),
     gitUpstreamErrors: registry.counter('git_proxy_upstream_errors_total', 'Upstream failures by kind.', ['host', 'kind']),
     gitCredentialRejected: registry.counter('git_proxy_upstream_credential_rejected_total', "Upstream 401 answers: the git host refused the proxy's own credential (answered 502).", ['host']),
+    gitScopeRefusals: registry.counter('git_proxy_scope_refusals_total', 'Git requests refused by the workload token or the hosts file limits, by reason (the error code).', ['host', 'reason']),
     gitClientAborts: registry.counter('git_proxy_client_aborts_total', 'Requests whose client went away before the response was complete.', ['host', 'route']),
     rss: registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.'),
     fds: registry.gauge('process_open_fds', 'Number of open file descriptors.'),
@@ -97,6 +103,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
       if (r.error !== undefined && UPSTREAM_FAILURES.has(r.error)) m.gitUpstreamErrors.inc([r.host ?? NONE, r.error]);
       if (r.error === 'client_aborted') m.gitClientAborts.inc(where);
       if (r.error === ERRORS.upstreamRejectedCredential.code) m.gitCredentialRejected.inc([r.host ?? NONE]);
+      if (r.error !== undefined && SCOPE_REFUSALS.has(r.error)) m.gitScopeRefusals.inc([r.host ?? NONE, r.error]);
     },
 
     streams: {

@@ -458,7 +458,12 @@ test('each request writes one JSON access log line with the documented fields an
   const path = `/${upA.hostKey}/org/logged.git/info/refs`;
   await send(port, 'GET', `${path}?service=git-upload-pack`);
   const rec = await proxy.waitForRecord((l) => l.event === 'request' && l.path === path);
-  assert.deepEqual(Object.keys(rec).sort(), ['bytes_in', 'bytes_out', 'duration_ms', 'event', 'host', 'listener', 'method', 'path', 'request_id', 'route', 'status', 'time'].sort());
+  assert.deepEqual(
+    Object.keys(rec).sort(),
+    ['bytes_in', 'bytes_out', 'duration_ms', 'event', 'host', 'instance_id', 'listener', 'method', 'path', 'request_id', 'route', 'run_id', 'status', 'time', 'workflow'].sort(),
+  );
+  // Network-policy mode: no workload token, so no identity.
+  assert.deepEqual([rec.instance_id, rec.workflow, rec.run_id], [null, null, null]);
   assert.equal(rec.listener, 'git');
   assert.equal(rec.method, 'GET');
   assert.equal(rec.host, upA.hostKey);
