@@ -192,3 +192,44 @@ test('mint-token without a signing key fails with a clear message', async () => 
   assert.equal(r.code, 1);
   assert.match(r.stderr, /MODEL_PROXY_SIGNING_KEY is not set/);
 });
+
+test('mint-token --git-repo needs GIT_PROXY_SIGNING_KEY, and a malformed --git-repo is named', async () => {
+  const ids = ['mint-token', '--instance-id', 'a', '--workflow', 'b', '--run-id', 'c'];
+  const noKey = await runProxyCommand([...ids, '--git-repo', 'github.com/acme/widgets:write'], { MODEL_PROXY_SIGNING_KEY: 'm'.repeat(32) });
+  assert.equal(noKey.code, 1);
+  assert.match(noKey.stderr, /mint-token: --git-repo makes a token for the git proxy, and GIT_PROXY_SIGNING_KEY is not set/);
+  assert.equal(noKey.stdout, '');
+  const bad = await runProxyCommand([...ids, '--git-repo', 'github.com/acme/*/x:read'], { GIT_PROXY_SIGNING_KEY: 'g'.repeat(32) });
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /mint-token: --git-repo "github\.com\/acme\/\*\/x:read": "\*" may only be the whole last segment/);
+  const short = await runProxyCommand([...ids, '--git-repo', 'github.com/acme/x:read'], { GIT_PROXY_SIGNING_KEY: 'short' });
+  assert.equal(short.code, 1);
+  assert.match(short.stderr, /GIT_PROXY_SIGNING_KEY: must be at least 32 bytes/);
+});
+
+test('mint-token --git-repo prints a token whose git claim is the canonical scope', async () => {
+  const r = await runProxyCommand(
+    ['mint-token', '--instance-id', 'a', '--workflow', 'b', '--run-id', 'c', '--git-repo', 'GitHub.com/Acme/Widgets.git:write', '--git-repo', 'github.com/acme/*:read'],
+    { GIT_PROXY_SIGNING_KEY: 'g'.repeat(32) },
+  );
+  assert.equal(r.code, 0, r.stderr);
+  const claims = JSON.parse(Buffer.from(r.stdout.trim().split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
+  assert.deepEqual(claims.git, ['github.com/acme/widgets:write', 'github.com/acme/*:read']);
+});
+
+test('without GIT_PROXY_SIGNING_KEY the git listener warns that workloads are not authenticated; with it, it says jwt', async () => {
+  for (const [env, mode] of [[{}, 'network-policy'], [{ GIT_PROXY_SIGNING_KEY: 'g'.repeat(32) }, 'jwt']] as const) {
+    const p = await startProxy({ env: { GIT_AUTH_ENABLED: 'true', ...env } });
+    try {
+      const start = p.records().find((r) => r.event === 'listening' && r.listener === 'git')!;
+      assert.equal(start.workload_auth, mode);
+      const warned = p.records().some((r) => r.event === 'warning' && r.listener === 'git' && /GIT_PROXY_SIGNING_KEY is not set/.test(String(r.message)));
+      assert.equal(warned, mode === 'network-policy');
+    } finally {
+      assert.equal((await p.stop()).code, 0);
+    }
+  }
+  const short = await runProxyCommand([], { GIT_AUTH_ENABLED: 'true', GIT_PROXY_SIGNING_KEY: 'short' });
+  assert.equal(short.code, 1);
+  assert.match(short.stderr, /GIT_PROXY_SIGNING_KEY: must be at least 32 bytes/);
+});
