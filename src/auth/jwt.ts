@@ -32,6 +32,8 @@ export interface VerifyOptions {
   readonly leewaySec: number;
 }
 
+/** Clock skew tolerated between the signer (mint-token) and the verifying listener. */
+export const TOKEN_LEEWAY_SEC = 30;
 /** Checked before any decoding, so hostile input costs little. Real tokens are a few hundred chars. */
 const MAX_TOKEN_LENGTH = 4096;
 /** RFC 7518 section 3.2: an HS256 key must be at least as long as the hash output. */

@@ -21,7 +21,7 @@ import {
   type Identity,
 } from './rules.ts';
 import { scrubResponseHeaders } from '../http/headers.ts';
-import { verifyBotToken } from '../auth/jwt.ts';
+import { TOKEN_LEEWAY_SEC, verifyBotToken } from '../auth/jwt.ts';
 import { elapsedMs, type LogSink } from '../http/log.ts';
 import { nextRetryDelay, retryHintMs, type RetryPolicy } from './retry.ts';
 import type { SecretSource } from '../config/secret.ts';
@@ -224,7 +224,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       const verified = verifyBotToken(m[1]!, deps.config.signingKey, {
         nowSec: Math.floor(Date.now() / 1000),
         maxLifetimeSec: deps.maxTokenLifetimeSec,
-        leewaySec: 30,
+        leewaySec: TOKEN_LEEWAY_SEC,
       });
       if (!verified.ok) return reject(ERRORS.unauthenticated, null, `${ERRORS.unauthenticated.message} (token ${verified.reason})`);
       identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id };

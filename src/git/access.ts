@@ -7,14 +7,12 @@
 // --workload-token-env` writes) and retries with Basic auth whose password is the token. A
 // Bearer Authorization (e.g. from http.extraHeader) is accepted too. The workload token only
 // ever opens the proxy: it is never forwarded (the upstream Authorization is the host's).
-import { verifyGitToken } from '../auth/jwt.ts';
+import { TOKEN_LEEWAY_SEC, verifyGitToken } from '../auth/jwt.ts';
 import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';
 import { canonicalRepoPath, grantedAccess, parseScopeEntry, patternMatches, type GitAccess, type RepoPattern, type ScopeEntry } from './scope.ts';
 
 /** Sent with every 401 of the git listener; git answers it from its credential helper. */
 export const WORKLOAD_CHALLENGE = 'Basic realm="git-proxy"';
-/** Clock skew tolerated between mint-token and the proxy (as for the gateway's bot tokens). */
-export const TOKEN_LEEWAY_SEC = 30;
 
 export type PresentedToken =
   | { readonly kind: 'none' }

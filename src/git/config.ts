@@ -42,7 +42,7 @@ function quote(value: string): string {
  * a rotated token is used from the next git command on, and the token is never in a file. It
  * ignores `store` and `erase`, so git cannot write the token anywhere through it either.
  */
-export function workloadTokenHelper(variable: string): string {
+function workloadTokenHelper(variable: string): string {
   if (!ENV_NAME.test(variable)) throw new Error(`--workload-token-env: "${variable}" is not an environment variable name`);
   return (
     `!f() { test "$1" = get || exit 0; ` +

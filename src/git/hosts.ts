@@ -41,7 +41,7 @@ function envHost(nameVar: string, name: string, authType: AuthType): HostConfig 
   };
 }
 
-export const DEFAULT_HOST_A = 'github.com';
+const DEFAULT_HOST_A = 'github.com';
 
 /**
  * The environment's hosts. Host A (bearer) is configured when GIT_HOST_A or GIT_HOST_A_TOKEN is

@@ -74,7 +74,7 @@ export function sendGitError(req: IncomingMessage, res: ServerResponse, error: P
  * text/plain body of a 502 as `remote: ...`. (A 403 is relayed: git does not prompt on it and
  * prints the host's own explanation.)
  */
-export function upstreamCredentialRefused(hostKey: string): ProxyError {
+function upstreamCredentialRefused(hostKey: string): ProxyError {
   return withMessage(ERRORS.upstreamRejectedCredential, `the git host refused the proxy's credential for ${hostKey}; the operator must check its token`);
 }
 
