@@ -11,7 +11,8 @@ import { parseGatewayEnv, type GatewayConfig } from './gateway/config.ts';
 import { gitWorkloadConfig } from './git/config.ts';
 import { createGitHandler, sendGitError, type GitUpstream } from './git/proxy.ts';
 import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from './git/hosts.ts';
-import { signBotToken } from './auth/jwt.ts';
+import { parseSigningKey, signBotToken } from './auth/jwt.ts';
+import { formatRepoPattern, gitScopeClaim } from './git/scope.ts';
 import { asyncLineWriter, jsonLineSink, type LogSink } from './http/log.ts';
 import { serveMetrics } from './metrics/registry.ts';
 import { parsePrices, type ModelPrice } from './gateway/prices.ts';
@@ -60,6 +61,7 @@ function loadPrices(): Map<string, ModelPrice> {
 
 async function serve(options: ServeOptions): Promise<void> {
   const gitUpstreams = openGitUpstreams(loadHosts(options));
+  const gitSigningKey = parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY);
   const gateway: GatewayConfig = parseGatewayEnv(env);
   let hostedTools: ReadonlySet<string>;
   try {
@@ -67,12 +69,15 @@ async function serve(options: ServeOptions): Promise<void> {
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+  const maxTokenLifetimeSec = Math.floor(options.maxTokenLifetimeMs / 1000);
   const hostStates = [...gitUpstreams.values()].map((u) => ({
     host: u.config.key,
     auth: u.config.authType,
     // Presence only; a credential's value is never logged.
     credential: u.token.read().ok ? 'present' : 'missing',
     tls_verify: !u.config.tlsInsecureSkipVerify,
+    repos: u.config.repos?.map(formatRepoPattern),
+    read_only: u.config.readOnly,
   }));
   const gitEnabled = env.GIT_AUTH_ENABLED === 'true' || hostStates.some((h) => h.credential === 'present');
   if (!gitEnabled && !gateway.enabled) {
@@ -133,6 +138,7 @@ async function serve(options: ServeOptions): Promise<void> {
       log,
       handle: createGitHandler({
         hosts: gitUpstreams,
+        workloadAuth: gitSigningKey && { key: gitSigningKey, maxLifetimeSec: maxTokenLifetimeSec },
         timeouts: upstreamTimeouts,
         record: (rec) => {
           log(rec);
@@ -145,7 +151,10 @@ async function serve(options: ServeOptions): Promise<void> {
     for (const h of hostStates) {
       if (!h.tls_verify) log({ event: 'warning', listener: 'git', host: h.host, message: 'TLS verification is switched off for this host (tlsInsecureSkipVerify)' });
     }
-    log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: hostStates });
+    if (!gitSigningKey) {
+      log({ event: 'warning', listener: 'git', message: 'GIT_PROXY_SIGNING_KEY is not set: workloads are not authenticated (network-policy mode); whoever reaches this port may use every registered host credential, within the hosts file limits' });
+    }
+    log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: hostStates, workload_auth: gitSigningKey ? 'jwt' : 'network-policy' });
   }
 
   if (gateway.enabled) {
@@ -172,7 +181,7 @@ async function serve(options: ServeOptions): Promise<void> {
         timeouts: upstreamTimeouts,
         retry: { maxRetries: options.upstreamMaxRetries, budgetMs: options.upstreamRetryBudgetMs, baseDelayMs: 500 },
         maxBodyBytes: options.maxRequestBodyBytes,
-        maxTokenLifetimeSec: Math.floor(options.maxTokenLifetimeMs / 1000),
+        maxTokenLifetimeSec,
         log,
       }),
       sendError: (req, res, error) => sendGatewayError(req, res, error),
@@ -217,15 +226,22 @@ async function serve(options: ServeOptions): Promise<void> {
   log({ event: 'listening', listener: 'metrics', address: metricsListener.address, version: VERSION });
 }
 
+/** A bot token for the gateway, or with --git-repo a workload token for the git proxy (never both in one). */
 function mintToken(cli: CommandLine): string {
-  const gateway = parseGatewayEnv(env);
-  if (!gateway.signingKey) throw new Error('mint-token: MODEL_PROXY_SIGNING_KEY is not set');
   const claims = botClaims({
     ...cli.mint,
     ttlSec: Math.floor(cli.mint.ttlMs / 1000),
     maxLifetimeSec: Math.floor(cli.options.maxTokenLifetimeMs / 1000),
     nowSec: Math.floor(Date.now() / 1000),
   });
+  if (cli.mint.gitRepos.length > 0) {
+    const git = gitScopeClaim(cli.mint.gitRepos);
+    const key = parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY);
+    if (!key) throw new Error('mint-token: --git-repo makes a token for the git proxy, and GIT_PROXY_SIGNING_KEY is not set');
+    return signBotToken({ ...claims, git }, key);
+  }
+  const gateway = parseGatewayEnv(env);
+  if (!gateway.signingKey) throw new Error('mint-token: MODEL_PROXY_SIGNING_KEY is not set');
   return signBotToken(claims, gateway.signingKey);
 }
 
@@ -238,9 +254,18 @@ async function main(argv: readonly string[]): Promise<void> {
     case 'version':
       process.stdout.write(`${VERSION}\n`);
       return;
-    case 'git-config':
-      process.stdout.write(gitWorkloadConfig(loadHosts(cli.options).map((h) => h.key), env.GIT_AUTH_PROXY_HOST, env.GIT_CREDENTIAL_HELPER));
+    case 'git-config': {
+      const config = gitWorkloadConfig({
+        hostKeys: loadHosts(cli.options).map((h) => h.key),
+        proxyHostFlag: cli.gitConfig.proxyHost,
+        proxyHostEnv: env.GIT_AUTH_PROXY_HOST,
+        credentialHelper: env.GIT_CREDENTIAL_HELPER,
+        workloadTokenEnv: cli.gitConfig.workloadTokenEnv,
+      });
+      process.stdout.write(config.text);
+      if (config.notice) process.stderr.write(`proxy: ${config.notice}\n`);
       return;
+    }
     case 'agent-config': {
       const agent = cli.agent.agent as AgentName;
       if (!AGENTS.includes(agent)) throw new UsageError(`--agent: "${agent}" is not an agent agent-config knows; use ${AGENTS.join(' or ')}`);

@@ -1,5 +1,6 @@
 /**
- * HS256 JSON Web Tokens (RFC 7519) that bots present to the gateway.
+ * HS256 JSON Web Tokens (RFC 7519) that workloads present: to the model gateway (bot tokens) and,
+ * with a git scope, to the git proxy (workload tokens).
  *
  * Verification fails closed: anything not exactly as issued by signBotToken is rejected. Failure
  * reasons are fixed phrases and never echo token content, because they end up in logs.
@@ -13,35 +14,76 @@ export interface BotClaims {
   run_id: string;
   iat: number;
   exp: number;
+  /**
+   * The git scope (`host/path:read|write` entries, parsed by src/git/scope.ts). Present only in
+   * tokens for the git proxy, and it is what tells the two kinds apart: the gateway refuses a
+   * token that has it and the git proxy one that lacks it, so that one signing secret may serve
+   * both listeners without either accepting the other's tokens.
+   */
+  git?: readonly string[];
 }
 
 export type VerifyResult = { ok: true; claims: BotClaims } | { ok: false; reason: string };
+export type GitVerifyResult = { ok: true; claims: BotClaims & { git: readonly string[] } } | { ok: false; reason: string };
 
+export interface VerifyOptions {
+  readonly nowSec: number;
+  readonly maxLifetimeSec: number;
+  /** The clock skew tolerated between the signer and us. */
+  readonly leewaySec: number;
+}
+
+/** Clock skew tolerated between the signer (mint-token) and the verifying listener. */
+export const TOKEN_LEEWAY_SEC = 30;
 /** Checked before any decoding, so hostile input costs little. Real tokens are a few hundred chars. */
 const MAX_TOKEN_LENGTH = 4096;
 /** RFC 7518 section 3.2: an HS256 key must be at least as long as the hash output. */
-const MIN_KEY_BYTES = 32;
+export const MIN_SIGNING_KEY_BYTES = 32;
 const HEADER_SEGMENT = base64urlJson({ alg: 'HS256', typ: 'JWT' });
 /** Unpadded base64url only: no '=', '+' or '/'. */
 const BASE64URL_SEGMENT = /^[A-Za-z0-9_-]+$/;
 /** The string claims become log fields and metric labels, so they are restricted to a safe charset. */
 const CLAIM_STRING = /^[A-Za-z0-9._:@/-]{1,128}$/;
 const STRING_CLAIMS = ['sub', 'workflow', 'run_id'] as const;
+/** Git scope entries: visible ASCII, bounded; their syntax is checked by the git proxy (src/git/scope.ts). */
+const GIT_SCOPE_ENTRY = /^[\x21-\x7e]{1,300}$/;
+const MAX_GIT_SCOPE_ENTRIES = 64;
+
+/** An HS256 key from an environment variable: unset or empty is undefined; a short key stops start-up naming the variable. */
+export function parseSigningKey(variable: string, value: string | undefined): Buffer | undefined {
+  if (!value) return undefined;
+  const key = Buffer.from(value, 'utf8');
+  if (key.length < MIN_SIGNING_KEY_BYTES) throw new Error(`${variable}: must be at least ${MIN_SIGNING_KEY_BYTES} bytes (e.g. openssl rand -hex 32)`);
+  return key;
+}
 
 export function signBotToken(claims: BotClaims, key: Buffer): string {
   requireStrongKey(key);
   // Copy the known claims only, so nothing else the caller's object carries gets signed.
-  const { sub, workflow, run_id, iat, exp } = claims;
-  const signingInput = `${HEADER_SEGMENT}.${base64urlJson({ sub, workflow, run_id, iat, exp })}`;
+  const { sub, workflow, run_id, iat, exp, git } = claims;
+  const payload = git === undefined ? { sub, workflow, run_id, iat, exp } : { sub, workflow, run_id, iat, exp, git: [...git] };
+  const signingInput = `${HEADER_SEGMENT}.${base64urlJson(payload)}`;
   return `${signingInput}.${hmacSha256(signingInput, key).toString('base64url')}`;
 }
 
-/** leewaySec is the clock skew tolerated between the signer and us. */
-export function verifyBotToken(
-  token: string,
-  key: Buffer,
-  opts: { nowSec: number; maxLifetimeSec: number; leewaySec: number },
-): VerifyResult {
+/** A bot token for the model gateway: a token that carries a git scope is refused. */
+export function verifyBotToken(token: string, key: Buffer, opts: VerifyOptions): VerifyResult {
+  const verified = verifyToken(token, key, opts);
+  if (verified.ok && verified.claims.git !== undefined) return reject('meant for the git proxy');
+  return verified;
+}
+
+/** A workload token for the git proxy: a token without a git scope (a gateway bot token) is refused. */
+export function verifyGitToken(token: string, key: Buffer, opts: VerifyOptions): GitVerifyResult {
+  const verified = verifyToken(token, key, opts);
+  if (!verified.ok) return verified;
+  const { git } = verified.claims;
+  if (git === undefined) return reject('no git scope');
+  return { ok: true, claims: { ...verified.claims, git } };
+}
+
+/** Everything both kinds of token must satisfy; the git claim is checked for shape only. */
+function verifyToken(token: string, key: Buffer, opts: VerifyOptions): VerifyResult {
   requireStrongKey(key);
   if (token.length > MAX_TOKEN_LENGTH) return reject('token too long');
   const segments = token.split('.');
@@ -92,14 +134,18 @@ export function verifyBotToken(
   }
   // The loop above has checked that these are strings.
   const { sub, workflow, run_id } = payload as Record<(typeof STRING_CLAIMS)[number], string>;
-  return { ok: true, claims: { sub, workflow, run_id, iat, exp } };
+  const { git } = payload;
+  if (git === undefined) return { ok: true, claims: { sub, workflow, run_id, iat, exp } };
+  if (!Array.isArray(git) || git.length === 0 || git.length > MAX_GIT_SCOPE_ENTRIES) return reject('invalid claim git');
+  if (!git.every((entry: unknown) => typeof entry === 'string' && GIT_SCOPE_ENTRY.test(entry))) return reject('invalid claim git');
+  return { ok: true, claims: { sub, workflow, run_id, iat, exp, git: git as string[] } };
 }
 
 function requireStrongKey(key: Buffer): void {
-  if (key.length < MIN_KEY_BYTES) throw new RangeError(`HS256 key must be at least ${MIN_KEY_BYTES} bytes`);
+  if (key.length < MIN_SIGNING_KEY_BYTES) throw new RangeError(`HS256 key must be at least ${MIN_SIGNING_KEY_BYTES} bytes`);
 }
 
-function reject(reason: string): VerifyResult {
+function reject(reason: string): { ok: false; reason: string } {
   return { ok: false, reason };
 }
 

@@ -36,6 +36,8 @@ export interface MintOptions {
   readonly workflow: string | undefined;
   readonly runId: string | undefined;
   readonly ttlMs: number;
+  /** `--git-repo host/path:read|write`, repeatable: a token for the git proxy with this scope. */
+  readonly gitRepos: readonly string[];
 }
 
 export interface AgentConfigOptions {
@@ -47,60 +49,83 @@ export interface AgentConfigOptions {
   readonly smallModel: string | undefined;
 }
 
+export interface GitConfigOptions {
+  readonly proxyHost: string | undefined;
+  readonly workloadTokenEnv: string | undefined;
+}
+
 export interface CommandLine {
   readonly command: Command;
   readonly options: ServeOptions;
   readonly mint: MintOptions;
   readonly agent: AgentConfigOptions;
+  readonly gitConfig: GitConfigOptions;
 }
 
-/** Flag name, default, and one line of help: the single source for parsing and usage text. */
+type FlagCommand = Exclude<Command, 'help' | 'version'>;
+interface FlagSpec {
+  readonly default: string | undefined;
+  readonly help: string;
+  /** The commands that use the flag; any other command refuses it, so that no flag is silently ignored. */
+  readonly commands: readonly FlagCommand[];
+  readonly type?: 'boolean';
+  readonly multiple?: true;
+}
+
+const SERVE: readonly FlagCommand[] = ['serve'];
+
+/** Flag name, default, commands and one line of help: the single source for parsing and usage text. */
 const FLAGS = {
-  'git-auth-listen': { default: ':8447', help: 'git proxy listen address (:PORT, HOST:PORT, [V6]:PORT)' },
-  'git-hosts': { default: undefined, help: 'JSON file with more git hosts (see README, "Hosts file")' },
-  'model-gateway-listen': { default: ':8450', help: 'model gateway listen address' },
-  'max-request-body': { default: '32MiB', help: 'largest chat-completion request body (413 beyond)' },
-  'upstream-max-retries': { default: '2', help: 'model gateway: retries after a 429 or a failed connect, before any byte reached the client' },
-  'upstream-retry-budget': { default: '30s', help: 'model gateway: total time retries of one request may wait' },
-  'allow-hosted-tools': { default: '', help: 'model gateway: provider-executed tools allowed, comma-separated (web_search, file_search, code_interpreter, image_generation, mcp, shell, tool_search); none by default' },
-  'max-token-lifetime': { default: '24h', help: 'longest bot token lifetime (exp - iat) the gateway accepts and mint-token issues' },
-  'header-timeout': { default: '30s', help: 'time a client has to send its request head' },
-  'idle-timeout': { default: '60s', help: 'idle keep-alive client connections are closed after this' },
-  'upstream-connect-timeout': { default: '10s', help: 'TCP connect + TLS handshake to an upstream (504 after)' },
-  'upstream-response-timeout': { default: '5m', help: 'waiting for the upstream response head with no byte moving (504 after); a big push is still being sent, so it is not idle' },
-  'upstream-idle-timeout': { default: '5m', help: 'a response body or stream with no byte for this long is cut (stream idle timeout)' },
-  'shutdown-grace': { default: '30s', help: 'on SIGTERM/SIGINT, how long in-flight requests may finish' },
-  'metrics-listen': { default: ':9464', help: 'Prometheus metrics listener (GET /metrics); runs whenever a proxy listener runs' },
-  'metrics-max-series': { default: '2000', help: 'most series one metric family may hold; further label sets fold into an overflow series' },
-  'instance-id': { default: undefined, help: 'mint-token: the bot instance (claim sub)' },
-  workflow: { default: undefined, help: 'mint-token: the workflow (claim workflow)' },
-  'run-id': { default: undefined, help: 'mint-token: the run (claim run_id)' },
-  ttl: { default: '1h', help: 'mint-token: token lifetime' },
-  agent: { default: 'opencode', help: 'agent-config: the agent to configure: opencode (opencode.json) or codex (config.toml)' },
-  'proxy-host': { default: undefined, help: 'agent-config: gateway host[:port] as bots reach it (default $MODEL_GATEWAY_PROXY_HOST)' },
-  'provider-name': { default: undefined, help: 'agent-config: display name of the provider' },
-  model: { default: undefined, help: 'agent-config: default model (default: first allowed model)' },
-  'small-model': { default: undefined, help: 'agent-config: small model (default: the default model)' },
-} as const satisfies Record<string, { default: string | undefined; help: string }>;
+  'git-auth-listen': { default: ':8447', commands: SERVE, help: 'git proxy listen address (:PORT, HOST:PORT, [V6]:PORT)' },
+  'git-hosts': { default: undefined, commands: ['serve', 'git-config'], help: 'JSON file with more git hosts (see README, "Hosts file")' },
+  'model-gateway-listen': { default: ':8450', commands: SERVE, help: 'model gateway listen address' },
+  'max-request-body': { default: '32MiB', commands: SERVE, help: 'largest model request body, any route (413 beyond)' },
+  'upstream-max-retries': { default: '2', commands: SERVE, help: 'model gateway: retries after a 429 or a failed connect, before any byte reached the client' },
+  'upstream-retry-budget': { default: '30s', commands: SERVE, help: 'model gateway: total time retries of one request may wait' },
+  'allow-hosted-tools': { default: '', commands: ['serve', 'agent-config'], help: 'model gateway: provider-run tools allowed, comma-separated (web_search, web_fetch, file_search, code_interpreter, code_execution, image_generation, mcp, shell, tool_search); none by default' },
+  'max-token-lifetime': { default: '24h', commands: ['serve', 'mint-token'], help: 'longest bot or workload token lifetime (exp - iat) the proxy accepts and mint-token issues' },
+  'header-timeout': { default: '30s', commands: SERVE, help: 'time a client has to send its request head' },
+  'idle-timeout': { default: '60s', commands: SERVE, help: 'idle keep-alive client connections are closed after this' },
+  'upstream-connect-timeout': { default: '10s', commands: SERVE, help: 'TCP connect + TLS handshake to an upstream (504 after)' },
+  'upstream-response-timeout': { default: '5m', commands: SERVE, help: 'waiting for the upstream response head with no byte moving (504 after); a big push is still being sent, so it is not idle' },
+  'upstream-idle-timeout': { default: '5m', commands: SERVE, help: 'a response body or stream with no byte for this long is cut (stream idle timeout)' },
+  'shutdown-grace': { default: '30s', commands: SERVE, help: 'on SIGTERM/SIGINT, how long in-flight requests may finish' },
+  'metrics-listen': { default: ':9464', commands: SERVE, help: 'Prometheus metrics listener (GET /metrics); runs whenever a proxy listener runs' },
+  'metrics-max-series': { default: '2000', commands: SERVE, help: 'most series one metric family may hold; further label sets fold into an overflow series' },
+  'metrics-run-id-label': { default: undefined, commands: SERVE, type: 'boolean', help: 'add run_id as a label to model metrics (unbounded; still under --metrics-max-series)' },
+  'instance-id': { default: undefined, commands: ['mint-token'], help: 'the workload instance (claim sub)' },
+  workflow: { default: undefined, commands: ['mint-token'], help: 'the workflow (claim workflow)' },
+  'run-id': { default: undefined, commands: ['mint-token'], help: 'the run (claim run_id)' },
+  ttl: { default: '1h', commands: ['mint-token'], help: 'token lifetime' },
+  'git-repo': { default: undefined, commands: ['mint-token'], multiple: true, help: 'repeatable: host/path:read|write (* only as a whole last segment); makes a git proxy token (GIT_PROXY_SIGNING_KEY)' },
+  agent: { default: 'opencode', commands: ['agent-config'], help: 'the agent to configure: opencode (opencode.json) or codex (config.toml)' },
+  'proxy-host': { default: undefined, commands: ['git-config', 'agent-config'], help: 'the proxy host[:port] as workloads reach it (default $GIT_AUTH_PROXY_HOST / $MODEL_GATEWAY_PROXY_HOST)' },
+  'workload-token-env': { default: undefined, commands: ['git-config'], help: 'add a credential helper that gives git the workload token from this variable' },
+  'provider-name': { default: undefined, commands: ['agent-config'], help: 'display name of the provider' },
+  model: { default: undefined, commands: ['agent-config'], help: 'default model (default: first allowed model)' },
+  'small-model': { default: undefined, commands: ['agent-config'], help: 'small model (default: the default model)' },
+} as const satisfies Record<string, FlagSpec>;
 
 type FlagName = keyof typeof FLAGS;
+const FLAG_NAMES = Object.keys(FLAGS) as FlagName[];
 
 export function usage(): string {
-  const flagLines = (Object.keys(FLAGS) as FlagName[]).map((name) => {
-    const f = FLAGS[name];
+  const flagLines = FLAG_NAMES.map((name) => {
+    const f: FlagSpec = FLAGS[name];
     const dflt = f.default === undefined ? '' : ` (default ${f.default})`;
-    return `  --${name.padEnd(26)} ${f.help}${dflt}`;
+    const commands = f.commands === SERVE ? '' : `${f.commands.join(', ')}: `;
+    return `  --${name.padEnd(26)} ${commands}${f.help}${dflt}`;
   });
   return [
     'usage: node proxy.js [serve] [flags]     start the listeners enabled by the environment',
-    '       node proxy.js git-config [--git-hosts FILE]   print the workload git configuration',
+    '       node proxy.js git-config [--git-hosts FILE] [--proxy-host H] [--workload-token-env VAR]',
+    '                                         print the workload git configuration',
     '       node proxy.js agent-config [--agent opencode|codex] [--proxy-host H] [--model M] ...   print the agent\'s config',
-    '       node proxy.js mint-token --instance-id I --workflow W --run-id R [--ttl 1h]',
+    '       node proxy.js mint-token --instance-id I --workflow W --run-id R [--ttl 1h] [--git-repo host/path:read|write ...]',
     '       node proxy.js --help | --version',
     '',
-    'flags (--flag value or --flag=value):',
+    'flags (--flag value or --flag=value; a flag another command uses is an error):',
     ...flagLines,
-    `  --${'metrics-run-id-label'.padEnd(26)} add run_id as a label to model metrics (unbounded; still under --metrics-max-series)`,
     '',
     'The git listener starts when a git host token is set (GIT_HOST_A_TOKEN, GIT_HOST_B_TOKEN,',
     'or a token of the --git-hosts file) or GIT_AUTH_ENABLED=true; the model gateway when',
@@ -117,9 +142,13 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       strict: true,
       allowPositionals: true,
       options: {
-        ...Object.fromEntries((Object.keys(FLAGS) as FlagName[]).map((n) => [n, { type: 'string' as const }])),
+        ...Object.fromEntries(
+          FLAG_NAMES.map((n) => {
+            const f: FlagSpec = FLAGS[n];
+            return [n, { type: f.type ?? ('string' as const), multiple: f.multiple === true }];
+          }),
+        ),
         help: { type: 'boolean', short: 'h' },
-        'metrics-run-id-label': { type: 'boolean' },
         version: { type: 'boolean' },
       },
     });
@@ -127,7 +156,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     throw new UsageError((err as Error).message);
   }
   const { positionals } = parsed;
-  const values = parsed.values as Record<string, string | boolean | undefined>;
+  const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
   if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
   let command: Command = 'serve';
   if (positionals[0] !== undefined) {
@@ -136,6 +165,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   }
   if (values.help) command = 'help';
   else if (values.version) command = 'version';
+  else refuseFlagsOfOtherCommands(command, values);
 
   const str = (name: FlagName): string | undefined => (values[name] as string | undefined) ?? FLAGS[name].default;
   const duration = (name: FlagName) => wrap(() => parseDuration(name, str(name)!));
@@ -165,6 +195,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       workflow: str('workflow'),
       runId: str('run-id'),
       ttlMs: duration('ttl'),
+      gitRepos: (values['git-repo'] as string[] | undefined) ?? [],
     },
     agent: {
       agent: str('agent')!,
@@ -173,7 +204,21 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       model: str('model'),
       smallModel: str('small-model'),
     },
+    gitConfig: {
+      proxyHost: str('proxy-host'),
+      workloadTokenEnv: str('workload-token-env'),
+    },
   };
+}
+
+/** A flag that the command does not use would be silently ignored: refuse it, naming what the command takes. */
+function refuseFlagsOfOtherCommands(command: Command, values: Record<string, unknown>): void {
+  for (const name of FLAG_NAMES) {
+    const f: FlagSpec = FLAGS[name];
+    if (values[name] === undefined || (f.commands as readonly Command[]).includes(command)) continue;
+    const own = FLAG_NAMES.filter((n) => (FLAGS[n].commands as readonly Command[]).includes(command)).map((n) => `--${n}`);
+    throw new UsageError(`--${name} is not a flag of ${command} (${command} takes ${own.length > 0 ? own.join(', ') : 'no flags'})`);
+  }
 }
 
 function wrap<T>(fn: () => T): T {

@@ -1,10 +1,9 @@
 // The bot side of the model gateway: the agent's provider entry, and the claims of a bot token.
 // Pure: inputs in, JSON or claims out.
 import type { BotClaims } from '../auth/jwt.ts';
+import { parseServiceHost } from '../http/address.ts';
 
 export const DEFAULT_GATEWAY_PORT = 8450;
-
-const PROXY_HOST = /^[A-Za-z0-9.-]+(?::[1-9]\d{0,4})?$/;
 
 export interface AgentConfigInput {
   readonly provider: string;
@@ -23,14 +22,14 @@ export type AgentName = (typeof AGENTS)[number];
 function resolve(input: AgentConfigInput): { baseURL: string; model: string; small: string } {
   const host = input.proxyHost;
   if (!host) throw new Error('agent-config: give --proxy-host or MODEL_GATEWAY_PROXY_HOST (the gateway host as bots reach it)');
-  if (!PROXY_HOST.test(host) || Number(host.split(':')[1] ?? 0) > 65535) throw new Error(`agent-config: "${host}" is not host or host:port`);
+  const hostPort = parseServiceHost('agent-config', host, DEFAULT_GATEWAY_PORT);
   if (input.allowedModels.length === 0) throw new Error('agent-config: UPSTREAM_ALLOWED_MODELS is empty; the agent would have no model');
   const model = input.model ?? input.allowedModels[0]!;
   const small = input.smallModel ?? model;
   for (const m of [model, small]) {
     if (!input.allowedModels.includes(m)) throw new Error(`agent-config: model "${m}" is not in UPSTREAM_ALLOWED_MODELS`);
   }
-  return { baseURL: `http://${host.includes(':') ? host : `${host}:${DEFAULT_GATEWAY_PORT}`}/v1`, model, small };
+  return { baseURL: `http://${hostPort}/v1`, model, small };
 }
 
 /** opencode's config: one OpenAI-compatible provider pointing at the gateway, nothing else. */

@@ -1,6 +1,7 @@
 // Model gateway configuration from the environment. Pure: env in, a validated config out; a bad
 // value stops start-up with the variable's name.
 import type { SecretRef } from '../config/secret.ts';
+import { parseSigningKey } from '../auth/jwt.ts';
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 export const DEFAULT_PROVIDER = 'openai';
@@ -31,8 +32,6 @@ export interface GatewayConfig {
 const PROVIDER = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$/;
 const HEADER_VALUE = /^[\x20-\x7e]{1,256}$/;
-/** RFC 7518 §3.2: an HS256 key must be at least 256 bits. */
-export const MIN_SIGNING_KEY_BYTES = 32;
 
 /** Like an OpenAI SDK baseURL: https only, no credentials, query or fragment. */
 export function parseBaseUrl(text: string): UpstreamBase {
@@ -87,13 +86,7 @@ export function parseGatewayEnv(env: NodeJS.ProcessEnv): GatewayConfig {
       : undefined;
   const provider = env.UPSTREAM_PROVIDER || DEFAULT_PROVIDER;
   if (!PROVIDER.test(provider)) throw new Error(`UPSTREAM_PROVIDER: "${provider}" must be lower-case letters, digits, - or _`);
-  let signingKey: Buffer | undefined;
-  if (env.MODEL_PROXY_SIGNING_KEY) {
-    signingKey = Buffer.from(env.MODEL_PROXY_SIGNING_KEY, 'utf8');
-    if (signingKey.length < MIN_SIGNING_KEY_BYTES) {
-      throw new Error(`MODEL_PROXY_SIGNING_KEY: must be at least ${MIN_SIGNING_KEY_BYTES} bytes (e.g. openssl rand -hex 32)`);
-    }
-  }
+  const signingKey = parseSigningKey('MODEL_PROXY_SIGNING_KEY', env.MODEL_PROXY_SIGNING_KEY);
   return {
     provider,
     upstream: parseBaseUrl(env.UPSTREAM_BASE_URL || DEFAULT_BASE_URL),

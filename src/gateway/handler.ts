@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Agent } from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { verifyBotToken } from '../auth/jwt.ts';
+import { TOKEN_LEEWAY_SEC, verifyBotToken } from '../auth/jwt.ts';
 import type { SecretSource } from '../config/secret.ts';
 import { errorForUpstreamFailure, ERRORS, type ProxyError, type UpstreamError, type UpstreamFailure } from '../http/errors.ts';
 import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type Exchange, type UpstreamCall, type UpstreamTimeouts } from '../http/forward.ts';
@@ -265,7 +265,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       const verified = verifyBotToken(m[1]!, deps.config.signingKey, {
         nowSec: Math.floor(Date.now() / 1000),
         maxLifetimeSec: deps.maxTokenLifetimeSec,
-        leewaySec: 30,
+        leewaySec: TOKEN_LEEWAY_SEC,
       });
       if (!verified.ok) return reject(ERRORS.unauthenticated, null, `${ERRORS.unauthenticated.message}: the token was refused (${verified.reason})`);
       tally.identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id };

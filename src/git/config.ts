@@ -1,18 +1,34 @@
 // The workload side of the git proxy: the git configuration a workload applies at start-up.
-// Pure: it gets the registered host keys and the two environment values, returns config text.
+// Pure: it gets the registered host keys and the command-line and environment values, returns
+// the config text and, when it falls back to credential helpers, a notice for stderr.
+import { parseServiceHost } from '../http/address.ts';
 
 export const DEFAULT_PROXY_PORT = 8447;
 export const DEFAULT_CREDENTIAL_HELPER = 'executor';
 
-const PROXY_HOST = /^[A-Za-z0-9.-]+(?::[1-9]\d{0,4})?$/;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-/** GIT_AUTH_PROXY_HOST is `name` or `name:port`; the port defaults to 8447. */
-export function proxyBaseUrl(proxyHost: string): string {
-  if (!PROXY_HOST.test(proxyHost) || Number(proxyHost.split(':')[1] ?? 0) > 65535) {
-    throw new Error(`GIT_AUTH_PROXY_HOST: "${proxyHost}" is not host or host:port`);
-  }
-  const withPort = proxyHost.includes(':') ? proxyHost : `${proxyHost}:${DEFAULT_PROXY_PORT}`;
-  return `http://${withPort}`;
+export interface GitConfigInput {
+  readonly hostKeys: readonly string[];
+  /** `--proxy-host`; when given it wins over GIT_AUTH_PROXY_HOST. */
+  readonly proxyHostFlag: string | undefined;
+  /** GIT_AUTH_PROXY_HOST; empty means unset. */
+  readonly proxyHostEnv: string | undefined;
+  /** GIT_CREDENTIAL_HELPER, for the fallback without a proxy; empty means the default. */
+  readonly credentialHelper: string | undefined;
+  /** `--workload-token-env VAR`: the variable holding the workload token when git runs. */
+  readonly workloadTokenEnv: string | undefined;
+}
+
+export interface GitConfigOutput {
+  readonly text: string;
+  /** Said on stderr: the output is the credential-helper fallback, not the proxy configuration. */
+  readonly notice: string | undefined;
+}
+
+/** `name` or `name:port` (default port 8447) as the proxy's base URL; `source` names the flag or variable. */
+export function proxyBaseUrl(proxyHost: string, source = 'GIT_AUTH_PROXY_HOST'): string {
+  return `http://${parseServiceHost(source, proxyHost, DEFAULT_PROXY_PORT)}`;
 }
 
 // Values are written quoted; a helper command may contain spaces, quotes or backslashes.
@@ -21,20 +37,52 @@ function quote(value: string): string {
   return `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
 }
 
-export function gitWorkloadConfig(hostKeys: readonly string[], proxyHost: string | undefined, credentialHelper: string | undefined): string {
+/**
+ * A credential helper that answers git's `get` with the token in `$VAR` as it is when git asks:
+ * a rotated token is used from the next git command on, and the token is never in a file. It
+ * ignores `store` and `erase`, so git cannot write the token anywhere through it either.
+ */
+function workloadTokenHelper(variable: string): string {
+  if (!ENV_NAME.test(variable)) throw new Error(`--workload-token-env: "${variable}" is not an environment variable name`);
+  return (
+    `!f() { test "$1" = get || exit 0; ` +
+    `if test -z "$${variable}"; then echo 'git-auth-proxy: $${variable} is empty: no workload token for git to present' >&2; exit 0; fi; ` +
+    `printf 'username=workload\\npassword=%s\\n' "$${variable}"; }; f`
+  );
+}
+
+export function gitWorkloadConfig(input: GitConfigInput): GitConfigOutput {
+  if (input.hostKeys.length === 0) {
+    throw new Error('git-config: no git host is configured: set GIT_HOST_A and/or GIT_HOST_B (the host names; the tokens stay with the proxy) or give --git-hosts, as for the proxy');
+  }
+  const [proxyHost, source] =
+    input.proxyHostFlag !== undefined ? [input.proxyHostFlag, '--proxy-host'] : input.proxyHostEnv ? [input.proxyHostEnv, 'GIT_AUTH_PROXY_HOST'] : [undefined, ''];
   const lines: string[] = [];
-  if (proxyHost) {
-    const base = proxyBaseUrl(proxyHost);
-    lines.push(`# git-auth-proxy: route ${hostKeys.join(', ')} through ${base}; the proxy adds the credential.`);
-    for (const key of hostKeys) {
-      lines.push(`[url "${base}/${key}/"]`, `\tinsteadOf = https://${key}/`);
-    }
-  } else {
-    const helper = credentialHelper || DEFAULT_CREDENTIAL_HELPER;
+  if (proxyHost === undefined) {
+    if (input.workloadTokenEnv !== undefined) throw new Error('git-config: --workload-token-env needs the proxy host (--proxy-host or GIT_AUTH_PROXY_HOST)');
+    const helper = input.credentialHelper || DEFAULT_CREDENTIAL_HELPER;
     lines.push('# git-auth-proxy: GIT_AUTH_PROXY_HOST is not set; falling back to a credential helper.');
-    for (const key of hostKeys) {
+    for (const key of input.hostKeys) {
       lines.push(`[credential "https://${key}"]`, `\thelper = ${quote(helper)}`);
     }
+    return {
+      text: `${lines.join('\n')}\n`,
+      notice: `git-config: no proxy host (--proxy-host or GIT_AUTH_PROXY_HOST): printed the credential-helper fallback ("${helper}") for local development, not the proxy configuration`,
+    };
   }
-  return `${lines.join('\n')}\n`;
+  const base = proxyBaseUrl(proxyHost, source);
+  lines.push(`# git-auth-proxy: route ${input.hostKeys.join(', ')} through ${base}; the proxy adds the credential.`);
+  for (const key of input.hostKeys) {
+    lines.push(`[url "${base}/${key}/"]`, `\tinsteadOf = https://${key}/`);
+  }
+  if (input.workloadTokenEnv !== undefined) {
+    lines.push(
+      `# git-auth-proxy: git answers the proxy's 401 with the workload token from $${input.workloadTokenEnv}, read when git asks.`,
+      '# The empty helper drops helpers configured before this file, so none of them stores the token.',
+      `[credential "${base}"]`,
+      '\thelper = ""',
+      `\thelper = ${quote(workloadTokenHelper(input.workloadTokenEnv))}`,
+    );
+  }
+  return { text: `${lines.join('\n')}\n`, notice: undefined };
 }

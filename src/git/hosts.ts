@@ -3,6 +3,8 @@
 // Parsing is pure and strict: an unknown or ill-typed field stops start-up with its name.
 import { isObject, parseConfigJson } from '../config/config-file.ts';
 import type { SecretRef } from '../config/secret.ts';
+import { parseHostKey } from './host-key.ts';
+import { parseRepoPattern, type RepoPattern } from './scope.ts';
 
 export type AuthType = 'bearer' | 'basic';
 
@@ -18,38 +20,13 @@ export interface HostConfig {
   readonly username: UsernameRef | undefined;
   readonly caFile: string | undefined;
   readonly tlsInsecureSkipVerify: boolean;
+  /** Hosts file `repos`: the only repositories any workload may reach on this host; undefined: all. */
+  readonly repos: readonly RepoPattern[] | undefined;
+  /** Hosts file `readOnly: true`: no workload may push to this host. */
+  readonly readOnly: boolean;
 }
 
-const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
-const IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
-
-/**
- * `github.com`, `git.example.com:8443`, `127.0.0.1:9000`. No userinfo, brackets, trailing dot
- * or IPv6 literal: a key is compared as a plain string against the request's first segment.
- */
-export function parseHostKey(text: string): { key: string; hostname: string; port: number } | null {
-  const lower = text.toLowerCase();
-  const colon = lower.indexOf(':');
-  const hostname = colon < 0 ? lower : lower.slice(0, colon);
-  let port = 443;
-  if (colon >= 0) {
-    const portText = lower.slice(colon + 1);
-    if (!/^[1-9]\d{0,4}$/.test(portText) || Number(portText) > 65535) return null;
-    port = Number(portText);
-  }
-  if (hostname.length === 0 || hostname.length > 253) return null;
-  if (!IPV4.test(hostname) && !hostname.split('.').every((l) => LABEL.test(l))) return null;
-  return { key: lower, hostname, port };
-}
-
-function envHost(
-  env: NodeJS.ProcessEnv,
-  nameVar: string,
-  fallback: string | undefined,
-  authType: AuthType,
-): HostConfig | undefined {
-  const name = env[nameVar] || fallback;
-  if (name === undefined) return undefined;
+function envHost(nameVar: string, name: string, authType: AuthType): HostConfig {
   const parsed = parseHostKey(name);
   if (!parsed) throw new Error(`${nameVar}: "${name}" is not a host name (host or host:port)`);
   return {
@@ -59,16 +36,30 @@ function envHost(
     username: authType === 'basic' ? { env: `${nameVar}_USERNAME` } : undefined,
     caFile: undefined,
     tlsInsecureSkipVerify: false,
+    repos: undefined,
+    readOnly: false,
   };
 }
 
-/** GIT_HOST_A: bearer host, default github.com. GIT_HOST_B: basic host, only when set. */
+const DEFAULT_HOST_A = 'github.com';
+
+/**
+ * The environment's hosts. Host A (bearer) is configured when GIT_HOST_A or GIT_HOST_A_TOKEN is
+ * non-empty; its name defaults to github.com. With neither there is no host A, so git-config
+ * does not route github.com through a proxy that has no credential for it, and a hosts file may
+ * define github.com itself. Host B (basic) exists only when GIT_HOST_B is set; its token or
+ * username without it is an error, because a credential meant for no host is a mistake.
+ * (An empty variable counts as unset, as everywhere else.)
+ */
 export function hostsFromEnv(env: NodeJS.ProcessEnv): HostConfig[] {
   const hosts: HostConfig[] = [];
-  const a = envHost(env, 'GIT_HOST_A', 'github.com', 'bearer');
-  const b = envHost(env, 'GIT_HOST_B', undefined, 'basic');
-  if (a) hosts.push(a);
-  if (b) hosts.push(b);
+  if (env.GIT_HOST_A || env.GIT_HOST_A_TOKEN) hosts.push(envHost('GIT_HOST_A', env.GIT_HOST_A || DEFAULT_HOST_A, 'bearer'));
+  if (env.GIT_HOST_B) hosts.push(envHost('GIT_HOST_B', env.GIT_HOST_B, 'basic'));
+  else {
+    for (const orphan of ['GIT_HOST_B_TOKEN', 'GIT_HOST_B_USERNAME']) {
+      if (env[orphan]) throw new Error(`${orphan} is set but GIT_HOST_B is not: set GIT_HOST_B to the basic-auth host it is for`);
+    }
+  }
   return hosts;
 }
 
@@ -82,6 +73,8 @@ const HOST_FIELDS = new Set([
   'usernameFile',
   'caFile',
   'tlsInsecureSkipVerify',
+  'repos',
+  'readOnly',
 ]);
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -130,8 +123,21 @@ export function parseHostsFile(text: string, fileName: string): HostConfig[] {
       fail(at('username'), 'only basic auth takes a username');
     }
 
-    const insecure = entry.tlsInsecureSkipVerify;
-    if (insecure !== undefined && typeof insecure !== 'boolean') fail(at('tlsInsecureSkipVerify'), 'must be true or false');
+    const bool = (f: string): boolean => {
+      const v = entry[f];
+      if (v !== undefined && typeof v !== 'boolean') fail(at(f), 'must be true or false');
+      return v === true;
+    };
+
+    let repos: RepoPattern[] | undefined;
+    if (entry.repos !== undefined) {
+      if (!Array.isArray(entry.repos) || entry.repos.length === 0) fail(at('repos'), 'must be a non-empty array of repository patterns (leave it out to allow every repository)');
+      repos = (entry.repos as unknown[]).map((p, j) => {
+        if (typeof p !== 'string') return fail(at(`repos[${j}]`), 'must be a string such as "acme/widgets" or "acme/*"');
+        const pattern = parseRepoPattern(p);
+        return pattern.ok ? pattern.value : fail(at(`repos[${j}]`), pattern.reason);
+      });
+    }
 
     return {
       ...parsed,
@@ -139,7 +145,9 @@ export function parseHostsFile(text: string, fileName: string): HostConfig[] {
       token,
       username,
       caFile: str('caFile'),
-      tlsInsecureSkipVerify: insecure === true,
+      tlsInsecureSkipVerify: bool('tlsInsecureSkipVerify'),
+      repos,
+      readOnly: bool('readOnly'),
     };
   });
 }

@@ -1,13 +1,14 @@
 // The git credential-injecting reverse proxy: one request handler over the shared forwarding
-// code. Every decision is made by a pure function (route, credential, headers); this file only
-// puts them in order and writes the access log line.
+// code. Every decision is made by a pure function (route, access, credential, headers); this
+// file only puts them in order and writes the access log line.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Agent } from 'node:https';
 import { randomUUID } from 'node:crypto';
 import { injectCredential } from './credentials.ts';
-import { errorForUpstreamFailure, type ProxyError, type UpstreamError } from '../http/errors.ts';
+import { ERRORS, errorForUpstreamFailure, withMessage, type ProxyError, type UpstreamError } from '../http/errors.ts';
 import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type UpstreamTimeouts } from '../http/forward.ts';
-import { gitUpstreamHeaders, scrubResponseHeaders } from '../http/headers.ts';
+import { assertHeaderValue, gitUpstreamHeaders, scrubResponseHeaders } from '../http/headers.ts';
+import { decideGitAccess, WORKLOAD_CHALLENGE, type GitIdentity } from './access.ts';
 import type { HostConfig } from './hosts.ts';
 import { parseGitRoute, type GitRouteName } from './route.ts';
 import { elapsedMs, pathForLog } from '../http/log.ts';
@@ -36,18 +37,45 @@ export type GitRequestRecord = {
   readonly bytes_in: number;
   readonly bytes_out: number;
   readonly error: string | undefined;
+  /** From the verified workload token; null without one (network-policy mode, or refused before). */
+  readonly instance_id: string | null;
+  readonly workflow: string | null;
+  readonly run_id: string | null;
+  /** Why a presented workload token was refused (a fixed phrase, never token content). */
+  readonly token_error: string | undefined;
 };
 
 export interface GitProxyDeps {
   readonly hosts: ReadonlyMap<string, GitUpstream>;
+  /** GIT_PROXY_SIGNING_KEY and the longest token lifetime; undefined: network-policy mode. */
+  readonly workloadAuth: { readonly key: Buffer; readonly maxLifetimeSec: number } | undefined;
   readonly timeouts: UpstreamTimeouts;
   /** Called once per request, when it is over. */
   readonly record: (rec: GitRequestRecord) => void;
 }
 
-/** Proxy-made errors are one text/plain line: git shows it, and it never holds a credential. */
+/**
+ * Proxy-made errors are one text/plain line: git shows it, and it never holds a credential.
+ * Requests from git-lfs get the same line in the JSON error body that git-lfs prints (501:
+ * git-lfs prints its message as is, without blaming access rights or suggesting to switch off
+ * its lock verification).
+ */
 export function sendGitError(req: IncomingMessage, res: ServerResponse, error: ProxyError, allow?: string): void {
-  writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `git-auth-proxy: ${error.message}\n`, allow);
+  const line = `git-auth-proxy: ${error.message}`;
+  if (error.code === ERRORS.lfsNotSupported.code) {
+    writeProxyError(req, res, error.status, 'application/vnd.git-lfs+json', JSON.stringify({ message: line }));
+    return;
+  }
+  writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `${line}\n`, allow);
+}
+
+/**
+ * An upstream 401 becomes a 502: git prompts for credentials on any 401, but prints the
+ * text/plain body of a 502 as `remote: ...`. (A 403 is relayed: git does not prompt on it and
+ * prints the host's own explanation.)
+ */
+function upstreamCredentialRefused(hostKey: string): ProxyError {
+  return withMessage(ERRORS.upstreamRejectedCredential, `the git host refused the proxy's credential for ${hostKey}; the operator must check its token`);
 }
 
 export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res: ServerResponse) => void {
@@ -59,6 +87,8 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
     const requestId = randomUUID();
     let host: string | undefined;
     let route: GitRouteName | undefined;
+    let identity: GitIdentity | undefined;
+    let tokenError: string | undefined;
 
     const logDone = (status: number, error?: string) =>
       deps.record({
@@ -74,6 +104,10 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
         bytes_in: exchange.bytesIn,
         bytes_out: exchange.bytesOut,
         error: error ?? exchange.failure,
+        instance_id: identity?.instanceId ?? null,
+        workflow: identity?.workflow ?? null,
+        run_id: identity?.runId ?? null,
+        token_error: tokenError,
       });
     const reject = (error: ProxyError, allow?: string) => {
       sendGitError(req, res, error, allow);
@@ -85,6 +119,21 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
     host = parsed.hostKey;
     route = parsed.route;
     const upstream = deps.hosts.get(parsed.hostKey)!;
+
+    const access = decideGitAccess(
+      { hostKey: parsed.hostKey, repo: parsed.repo, access: parsed.access, authorization: req.headers.authorization },
+      {
+        repos: upstream.config.repos,
+        readOnly: upstream.config.readOnly,
+        workloadAuth: deps.workloadAuth && { ...deps.workloadAuth, nowSec: Math.floor(Date.now() / 1000) },
+      },
+    );
+    identity = access.identity;
+    if (!access.ok) {
+      tokenError = access.tokenError;
+      if (access.challenge) res.setHeader('www-authenticate', assertHeaderValue('www-authenticate', WORKLOAD_CHALLENGE));
+      return reject(access.error);
+    }
 
     const credential = injectCredential(upstream.config.authType, upstream.token.read(), upstream.username?.read());
     if (!credential.ok) return reject(credential.error);
@@ -107,9 +156,14 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
     call.response.then(
       async (upstreamRes) => {
         const status = upstreamRes.statusCode ?? 502;
+        if (status === 401) {
+          // Our credential was refused: an operator problem the workload cannot fix. Relayed,
+          // the 401 would make git ask for a username; our own line says whose problem it is.
+          upstreamRes.resume();
+          return reject(upstreamCredentialRefused(upstream.config.key));
+        }
         await relayResponse(res, upstreamRes, scrubResponseHeaders(upstreamRes.rawHeaders, credential.secrets), exchange);
-        // 401 from the upstream means our credential was refused: an operator problem.
-        logDone(status, exchange.failure ?? (status === 401 ? 'upstream_rejected_credential' : undefined));
+        logDone(status, exchange.failure);
       },
       (err: UpstreamError) => {
         const error = errorForUpstreamFailure(err.kind);

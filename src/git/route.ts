@@ -1,6 +1,7 @@
 // Decides whether a request target may be forwarded to a git host, and to which upstream path.
 // Pure. The upstream path is rebuilt from validated pieces; the raw target is never forwarded.
 import { ERRORS, type ProxyError } from '../http/errors.ts';
+import type { GitAccess } from './scope.ts';
 
 export type GitRouteName = 'info-refs' | 'upload-pack' | 'receive-pack';
 export type GitService = 'git-upload-pack' | 'git-receive-pack';
@@ -12,6 +13,10 @@ export type GitRoute =
       readonly route: GitRouteName;
       /** e.g. `/org/repo.git/info/refs?service=git-upload-pack` */
       readonly upstreamPath: string;
+      /** The repository path's raw (validated) segments, e.g. `['org', 'repo.git']`. */
+      readonly repo: readonly string[];
+      /** What the request does: ref discovery and fetch read; push (and its ref discovery) writes. */
+      readonly access: GitAccess;
     }
   | { readonly ok: false; readonly error: ProxyError; readonly allow?: string };
 
@@ -61,12 +66,22 @@ export function parseGitRoute(method: string, target: string, isRegistered: (hos
   if (!segments.every(segmentAllowed)) return { ok: false, error: ERRORS.pathRejected };
 
   const n = segments.length;
+  // Git LFS (`<repo>/info/lfs/...`) is never forwarded. It gets an answer of its own, because
+  // git-lfs reads only its JSON error bodies and would otherwise blame the workload's access.
+  for (let i = 2; i < n; i++) if (segments[i - 1] === 'info' && segments[i] === 'lfs') return { ok: false, error: ERRORS.lfsNotSupported };
   const last = segments[n - 1];
   if (n >= 3 && segments[n - 2] === 'info' && last === 'refs') {
     if (method !== 'GET') return { ok: false, error: ERRORS.methodNotAllowed, allow: 'GET' };
     const service = query?.startsWith('service=') ? query.slice('service='.length) : undefined;
     if (service === undefined || !SERVICES.has(service)) return { ok: false, error: ERRORS.notGitRoute };
-    return { ok: true, hostKey, route: 'info-refs', upstreamPath: `/${segments.join('/')}?service=${service}` };
+    return {
+      ok: true,
+      hostKey,
+      route: 'info-refs',
+      upstreamPath: `/${segments.join('/')}?service=${service}`,
+      repo: segments.slice(0, n - 2),
+      access: service === 'git-receive-pack' ? 'write' : 'read',
+    };
   }
   if (n >= 2 && SERVICES.has(last!)) {
     if (method !== 'POST') return { ok: false, error: ERRORS.methodNotAllowed, allow: 'POST' };
@@ -76,6 +91,8 @@ export function parseGitRoute(method: string, target: string, isRegistered: (hos
       hostKey,
       route: last === 'git-upload-pack' ? 'upload-pack' : 'receive-pack',
       upstreamPath: `/${segments.join('/')}`,
+      repo: segments.slice(0, n - 1),
+      access: last === 'git-receive-pack' ? 'write' : 'read',
     };
   }
   return { ok: false, error: ERRORS.notGitRoute };

@@ -36,6 +36,16 @@ export function parseListenAddress(flag: string, text: string): ListenAddress {
   return { host, port };
 }
 
+// A service as clients reach it: a DNS name or IPv4 address, with an optional port. No scheme,
+// userinfo, path or brackets: the value is written into URLs of the generated client config.
+const SERVICE_HOST = /^[A-Za-z0-9.-]+(?::[1-9]\d{0,4})?$/;
+
+/** `name` or `name:port`, returned as `name:port` (defaultPort when none is given); `source` names where the value came from. */
+export function parseServiceHost(source: string, text: string, defaultPort: number): string {
+  if (!SERVICE_HOST.test(text) || Number(text.split(':')[1] ?? 0) > 65535) throw new Error(`${source}: "${text}" is not host or host:port`);
+  return text.includes(':') ? text : `${text}:${defaultPort}`;
+}
+
 export function formatAddress(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }

@@ -17,10 +17,18 @@ export const ERRORS = {
   barePath: def('bare_path', 400, 'the path must start with /<git host>/: configure git with the output of `proxy.js git-config`'),
   hostNotRegistered: def('host_not_registered', 403, 'that git host is not in the proxy registry'),
   pathRejected: def('path_rejected', 403, 'the repository path contains a forbidden segment or character (dot segments, encoded separators, backslash, semicolon)'),
+  lfsNotSupported: def('lfs_not_supported', 501, 'Git LFS is not available through this proxy'),
   notGitRoute: def('not_git_route', 403, 'only git smart-HTTP requests are forwarded (info/refs, git-upload-pack, git-receive-pack)'),
   methodNotAllowed: def('method_not_allowed', 405, 'method not allowed on this path (the Allow header names the right one)'),
+  workloadTokenMissing: def('workload_token_missing', 401, 'a workload token is required: configure git with `proxy.js git-config --workload-token-env VAR` and put a token from `proxy.js mint-token --git-repo ...` in VAR'),
+  workloadTokenInvalid: def('workload_token_invalid', 401, 'the workload token was refused'),
+  repoNotInScope: def('repo_not_in_scope', 403, 'this workload may not use that repository'),
+  pushNotInScope: def('push_not_in_scope', 403, 'this workload may not push to that repository'),
+  repoNotInHostRepos: def('repo_not_in_host_repos', 403, 'the proxy serves no such repository on that host'),
+  hostReadOnly: def('host_read_only', 403, 'the proxy allows no pushes to that host'),
   credentialMissing: def('credential_missing', 503, 'no credential is configured for that git host: the operator must set its token'),
   credentialInvalid: def('credential_invalid', 503, 'the credential configured for that git host is not a valid header value: the operator must fix it'),
+  upstreamRejectedCredential: def('upstream_rejected_credential', 502, "the git host refused the proxy's credential; the operator must check its token"),
   upstreamUnreachable: def('upstream_unreachable', 502, 'the upstream could not be reached'),
   upstreamTls: def('upstream_tls', 502, 'the upstream TLS certificate could not be verified'),
   upstreamProtocol: def('upstream_protocol', 502, 'the upstream sent a malformed HTTP response'),
@@ -54,6 +62,15 @@ export const ERRORS = {
   draining: def('draining', 503, 'the proxy is shutting down'),
   internal: def('internal', 500, 'internal proxy error'),
 } as const;
+
+/**
+ * The same error with a message that names what it is about. Only what the client already
+ * knows or the registry holds may go in (a registry key, the repository path it asked for):
+ * never a credential, never upstream text.
+ */
+export function withMessage(error: ProxyError, message: string): ProxyError {
+  return Object.freeze({ ...error, message });
+}
 
 // What went wrong on the upstream leg. Transport error codes are mapped in exactly one place.
 export type UpstreamFailure =

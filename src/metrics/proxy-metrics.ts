@@ -4,7 +4,7 @@
 // Because metrics are derived from the same record as the access log line, the two agree.
 import { readdirSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import type { UpstreamFailure } from '../http/errors.ts';
+import { ERRORS, type UpstreamFailure } from '../http/errors.ts';
 import type { ModelRequestRecord } from '../gateway/handler.ts';
 import type { GitRequestRecord } from '../git/proxy.ts';
 import { Registry } from './registry.ts';
@@ -19,6 +19,11 @@ export const GIT_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
 
 const UPSTREAM_FAILURES: ReadonlySet<string> = new Set<UpstreamFailure>(['connect_refused', 'dns', 'tls', 'reset', 'connect_timeout', 'response_timeout', 'idle_timeout', 'protocol', 'other']);
 const NONE = 'none';
+// Refusals by the workload token or the hosts file's limits. A request without a token is not
+// one: git's first request of every command is answered with the 401 challenge by design.
+const SCOPE_REFUSALS: ReadonlySet<string> = new Set(
+  [ERRORS.workloadTokenInvalid, ERRORS.repoNotInScope, ERRORS.pushNotInScope, ERRORS.repoNotInHostRepos, ERRORS.hostReadOnly].map((e) => e.code),
+);
 
 export interface ProxyMetricsOptions {
   readonly maxSeriesPerFamily: number;
@@ -49,6 +54,8 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     gitBytesIn: registry.counter('git_proxy_request_bytes_total', 'Request body bytes received from workloads.', ['host', 'route']),
     gitBytesOut: registry.counter('git_proxy_response_bytes_total', 'Response body bytes relayed to workloads.', ['host', 'route']),
     gitUpstreamErrors: registry.counter('git_proxy_upstream_errors_total', 'Upstream failures by kind.', ['host', 'kind']),
+    gitCredentialRejected: registry.counter('git_proxy_upstream_credential_rejected_total', "Upstream 401 answers: the git host refused the proxy's own credential (answered 502).", ['host']),
+    gitScopeRefusals: registry.counter('git_proxy_scope_refusals_total', 'Git requests refused by the workload token or the hosts file limits, by reason (the error code).', ['host', 'reason']),
     gitClientAborts: registry.counter('git_proxy_client_aborts_total', 'Requests whose client went away before the response was complete.', ['host', 'route']),
     rss: registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.'),
     fds: registry.gauge('process_open_fds', 'Number of open file descriptors.'),
@@ -95,6 +102,8 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
       if (r.bytes_out > 0) m.gitBytesOut.inc(where, r.bytes_out);
       if (r.error !== undefined && UPSTREAM_FAILURES.has(r.error)) m.gitUpstreamErrors.inc([r.host ?? NONE, r.error]);
       if (r.error === 'client_aborted') m.gitClientAborts.inc(where);
+      if (r.error === ERRORS.upstreamRejectedCredential.code) m.gitCredentialRejected.inc([r.host ?? NONE]);
+      if (r.error !== undefined && SCOPE_REFUSALS.has(r.error)) m.gitScopeRefusals.inc([r.host ?? NONE, r.error]);
     },
 
     streams: {

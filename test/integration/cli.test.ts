@@ -5,6 +5,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import { send } from '../support/http-client.ts';
 import { BUNDLE, ROOT, runProxyCommand, startProxy } from '../support/proxy-process.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'cli-test-'));
@@ -69,6 +70,44 @@ test('listen addresses accept both --flag value and --flag=value, and IPv6 in br
   }
 });
 
+test('without GIT_HOST_A and GIT_HOST_A_TOKEN the proxy registers no github.com: its requests are 403, never forwarded', async () => {
+  const p = await startProxy({ env: { GIT_AUTH_ENABLED: 'true', GIT_HOST_B: 'git.corp.example' } });
+  try {
+    const start = p.records().find((r) => r.event === 'listening' && r.listener === 'git')!;
+    assert.deepEqual((start.hosts as { host: string }[]).map((h) => h.host), ['git.corp.example']);
+    const r = await send(p.ports.git!, 'GET', '/github.com/acme/widgets.git/info/refs?service=git-upload-pack');
+    assert.equal(r.status, 403);
+    assert.match(r.body.toString(), /not in the proxy registry/);
+  } finally {
+    assert.equal((await p.stop()).code, 0);
+  }
+});
+
+test('a hosts file may register github.com (e.g. with a rotating tokenFile) when the environment does not', async () => {
+  const file = join(dir, 'github-hosts.json');
+  writeFileSync(file, JSON.stringify({ hosts: [{ host: 'github.com', auth: 'bearer', tokenFile: join(dir, 'github-token') }] }));
+  const p = await startProxy({ env: { GIT_AUTH_ENABLED: 'true' }, args: ['--git-auth-listen', '127.0.0.1:0', '--git-hosts', file] });
+  try {
+    const start = p.records().find((r) => r.event === 'listening' && r.listener === 'git')!;
+    assert.deepEqual(start.hosts, [{ host: 'github.com', auth: 'bearer', credential: 'missing', tls_verify: true, read_only: false }]);
+  } finally {
+    assert.equal((await p.stop()).code, 0);
+  }
+  const twice = await runProxyCommand(['--git-hosts', file], { GIT_HOST_A_TOKEN: 'tok' });
+  assert.equal(twice.code, 1);
+  assert.match(twice.stderr, /git host "github\.com" is registered twice/);
+});
+
+test('git-config without GIT_HOST_A or GIT_HOST_A_TOKEN writes no github.com rule; with no host at all it fails saying what to set', async () => {
+  const r = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'proxy', GIT_HOST_B: 'git.corp.example' });
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(gitConfigList(r.stdout), ['url.http://proxy:8447/git.corp.example/.insteadof=https://git.corp.example/']);
+  const none = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'proxy' });
+  assert.equal(none.code, 1);
+  assert.equal(none.stdout, '');
+  assert.match(none.stderr, /git-config: no git host is configured: set GIT_HOST_A and\/or GIT_HOST_B/);
+});
+
 test('a bad hosts file stops start-up with an error naming the field', async () => {
   const file = join(dir, 'bad-hosts.json');
   writeFileSync(file, JSON.stringify({ hosts: [{ host: 'git.example.com', auth: 'bearer', tokenEnv: 'T', tlsInsecureSkipVerify: 'yes' }] }));
@@ -86,7 +125,7 @@ function gitConfigList(text: string): string[] {
 }
 
 test('git-config with GIT_AUTH_PROXY_HOST prints one insteadOf rule per host and no credential helper', async () => {
-  const r = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'git-proxy.ns.svc', GIT_HOST_B: 'git.corp.example:8443' });
+  const r = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'git-proxy.ns.svc', GIT_HOST_A: 'github.com', GIT_HOST_B: 'git.corp.example:8443' });
   assert.equal(r.code, 0);
   assert.deepEqual(gitConfigList(r.stdout), [
     'url.http://git-proxy.ns.svc:8447/github.com/.insteadof=https://github.com/',
@@ -95,16 +134,39 @@ test('git-config with GIT_AUTH_PROXY_HOST prints one insteadOf rule per host and
 });
 
 test('git-config keeps a port given in GIT_AUTH_PROXY_HOST', async () => {
-  const r = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'proxy:9000' });
+  const r = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'proxy:9000', GIT_HOST_A: 'github.com' });
   assert.deepEqual(gitConfigList(r.stdout), ['url.http://proxy:9000/github.com/.insteadof=https://github.com/']);
 });
 
 test('git-config without GIT_AUTH_PROXY_HOST falls back to credential-helper entries', async () => {
-  const r = await runProxyCommand(['git-config'], { GIT_HOST_B: 'git.corp.example', GIT_CREDENTIAL_HELPER: '/usr/local/bin/executor-helper --mode "git"' });
+  const r = await runProxyCommand(['git-config'], { GIT_HOST_A: 'github.com', GIT_HOST_B: 'git.corp.example', GIT_CREDENTIAL_HELPER: '/usr/local/bin/executor-helper --mode "git"' });
   assert.deepEqual(gitConfigList(r.stdout), [
     'credential.https://github.com.helper=/usr/local/bin/executor-helper --mode "git"',
     'credential.https://git.corp.example.helper=/usr/local/bin/executor-helper --mode "git"',
   ]);
+});
+
+test('git-config refuses a flag it does not use, with the usage message and exit code 2', async () => {
+  for (const args of [['--git-auth-listen', ':1'], ['--ttl', '1h']]) {
+    const r = await runProxyCommand(['git-config', ...args], { GIT_AUTH_PROXY_HOST: 'proxy', GIT_HOST_A: 'github.com' });
+    assert.equal(r.code, 2, args.join(' '));
+    assert.match(r.stderr, new RegExp(`${args[0]} is not a flag of git-config \\(git-config takes --git-hosts, --proxy-host, --workload-token-env\\)`));
+    assert.equal(r.stdout, '');
+  }
+});
+
+test('git-config --proxy-host wins over GIT_AUTH_PROXY_HOST', async () => {
+  const r = await runProxyCommand(['git-config', '--proxy-host', 'flag-proxy:9000'], { GIT_AUTH_PROXY_HOST: 'env-proxy', GIT_HOST_A: 'github.com' });
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(gitConfigList(r.stdout), ['url.http://flag-proxy:9000/github.com/.insteadof=https://github.com/']);
+  assert.equal(r.stderr, '');
+});
+
+test('git-config without a proxy host prints the credential-helper fallback and says so on stderr', async () => {
+  const r = await runProxyCommand(['git-config'], { GIT_HOST_A: 'github.com' });
+  assert.equal(r.code, 0);
+  assert.deepEqual(gitConfigList(r.stdout), ['credential.https://github.com.helper=executor']);
+  assert.match(r.stderr, /^proxy: git-config: no proxy host \(--proxy-host or GIT_AUTH_PROXY_HOST\): printed the credential-helper fallback/);
 });
 
 test('agent-config prints the bot provider entry of the design as JSON', async () => {
@@ -142,4 +204,45 @@ test('mint-token without a signing key fails with a clear message', async () => 
   const r = await runProxyCommand(['mint-token', '--instance-id', 'a', '--workflow', 'b', '--run-id', 'c']);
   assert.equal(r.code, 1);
   assert.match(r.stderr, /MODEL_PROXY_SIGNING_KEY is not set/);
+});
+
+test('mint-token --git-repo needs GIT_PROXY_SIGNING_KEY, and a malformed --git-repo is named', async () => {
+  const ids = ['mint-token', '--instance-id', 'a', '--workflow', 'b', '--run-id', 'c'];
+  const noKey = await runProxyCommand([...ids, '--git-repo', 'github.com/acme/widgets:write'], { MODEL_PROXY_SIGNING_KEY: 'm'.repeat(32) });
+  assert.equal(noKey.code, 1);
+  assert.match(noKey.stderr, /mint-token: --git-repo makes a token for the git proxy, and GIT_PROXY_SIGNING_KEY is not set/);
+  assert.equal(noKey.stdout, '');
+  const bad = await runProxyCommand([...ids, '--git-repo', 'github.com/acme/*/x:read'], { GIT_PROXY_SIGNING_KEY: 'g'.repeat(32) });
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /mint-token: --git-repo "github\.com\/acme\/\*\/x:read": "\*" may only be the whole last segment/);
+  const short = await runProxyCommand([...ids, '--git-repo', 'github.com/acme/x:read'], { GIT_PROXY_SIGNING_KEY: 'short' });
+  assert.equal(short.code, 1);
+  assert.match(short.stderr, /GIT_PROXY_SIGNING_KEY: must be at least 32 bytes/);
+});
+
+test('mint-token --git-repo prints a token whose git claim is the canonical scope', async () => {
+  const r = await runProxyCommand(
+    ['mint-token', '--instance-id', 'a', '--workflow', 'b', '--run-id', 'c', '--git-repo', 'GitHub.com/Acme/Widgets.git:write', '--git-repo', 'github.com/acme/*:read'],
+    { GIT_PROXY_SIGNING_KEY: 'g'.repeat(32) },
+  );
+  assert.equal(r.code, 0, r.stderr);
+  const claims = JSON.parse(Buffer.from(r.stdout.trim().split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
+  assert.deepEqual(claims.git, ['github.com/acme/widgets:write', 'github.com/acme/*:read']);
+});
+
+test('without GIT_PROXY_SIGNING_KEY the git listener warns that workloads are not authenticated; with it, it says jwt', async () => {
+  for (const [env, mode] of [[{}, 'network-policy'], [{ GIT_PROXY_SIGNING_KEY: 'g'.repeat(32) }, 'jwt']] as const) {
+    const p = await startProxy({ env: { GIT_AUTH_ENABLED: 'true', ...env } });
+    try {
+      const start = p.records().find((r) => r.event === 'listening' && r.listener === 'git')!;
+      assert.equal(start.workload_auth, mode);
+      const warned = p.records().some((r) => r.event === 'warning' && r.listener === 'git' && /GIT_PROXY_SIGNING_KEY is not set/.test(String(r.message)));
+      assert.equal(warned, mode === 'network-policy');
+    } finally {
+      assert.equal((await p.stop()).code, 0);
+    }
+  }
+  const short = await runProxyCommand([], { GIT_AUTH_ENABLED: 'true', GIT_PROXY_SIGNING_KEY: 'short' });
+  assert.equal(short.code, 1);
+  assert.match(short.stderr, /GIT_PROXY_SIGNING_KEY: must be at least 32 bytes/);
 });

@@ -236,6 +236,56 @@ test('an upstream error status and body are relayed unchanged', async () => {
   }
 });
 
+test("an upstream 401 (the host refused the proxy's credential) is answered 502 with the proxy's line naming the host, logged and counted", async () => {
+  upA.handle((_req, res) => {
+    res.writeHead(401, { 'www-authenticate': 'Basic realm="GitHub"', 'content-type': 'text/plain' });
+    res.end('Bad credentials\n');
+  });
+  try {
+    const path = `/${upA.hostKey}/org/refused-credential.git/info/refs`;
+    const r = await send(port, 'GET', `${path}?service=git-upload-pack`);
+    assert.equal(r.status, 502);
+    assert.equal(r.headers['content-type'], 'text/plain; charset=utf-8');
+    assert.equal(r.headers['www-authenticate'], undefined);
+    assert.equal(r.body.toString(), `git-auth-proxy: the git host refused the proxy's credential for ${upA.hostKey}; the operator must check its token\n`);
+    const rec = await proxy.waitForRecord((l) => l.event === 'request' && l.path === path);
+    assert.equal(rec.status, 502);
+    assert.equal(rec.error, 'upstream_rejected_credential');
+    const metrics = await send(proxy.ports.metrics!, 'GET', '/metrics');
+    assert.match(metrics.body.toString(), new RegExp(`^git_proxy_upstream_credential_rejected_total\\{host="${upA.hostKey.replace(/\./g, '\\.')}"\\} 1$`, 'm'));
+  } finally {
+    upA.handle(undefined);
+  }
+});
+
+test('an upstream 403 is relayed unchanged, body included (git does not prompt on it and prints the text)', async () => {
+  upA.handle((_req, res) => {
+    res.writeHead(403, { 'content-type': 'text/plain' });
+    res.end('Permission to org/repo.git denied to bot.\n');
+  });
+  try {
+    const r = await send(port, 'GET', `/${upA.hostKey}/org/repo.git/info/refs?service=git-receive-pack`);
+    assert.equal(r.status, 403);
+    assert.equal(r.body.toString(), 'Permission to org/repo.git denied to bot.\n');
+  } finally {
+    upA.handle(undefined);
+  }
+});
+
+test('a Git LFS request gets 501 with the JSON message git-lfs prints, and is never forwarded', async () => {
+  const before = upA.requests.length;
+  const r = await send(port, 'POST', `/${upA.hostKey}/org/repo.git/info/lfs/objects/batch`, {
+    body: '{"operation":"download","objects":[]}',
+    headers: { 'content-type': 'application/vnd.git-lfs+json', accept: 'application/vnd.git-lfs+json' },
+  });
+  assert.equal(r.status, 501);
+  assert.equal(r.headers['content-type'], 'application/vnd.git-lfs+json');
+  assert.deepEqual(JSON.parse(r.body.toString()), { message: 'git-auth-proxy: Git LFS is not available through this proxy' });
+  assert.equal(upA.requests.length, before);
+  const rec = await proxy.waitForRecord((l) => l.event === 'request' && String(l.path).endsWith('/info/lfs/objects/batch'));
+  assert.equal(rec.error, 'lfs_not_supported');
+});
+
 test('redirects are passed back unchanged, never followed', async () => {
   upA.handle((_req, res) => {
     res.writeHead(301, { location: 'https://elsewhere.example/org/repo.git/info/refs' });
@@ -254,7 +304,7 @@ test('redirects are passed back unchanged, never followed', async () => {
 
 test('Set-Cookie, WWW-Authenticate and any header echoing the token are removed from responses', async () => {
   upA.handle((req, res) => {
-    res.writeHead(401, [
+    res.writeHead(403, [
       ['Set-Cookie', 'a=1'],
       ['Set-Cookie', 'b=2'],
       ['WWW-Authenticate', 'Basic realm="GitHub"'],
@@ -265,7 +315,7 @@ test('Set-Cookie, WWW-Authenticate and any header echoing the token are removed 
   });
   try {
     const r = await send(port, 'GET', `/${upA.hostKey}/org/repo.git/${INFO}`);
-    assert.equal(r.status, 401);
+    assert.equal(r.status, 403);
     assert.equal(r.headers['set-cookie'], undefined);
     assert.equal(r.headers['www-authenticate'], undefined);
     assert.equal(r.headers['x-debug-auth'], undefined);
@@ -408,7 +458,12 @@ test('each request writes one JSON access log line with the documented fields an
   const path = `/${upA.hostKey}/org/logged.git/info/refs`;
   await send(port, 'GET', `${path}?service=git-upload-pack`);
   const rec = await proxy.waitForRecord((l) => l.event === 'request' && l.path === path);
-  assert.deepEqual(Object.keys(rec).sort(), ['bytes_in', 'bytes_out', 'duration_ms', 'event', 'host', 'listener', 'method', 'path', 'request_id', 'route', 'status', 'time'].sort());
+  assert.deepEqual(
+    Object.keys(rec).sort(),
+    ['bytes_in', 'bytes_out', 'duration_ms', 'event', 'host', 'instance_id', 'listener', 'method', 'path', 'request_id', 'route', 'run_id', 'status', 'time', 'workflow'].sort(),
+  );
+  // Network-policy mode: no workload token, so no identity.
+  assert.deepEqual([rec.instance_id, rec.workflow, rec.run_id], [null, null, null]);
   assert.equal(rec.listener, 'git');
   assert.equal(rec.method, 'GET');
   assert.equal(rec.host, upA.hostKey);

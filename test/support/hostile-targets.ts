@@ -37,6 +37,7 @@ export const HOSTILE_TARGETS: readonly HostileTarget[] = [
   { method: 'GET', target: '/{host}\\evil.example/org/repo.git/' + INFO, status: 403, why: 'raw backslash in host segment' },
   { method: 'GET', target: '/localhost/org/repo.git/' + INFO, status: 403, why: 'loopback name not in registry' },
   { method: 'GET', target: '/169.254.169.254/latest/meta-data/', status: 403, why: 'cloud metadata address' },
+  { method: 'POST', target: '/{host}/org/repo.git/info/lfs/objects/batch', status: 501, why: 'Git LFS batch API (never forwarded)' },
   { method: 'GET', target: '/healthz/../{host}/org/repo.git/' + INFO, status: 403, why: 'healthz prefix with traversal' },
   // Dot segments and separators after the host
   { method: 'GET', target: '/{host}/../evil.example/org/repo.git/' + INFO, status: 403, why: 'dot-dot right after host' },

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { formatAddress, parseByteSize, parseCount, parseDuration, parseListenAddress } from '../../src/http/address.ts';
+import { formatAddress, parseByteSize, parseCount, parseDuration, parseListenAddress, parseServiceHost } from '../../src/http/address.ts';
 
 test('every accepted listen address form parses to host and port', () => {
   const cases: [string, { host: string | undefined; port: number }][] = [
@@ -185,4 +185,12 @@ test('parseCount rejects numbers outside the range and anything not a whole numb
 test('a size beyond 64GiB is rejected rather than losing integer precision', () => {
   assert.equal(parseByteSize('max-request-body', '64GiB'), 64 * 1024 ** 3);
   assert.throws(() => parseByteSize('max-request-body', '99999999999GiB'), /--max-request-body: "99999999999GiB" is out of range/);
+});
+
+test('parseServiceHost adds the default port, keeps a given one, and names the source of a bad value', () => {
+  assert.equal(parseServiceHost('--proxy-host', 'proxy.ns.svc', 8447), 'proxy.ns.svc:8447');
+  assert.equal(parseServiceHost('--proxy-host', '10.0.0.5:65535', 8447), '10.0.0.5:65535');
+  for (const bad of ['', 'http://proxy', 'proxy:0', 'proxy:65536', 'proxy:', 'user@proxy', '[::1]:8447', 'pro xy', 'proxy/path', 'proxy"]\n[core']) {
+    assert.throws(() => parseServiceHost('MODEL_GATEWAY_PROXY_HOST', bad, 8450), /^Error: MODEL_GATEWAY_PROXY_HOST: ".*" is not host or host:port$/s, JSON.stringify(bad));
+  }
 });

@@ -248,7 +248,7 @@ test('a bad value on a model gateway flag is a UsageError naming that flag', () 
   ];
   for (const [flag, value] of cases) {
     assert.throws(
-      () => parseCommandLine([`--${flag}=${value}`]),
+      () => parseCommandLine([...(flag === 'ttl' ? ['mint-token'] : []), `--${flag}=${value}`]),
       (err: unknown) => {
         assert.ok(err instanceof UsageError, `${flag} ${value}`);
         assert.ok(err.message.startsWith(`--${flag}: `), err.message);
@@ -265,12 +265,12 @@ test('agent-config and mint-token are recognised commands', () => {
 });
 
 test('mint-token options default to undefined ids and a 1h ttl', () => {
-  assert.deepEqual(parseCommandLine(['mint-token']).mint, { instanceId: undefined, workflow: undefined, runId: undefined, ttlMs: 3_600_000 });
+  assert.deepEqual(parseCommandLine(['mint-token']).mint, { instanceId: undefined, workflow: undefined, runId: undefined, ttlMs: 3_600_000, gitRepos: [] });
 });
 
 test('mint-token options are passed through, the ttl in milliseconds', () => {
   const cl = parseCommandLine(['mint-token', '--instance-id', 'bot-7', '--workflow=ci/review', '--run-id', 'run-42', '--ttl', '15m']);
-  assert.deepEqual(cl.mint, { instanceId: 'bot-7', workflow: 'ci/review', runId: 'run-42', ttlMs: 900_000 });
+  assert.deepEqual(cl.mint, { instanceId: 'bot-7', workflow: 'ci/review', runId: 'run-42', ttlMs: 900_000, gitRepos: [] });
 });
 
 test('agent-config options default to opencode and undefined', () => {
@@ -318,4 +318,30 @@ test('--metrics-run-id-label is a boolean flag, off unless given', () => {
 test('--allow-hosted-tools is split on commas, empty by default', () => {
   assert.deepEqual(parseCommandLine([]).options.allowHostedTools, []);
   assert.deepEqual(parseCommandLine(['--allow-hosted-tools', 'web_search, mcp']).options.allowHostedTools, ['web_search', 'mcp']);
+});
+
+test('a flag of another command is a UsageError naming the flag and the flags the command takes', () => {
+  const cases: [string[], RegExp][] = [
+    [['git-config', '--git-auth-listen', ':1'], /^--git-auth-listen is not a flag of git-config \(git-config takes --git-hosts, --proxy-host, --workload-token-env\)$/],
+    [['git-config', '--ttl', '1h'], /^--ttl is not a flag of git-config/],
+    [['agent-config', '--git-hosts', 'h.json'], /^--git-hosts is not a flag of agent-config \(agent-config takes --allow-hosted-tools, --agent, --proxy-host, --provider-name, --model, --small-model\)$/],
+    [['mint-token', '--proxy-host', 'p'], /^--proxy-host is not a flag of mint-token \(mint-token takes --max-token-lifetime, --instance-id, --workflow, --run-id, --ttl, --git-repo\)$/],
+    [['serve', '--workload-token-env', 'T'], /^--workload-token-env is not a flag of serve/],
+    [['--metrics-run-id-label', 'git-config'], /^--metrics-run-id-label is not a flag of git-config/],
+  ];
+  for (const [argv, message] of cases) {
+    assert.throws(() => parseCommandLine(argv), (err: unknown) => err instanceof UsageError && message.test(err.message), argv.join(' '));
+  }
+});
+
+test('git-config takes --git-hosts, --proxy-host and --workload-token-env', () => {
+  const cl = parseCommandLine(['git-config', '--git-hosts', 'h.json', '--proxy-host=proxy:9000', '--workload-token-env', 'GIT_TOKEN']);
+  assert.equal(cl.options.gitHostsFile, 'h.json');
+  assert.deepEqual(cl.gitConfig, { proxyHost: 'proxy:9000', workloadTokenEnv: 'GIT_TOKEN' });
+  assert.deepEqual(parseCommandLine(['git-config']).gitConfig, { proxyHost: undefined, workloadTokenEnv: undefined });
+});
+
+test('--git-repo is repeatable and keeps its values in order', () => {
+  const cl = parseCommandLine(['mint-token', '--git-repo', 'github.com/acme/widgets:write', '--git-repo=github.com/acme/*:read']);
+  assert.deepEqual(cl.mint.gitRepos, ['github.com/acme/widgets:write', 'github.com/acme/*:read']);
 });

@@ -192,7 +192,7 @@ test(`fuzz: ${ITERATIONS} random and mutated targets, every accepted one is safe
     const r = parseGitRoute(method, target, isRegistered);
     if (!r.ok) {
       rejected++;
-      if (![400, 403, 405].includes(r.error.status) || (r.error.status === 405) !== (r.allow !== undefined)) {
+      if (![400, 403, 405, 501].includes(r.error.status) || (r.error.status === 405) !== (r.allow !== undefined)) {
         failures.push(`#${i} ${method} ${JSON.stringify(target)}: rejected with ${r.error.status}, allow ${r.allow}`);
       }
       continue;

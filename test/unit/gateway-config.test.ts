@@ -3,11 +3,11 @@ import assert from 'node:assert/strict';
 import {
   DEFAULT_BASE_URL,
   DEFAULT_PROVIDER,
-  MIN_SIGNING_KEY_BYTES,
   parseAllowedModels,
   parseBaseUrl,
   parseGatewayEnv,
 } from '../../src/gateway/config.ts';
+import { MIN_SIGNING_KEY_BYTES } from '../../src/auth/jwt.ts';
 
 // ---- parseBaseUrl ----
 

@@ -1,12 +1,19 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DEFAULT_CREDENTIAL_HELPER, DEFAULT_PROXY_PORT, gitWorkloadConfig, proxyBaseUrl } from '../../src/git/config.ts';
+import { DEFAULT_CREDENTIAL_HELPER, DEFAULT_PROXY_PORT, gitWorkloadConfig as generate, proxyBaseUrl, type GitConfigInput } from '../../src/git/config.ts';
 
 const KEYS = ['github.com', 'git.internal.example:8443'];
+
+/** The config text for hosts, GIT_AUTH_PROXY_HOST and GIT_CREDENTIAL_HELPER, no flags. */
+function gitWorkloadConfig(hostKeys: readonly string[], proxyHostEnv: string | undefined, credentialHelper: string | undefined): string {
+  return generate({ hostKeys, proxyHostFlag: undefined, proxyHostEnv, credentialHelper, workloadTokenEnv: undefined }).text;
+}
+
+const INPUT: GitConfigInput = { hostKeys: KEYS, proxyHostFlag: undefined, proxyHostEnv: 'proxy', credentialHelper: undefined, workloadTokenEnv: undefined };
 
 /** The config text as the real git reads it: `git config -f FILE --list`, one "key=value" per entry. */
 function gitList(configText: string): string[] {
@@ -116,4 +123,74 @@ test('a bad proxy host throws naming GIT_AUTH_PROXY_HOST', () => {
 test('the generated configuration starts with a comment saying which mode it is in', () => {
   assert.match(gitWorkloadConfig(['github.com'], 'proxy', undefined), /^# git-auth-proxy: route github\.com through http:\/\/proxy:8447/);
   assert.match(gitWorkloadConfig(['github.com'], undefined, undefined), /^# git-auth-proxy: GIT_AUTH_PROXY_HOST is not set/);
+});
+
+test('--proxy-host wins over GIT_AUTH_PROXY_HOST', () => {
+  const { text } = generate({ ...INPUT, proxyHostFlag: 'flag-proxy:9000', proxyHostEnv: 'env-proxy' });
+  assert.ok(text.includes('[url "http://flag-proxy:9000/github.com/"]'), text);
+  assert.ok(!text.includes('env-proxy'), text);
+});
+
+test('a bad --proxy-host is an error naming --proxy-host, even when GIT_AUTH_PROXY_HOST is good', () => {
+  for (const proxyHostFlag of ['', 'http://proxy', 'proxy:0']) {
+    assert.throws(() => generate({ ...INPUT, proxyHostFlag }), /^Error: --proxy-host: /, JSON.stringify(proxyHostFlag));
+  }
+});
+
+test('the credential-helper fallback comes with a notice for stderr; the proxy configuration does not', () => {
+  const fallback = generate({ ...INPUT, proxyHostEnv: undefined });
+  assert.match(fallback.notice ?? '', /no proxy host \(--proxy-host or GIT_AUTH_PROXY_HOST\): printed the credential-helper fallback \("executor"\)/);
+  assert.equal(generate(INPUT).notice, undefined);
+});
+
+test('git-config with no registered host is an error saying which variables name the hosts', () => {
+  assert.throws(() => generate({ ...INPUT, hostKeys: [] }), /no git host is configured: set GIT_HOST_A and\/or GIT_HOST_B .* or give --git-hosts/);
+});
+
+test('--workload-token-env adds a credential helper for the proxy URL only, after an empty helper that resets the list', () => {
+  const { text } = generate({ ...INPUT, workloadTokenEnv: 'GIT_WORKLOAD_TOKEN' });
+  assert.deepEqual(
+    gitList(text).filter((l) => l.startsWith('credential.')),
+    [
+      'credential.http://proxy:8447.helper=',
+      `credential.http://proxy:8447.helper=!f() { test "$1" = get || exit 0; if test -z "$GIT_WORKLOAD_TOKEN"; then echo 'git-auth-proxy: $GIT_WORKLOAD_TOKEN is empty: no workload token for git to present' >&2; exit 0; fi; printf 'username=workload\\npassword=%s\\n' "$GIT_WORKLOAD_TOKEN"; }; f`,
+    ],
+  );
+  assert.equal(gitList(text).filter((l) => l.startsWith('url.')).length, KEYS.length);
+});
+
+test('--workload-token-env without a proxy host, or with a name that is not a variable, is an error', () => {
+  assert.throws(() => generate({ ...INPUT, proxyHostEnv: undefined, workloadTokenEnv: 'TOKEN' }), /--workload-token-env needs the proxy host/);
+  for (const name of ['', '1TOKEN', 'TOK EN', 'TOKEN;rm', '$TOKEN']) {
+    assert.throws(() => generate({ ...INPUT, workloadTokenEnv: name }), /--workload-token-env: .* is not an environment variable name/, name);
+  }
+});
+
+test('the real git gets the workload token from the helper as the variable holds it when git asks, and stores it nowhere', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'git-config-helper-'));
+  try {
+    const configFile = join(dir, 'proxy.gitconfig');
+    writeFileSync(configFile, generate({ ...INPUT, workloadTokenEnv: 'WORKLOAD_TOKEN' }).text);
+    // A store helper configured before the include: the generated empty helper drops it.
+    writeFileSync(join(dir, '.gitconfig'), `[credential]\n\thelper = store\n[include]\n\tpath = ${configFile}\n`);
+    const credential = (op: string, input: string, token: string | undefined) =>
+      execFileSync('git', ['credential', op], {
+        input,
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir, GIT_CONFIG_NOSYSTEM: '1', GIT_TERMINAL_PROMPT: '0', LANG: 'C', ...(token ? { WORKLOAD_TOKEN: token } : {}) },
+        encoding: 'utf8',
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
+    const ask = 'protocol=http\nhost=proxy:8447\npath=github.com/acme/widgets.git\n\n';
+    assert.match(credential('fill', ask, 'first-token'), /^username=workload\npassword=first-token\n/m);
+    assert.match(credential('fill', ask, 'rotated-token'), /password=rotated-token\n/, 'read when git asks, not when the config was written');
+    credential('approve', 'protocol=http\nhost=proxy:8447\nusername=workload\npassword=rotated-token\n\n', 'rotated-token');
+    assert.ok(!existsSync(join(dir, '.git-credentials')), 'no helper stored the token');
+    // Another host (or the proxy on another port) gets nothing from this helper.
+    assert.throws(() => credential('fill', 'protocol=https\nhost=github.com\n\n', 'first-token'), /terminal prompts disabled|could not read/);
+    assert.throws(() => credential('fill', 'protocol=http\nhost=proxy:9999\n\n', 'first-token'), /terminal prompts disabled|could not read/);
+    // An empty variable: git is told why it has no token.
+    assert.throws(() => credential('fill', ask, undefined), (err: { stderr?: string }) => /\$WORKLOAD_TOKEN is empty/.test(String(err.stderr)));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

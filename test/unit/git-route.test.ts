@@ -9,7 +9,28 @@ const registered = (key: string) => key === HOST || key === 'git.example.com:844
 
 test('rule 1-3: the host is the first segment and the rest, with the query, is the upstream path', () => {
   const r = parseGitRoute('GET', '/github.com/org/repo.git/info/refs?service=git-upload-pack', registered);
-  assert.deepEqual(r, { ok: true, hostKey: 'github.com', route: 'info-refs', upstreamPath: '/org/repo.git/info/refs?service=git-upload-pack' });
+  assert.deepEqual(r, {
+    ok: true,
+    hostKey: 'github.com',
+    route: 'info-refs',
+    upstreamPath: '/org/repo.git/info/refs?service=git-upload-pack',
+    repo: ['org', 'repo.git'],
+    access: 'read',
+  });
+});
+
+test('each route names its repository path and whether it reads or writes (push discovery writes)', () => {
+  const cases: [string, string, string[], string][] = [
+    ['GET', '/github.com/o/r.git/info/refs?service=git-upload-pack', ['o', 'r.git'], 'read'],
+    ['GET', '/github.com/o/r/info/refs?service=git-receive-pack', ['o', 'r'], 'write'],
+    ['POST', '/github.com/group/sub/r.git/git-upload-pack', ['group', 'sub', 'r.git'], 'read'],
+    ['POST', '/github.com/o/My%20Project/git-receive-pack', ['o', 'My%20Project'], 'write'],
+  ];
+  for (const [method, target, repo, access] of cases) {
+    const r = parseGitRoute(method, target, registered);
+    assert.ok(r.ok, target);
+    assert.deepEqual([r.repo, r.access], [repo, access], target);
+  }
 });
 
 test('the four smart-HTTP routes are accepted, with or without .git', () => {
@@ -56,6 +77,26 @@ test('a wrong method on a git route is 405 with the allowed method', () => {
   assert.equal(r.ok, false);
   assert.equal(!r.ok && r.error.status, 405);
   assert.equal(!r.ok && r.allow, 'POST');
+});
+
+test('Git LFS requests (<repo>/info/lfs/...) are lfs_not_supported (501) whatever the method, and never a route', () => {
+  for (const [method, target] of [
+    ['POST', '/github.com/o/r.git/info/lfs/objects/batch'],
+    ['POST', '/github.com/o/r.git/info/lfs/locks/verify'],
+    ['GET', '/github.com/o/r.git/info/lfs/locks'],
+    ['PUT', '/github.com/group/sub/r.git/info/lfs/objects/abc'],
+    ['POST', '/github.com/o/r/info/lfs/objects/batch'],
+  ]) {
+    const r = parseGitRoute(method!, target!, registered);
+    assert.equal(r.ok, false, target);
+    assert.equal(!r.ok && r.error.code, 'lfs_not_supported', target);
+    assert.equal(!r.ok && r.error.status, 501, target);
+  }
+  // Only under a registered host, and only with a repository before it.
+  const unregistered = parseGitRoute('POST', '/evil.example/o/r.git/info/lfs/objects/batch', registered);
+  assert.equal(!unregistered.ok && unregistered.error.code, 'host_not_registered');
+  const noRepo = parseGitRoute('POST', '/github.com/info/lfs/objects/batch', registered);
+  assert.equal(!noRepo.ok && noRepo.error.code, 'not_git_route');
 });
 
 test('every hostile target in the table gets its expected status from the route parser', () => {

@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { hostsFromEnv, mergeHosts, parseHostKey, parseHostsFile, type HostConfig } from '../../src/git/hosts.ts';
+import { parseHostKey } from '../../src/git/host-key.ts';
+import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from '../../src/git/hosts.ts';
 
 const FIXTURES = join(__dirname, '..', 'fixtures', 'hosts');
 
@@ -68,7 +69,7 @@ test('parseHostKey accepts a 63-character label', () => {
   assert.equal(parseHostKey(host)?.hostname, host);
 });
 
-test('hostsFromEnv registers github.com as a bearer host by default, reading GIT_HOST_A_TOKEN', () => {
+test('a GIT_HOST_A_TOKEN without GIT_HOST_A registers github.com as the bearer host, reading GIT_HOST_A_TOKEN', () => {
   const expected: HostConfig[] = [
     {
       key: 'github.com',
@@ -79,10 +80,29 @@ test('hostsFromEnv registers github.com as a bearer host by default, reading GIT
       username: undefined,
       caFile: undefined,
       tlsInsecureSkipVerify: false,
+      repos: undefined,
+      readOnly: false,
     },
   ];
-  assert.deepEqual(hostsFromEnv({}), expected);
-  assert.deepEqual(hostsFromEnv({ GIT_HOST_A: '' }), expected);
+  assert.deepEqual(hostsFromEnv({ GIT_HOST_A_TOKEN: 'tok' }), expected);
+  assert.deepEqual(hostsFromEnv({ GIT_HOST_A: '', GIT_HOST_A_TOKEN: 'tok' }), expected);
+});
+
+test('without GIT_HOST_A and GIT_HOST_A_TOKEN (unset or empty) there is no host A, github.com included', () => {
+  assert.deepEqual(hostsFromEnv({}), []);
+  assert.deepEqual(hostsFromEnv({ GIT_HOST_A: '', GIT_HOST_A_TOKEN: '' }), []);
+});
+
+test('GIT_HOST_A alone registers host A, whose missing token the proxy answers with 503', () => {
+  assert.deepEqual(hostsFromEnv({ GIT_HOST_A: 'github.com' }).map((h) => [h.key, h.token]), [['github.com', { env: 'GIT_HOST_A_TOKEN' }]]);
+});
+
+test('the hosts file may define github.com when the environment does not; when it does, that is registered twice', () => {
+  const fromFile = parseHostsFile(JSON.stringify({ hosts: [{ host: 'github.com', auth: 'bearer', tokenFile: '/var/run/secrets/github/token' }] }), 'hosts.json');
+  assert.deepEqual(mergeHosts(hostsFromEnv({}), fromFile).map((h) => [h.key, h.token]), [['github.com', { file: '/var/run/secrets/github/token' }]]);
+  for (const env of [{ GIT_HOST_A_TOKEN: 'tok' }, { GIT_HOST_A: 'GitHub.com' }]) {
+    assert.throws(() => mergeHosts(hostsFromEnv(env), fromFile), /git host "github\.com" is registered twice/, JSON.stringify(env));
+  }
 });
 
 test('GIT_HOST_A replaces the default bearer host name', () => {
@@ -97,11 +117,16 @@ test('GIT_HOST_A replaces the default bearer host name', () => {
 test('the GIT_HOST_B basic host is registered only when GIT_HOST_B is set', () => {
   assert.ok(!hostsFromEnv({}).some((h) => h.authType === 'basic'));
   assert.ok(!hostsFromEnv({ GIT_HOST_B: '' }).some((h) => h.authType === 'basic'));
-  assert.ok(!hostsFromEnv({ GIT_HOST_B_TOKEN: 'tok', GIT_HOST_B_USERNAME: 'u' }).some((h) => h.authType === 'basic'));
+});
+
+test('GIT_HOST_B_TOKEN or GIT_HOST_B_USERNAME without GIT_HOST_B is an error naming the variable', () => {
+  for (const name of ['GIT_HOST_B_TOKEN', 'GIT_HOST_B_USERNAME']) {
+    assert.throws(() => hostsFromEnv({ [name]: 'x' }), new RegExp(`^Error: ${name} is set but GIT_HOST_B is not`), name);
+  }
 });
 
 test('GIT_HOST_B is a basic host reading GIT_HOST_B_TOKEN and GIT_HOST_B_USERNAME, after GIT_HOST_A', () => {
-  const hosts = hostsFromEnv({ GIT_HOST_B: 'git.internal.example:8443' });
+  const hosts = hostsFromEnv({ GIT_HOST_A_TOKEN: 'tok', GIT_HOST_B: 'git.internal.example:8443' });
   assert.deepEqual(hosts.map((h) => h.key), ['github.com', 'git.internal.example:8443']);
   assert.deepEqual(hosts[1], {
     key: 'git.internal.example:8443',
@@ -112,6 +137,8 @@ test('GIT_HOST_B is a basic host reading GIT_HOST_B_TOKEN and GIT_HOST_B_USERNAM
     username: { env: 'GIT_HOST_B_USERNAME' },
     caFile: undefined,
     tlsInsecureSkipVerify: false,
+    repos: undefined,
+    readOnly: false,
   });
 });
 
@@ -148,7 +175,7 @@ test('a full valid hosts file parses into host configurations in file order', ()
         tlsInsecureSkipVerify: false,
       },
       { host: '127.0.0.1:9000', auth: 'basic', tokenEnv: 'LOCAL_TOKEN', usernameEnv: 'LOCAL_USER', tlsInsecureSkipVerify: true },
-      { host: 'files.example', auth: 'basic', tokenEnv: '_T0', usernameFile: '/run/secrets/user' },
+      { host: 'files.example', auth: 'basic', tokenEnv: '_T0', usernameFile: '/run/secrets/user', repos: ['Acme/widgets.git', 'group/sub/*'], readOnly: true },
     ],
   });
   const expected: HostConfig[] = [
@@ -161,6 +188,8 @@ test('a full valid hosts file parses into host configurations in file order', ()
       username: undefined,
       caFile: undefined,
       tlsInsecureSkipVerify: false,
+      repos: undefined,
+      readOnly: false,
     },
     {
       key: 'git.internal.example:8443',
@@ -171,6 +200,8 @@ test('a full valid hosts file parses into host configurations in file order', ()
       username: { literal: 'deploy-bot' },
       caFile: '/etc/ssl/internal-ca.pem',
       tlsInsecureSkipVerify: false,
+      repos: undefined,
+      readOnly: false,
     },
     {
       key: '127.0.0.1:9000',
@@ -181,6 +212,8 @@ test('a full valid hosts file parses into host configurations in file order', ()
       username: { env: 'LOCAL_USER' },
       caFile: undefined,
       tlsInsecureSkipVerify: true,
+      repos: undefined,
+      readOnly: false,
     },
     {
       key: 'files.example',
@@ -191,6 +224,11 @@ test('a full valid hosts file parses into host configurations in file order', ()
       username: { file: '/run/secrets/user' },
       caFile: undefined,
       tlsInsecureSkipVerify: false,
+      repos: [
+        { segments: ['acme', 'widgets'], wildcard: false },
+        { segments: ['group', 'sub'], wildcard: true },
+      ],
+      readOnly: true,
     },
   ];
   assert.deepEqual(parseHostsFile(text, 'hosts.json'), expected);
@@ -223,6 +261,12 @@ test('each bad hosts file is rejected with an error naming the file and the offe
     ['hosts-not-array', 'hosts: must be an array'],
     ['entry-not-object', 'hosts[0]: must be an object'],
     ['error-in-second-entry', 'hosts[1].tlsInsecureSkipVerify: must be true or false'],
+    ['repos-empty', 'hosts[0].repos: must be a non-empty array of repository patterns (leave it out to allow every repository)'],
+    ['repos-not-array', 'hosts[0].repos: must be a non-empty array'],
+    ['repos-entry-not-string', 'hosts[0].repos[1]: must be a string such as "acme/widgets" or "acme/*"'],
+    ['repos-bad-pattern', 'hosts[0].repos[0]: "*" may only be the whole last segment'],
+    ['repos-dot-segment', 'hosts[0].repos[0]: segment ".." is not a repository name'],
+    ['read-only-not-boolean', 'hosts[0].readOnly: must be true or false'],
   ];
   for (const [name, fieldAndWhy] of cases) {
     const file = join(FIXTURES, `${name}.json`);
@@ -244,17 +288,17 @@ test('a hosts file error never echoes a token-looking field value', () => {
 });
 
 test('mergeHosts keeps environment hosts first, then file hosts', () => {
-  const env = hostsFromEnv({ GIT_HOST_B: 'b.example' });
+  const env = hostsFromEnv({ GIT_HOST_A_TOKEN: 'tok', GIT_HOST_B: 'b.example' });
   const file = parseHostsFile('{"hosts": [{"host": "c.example", "auth": "bearer", "tokenEnv": "C_TOKEN"}]}', 'f.json');
   assert.deepEqual(mergeHosts(env, file).map((h) => h.key), ['github.com', 'b.example', 'c.example']);
 });
 
 test('mergeHosts rejects the same host key registered twice, naming it', () => {
-  const env = hostsFromEnv({});
+  const env = hostsFromEnv({ GIT_HOST_A_TOKEN: 'tok' });
   const file = parseHostsFile('{"hosts": [{"host": "GitHub.com", "auth": "bearer", "tokenEnv": "OTHER"}]}', 'f.json');
   assert.throws(() => mergeHosts(env, file), /git host "github\.com" is registered twice/);
   // within one list too: GIT_HOST_B equal to the default GIT_HOST_A
-  assert.throws(() => mergeHosts(hostsFromEnv({ GIT_HOST_B: 'github.com' })), /"github\.com" is registered twice/);
+  assert.throws(() => mergeHosts(hostsFromEnv({ GIT_HOST_A_TOKEN: 'tok', GIT_HOST_B: 'github.com' })), /"github\.com" is registered twice/);
   // within the file
   const twice = parseHostsFile(
     '{"hosts": [{"host": "c.example", "auth": "bearer", "tokenEnv": "A"}, {"host": "c.example", "auth": "bearer", "tokenEnv": "B"}]}',

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { signBotToken, verifyBotToken, type BotClaims, type VerifyResult } from '../../src/auth/jwt.ts';
+import { parseSigningKey, signBotToken, verifyBotToken, verifyGitToken, type BotClaims, type VerifyResult } from '../../src/auth/jwt.ts';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef-test-key');
 const OTHER_KEY = Buffer.from('fedcba9876543210fedcba9876543210-test-key');
@@ -27,7 +27,7 @@ function forge(header: unknown, payload: unknown, key = KEY): string {
 
 const HS256_HEADER = { alg: 'HS256', typ: 'JWT' };
 
-function rejection(result: VerifyResult): string {
+function rejection(result: VerifyResult | ReturnType<typeof verifyGitToken>): string {
   assert.equal(result.ok, false, 'expected the token to be rejected');
   return result.ok ? '' : result.reason;
 }
@@ -254,4 +254,42 @@ test('a duplicate key in the header or payload is rejected, even when correctly 
   const escapedSub = `${claims.slice(0, -1)},"s\\u0075b":"bot:other"}`;
   assert.equal(rejection(verifyBotToken(forgeRaw('{"alg":"HS256","typ":"JWT"}', escapedSub), KEY, OPTS)), 'duplicate key in payload');
   assert.equal(rejection(verifyBotToken(forgeRaw('{"alg":"none","alg":"HS256"}', claims), KEY, OPTS)), 'duplicate key in header');
+});
+
+const GIT_SCOPE = ['github.com/acme/widgets:write', 'github.com/acme/*:read'];
+
+test('a token with a git scope round-trips through verifyGitToken, scope included', () => {
+  const claims = { ...CLAIMS, git: GIT_SCOPE };
+  const token = signBotToken(claims, KEY);
+  assert.deepEqual(JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).git, GIT_SCOPE);
+  assert.deepEqual(verifyGitToken(token, KEY, OPTS), { ok: true, claims });
+});
+
+test('the gateway refuses a token with a git scope and the git proxy one without: one secret may sign both kinds', () => {
+  const gitToken = signBotToken({ ...CLAIMS, git: GIT_SCOPE }, KEY);
+  const botToken = signBotToken(CLAIMS, KEY);
+  assert.equal(rejection(verifyBotToken(gitToken, KEY, OPTS)), 'meant for the git proxy');
+  assert.equal(rejection(verifyGitToken(botToken, KEY, OPTS)), 'no git scope');
+  // Every other rule holds for git tokens too: the same verifier runs first.
+  assert.equal(rejection(verifyGitToken(signBotToken({ ...CLAIMS, git: GIT_SCOPE }, OTHER_KEY), KEY, OPTS)), 'bad signature');
+  assert.equal(rejection(verifyGitToken(signBotToken({ ...CLAIMS, git: GIT_SCOPE, exp: NOW - 31 }, KEY), KEY, OPTS)), 'expired');
+  assert.equal(rejection(verifyGitToken(forge({ alg: 'none' }, { ...CLAIMS, git: GIT_SCOPE }), KEY, OPTS)), 'unsupported algorithm');
+});
+
+test('a git claim that is not a list of 1 to 64 visible-ASCII strings of at most 300 characters is rejected', () => {
+  const bad: unknown[] = [[], 'github.com/acme/widgets:read', [42], [''], ['has space:read'], ['ünicode:read'], ['x'.repeat(301)], Array(65).fill('github.com/a/b:read'), null, {}];
+  for (const git of bad) {
+    const token = forge(HS256_HEADER, { ...CLAIMS, git });
+    assert.equal(rejection(verifyGitToken(token, KEY, OPTS)), 'invalid claim git', JSON.stringify(git).slice(0, 60));
+    assert.equal(rejection(verifyBotToken(token, KEY, OPTS)), 'invalid claim git', 'the gateway refuses it too');
+  }
+  assert.equal(verifyGitToken(forge(HS256_HEADER, { ...CLAIMS, git: Array(64).fill('github.com/a/b:read') }), KEY, OPTS).ok, true);
+  assert.equal(verifyGitToken(forge(HS256_HEADER, { ...CLAIMS, git: ['x'.repeat(300)] }), KEY, OPTS).ok, true);
+});
+
+test('parseSigningKey: unset or empty is no key; under 32 bytes is an error naming the variable; else the UTF-8 bytes', () => {
+  assert.equal(parseSigningKey('GIT_PROXY_SIGNING_KEY', undefined), undefined);
+  assert.equal(parseSigningKey('GIT_PROXY_SIGNING_KEY', ''), undefined);
+  assert.throws(() => parseSigningKey('GIT_PROXY_SIGNING_KEY', 'k'.repeat(31)), /^Error: GIT_PROXY_SIGNING_KEY: must be at least 32 bytes \(e\.g\. openssl rand -hex 32\)$/);
+  assert.deepEqual(parseSigningKey('GIT_PROXY_SIGNING_KEY', 'ü'.repeat(16)), Buffer.from('ü'.repeat(16)), '32 bytes in 16 characters');
 });

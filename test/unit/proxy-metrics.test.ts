@@ -75,6 +75,10 @@ function gitRecord(over: Partial<GitRequestRecord>): GitRequestRecord {
     bytes_in: 0,
     bytes_out: 0,
     error: undefined,
+    instance_id: null,
+    workflow: null,
+    run_id: null,
+    token_error: undefined,
     ...over,
   };
 }
@@ -83,7 +87,7 @@ function gitRecord(over: Partial<GitRequestRecord>): GitRequestRecord {
 // golden file must show (GENAI_DURATION_BUCKETS, GENAI_TTFT_BUCKETS, GIT_DURATION_BUCKETS).
 // Two sums show binary floating point at work, as any Prometheus client's would: the gpt-4o
 // cost 0.00725 + 0.00175 + 0.000325 = 0.009325 prints as 0.009325000000000002, and the
-// info-refs duration 0.04 + 0.012 = 0.052 as 0.052000000000000005.
+// github.com info-refs duration 0.04 + 0.012 + 0.03 + 4 * 0.001 = 0.086 as 0.08600000000000001.
 const MODEL_RECORDS: readonly ModelRequestRecord[] = [
   // 1. Streamed with full usage. duration 1.5 s (le 2.56), ttft 0.12 s (le 0.25).
   //    cost: (1000-200)*2.5 + 200*1.25 + (500-100)*10 + 100*10 = 2000+250+4000+1000 = 7250 µUSD
@@ -125,6 +129,15 @@ const GIT_RECORDS: readonly GitRequestRecord[] = [
   gitRecord({ status: 502, duration_ms: 12, error: 'connect_refused' }),
   // client left: status 0; client_aborted is not an upstream failure. 0.7 s (le 1)
   gitRecord({ method: 'POST', route: 'upload-pack', status: 0, duration_ms: 700, bytes_in: 100, bytes_out: 2048, error: 'client_aborted' }),
+  // the upstream refused our credential (answered 502); not an upstream transport failure. 0.03 s (le 0.05)
+  gitRecord({ status: 502, duration_ms: 30, error: 'upstream_rejected_credential' }),
+  // git's first request of a command, answered with the 401 challenge: not a refusal. 0.001 s (le 0.005)
+  gitRecord({ status: 401, duration_ms: 1, error: 'workload_token_missing' }),
+  // refusals, counted by host and reason. 0.001 s each (le 0.005)
+  gitRecord({ status: 401, duration_ms: 1, error: 'workload_token_invalid', token_error: 'expired' }),
+  gitRecord({ status: 403, duration_ms: 1, error: 'repo_not_in_scope', instance_id: 'bot-1', workflow: 'triage', run_id: 'run-1' }),
+  gitRecord({ status: 403, duration_ms: 1, error: 'repo_not_in_scope', instance_id: 'bot-2', workflow: 'triage', run_id: 'run-2' }),
+  gitRecord({ method: 'GET', host: 'git.example.com:8443', status: 403, duration_ms: 1, error: 'host_read_only' }),
 ];
 
 function goldenExposition(): string {

@@ -1,0 +1,131 @@
+// Who may do what through the git listener, decided after the route check: the workload token
+// (when GIT_PROXY_SIGNING_KEY is set) and the hosts file's static limits. Pure: the caller
+// passes the clock and the key.
+//
+// How git presents the token: its first request carries no credentials and gets a 401 with
+// WWW-Authenticate: Basic; git then asks its credential helper (the one `git-config
+// --workload-token-env` writes) and retries with Basic auth whose password is the token. A
+// Bearer Authorization (e.g. from http.extraHeader) is accepted too. The workload token only
+// ever opens the proxy: it is never forwarded (the upstream Authorization is the host's).
+import { TOKEN_LEEWAY_SEC, verifyGitToken } from '../auth/jwt.ts';
+import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';
+import { canonicalRepoPath, grantedAccess, parseScopeEntry, patternMatches, type GitAccess, type RepoPattern, type ScopeEntry } from './scope.ts';
+
+/** Sent with every 401 of the git listener; git answers it from its credential helper. */
+export const WORKLOAD_CHALLENGE = 'Basic realm="git-proxy"';
+
+export type PresentedToken =
+  | { readonly kind: 'none' }
+  | { readonly kind: 'token'; readonly token: string }
+  | { readonly kind: 'unreadable' };
+
+const AUTHORIZATION = /^([A-Za-z]+) +(\S+)$/;
+const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+
+/** The token in an Authorization header: the password of Basic, or the Bearer token. */
+export function presentedToken(authorization: string | undefined): PresentedToken {
+  if (authorization === undefined || authorization === '') return { kind: 'none' };
+  const m = AUTHORIZATION.exec(authorization);
+  if (!m) return { kind: 'unreadable' };
+  const scheme = m[1]!.toLowerCase();
+  if (scheme === 'bearer') return { kind: 'token', token: m[2]! };
+  if (scheme !== 'basic' || !BASE64.test(m[2]!)) return { kind: 'unreadable' };
+  const bytes = Buffer.from(m[2]!, 'base64');
+  // Node skips what it cannot decode: only the canonical spelling of its bytes is read.
+  if (bytes.toString('base64') !== m[2]) return { kind: 'unreadable' };
+  const userPass = bytes.toString('utf8');
+  const colon = userPass.indexOf(':');
+  if (colon < 0) return { kind: 'unreadable' };
+  // RFC 7617: the user-id ends at the first colon; the username is not ours to check.
+  const password = userPass.slice(colon + 1);
+  return password === '' ? { kind: 'none' } : { kind: 'token', token: password };
+}
+
+export interface GitIdentity {
+  readonly instanceId: string;
+  readonly workflow: string;
+  readonly runId: string;
+}
+
+export interface AccessRequest {
+  readonly hostKey: string;
+  /** The route's raw repository segments. */
+  readonly repo: readonly string[];
+  readonly access: GitAccess;
+  readonly authorization: string | undefined;
+}
+
+export interface AccessPolicy {
+  /** The host's `repos` from the hosts file; undefined: every repository. */
+  readonly repos: readonly RepoPattern[] | undefined;
+  /** The host's `readOnly` from the hosts file. */
+  readonly readOnly: boolean;
+  /** GIT_PROXY_SIGNING_KEY and the verification clock; undefined: network-policy mode, no token. */
+  readonly workloadAuth: { readonly key: Buffer; readonly nowSec: number; readonly maxLifetimeSec: number } | undefined;
+}
+
+export type AccessDecision =
+  | { readonly ok: true; readonly identity: GitIdentity | undefined }
+  | {
+      readonly ok: false;
+      readonly error: ProxyError;
+      /** Answer with WWW-Authenticate (every 401). */
+      readonly challenge: boolean;
+      /** Who was refused, once the token was verified. */
+      readonly identity: GitIdentity | undefined;
+      /** Why a presented token was refused: a fixed phrase for the log. */
+      readonly tokenError: string | undefined;
+    };
+
+function refused(error: ProxyError, identity?: GitIdentity, tokenError?: string): AccessDecision {
+  return { ok: false, error, challenge: error.status === 401, identity, tokenError };
+}
+
+function tokenRefused(reason: string): AccessDecision {
+  return refused(withMessage(ERRORS.workloadTokenInvalid, `the workload token was refused: ${reason}`), undefined, reason);
+}
+
+/**
+ * Authentication first (401), then the hosts file's limits, then the token's scope (403). Every
+ * question without a clear yes is a no: an unreadable header, a token whose scope does not
+ * parse, a path that does not decode.
+ */
+export function decideGitAccess(req: AccessRequest, policy: AccessPolicy): AccessDecision {
+  let identity: GitIdentity | undefined;
+  let scope: ScopeEntry[] | undefined;
+  if (policy.workloadAuth) {
+    const presented = presentedToken(req.authorization);
+    if (presented.kind === 'none') return refused(ERRORS.workloadTokenMissing);
+    if (presented.kind === 'unreadable') return tokenRefused('unreadable authorization header');
+    const { key, nowSec, maxLifetimeSec } = policy.workloadAuth;
+    const verified = verifyGitToken(presented.token, key, { nowSec, maxLifetimeSec, leewaySec: TOKEN_LEEWAY_SEC });
+    if (!verified.ok) return tokenRefused(verified.reason);
+    scope = [];
+    for (const text of verified.claims.git) {
+      const entry = parseScopeEntry(text);
+      if (!entry.ok) return tokenRefused('invalid claim git');
+      scope.push(entry.value);
+    }
+    identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id };
+  }
+  if (policy.repos === undefined && !policy.readOnly && scope === undefined) return { ok: true, identity };
+
+  // Matched as the host reads the path; one that does not decode matches nothing.
+  const repo = canonicalRepoPath(req.repo);
+  const where = `${req.hostKey}/${req.repo.join('/')}`;
+  if (policy.repos !== undefined && !(repo && policy.repos.some((p) => patternMatches(p, repo)))) {
+    return refused(withMessage(ERRORS.repoNotInHostRepos, `the proxy serves no repository ${where}: the hosts file limits ${req.hostKey} to other repositories`), identity);
+  }
+  if (policy.readOnly && req.access === 'write') {
+    return refused(withMessage(ERRORS.hostReadOnly, `the proxy allows no pushes to ${req.hostKey}: it is read-only in the hosts file`), identity);
+  }
+  if (scope !== undefined) {
+    const granted = repo && grantedAccess(scope, req.hostKey, repo);
+    const verb = req.access === 'write' ? 'push to' : 'read';
+    if (!granted) return refused(withMessage(ERRORS.repoNotInScope, `this workload may not ${verb} ${where}`), identity);
+    if (granted === 'read' && req.access === 'write') {
+      return refused(withMessage(ERRORS.pushNotInScope, `this workload may not push to ${where} (its token allows reading only)`), identity);
+    }
+  }
+  return { ok: true, identity };
+}
