@@ -1,10 +1,11 @@
 // Entry point, and the only file with side effects: reads the environment and files, starts
 // listeners, handles signals, writes to stdout/stderr, exits.
 import { readFileSync } from 'node:fs';
-import { AGENTS, botClaims, renderAgentConfig, type AgentName } from './gateway/agent-config.ts';
+import { agentProviders, AGENTS, botClaims, renderAgentConfig, type AgentName } from './gateway/agent-config.ts';
 import { parseCommandLine, usage, UsageError, type CommandLine, type ServeOptions } from './config/cli.ts';
 import { createUpstreamAgent } from './http/forward.ts';
 import { createGatewayHandler, sendGatewayError } from './gateway/handler.ts';
+import type { Provider } from './gateway/providers.ts';
 import { hostedToolsPolicy } from './gateway/protocols/tools.ts';
 import { PROTOCOLS } from './gateway/protocols/table.ts';
 import { parseGatewayEnv, type GatewayConfig } from './gateway/config.ts';
@@ -54,6 +55,26 @@ function openGitUpstreams(hosts: readonly HostConfig[]): Map<string, GitUpstream
   return upstreams;
 }
 
+function loadGateway(options: ServeOptions): GatewayConfig {
+  const file = options.providersFile;
+  if (file === undefined) return parseGatewayEnv(env);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new Error(`--providers: ${file} cannot be read (${(err as NodeJS.ErrnoException).code})`);
+  }
+  return parseGatewayEnv(env, { text, name: file });
+}
+
+function openProviders(gateway: GatewayConfig): Provider[] {
+  return gateway.providers.map((config) => ({
+    config,
+    agent: createUpstreamAgent({ ca: config.caFile ? readCaFile(config.caFile, `provider ${config.name}`) : undefined, tlsInsecureSkipVerify: false }),
+    key: config.key ? secretSource(env, config.key) : undefined,
+  }));
+}
+
 function loadPrices(): Map<string, ModelPrice> {
   const file = env.MODEL_PRICES_FILE;
   return file ? parsePrices(readFileSync(file, 'utf8'), file) : new Map();
@@ -62,7 +83,7 @@ function loadPrices(): Map<string, ModelPrice> {
 async function serve(options: ServeOptions): Promise<void> {
   const gitUpstreams = openGitUpstreams(loadHosts(options));
   const gitSigningKey = parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY);
-  const gateway: GatewayConfig = parseGatewayEnv(env);
+  const gateway = loadGateway(options);
   let hostedTools: ReadonlySet<string>;
   try {
     hostedTools = hostedToolsPolicy(options.allowHostedTools);
@@ -158,7 +179,7 @@ async function serve(options: ServeOptions): Promise<void> {
   }
 
   if (gateway.enabled) {
-    const apiKey = gateway.key ? secretSource(env, gateway.key) : undefined;
+    const providers = openProviders(gateway);
     const model = await startListener({
       name: 'model',
       address: options.modelListen,
@@ -169,15 +190,11 @@ async function serve(options: ServeOptions): Promise<void> {
           log(rec);
           metrics.model(rec);
         },
-        streams: {
-          opened: (model) => metrics.streams.opened(gateway.provider, model),
-          closed: (model) => metrics.streams.closed(gateway.provider, model),
-        },
-        config: gateway,
+        streams: metrics.streams,
+        signingKey: gateway.signingKey,
+        providers,
         protocols: PROTOCOLS,
         hostedTools,
-        agent: createUpstreamAgent({ ca: gateway.caFile ? readCaFile(gateway.caFile, 'UPSTREAM_CA_FILE') : undefined, tlsInsecureSkipVerify: false }),
-        apiKey,
         timeouts: upstreamTimeouts,
         retry: { maxRetries: options.upstreamMaxRetries, budgetMs: options.upstreamRetryBudgetMs, baseDelayMs: 500 },
         maxBodyBytes: options.maxRequestBodyBytes,
@@ -190,8 +207,8 @@ async function serve(options: ServeOptions): Promise<void> {
     if (!gateway.signingKey) {
       log({ event: 'warning', listener: 'model', message: 'MODEL_PROXY_SIGNING_KEY is not set: bots are not authenticated (network-policy mode); identity headers are informational only' });
     }
-    if (gateway.allowedModels.length === 0) {
-      log({ event: 'warning', listener: 'model', message: 'UPSTREAM_ALLOWED_MODELS is empty: every model request will be refused until it lists the model IDs bots may use' });
+    if (providers.every((p) => p.config.models.length === 0)) {
+      log({ event: 'warning', listener: 'model', message: 'no model is allowed (UPSTREAM_ALLOWED_MODELS is empty): every model request will be refused until it lists the model IDs bots may use' });
     }
     if (hostedTools.size > 0) {
       log({ event: 'warning', listener: 'model', message: `hosted tools allowed (--allow-hosted-tools): ${[...hostedTools].join(', ')}; the provider runs them outside the sandbox` });
@@ -201,12 +218,16 @@ async function serve(options: ServeOptions): Promise<void> {
       listener: 'model',
       address: model.address,
       version: VERSION,
-      provider: gateway.provider,
-      upstream: `https://${gateway.upstream.host}${gateway.upstream.basePath}`,
-      models: gateway.allowedModels,
+      providers: providers.map((p) => ({
+        name: p.config.name,
+        kind: p.config.kind,
+        upstream: `https://${p.config.upstream.host}${p.config.upstream.basePath}`,
+        models: p.config.models,
+        // Presence only; a key's value is never logged.
+        key: p.key?.read().ok ? 'present' : 'missing',
+      })),
       apis: PROTOCOLS.map((p) => p.api),
       hosted_tools: [...hostedTools],
-      key: apiKey?.read().ok ? 'present' : 'missing',
       bot_auth: gateway.signingKey ? 'jwt' : 'network-policy',
     });
   }
@@ -268,14 +289,13 @@ async function main(argv: readonly string[]): Promise<void> {
     }
     case 'agent-config': {
       const agent = cli.agent.agent as AgentName;
-      if (!AGENTS.includes(agent)) throw new UsageError(`--agent: "${agent}" is not an agent agent-config knows; use ${AGENTS.join(' or ')}`);
-      const gateway = parseGatewayEnv(env);
+      if (!AGENTS.includes(agent)) throw new UsageError(`--agent: "${agent}" is not an agent agent-config knows; use ${AGENTS.join(', ')}`);
+      const gateway = loadGateway(cli.options);
       process.stdout.write(
         renderAgentConfig(agent, {
-          provider: gateway.provider,
+          ...agentProviders(agent, gateway.providers, cli.agent.model),
           providerName: cli.agent.providerName,
           proxyHost: cli.agent.proxyHost ?? env.MODEL_GATEWAY_PROXY_HOST,
-          allowedModels: gateway.allowedModels,
           model: cli.agent.model,
           smallModel: cli.agent.smallModel,
           webSearchAllowed: cli.options.allowHostedTools.includes('web_search'),

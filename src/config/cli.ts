@@ -27,6 +27,8 @@ export interface ServeOptions {
   readonly metricsListen: ListenAddress;
   readonly metricsMaxSeries: number;
   readonly metricsRunIdLabel: boolean;
+  /** --providers: the model gateway's providers file. */
+  readonly providersFile: string | undefined;
   /** --allow-hosted-tools, split; the names are checked against the gateway's list by main. */
   readonly allowHostedTools: readonly string[];
 }
@@ -82,6 +84,7 @@ const FLAGS = {
   'max-request-body': { default: '32MiB', commands: SERVE, help: 'largest model request body, any route (413 beyond)' },
   'upstream-max-retries': { default: '2', commands: SERVE, help: 'model gateway: retries after a 429 or a failed connect, before any byte reached the client' },
   'upstream-retry-budget': { default: '30s', commands: SERVE, help: 'model gateway: total time retries of one request may wait' },
+  providers: { default: undefined, commands: ['serve', 'agent-config'], help: 'JSON file of model gateway providers (see README, "Several providers"); the UPSTREAM_* variables are the one-provider shorthand' },
   'allow-hosted-tools': { default: '', commands: ['serve', 'agent-config'], help: 'model gateway: provider-run tools allowed, comma-separated (web_search, web_fetch, file_search, code_interpreter, code_execution, image_generation, mcp, shell, tool_search); none by default' },
   'max-token-lifetime': { default: '24h', commands: ['serve', 'mint-token'], help: 'longest bot or workload token lifetime (exp - iat) the proxy accepts and mint-token issues' },
   'header-timeout': { default: '30s', commands: SERVE, help: 'time a client has to send its request head' },
@@ -98,7 +101,7 @@ const FLAGS = {
   'run-id': { default: undefined, commands: ['mint-token'], help: 'the run (claim run_id)' },
   ttl: { default: '1h', commands: ['mint-token'], help: 'token lifetime' },
   'git-repo': { default: undefined, commands: ['mint-token'], multiple: true, help: 'repeatable: host/path:read|write (* only as a whole last segment); makes a git proxy token (GIT_PROXY_SIGNING_KEY)' },
-  agent: { default: 'opencode', commands: ['agent-config'], help: 'the agent to configure: opencode (opencode.json) or codex (config.toml)' },
+  agent: { default: 'opencode', commands: ['agent-config'], help: 'the agent to configure: opencode (opencode.json), codex (config.toml) or claude-code (settings.json)' },
   'proxy-host': { default: undefined, commands: ['git-config', 'agent-config'], help: 'the proxy host[:port] as workloads reach it (default $GIT_AUTH_PROXY_HOST / $MODEL_GATEWAY_PROXY_HOST)' },
   'workload-token-env': { default: undefined, commands: ['git-config'], help: 'add a credential helper that gives git the workload token from this variable' },
   'provider-name': { default: undefined, commands: ['agent-config'], help: 'display name of the provider' },
@@ -120,7 +123,7 @@ export function usage(): string {
     'usage: node proxy.js [serve] [flags]     start the listeners enabled by the environment',
     '       node proxy.js git-config [--git-hosts FILE] [--proxy-host H] [--workload-token-env VAR]',
     '                                         print the workload git configuration',
-    '       node proxy.js agent-config [--agent opencode|codex] [--proxy-host H] [--model M] ...   print the agent\'s config',
+    '       node proxy.js agent-config [--agent opencode|codex|claude-code] [--proxy-host H] [--model M] ...   print the agent\'s config',
     '       node proxy.js mint-token --instance-id I --workflow W --run-id R [--ttl 1h] [--git-repo host/path:read|write ...]',
     '       node proxy.js --help | --version',
     '',
@@ -188,6 +191,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       metricsListen: wrap(() => parseListenAddress('metrics-listen', str('metrics-listen')!)),
       metricsMaxSeries: wrap(() => parseCount('metrics-max-series', str('metrics-max-series')!, 10, 1_000_000)),
       metricsRunIdLabel: values['metrics-run-id-label'] === true,
+      providersFile: str('providers'),
       allowHostedTools: str('allow-hosted-tools')!.split(',').map((t) => t.trim()).filter((t) => t !== ''),
     },
     mint: {

@@ -1,7 +1,9 @@
-// The bot side of the model gateway: the agent's provider entry, and the claims of a bot token.
-// Pure: inputs in, JSON or claims out.
+// The bot side of the model gateway: each agent's configuration file, and the claims of a bot
+// token. Pure: inputs in, file text or claims out.
 import type { BotClaims } from '../auth/jwt.ts';
 import { parseServiceHost } from '../http/address.ts';
+import type { ProviderConfig } from './config.ts';
+import type { ProviderKind } from './protocols/protocol.ts';
 
 export const DEFAULT_GATEWAY_PORT = 8450;
 
@@ -14,22 +16,36 @@ export interface AgentConfigInput {
   readonly smallModel: string | undefined;
 }
 
-/** The agents agent-config writes for: opencode (chat completions) and Codex (Responses API). */
-export const AGENTS = ['opencode', 'codex'] as const;
-export type AgentName = (typeof AGENTS)[number];
+/** The agents agent-config writes for, and the provider kind whose protocol each speaks. */
+export const AGENT_KINDS = { opencode: 'openai', codex: 'openai', 'claude-code': 'anthropic' } as const satisfies Record<string, ProviderKind>;
+export type AgentName = keyof typeof AGENT_KINDS;
+export const AGENTS = Object.keys(AGENT_KINDS) as AgentName[];
 
-/** Checks what every agent's config needs: the gateway's base URL and the models, allowlisted. */
-function resolve(input: AgentConfigInput): { baseURL: string; model: string; small: string } {
+/**
+ * An agent sees the models of the providers its protocol reaches (opencode and Codex the OpenAI
+ * kind, Claude Code the Anthropic kind), named after the provider that owns its default model.
+ */
+export function agentProviders(agent: AgentName, providers: readonly Pick<ProviderConfig, 'name' | 'kind' | 'models'>[], model: string | undefined): { provider: string; allowedModels: string[] } {
+  const kind = AGENT_KINDS[agent];
+  const own = providers.filter((p) => p.kind === kind);
+  if (own.length === 0) throw new Error(`agent-config: no ${kind} provider is configured (UPSTREAM_* or --providers), and ${agent} speaks only its protocol`);
+  const allowedModels = own.flatMap((p) => p.models);
+  const wanted = model ?? allowedModels[0];
+  return { provider: (own.find((p) => wanted !== undefined && p.models.includes(wanted)) ?? own[0]!).name, allowedModels };
+}
+
+/** Checks what every agent's config needs: the gateway's address and the models, allowlisted. */
+function resolve(input: AgentConfigInput): { origin: string; baseURL: string; model: string; small: string } {
   const host = input.proxyHost;
   if (!host) throw new Error('agent-config: give --proxy-host or MODEL_GATEWAY_PROXY_HOST (the gateway host as bots reach it)');
   const hostPort = parseServiceHost('agent-config', host, DEFAULT_GATEWAY_PORT);
-  if (input.allowedModels.length === 0) throw new Error('agent-config: UPSTREAM_ALLOWED_MODELS is empty; the agent would have no model');
+  if (input.allowedModels.length === 0) throw new Error('agent-config: no model is allowed (UPSTREAM_ALLOWED_MODELS or the providers\' models); the agent would have none');
   const model = input.model ?? input.allowedModels[0]!;
   const small = input.smallModel ?? model;
   for (const m of [model, small]) {
-    if (!input.allowedModels.includes(m)) throw new Error(`agent-config: model "${m}" is not in UPSTREAM_ALLOWED_MODELS`);
+    if (!input.allowedModels.includes(m)) throw new Error(`agent-config: model "${m}" is not allowed for this agent's providers`);
   }
-  return { baseURL: `http://${hostPort}/v1`, model, small };
+  return { origin: `http://${hostPort}`, baseURL: `http://${hostPort}/v1`, model, small };
 }
 
 /** opencode's config: one OpenAI-compatible provider pointing at the gateway, nothing else. */
@@ -100,9 +116,31 @@ export function codexConfig(input: AgentConfigInput & { readonly webSearchAllowe
   return `${lines.join('\n')}\n`;
 }
 
+/**
+ * Claude Code's settings.json (in $CLAUDE_CONFIG_DIR, default ~/.claude): the gateway as
+ * ANTHROPIC_BASE_URL (Claude Code adds /v1/messages), an apiKeyHelper that prints the bot token
+ * at that moment (Claude Code sends it as both Authorization and x-api-key), the models, and
+ * CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1: without it Claude Code connects to
+ * api.anthropic.com for telemetry and feature flags, and the bot has no other way out.
+ */
+export function claudeCodeConfig(input: AgentConfigInput): Record<string, unknown> {
+  const { origin, model, small } = resolve(input);
+  return {
+    apiKeyHelper: 'printf %s "$MODEL_PROXY_TOKEN"',
+    model,
+    env: {
+      ANTHROPIC_BASE_URL: origin,
+      // Background work (titles, summaries) asks for the "haiku" model: keep it on the allowlist.
+      ANTHROPIC_DEFAULT_HAIKU_MODEL: small,
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    },
+  };
+}
+
 /** What `agent-config --agent <name>` prints. */
 export function renderAgentConfig(agent: AgentName, input: AgentConfigInput & { readonly webSearchAllowed: boolean }): string {
-  return agent === 'codex' ? codexConfig(input) : `${JSON.stringify(agentConfig(input), null, 2)}\n`;
+  if (agent === 'codex') return codexConfig(input);
+  return `${JSON.stringify(agent === 'claude-code' ? claudeCodeConfig(input) : agentConfig(input), null, 2)}\n`;
 }
 
 export interface MintInput {

@@ -1,10 +1,16 @@
-// Model gateway configuration from the environment. Pure: env in, a validated config out; a bad
-// value stops start-up with the variable's name.
+// Model gateway configuration: the providers (the UPSTREAM_* environment variables are the
+// one-provider shorthand; --providers FILE lists several), and the bot-token signing key. Pure:
+// env and file text in, a validated config out; a bad value stops start-up naming the variable
+// or the file and field.
 import type { SecretRef } from '../config/secret.ts';
+import { isObject, parseConfigJson } from '../config/config-file.ts';
 import { parseSigningKey } from '../auth/jwt.ts';
+import type { ProviderKind } from './protocols/protocol.ts';
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 export const DEFAULT_PROVIDER = 'openai';
+/** Where each kind's API lives; its routes carry their own /v1 (Anthropic) or expect it in the base (OpenAI SDKs). */
+export const KIND_DEFAULT_BASE_URL: Readonly<Record<ProviderKind, string>> = { openai: DEFAULT_BASE_URL, anthropic: 'https://api.anthropic.com' };
 
 export interface UpstreamBase {
   readonly hostname: string;
@@ -15,30 +21,41 @@ export interface UpstreamBase {
   readonly basePath: string;
 }
 
-export interface GatewayConfig {
-  readonly provider: string;
+export interface ProviderConfig {
+  /** The provider's name: `provider` in logs and metrics, `owned_by` in the catalog. */
+  readonly name: string;
+  readonly kind: ProviderKind;
   readonly upstream: UpstreamBase;
-  readonly allowedModels: readonly string[];
+  /** Model IDs served by this provider; each belongs to exactly one provider. */
+  readonly models: readonly string[];
   readonly key: SecretRef | undefined;
+  /** Sent in the kind's own headers (OpenAI: OpenAI-Organization, OpenAI-Project). */
   readonly organization: string | undefined;
   readonly project: string | undefined;
   readonly caFile: string | undefined;
+  /** Where it was configured, for start-up messages: `UPSTREAM_*` or `FILE: providers[i]`. */
+  readonly origin: string;
+}
+
+export interface GatewayConfig {
+  readonly providers: readonly ProviderConfig[];
   /** HS256 key for bot tokens; undefined: network-policy mode. */
   readonly signingKey: Buffer | undefined;
-  /** Whether the listener is switched on (a key is configured, or MODEL_GATEWAY_ENABLED=true). */
+  /** Whether the listener is switched on: a provider with a key, a providers file, or MODEL_GATEWAY_ENABLED=true. */
   readonly enabled: boolean;
 }
 
 const PROVIDER = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$/;
 const HEADER_VALUE = /^[\x20-\x7e]{1,256}$/;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-/** Like an OpenAI SDK baseURL: https only, no credentials, query or fragment. */
-export function parseBaseUrl(text: string): UpstreamBase {
+/** Like an OpenAI SDK baseURL: https only, no credentials, query or fragment. `where` names the setting in errors. */
+export function parseBaseUrl(text: string, where = 'UPSTREAM_BASE_URL'): UpstreamBase {
   // The value is echoed to help with typos, but never a userinfo part: it may hold a password.
   const shown = text.replace(/\/\/[^/]*@/, '//***@');
   const fail = (why: string): never => {
-    throw new Error(`UPSTREAM_BASE_URL: "${shown}" ${why}`);
+    throw new Error(`${where}: "${shown}" ${why}`);
   };
   let url: URL;
   try {
@@ -68,6 +85,102 @@ export function parseAllowedModels(text: string | undefined): string[] {
   return [...new Set(models)];
 }
 
+/** The UPSTREAM_* shorthand: one OpenAI-kind provider, or none when no UPSTREAM_* variable is set. */
+function providerFromEnv(env: NodeJS.ProcessEnv, required: boolean): ProviderConfig | undefined {
+  if (env.UPSTREAM_API_KEY && env.UPSTREAM_API_KEY_FILE) {
+    throw new Error('UPSTREAM_API_KEY and UPSTREAM_API_KEY_FILE are both set: keep one, so that it is clear which key is used');
+  }
+  const names = ['UPSTREAM_API_KEY', 'UPSTREAM_API_KEY_FILE', 'UPSTREAM_ALLOWED_MODELS', 'UPSTREAM_BASE_URL', 'UPSTREAM_PROVIDER', 'UPSTREAM_ORGANIZATION', 'UPSTREAM_PROJECT', 'UPSTREAM_CA_FILE'];
+  if (!required && !names.some((n) => env[n])) return undefined;
+  const key: SecretRef | undefined = env.UPSTREAM_API_KEY_FILE ? { file: env.UPSTREAM_API_KEY_FILE } : env.UPSTREAM_API_KEY ? { env: 'UPSTREAM_API_KEY' } : undefined;
+  const name = env.UPSTREAM_PROVIDER || DEFAULT_PROVIDER;
+  if (!PROVIDER.test(name)) throw new Error(`UPSTREAM_PROVIDER: "${name}" must be lower-case letters, digits, - or _`);
+  return {
+    name,
+    kind: 'openai',
+    upstream: parseBaseUrl(env.UPSTREAM_BASE_URL || DEFAULT_BASE_URL),
+    models: parseAllowedModels(env.UPSTREAM_ALLOWED_MODELS),
+    key,
+    organization: optionalHeaderValue(env, 'UPSTREAM_ORGANIZATION'),
+    project: optionalHeaderValue(env, 'UPSTREAM_PROJECT'),
+    caFile: env.UPSTREAM_CA_FILE || undefined,
+    origin: 'UPSTREAM_*',
+  };
+}
+
+const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'keyEnv', 'keyFile', 'models', 'organization', 'project', 'caFile']);
+
+/**
+ * The --providers file: `{"providers": [{"name", "kind", "baseUrl", "keyEnv" | "keyFile",
+ * "models", "organization", "project", "caFile"}]}`. Strict: an unknown field or a wrong value
+ * stops start-up naming the file and the field.
+ */
+export function parseProvidersFile(text: string, fileName: string): ProviderConfig[] {
+  const { doc, fail } = parseConfigJson(text, fileName);
+  if (!isObject(doc)) return fail('(file)', 'must be a JSON object with a "providers" array');
+  for (const k of Object.keys(doc)) if (k !== 'providers') fail(k, 'unknown field (expected only "providers")');
+  if (!Array.isArray(doc.providers) || doc.providers.length === 0) return fail('providers', 'must be a non-empty array');
+  return doc.providers.map((entry: unknown, i: number): ProviderConfig => {
+    const at = (f: string) => `providers[${i}].${f}`;
+    if (!isObject(entry)) return fail(`providers[${i}]`, 'must be an object');
+    for (const k of Object.keys(entry)) if (!PROVIDER_FIELDS.has(k)) fail(at(k), 'unknown field');
+    const str = (f: string): string | undefined => {
+      const v = entry[f];
+      if (v === undefined) return undefined;
+      if (typeof v !== 'string' || v === '') return fail(at(f), 'must be a non-empty string');
+      return v;
+    };
+    const name = str('name') ?? fail(at('name'), 'is required');
+    if (!PROVIDER.test(name)) fail(at('name'), `"${name}" must be lower-case letters, digits, - or _ (at most 64)`);
+    const kind = str('kind') ?? fail(at('kind'), 'is required ("openai" or "anthropic")');
+    if (kind !== 'openai' && kind !== 'anthropic') fail(at('kind'), `"${kind}" must be "openai" or "anthropic"`);
+    const keyEnv = str('keyEnv');
+    const keyFile = str('keyFile');
+    if ((keyEnv === undefined) === (keyFile === undefined)) fail(at('keyEnv'), 'exactly one of keyEnv and keyFile is required');
+    if (keyEnv !== undefined && !ENV_NAME.test(keyEnv)) fail(at('keyEnv'), 'must be an environment variable name');
+    const models = entry.models;
+    if (!Array.isArray(models) || models.length === 0) return fail(at('models'), 'must be a non-empty array of model IDs');
+    for (const [j, m] of models.entries()) {
+      if (typeof m !== 'string' || !MODEL_ID.test(m)) fail(`${at('models')}[${j}]`, `${JSON.stringify(m)} is not a model ID`);
+    }
+    if (new Set(models).size !== models.length) fail(at('models'), 'lists a model twice');
+    const header = (f: string): string | undefined => {
+      const v = str(f);
+      if (v !== undefined && !HEADER_VALUE.test(v)) fail(at(f), 'must be printable ASCII without line breaks');
+      if (v !== undefined && kind !== 'openai') fail(at(f), 'the anthropic kind has no organization or project header (an Anthropic key belongs to one workspace)');
+      return v;
+    };
+    const providerKind = kind as ProviderKind;
+    return {
+      name,
+      kind: providerKind,
+      upstream: parseBaseUrl(str('baseUrl') ?? KIND_DEFAULT_BASE_URL[providerKind], `${fileName}: ${at('baseUrl')}`),
+      models: models as string[],
+      key: keyEnv !== undefined ? { env: keyEnv } : { file: keyFile! },
+      organization: header('organization'),
+      project: header('project'),
+      caFile: str('caFile'),
+      origin: `${fileName}: providers[${i}]`,
+    };
+  });
+}
+
+/** Every provider once by name, every model in exactly one provider; the clash is named. */
+function checkProviders(providers: readonly ProviderConfig[]): void {
+  const byName = new Map<string, ProviderConfig>();
+  const byModel = new Map<string, ProviderConfig>();
+  for (const p of providers) {
+    const other = byName.get(p.name);
+    if (other) throw new Error(`provider "${p.name}" is defined twice (${other.origin} and ${p.origin})`);
+    byName.set(p.name, p);
+    for (const m of p.models) {
+      const owner = byModel.get(m);
+      if (owner) throw new Error(`model "${m}" belongs to two providers (${owner.name} and ${p.name}): a model ID picks its provider, so it may belong to one only`);
+      byModel.set(m, p);
+    }
+  }
+}
+
 function optionalHeaderValue(env: NodeJS.ProcessEnv, name: string): string | undefined {
   const v = env[name];
   if (!v) return undefined;
@@ -75,27 +188,20 @@ function optionalHeaderValue(env: NodeJS.ProcessEnv, name: string): string | und
   return v;
 }
 
-export function parseGatewayEnv(env: NodeJS.ProcessEnv): GatewayConfig {
-  if (env.UPSTREAM_API_KEY && env.UPSTREAM_API_KEY_FILE) {
-    throw new Error('UPSTREAM_API_KEY and UPSTREAM_API_KEY_FILE are both set: keep one, so that it is clear which key is used');
-  }
-  const key: SecretRef | undefined = env.UPSTREAM_API_KEY_FILE
-    ? { file: env.UPSTREAM_API_KEY_FILE }
-    : env.UPSTREAM_API_KEY
-      ? { env: 'UPSTREAM_API_KEY' }
-      : undefined;
-  const provider = env.UPSTREAM_PROVIDER || DEFAULT_PROVIDER;
-  if (!PROVIDER.test(provider)) throw new Error(`UPSTREAM_PROVIDER: "${provider}" must be lower-case letters, digits, - or _`);
-  const signingKey = parseSigningKey('MODEL_PROXY_SIGNING_KEY', env.MODEL_PROXY_SIGNING_KEY);
+/**
+ * The gateway's configuration from the environment and, when given, the --providers file's
+ * text. The UPSTREAM_* shorthand adds its provider beside the file's when any UPSTREAM_*
+ * variable is set (and stands alone otherwise, as before).
+ */
+export function parseGatewayEnv(env: NodeJS.ProcessEnv, providersFile?: { readonly text: string; readonly name: string }): GatewayConfig {
+  const fromFile = providersFile ? parseProvidersFile(providersFile.text, providersFile.name) : [];
+  const enabledByFlag = env.MODEL_GATEWAY_ENABLED === 'true';
+  const fromEnv = providerFromEnv(env, fromFile.length === 0 && enabledByFlag);
+  const providers = fromEnv ? [fromEnv, ...fromFile] : fromFile;
+  checkProviders(providers);
   return {
-    provider,
-    upstream: parseBaseUrl(env.UPSTREAM_BASE_URL || DEFAULT_BASE_URL),
-    allowedModels: parseAllowedModels(env.UPSTREAM_ALLOWED_MODELS),
-    key,
-    organization: optionalHeaderValue(env, 'UPSTREAM_ORGANIZATION'),
-    project: optionalHeaderValue(env, 'UPSTREAM_PROJECT'),
-    caFile: env.UPSTREAM_CA_FILE || undefined,
-    signingKey,
-    enabled: key !== undefined || env.MODEL_GATEWAY_ENABLED === 'true',
+    providers,
+    signingKey: parseSigningKey('MODEL_PROXY_SIGNING_KEY', env.MODEL_PROXY_SIGNING_KEY),
+    enabled: fromFile.length > 0 || fromEnv?.key !== undefined || enabledByFlag,
   };
 }

@@ -4,17 +4,15 @@
 // differs per protocol comes from its module (./protocols/); the decisions themselves are the
 // pure functions of rules.ts, retry.ts and ../auth/jwt.ts; forwarding is ../http/forward.ts.
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Agent } from 'node:https';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TOKEN_LEEWAY_SEC, verifyBotToken } from '../auth/jwt.ts';
-import type { SecretSource } from '../config/secret.ts';
 import { errorForUpstreamFailure, ERRORS, type ProxyError, type UpstreamError, type UpstreamFailure } from '../http/errors.ts';
 import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type Exchange, type UpstreamCall, type UpstreamTimeouts } from '../http/forward.ts';
 import { mediaType, scrubResponseHeaders } from '../http/headers.ts';
 import { elapsedMs, pathForLog, type LogSink } from '../http/log.ts';
 import { writeProxyError } from '../http/server.ts';
-import type { GatewayConfig } from './config.ts';
+import { providersByModel, routesOfKind, type Provider } from './providers.ts';
 import { openAiErrorBody } from './protocols/openai.ts';
 import type { ApiName, CallSummary, RequestPolicy, WireProtocol } from './protocols/protocol.ts';
 import { nextRetryDelay, retryHintMs, type RetryPolicy } from './retry.ts';
@@ -38,7 +36,8 @@ export type ModelRequestRecord = {
   readonly listener: 'model';
   readonly request_id: string;
   readonly upstream_request_id: string | null;
-  readonly provider: string;
+  /** The provider the model belongs to (null when refused before the model was known). */
+  readonly provider: string | null;
   /** The wire protocol (null for the catalog and for paths no protocol serves). */
   readonly api: ApiName | null;
   /** Only ever an allowlisted model ID (null when refused before or by the allowlist). */
@@ -57,7 +56,9 @@ export type ModelRequestRecord = {
   readonly output_tokens: number | null;
   readonly reasoning_tokens: number | null;
   readonly cached_tokens: number | null;
-  readonly usage_complete: boolean;
+  readonly cache_write_tokens: number | null;
+  /** The upstream reported the usage whole; null where no usage is expected (catalog, token counts). */
+  readonly usage_complete: boolean | null;
   readonly finish_reason: string | null;
   readonly interrupted: 'client' | 'upstream' | 'idle_timeout' | null;
   /** Upstream attempts made (0 when the request never reached the upstream). */
@@ -78,14 +79,15 @@ export interface GatewayDeps {
   /** Called once per request, when it is over. */
   readonly record: (rec: ModelRequestRecord) => void;
   /** Told when an SSE relay starts and ends (for the streams-in-flight gauge). */
-  readonly streams?: { opened(model: string): void; closed(model: string): void };
-  readonly config: GatewayConfig;
+  readonly streams?: { opened(provider: string, model: string): void; closed(provider: string, model: string): void };
+  /** HS256 key for bot tokens; undefined: network-policy mode. */
+  readonly signingKey: Buffer | undefined;
+  /** The providers, each serving its own models (./providers.ts). */
+  readonly providers: readonly Provider[];
   /** The wire protocols served (./protocols/table.ts). */
   readonly protocols: readonly WireProtocol[];
   /** Provider-executed tool types allowed (--allow-hosted-tools). */
   readonly hostedTools: ReadonlySet<string>;
-  readonly agent: Agent;
-  readonly apiKey: SecretSource | undefined;
   readonly timeouts: UpstreamTimeouts;
   readonly retry: RetryPolicy;
   readonly maxBodyBytes: number;
@@ -162,10 +164,22 @@ export function sendGatewayError(req: IncomingMessage, res: ServerResponse, erro
   writeProxyError(req, res, error.status, 'application/json', openAiErrorBody(error, null, error.message));
 }
 
+/**
+ * The bot token: `Authorization: Bearer`, or `x-api-key` (what Claude Code's apiKeyHelper and the
+ * Anthropic SDKs send; Claude Code sends both). Two different values are refused, not chosen from.
+ */
+export function botToken(headers: IncomingHttpHeaders): string | undefined | 'conflict' {
+  const bearer = /^Bearer +([^ ]+)$/.exec(headers.authorization ?? '')?.[1];
+  const apiKey = typeof headers['x-api-key'] === 'string' && headers['x-api-key'] !== '' ? headers['x-api-key'] : undefined;
+  if (bearer !== undefined && apiKey !== undefined && bearer !== apiKey) return 'conflict';
+  return bearer ?? apiKey;
+}
+
 export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, res: ServerResponse) => void {
-  const policy: RequestPolicy = { allowedModels: new Set(deps.config.allowedModels), hostedTools: deps.hostedTools };
-  const modelsBody = modelsListBody(deps.config.allowedModels, deps.config.provider);
-  const { upstream, provider } = deps.config;
+  const byModel = providersByModel(deps.providers);
+  const policy: RequestPolicy = { allowedModels: new Set(byModel.keys()), hostedTools: deps.hostedTools };
+  const configs = deps.providers.map((p) => p.config);
+  const modelsBody = modelsListBody(configs);
 
   return (req, res) => {
     void handle(req, res).catch((err: unknown) => {
@@ -183,8 +197,11 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     // What the record says, filled in as the request goes.
     const tally = {
       identity: { instanceId: null, workflow: null, runId: null } as Identity,
+      provider: undefined as Provider | undefined,
       model: null as string | null,
       refusedModel: null as string | null,
+      /** The route's answer carries usage (not a token count). */
+      usageExpected: route.ok && route.kind === 'protocol' && !route.route.noUsage,
       stream: false,
       /** An SSE relay began: only then can a stream be interrupted. */
       relaying: false,
@@ -207,6 +224,8 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     const requestId = clientRequestId(req.headers) ?? randomUUID();
     res.setHeader('x-client-request-id', requestId);
     res.setHeader('x-request-id', requestId);
+    // Anthropic's SDKs read `request-id`: the gateway's own answers on its routes carry that too.
+    if (protocol && protocol.upstreamRequestIdHeader !== 'x-request-id') res.setHeader(protocol.upstreamRequestIdHeader, requestId);
 
     const logDone = (status: number, error?: string) => {
       const summary = tally.summary;
@@ -218,7 +237,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         listener: 'model',
         request_id: requestId,
         upstream_request_id: tally.upstreamRequestId ?? null,
-        provider,
+        provider: tally.provider?.config.name ?? null,
         api: protocol?.api ?? null,
         model: tally.model,
         refused_model: tally.refusedModel,
@@ -233,7 +252,8 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         output_tokens: usage?.outputTokens ?? null,
         reasoning_tokens: usage?.reasoningTokens ?? null,
         cached_tokens: usage?.cachedTokens ?? null,
-        usage_complete: usage !== null,
+        cache_write_tokens: usage?.cacheWriteTokens ?? null,
+        usage_complete: tally.usageExpected ? (summary?.usageComplete ?? false) : null,
         finish_reason: summary?.finishReason ?? null,
         interrupted: tally.relaying ? interrupted : null,
         attempts: tally.attempts,
@@ -259,10 +279,11 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
 
     // Rule 1: who is asking. With a signing key only a verified token counts; without one the
     // headers are informational (network-policy mode).
-    if (deps.config.signingKey) {
-      const m = /^Bearer +([^ ]+)$/.exec(req.headers.authorization ?? '');
-      if (!m) return reject(ERRORS.unauthenticated);
-      const verified = verifyBotToken(m[1]!, deps.config.signingKey, {
+    if (deps.signingKey) {
+      const token = botToken(req.headers);
+      if (token === 'conflict') return reject(ERRORS.unauthenticated, null, `${ERRORS.unauthenticated.message}: Authorization and x-api-key carry different tokens`);
+      if (token === undefined) return reject(ERRORS.unauthenticated);
+      const verified = verifyBotToken(token, deps.signingKey, {
         nowSec: Math.floor(Date.now() / 1000),
         maxLifetimeSec: deps.maxTokenLifetimeSec,
         leewaySec: TOKEN_LEEWAY_SEC,
@@ -276,7 +297,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     }
 
     if (route.kind === 'models' || route.kind === 'model') {
-      const body = route.kind === 'models' ? modelsBody : modelBody(route.id, deps.config.allowedModels, provider);
+      const body = route.kind === 'models' ? modelsBody : modelBody(route.id, configs);
       if (body === undefined) return reject(ERRORS.modelNotFound);
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
       res.end(body);
@@ -306,25 +327,31 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     }
     tally.model = checked.model;
     tally.stream = checked.stream;
+    // The model picks its provider; the route must be one the provider's kind serves.
+    const provider = byModel.get(checked.model)!;
+    tally.provider = provider;
+    if (provider.config.kind !== proto.kind) {
+      return reject(ERRORS.modelNotOnRoute, 'model', `model "${checked.model}" is served by ${routesOfKind(provider.config.kind, deps.protocols)} (provider ${provider.config.name}), not by this route`);
+    }
 
     // Rule 3: the key, read now (it may have rotated).
-    if (!deps.apiKey) return reject(ERRORS.upstreamKeyMissing);
-    const key = deps.apiKey.read();
+    if (!provider.key) return reject(ERRORS.upstreamKeyMissing);
+    const key = provider.key.read();
     if (!key.ok) return reject(key.reason === 'missing' ? ERRORS.upstreamKeyMissing : ERRORS.upstreamKeyInvalid);
 
+    const { upstream } = provider.config;
     const target = {
-      agent: deps.agent,
+      agent: provider.agent,
       hostname: upstream.hostname,
       port: upstream.port,
       method: 'POST',
       path: upstreamPath(upstream.basePath, route.route, route.query),
       headers: gatewayUpstreamHeaders(req.headers, proto, {
         host: upstream.host,
+        provider: provider.config,
         apiKey: key.value,
         clientRequestId: requestId,
         contentLength: body.length,
-        organization: deps.config.organization,
-        project: deps.config.project,
       }),
     };
 
@@ -359,9 +386,10 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       }
 
       const status = upstreamRes.statusCode ?? 502;
-      tally.upstreamRequestId = typeof upstreamRes.headers['x-request-id'] === 'string' ? upstreamRes.headers['x-request-id'].slice(0, 128) : undefined;
-      if (status === 429) {
-        tally.rateLimited++;
+      const upstreamId = upstreamRes.headers[proto.upstreamRequestIdHeader];
+      tally.upstreamRequestId = typeof upstreamId === 'string' ? upstreamId.slice(0, 128) : undefined;
+      if (proto.retryStatuses.has(status)) {
+        if (status === 429) tally.rateLimited++;
         const delay = nextRetryDelay(deps.retry, tally.retries, waited, retryHintMs(upstreamRes.headers, Date.now()), Math.random);
         if (delay !== undefined) {
           upstreamRes.resume();
@@ -401,7 +429,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         // relaying the 401/403 would look like its own token was refused. The upstream body
         // is dropped unread (it may echo the key).
         upstreamRes.resume();
-        deps.log({ event: 'config_error', listener: 'model', provider, status, message: 'the upstream refused the gateway API key: check UPSTREAM_API_KEY / UPSTREAM_API_KEY_FILE and the key\'s permissions' });
+        deps.log({ event: 'config_error', listener: 'model', provider: provider.config.name, status, message: `the upstream refused the gateway API key of provider ${provider.config.name} (${provider.config.origin}): check the key and its permissions` });
         sendError(ERRORS.upstreamAuthFailed);
         return logDone(ERRORS.upstreamAuthFailed.status, `upstream_${status}`);
       }
@@ -433,7 +461,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         const reader = proto.newStreamReader(() => performance.now());
         const framer = new SseFramer(reader);
         const model = tally.model!;
-        deps.streams?.opened(model);
+        deps.streams?.opened(provider.config.name, model);
         try {
           await relayResponse(res, upstreamRes, pairs, exchange, {
             onChunk: (chunk) => framer.push(chunk),
@@ -441,7 +469,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
             endIsClean: proto.streamNeedsEndEvent ? () => reader.summary().terminated : undefined,
           });
         } finally {
-          deps.streams?.closed(model);
+          deps.streams?.closed(provider.config.name, model);
         }
         tally.summary = reader.summary();
         return logDone(status);

@@ -5,6 +5,8 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { ERRORS, type ProxyError } from '../http/errors.ts';
 import { assertHeaderValue, connectionNamed, mediaType } from '../http/headers.ts';
 import { parseStrictJson } from '../http/json.ts';
+import type { ProviderConfig } from './config.ts';
+import { providerHeaders } from './providers.ts';
 import { bounded, refuse, type CheckedRequest, type ProtocolRoute, type RequestPolicy, type RequestRefusal, type WireProtocol } from './protocols/protocol.ts';
 
 export type GatewayRoute =
@@ -108,18 +110,18 @@ export function clientRequestId(headers: IncomingHttpHeaders): string | undefine
 
 export interface GatewayUpstreamHeaderInput {
   readonly host: string;
+  /** The provider's kind decides where the key and the account headers go. */
+  readonly provider: Pick<ProviderConfig, 'kind' | 'organization' | 'project'>;
   readonly apiKey: string;
   readonly clientRequestId: string;
   readonly contentLength: number;
-  readonly organization: string | undefined;
-  readonly project: string | undefined;
 }
 
 /**
  * Upstream headers for a model call: the client headers the protocol allows (minus any the
  * client named in `Connection`, evaluated before ours are added so that a client cannot strip
- * what the gateway sets), then Host, the key, the body length, identity encoding, the
- * correlation id and the configured account headers. Everything else stays here: credentials
+ * what the gateway sets), then Host, the body length, identity encoding, the correlation id,
+ * and the provider's key and account headers where its kind reads them. Everything else stays here: credentials
  * of any kind, account selectors, forwarding metadata, our identity headers, headers nobody
  * thought of.
  */
@@ -131,14 +133,11 @@ export function gatewayUpstreamHeaders(incoming: IncomingHttpHeaders, protocol: 
     if (protocol.requestHeaders.has(name) || protocol.requestHeaderPrefixes.some((p) => name.startsWith(p))) out[name] = incoming[name];
   }
   out.host = assertHeaderValue('host', set.host);
-  out.authorization = assertHeaderValue('authorization', `Bearer ${set.apiKey}`);
   out['content-length'] = set.contentLength;
   // Only what the usage inspector can read: identity, so usage is never lost to an encoding.
   out['accept-encoding'] = 'identity';
   out['x-client-request-id'] = assertHeaderValue('x-client-request-id', set.clientRequestId);
-  if (set.organization) out['upstream-organization'] = assertHeaderValue('upstream-organization', set.organization);
-  if (set.project) out['upstream-project'] = assertHeaderValue('upstream-project', set.project);
-  return out;
+  return Object.assign(out, providerHeaders(set.provider, set.apiKey));
 }
 
 /** A protocol path under an SDK-style base path: `/v1` + `/chat/completions`, never `/v1/v1`. */
@@ -150,12 +149,13 @@ function modelObject(id: string, provider: string): Record<string, unknown> {
   return { id, object: 'model', created: 0, owned_by: provider };
 }
 
-/** The catalog: exactly the allowlist, in OpenAI's list format. */
-export function modelsListBody(models: readonly string[], provider: string): string {
-  return JSON.stringify({ object: 'list', data: models.map((id) => modelObject(id, provider)) });
+/** The catalog: exactly the allowlist of every provider, in OpenAI's list format, owned_by the provider. */
+export function modelsListBody(providers: readonly Pick<ProviderConfig, 'name' | 'models'>[]): string {
+  return JSON.stringify({ object: 'list', data: providers.flatMap((p) => p.models.map((id) => modelObject(id, p.name))) });
 }
 
 /** One model of the catalog (`GET /v1/models/{id}`, the SDKs' models.retrieve), or undefined. */
-export function modelBody(id: string, models: readonly string[], provider: string): string | undefined {
-  return models.includes(id) ? JSON.stringify(modelObject(id, provider)) : undefined;
+export function modelBody(id: string, providers: readonly Pick<ProviderConfig, 'name' | 'models'>[]): string | undefined {
+  const owner = providers.find((p) => p.models.includes(id));
+  return owner ? JSON.stringify(modelObject(id, owner.name)) : undefined;
 }

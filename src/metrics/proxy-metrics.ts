@@ -70,7 +70,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
   m.startTime.set([], Math.round(Date.now() / 1000 - process.uptime()));
 
   const whoValues = (r: ModelRequestRecord): string[] => {
-    const v = [r.provider, r.model ?? NONE, r.instance_id ?? '', r.workflow ?? ''];
+    const v = [r.provider ?? NONE, r.model ?? NONE, r.instance_id ?? '', r.workflow ?? ''];
     if (opts.runIdLabel) v.push(r.run_id ?? '');
     return v;
   };
@@ -86,7 +86,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
       if (r.rate_limited > 0) m.rateLimited.inc(w, r.rate_limited);
       if (r.retries > 0) m.retries.inc(w, r.retries);
       if (r.interrupted !== null) m.interruptions.inc([...w, r.interrupted]);
-      if (r.status >= 200 && r.status < 300 && r.api !== null && !r.usage_complete) m.usageIncomplete.inc(w);
+      if (r.status >= 200 && r.status < 300 && r.usage_complete === false) m.usageIncomplete.inc(w);
       const counts = { input: r.input_tokens, output: r.output_tokens, reasoning: r.reasoning_tokens, cached: r.cached_tokens };
       for (const [type, n] of Object.entries(counts)) if (n !== null && n > 0) m.tokens.inc([...w, type], n);
       const price = r.model === null ? undefined : opts.prices.get(r.model);

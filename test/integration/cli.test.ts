@@ -197,7 +197,7 @@ test('agent-config --agent codex prints a Codex config.toml for the gateway; an 
   assert.ok(!allowed.stdout.includes('web_search'), allowed.stdout);
   const unknown = await runProxyCommand(['agent-config', '--agent', 'cursor', '--proxy-host', 'gw'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big' });
   assert.equal(unknown.code, 2);
-  assert.match(unknown.stderr, /--agent: "cursor" is not an agent agent-config knows; use opencode or codex/);
+  assert.match(unknown.stderr, /--agent: "cursor" is not an agent agent-config knows; use opencode, codex, claude-code/);
 });
 
 test('mint-token without a signing key fails with a clear message', async () => {

@@ -86,12 +86,12 @@ test('the original request bytes are forwarded unchanged', async () => {
   assert.deepEqual(last().body, Buffer.from(body));
 });
 
-test('Upstream-Organization and Upstream-Project are sent; client account and key headers are dropped', async () => {
-  await chat(port, chatBody(), { 'openai-organization': 'org-other', 'x-api-key': 'sk-found-it', cookie: 'a=b', 'user-agent': 'OpenAI/JS 4.0' });
+test("the provider's organization and project go up as OpenAI-Organization and OpenAI-Project; the client's account and key headers never do", async () => {
+  await chat(port, chatBody(), { 'openai-organization': 'org-other', 'openai-project': 'proj-other', 'x-api-key': 'sk-found-it', cookie: 'a=b', 'user-agent': 'OpenAI/JS 4.0' });
   const h = last().headers;
-  assert.equal(h['upstream-organization'], 'org-test');
-  assert.equal(h['upstream-project'], 'proj-test');
-  assert.equal(h['openai-organization'], undefined);
+  assert.equal(h['openai-organization'], 'org-test');
+  assert.equal(h['openai-project'], 'proj-test');
+  assert.equal(h['upstream-organization'], undefined);
   assert.equal(h['x-api-key'], undefined);
   assert.equal(h.cookie, undefined);
   assert.equal(h['user-agent'], 'OpenAI/JS 4.0');
@@ -461,7 +461,7 @@ test('with MODEL_GATEWAY_ENABLED=true and no key, requests get a clear 503', asy
     assert.equal(errorOf(r).code, 'upstream_key_missing');
     assert.match(errorOf(r).message, /UPSTREAM_API_KEY/);
     const start = p.records().find((l) => l.event === 'listening')!;
-    assert.equal(start.key, 'missing');
+    assert.equal((start.providers as { key: string }[])[0]!.key, 'missing');
   } finally {
     await p.stop();
   }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { agentConfig, botClaims, codexConfig, DEFAULT_GATEWAY_PORT, renderAgentConfig, type AgentConfigInput, type MintInput } from '../../src/gateway/agent-config.ts';
+import { agentConfig, agentProviders, botClaims, claudeCodeConfig, codexConfig, DEFAULT_GATEWAY_PORT, renderAgentConfig, type AgentConfigInput, type MintInput } from '../../src/gateway/agent-config.ts';
 
 const INPUT: AgentConfigInput = {
   provider: 'openai',
@@ -93,12 +93,12 @@ test('a proxy host that is not host or host:port is rejected', () => {
 });
 
 test('an empty allowlist is an error', () => {
-  assert.throws(() => agentConfig({ ...INPUT, allowedModels: [] }), /UPSTREAM_ALLOWED_MODELS is empty/);
+  assert.throws(() => agentConfig({ ...INPUT, allowedModels: [] }), /no model is allowed/);
 });
 
 test('a model or small model outside the allowlist is an error naming it', () => {
-  assert.throws(() => agentConfig({ ...INPUT, model: 'gpt-5' }), /model "gpt-5" is not in UPSTREAM_ALLOWED_MODELS/);
-  assert.throws(() => agentConfig({ ...INPUT, smallModel: 'gpt-5-nano' }), /model "gpt-5-nano" is not in UPSTREAM_ALLOWED_MODELS/);
+  assert.throws(() => agentConfig({ ...INPUT, model: 'gpt-5' }), /model "gpt-5" is not allowed/);
+  assert.throws(() => agentConfig({ ...INPUT, smallModel: 'gpt-5-nano' }), /model "gpt-5-nano" is not allowed/);
 });
 
 // ---- botClaims ----
@@ -171,11 +171,38 @@ test('codexConfig leaves web search to Codex only when the operator allows hoste
 test('codexConfig writes TOML strings escaped, and checks models like the opencode config', () => {
   const text = codexConfig({ ...INPUT, providerName: 'Acme "prod" \\ gateway\u007f', webSearchAllowed: false });
   assert.match(text, /^name = "Acme \\"prod\\" \\\\ gateway\\u007f"$/m);
-  assert.throws(() => codexConfig({ ...INPUT, model: 'gpt-secret', webSearchAllowed: false }), /not in UPSTREAM_ALLOWED_MODELS/);
+  assert.throws(() => codexConfig({ ...INPUT, model: 'gpt-secret', webSearchAllowed: false }), /model "gpt-secret" is not allowed/);
   assert.throws(() => codexConfig({ ...INPUT, proxyHost: undefined, webSearchAllowed: false }), /--proxy-host/);
 });
 
 test('renderAgentConfig prints opencode JSON by default and Codex TOML for codex', () => {
   assert.deepEqual(JSON.parse(renderAgentConfig('opencode', { ...INPUT, webSearchAllowed: false })), agentConfig(INPUT));
   assert.match(renderAgentConfig('codex', { ...INPUT, webSearchAllowed: false }), /^wire_api = "responses"$/m);
+});
+
+// ---- claudeCodeConfig and the agents' providers ----
+
+test('claudeCodeConfig points ANTHROPIC_BASE_URL at the gateway, prints the bot token from apiKeyHelper and switches off non-essential traffic', () => {
+  assert.deepEqual(claudeCodeConfig({ ...INPUT, provider: 'anthropic', allowedModels: ['claude-sonnet-4-5', 'claude-haiku-4-5'], smallModel: 'claude-haiku-4-5' }), {
+    apiKeyHelper: 'printf %s "$MODEL_PROXY_TOKEN"',
+    model: 'claude-sonnet-4-5',
+    env: { ANTHROPIC_BASE_URL: 'http://proxy.ns.svc.cluster.local:8450', ANTHROPIC_DEFAULT_HAIKU_MODEL: 'claude-haiku-4-5', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1' },
+  });
+});
+
+test('each agent sees the models of the providers its protocol reaches only', () => {
+  const providers = [
+    { name: 'openai', kind: 'openai', models: ['gpt-5', 'gpt-5-mini'] },
+    { name: 'anthropic', kind: 'anthropic', models: ['claude-sonnet-4-5'] },
+    { name: 'local', kind: 'openai', models: ['qwen3-coder'] },
+  ] as const;
+  assert.deepEqual(agentProviders('codex', providers, undefined), { provider: 'openai', allowedModels: ['gpt-5', 'gpt-5-mini', 'qwen3-coder'] });
+  assert.deepEqual(agentProviders('opencode', providers, 'qwen3-coder'), { provider: 'local', allowedModels: ['gpt-5', 'gpt-5-mini', 'qwen3-coder'] });
+  assert.deepEqual(agentProviders('claude-code', providers, undefined), { provider: 'anthropic', allowedModels: ['claude-sonnet-4-5'] });
+  assert.throws(() => agentProviders('claude-code', providers.filter((p) => p.kind === 'openai'), undefined), /no anthropic provider is configured/);
+});
+
+test('renderAgentConfig prints Claude Code settings JSON for claude-code', () => {
+  const text = renderAgentConfig('claude-code', { ...INPUT, allowedModels: ['claude-sonnet-4-5'], webSearchAllowed: false });
+  assert.equal(JSON.parse(text).env.ANTHROPIC_BASE_URL, 'http://proxy.ns.svc.cluster.local:8450');
 });

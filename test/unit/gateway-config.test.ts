@@ -115,22 +115,25 @@ test('a malformed model ID is rejected, naming the variable and the ID', () => {
 
 // ---- parseGatewayEnv ----
 
+/** The one provider of the UPSTREAM_* shorthand. */
+const one = (env: NodeJS.ProcessEnv) => parseGatewayEnv({ MODEL_GATEWAY_ENABLED: 'true', ...env }).providers[0]!;
+
 test('UPSTREAM_API_KEY enables the gateway with an env key reference', () => {
   const c = parseGatewayEnv({ UPSTREAM_API_KEY: 'sk-x' });
   assert.equal(c.enabled, true);
-  assert.deepEqual(c.key, { env: 'UPSTREAM_API_KEY' });
+  assert.deepEqual(c.providers[0]!.key, { env: 'UPSTREAM_API_KEY' });
 });
 
 test('UPSTREAM_API_KEY_FILE enables the gateway with a file key reference', () => {
   const c = parseGatewayEnv({ UPSTREAM_API_KEY_FILE: '/run/secrets/key' });
   assert.equal(c.enabled, true);
-  assert.deepEqual(c.key, { file: '/run/secrets/key' });
+  assert.deepEqual(c.providers[0]!.key, { file: '/run/secrets/key' });
 });
 
 test('MODEL_GATEWAY_ENABLED=true enables the gateway without a key', () => {
   const c = parseGatewayEnv({ MODEL_GATEWAY_ENABLED: 'true' });
   assert.equal(c.enabled, true);
-  assert.equal(c.key, undefined);
+  assert.equal(c.providers[0]!.key, undefined);
 });
 
 test('without a key or MODEL_GATEWAY_ENABLED=true the gateway is disabled', () => {
@@ -148,11 +151,12 @@ test('setting both UPSTREAM_API_KEY and UPSTREAM_API_KEY_FILE is an error naming
 
 test('the provider defaults to openai', () => {
   assert.equal(DEFAULT_PROVIDER, 'openai');
-  assert.equal(parseGatewayEnv({}).provider, 'openai');
+  assert.equal(one({}).name, 'openai');
+  assert.equal(one({}).kind, 'openai');
 });
 
 test('a valid UPSTREAM_PROVIDER is used', () => {
-  assert.equal(parseGatewayEnv({ UPSTREAM_PROVIDER: 'azure_eu-1' }).provider, 'azure_eu-1');
+  assert.equal(one({ UPSTREAM_PROVIDER: 'azure_eu-1' }).name, 'azure_eu-1');
 });
 
 test('a malformed UPSTREAM_PROVIDER is rejected naming the variable', () => {
@@ -162,19 +166,19 @@ test('a malformed UPSTREAM_PROVIDER is rejected naming the variable', () => {
 });
 
 test('the base URL and allowlist come from the environment, with defaults', () => {
-  const dflt = parseGatewayEnv({});
+  const dflt = one({});
   assert.deepEqual(dflt.upstream, parseBaseUrl(DEFAULT_BASE_URL));
-  assert.deepEqual(dflt.allowedModels, []);
-  const custom = parseGatewayEnv({ UPSTREAM_BASE_URL: 'https://llm.example.com/openai/v1', UPSTREAM_ALLOWED_MODELS: 'a,b' });
+  assert.deepEqual(dflt.models, []);
+  const custom = one({ UPSTREAM_BASE_URL: 'https://llm.example.com/openai/v1', UPSTREAM_ALLOWED_MODELS: 'a,b' });
   assert.equal(custom.upstream.basePath, '/openai/v1');
-  assert.deepEqual(custom.allowedModels, ['a', 'b']);
+  assert.deepEqual(custom.models, ['a', 'b']);
 });
 
 test('organization and project are read, and absent when unset', () => {
-  const c = parseGatewayEnv({ UPSTREAM_ORGANIZATION: 'org-1', UPSTREAM_PROJECT: 'proj-1' });
+  const c = one({ UPSTREAM_ORGANIZATION: 'org-1', UPSTREAM_PROJECT: 'proj-1' });
   assert.equal(c.organization, 'org-1');
   assert.equal(c.project, 'proj-1');
-  const none = parseGatewayEnv({});
+  const none = one({});
   assert.equal(none.organization, undefined);
   assert.equal(none.project, undefined);
 });
@@ -204,8 +208,8 @@ test('without a signing key the gateway is in network-policy mode (signingKey un
 });
 
 test('UPSTREAM_CA_FILE is passed through, empty meaning none', () => {
-  assert.equal(parseGatewayEnv({ UPSTREAM_CA_FILE: '/etc/ca.pem' }).caFile, '/etc/ca.pem');
-  assert.equal(parseGatewayEnv({ UPSTREAM_CA_FILE: '' }).caFile, undefined);
+  assert.equal(one({ UPSTREAM_CA_FILE: '/etc/ca.pem' }).caFile, '/etc/ca.pem');
+  assert.equal(one({ UPSTREAM_CA_FILE: '' }).caFile, undefined);
 });
 
 test('a base URL error never echoes a password given in the URL', () => {

@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders } from 'node:http';
 import { ERRORS } from '../../src/http/errors.ts';
+import { anthropicMessages } from '../../src/gateway/protocols/anthropic-messages.ts';
 import { chatCompletions } from '../../src/gateway/protocols/chat-completions.ts';
 import { openAiErrorBody, openAiErrorType } from '../../src/gateway/protocols/openai.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
@@ -39,8 +40,7 @@ const SET: GatewayUpstreamHeaderInput = {
   apiKey: 'sk-upstream-key',
   clientRequestId: 'req-123',
   contentLength: 42,
-  organization: undefined,
-  project: undefined,
+  provider: { kind: 'openai', organization: undefined, project: undefined },
 };
 
 // ---- routeGatewayRequest ----
@@ -98,8 +98,10 @@ test('GET /v1/models/{id} is the model route, its id percent-decoded', () => {
 });
 
 test('modelBody serves an allowlisted model and nothing else', () => {
-  assert.deepEqual(JSON.parse(modelBody('gpt-4.1', ['gpt-4.1'], 'openai')!), { id: 'gpt-4.1', object: 'model', created: 0, owned_by: 'openai' });
-  assert.equal(modelBody('gpt-secret', ['gpt-4.1'], 'openai'), undefined);
+  const providers = [{ name: 'openai', models: ['gpt-4.1'] }, { name: 'anthropic', models: ['claude-x'] }];
+  assert.deepEqual(JSON.parse(modelBody('gpt-4.1', providers)!), { id: 'gpt-4.1', object: 'model', created: 0, owned_by: 'openai' });
+  assert.deepEqual(JSON.parse(modelBody('claude-x', providers)!).owned_by, 'anthropic');
+  assert.equal(modelBody('gpt-secret', providers), undefined);
 });
 
 test('any method but GET on the models route is 405 with Allow: GET', () => {
@@ -422,22 +424,27 @@ test('the gateway sets Host, Authorization, Content-Length, Accept-Encoding and 
   });
 });
 
-test('Upstream-Organization and Upstream-Project are sent only when configured', () => {
+test('an OpenAI-kind provider\'s organization and project go up as OpenAI-Organization and OpenAI-Project, only when configured', () => {
   const without = upstreamHeaders({}, SET);
-  assert.ok(!('upstream-organization' in without));
-  assert.ok(!('upstream-project' in without));
-  const withBoth = upstreamHeaders({}, { ...SET, organization: 'org-ours', project: 'proj-ours' });
-  assert.equal(withBoth['upstream-organization'], 'org-ours');
-  assert.equal(withBoth['upstream-project'], 'proj-ours');
+  for (const name of ['openai-organization', 'openai-project', 'upstream-organization', 'upstream-project']) assert.ok(!(name in without), name);
+  const withBoth = upstreamHeaders({}, { ...SET, provider: { kind: 'openai', organization: 'org-ours', project: 'proj-ours' } });
+  assert.equal(withBoth['openai-organization'], 'org-ours');
+  assert.equal(withBoth['openai-project'], 'proj-ours');
 });
 
 test('configured organization and project replace the client values', () => {
   const out = upstreamHeaders(
-    { 'upstream-organization': 'org-other', 'upstream-project': 'proj-other' },
-    { ...SET, organization: 'org-ours', project: 'proj-ours' },
+    { 'openai-organization': 'org-other', 'openai-project': 'proj-other' },
+    { ...SET, provider: { kind: 'openai', organization: 'org-ours', project: 'proj-ours' } },
   );
-  assert.equal(out['upstream-organization'], 'org-ours');
-  assert.equal(out['upstream-project'], 'proj-ours');
+  assert.equal(out['openai-organization'], 'org-ours');
+  assert.equal(out['openai-project'], 'proj-ours');
+});
+
+test('an Anthropic-kind provider gets the key in x-api-key, and no Authorization', () => {
+  const out = gatewayUpstreamHeaders({ authorization: 'Bearer bot', 'x-api-key': 'bot' }, anthropicMessages, { ...SET, provider: { kind: 'anthropic', organization: undefined, project: undefined } });
+  assert.equal(out['x-api-key'], 'sk-upstream-key');
+  assert.equal(out.authorization, undefined);
 });
 
 test('the OpenAI SDK and Codex headers on the allowlist pass through unchanged', () => {
@@ -483,8 +490,11 @@ test('gatewayUpstreamHeaders does not modify the incoming header object', () => 
 
 test('gatewayUpstreamHeaders throws on CR, LF or NUL in the key, host, request id, organization or project', () => {
   for (const bad of ['a\rb', 'a\nb', 'a\0b']) {
-    for (const field of ['apiKey', 'host', 'clientRequestId', 'organization', 'project'] as const) {
+    for (const field of ['apiKey', 'host', 'clientRequestId'] as const) {
       assert.throws(() => upstreamHeaders({}, { ...SET, [field]: bad }), /refusing to set header/, `${field}: ${JSON.stringify(bad)}`);
+    }
+    for (const field of ['organization', 'project'] as const) {
+      assert.throws(() => upstreamHeaders({}, { ...SET, provider: { ...SET.provider, [field]: bad } }), /refusing to set header/, `${field}: ${JSON.stringify(bad)}`);
     }
   }
 });
@@ -546,7 +556,7 @@ test('openAiErrorBody uses a given message instead of the fixed one', () => {
 // ---- modelsListBody ----
 
 test('modelsListBody lists exactly the allowlist, in order, in OpenAI list format', () => {
-  assert.deepEqual(JSON.parse(modelsListBody(['gpt-4.1', 'gpt-4.1-mini'], 'openai')), {
+  assert.deepEqual(JSON.parse(modelsListBody([{ name: 'openai', models: ['gpt-4.1', 'gpt-4.1-mini'] }])), {
     object: 'list',
     data: [
       { id: 'gpt-4.1', object: 'model', created: 0, owned_by: 'openai' },
@@ -556,7 +566,13 @@ test('modelsListBody lists exactly the allowlist, in order, in OpenAI list forma
 });
 
 test('modelsListBody of an empty allowlist is an empty list', () => {
-  assert.deepEqual(JSON.parse(modelsListBody([], 'openai')), { object: 'list', data: [] });
+  assert.deepEqual(JSON.parse(modelsListBody([])), { object: 'list', data: [] });
+  assert.deepEqual(JSON.parse(modelsListBody([{ name: 'openai', models: [] }])), { object: 'list', data: [] });
+});
+
+test('modelsListBody lists every provider\'s models, each owned_by its provider', () => {
+  const data = (JSON.parse(modelsListBody([{ name: 'openai', models: ['gpt-4.1'] }, { name: 'anthropic', models: ['claude-x', 'claude-y'] }])) as { data: { id: string; owned_by: string }[] }).data;
+  assert.deepEqual(data.map((m) => [m.id, m.owned_by]), [['gpt-4.1', 'openai'], ['claude-x', 'anthropic'], ['claude-y', 'anthropic']]);
 });
 
 test('every X-Forwarded-* header, credential-looking headers and Expect are dropped on the way up', () => {
@@ -572,7 +588,7 @@ test('every X-Forwarded-* header, credential-looking headers and Expect are drop
       expect: '100-continue',
       'user-agent': 'kept',
     },
-    { host: 'api.example', apiKey: 'sk-ours', clientRequestId: 'id', contentLength: 2, organization: undefined, project: undefined },
+    { host: 'api.example', apiKey: 'sk-ours', clientRequestId: 'id', contentLength: 2, provider: { kind: 'openai', organization: undefined, project: undefined } },
   );
   for (const name of ['x-forwarded-port', 'x-forwarded-prefix', 'x-forwarded-server', 'x-original-forwarded-for', 'openai-api-key', 'x-goog-api-key', 'x-auth-token', 'expect']) {
     assert.ok(!(name in out), name);

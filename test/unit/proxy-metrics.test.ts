@@ -45,6 +45,7 @@ function modelRecord(over: Partial<ModelRequestRecord>): ModelRequestRecord {
     output_tokens: null,
     reasoning_tokens: null,
     cached_tokens: null,
+    cache_write_tokens: null,
     usage_complete: false,
     finish_reason: null,
     interrupted: null,
@@ -111,7 +112,7 @@ const MODEL_RECORDS: readonly ModelRequestRecord[] = [
   // 9. 200 without usage, no identity → instance_id="" workflow="". duration 0.1 s (le 0.16).
   modelRecord({ instance_id: null, workflow: null, run_id: null, duration_ms: 100 }),
   // 10. GET /v1/models: not a chat completion, so not "usage incomplete". duration 0.001 s (le 0.01).
-  modelRecord({ model: null, api: null, method: 'GET', path: '/v1/models', duration_ms: 1 }),
+  modelRecord({ model: null, api: null, method: 'GET', path: '/v1/models', duration_ms: 1, usage_complete: null }),
   // 11. 429 after two retries, given up: 3 rate-limited answers. duration 2 s (le 2.56).
   modelRecord({ status: 429, duration_ms: 2000, retries: 2, rate_limited: 3, error: 'rate_limited' }),
 ];

@@ -215,7 +215,7 @@ test('responses stream: the recorded-format transcripts (text, tool call, incomp
   for (const file of files) {
     const e = EXPECTED[file]!;
     const s = read([readFileSync(join(FIXTURES, file))]);
-    const usage = e.usage === null ? null : { inputTokens: e.usage.input, cachedTokens: e.usage.cached, outputTokens: e.usage.output, reasoningTokens: e.usage.reasoning };
+    const usage = e.usage === null ? null : { inputTokens: e.usage.input, cachedTokens: e.usage.cached, outputTokens: e.usage.output, reasoningTokens: e.usage.reasoning, cacheWriteTokens: null };
     assert.deepEqual(s.usage, usage, `${file}: usage`);
     assert.equal(s.terminated, e.outcome !== 'interrupted', `${file}: terminated`);
     assert.equal(s.streamError, e.error ?? null, `${file}: streamError`);
@@ -274,7 +274,7 @@ test('responses stream: a multi-megabyte response.completed yields its usage wit
   assert.ok(peak < 2 * 1024 * 1024, `the reader held ${peak} bytes of array buffers for a ${bytes.length}-byte event`);
   const summary = reader.summary();
   assert.equal(framer.oversized, true);
-  assert.deepEqual(summary.usage, { inputTokens: 1200, cachedTokens: 1024, outputTokens: 18, reasoningTokens: 0 });
+  assert.deepEqual(summary.usage, { inputTokens: 1200, cachedTokens: 1024, outputTokens: 18, reasoningTokens: 0, cacheWriteTokens: null });
   assert.equal(summary.model, MODEL);
   assert.equal(summary.finishReason, 'completed');
   assert.equal(summary.terminated, true);
@@ -283,7 +283,8 @@ test('responses stream: a multi-megabyte response.completed yields its usage wit
 test('responses: summarizeJson reads usage, model, status and a failure from the JSON answer', () => {
   const completed = jsonBodyOf(textTranscript('Hello there.', { model: MODEL }));
   assert.deepEqual(responses.summarizeJson(Buffer.from(JSON.stringify(completed))), {
-    usage: { inputTokens: 1200, cachedTokens: 1024, outputTokens: 18, reasoningTokens: 0 },
+    usage: { inputTokens: 1200, cachedTokens: 1024, outputTokens: 18, reasoningTokens: 0, cacheWriteTokens: null },
+    usageComplete: true,
     model: MODEL,
     finishReason: 'completed',
     firstTokenAt: null,

@@ -43,7 +43,7 @@ const USAGE_CHUNK = chunkJson({
     completion_tokens_details: { reasoning_tokens: 5, audio_tokens: 0 },
   },
 });
-const EXPECTED_USAGE = { inputTokens: 42, outputTokens: 17, reasoningTokens: 5, cachedTokens: 8 };
+const EXPECTED_USAGE = { inputTokens: 42, outputTokens: 17, reasoningTokens: 5, cachedTokens: 8, cacheWriteTokens: null };
 
 const TRANSCRIPT_EVENTS = [
   ROLE_CHUNK,
@@ -65,6 +65,7 @@ function transcript(lineEnd: string): Buffer {
 
 const EXPECTED_TRANSCRIPT_SUMMARY: CompletionSummary = {
   usage: EXPECTED_USAGE,
+  usageComplete: true,
   model: MODEL,
   finishReason: 'tool_calls',
   firstTokenAt: 1000,
@@ -110,7 +111,7 @@ test('a CR at the end of one chunk and LF at the start of the next are one line 
   // Read as two line ends, the LF would be an empty line dispatching half a JSON document.
   const summary = inspect(['data: {"choices":[],\r', '\ndata: "usage":{"prompt_tokens":3}}\r\n\r\n']);
   assert.equal(summary.events, 1);
-  assert.deepEqual(summary.usage, { inputTokens: 3, outputTokens: null, reasoningTokens: null, cachedTokens: null });
+  assert.deepEqual(summary.usage, { inputTokens: 3, outputTokens: null, reasoningTokens: null, cachedTokens: null, cacheWriteTokens: null });
 });
 
 test('a lone CR at the end of a chunk still ends the line', () => {
@@ -283,6 +284,7 @@ test('does not JSON.parse events that cannot carry usage', () => {
   assert.equal(parseCalls, 4);
   assert.deepEqual(summary, {
     usage: EXPECTED_USAGE,
+    usageComplete: true,
     model: MODEL,
     finishReason: 'stop',
     firstTokenAt: 1000,
@@ -309,6 +311,7 @@ test('summarizeJsonCompletion reads usage, model and finish reason', () => {
   });
   assert.deepEqual(summarizeJsonCompletion(Buffer.from(body)), {
     usage: EXPECTED_USAGE,
+    usageComplete: true,
     model: MODEL,
     finishReason: 'length',
     firstTokenAt: null,
@@ -324,6 +327,7 @@ test('summarizeJsonCompletion maps missing usage fields to null', () => {
     outputTokens: null,
     reasoningTokens: null,
     cachedTokens: null,
+    cacheWriteTokens: null,
   });
   const withoutUsage = summarizeJsonCompletion(Buffer.from(JSON.stringify({ model: MODEL, choices: [] })));
   assert.equal(withoutUsage.usage, null);
@@ -334,6 +338,7 @@ test('summarizeJsonCompletion maps missing usage fields to null', () => {
 test('summarizeJsonCompletion yields nulls for invalid JSON', () => {
   const allNull: CallSummary = {
     usage: null,
+    usageComplete: false,
     model: null,
     finishReason: null,
     firstTokenAt: null,

@@ -14,7 +14,7 @@ import {
   tokenCount,
   type JsonObject,
 } from '../sse.ts';
-import { checkTools, checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, openAiErrorBody } from './openai.ts';
+import { checkTools, checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
 import { bounded, refuse, type CallSummary, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
 
 export const CHAT_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
@@ -38,6 +38,7 @@ function readUsage(response: JsonObject): Usage | null {
     outputTokens: tokenCount(usage.completion_tokens),
     reasoningTokens: tokenCount(asObject(usage.completion_tokens_details)?.reasoning_tokens),
     cachedTokens: tokenCount(asObject(usage.prompt_tokens_details)?.cached_tokens),
+    cacheWriteTokens: null,
   };
 }
 
@@ -101,12 +102,13 @@ class ChatStreamReader implements StreamReader {
   }
 
   summary(): CallSummary {
-    return { usage: this.usage, model: this.model, finishReason: this.finishReason, firstTokenAt: this.firstTokenAt, terminated: this.done, streamError: null };
+    return { usage: this.usage, usageComplete: this.usage !== null, model: this.model, finishReason: this.finishReason, firstTokenAt: this.firstTokenAt, terminated: this.done, streamError: null };
   }
 }
 
 export const chatCompletions: WireProtocol = {
   api: 'chat_completions',
+  kind: 'openai',
   routes: [{ path: '/v1/chat/completions', upstreamPath: '/chat/completions' }],
 
   checkRequest(req, policy) {
@@ -130,13 +132,17 @@ export const chatCompletions: WireProtocol = {
 
   requestHeaders: OPENAI_REQUEST_HEADERS,
   requestHeaderPrefixes: OPENAI_REQUEST_HEADER_PREFIXES,
+  upstreamRequestIdHeader: 'x-request-id',
+  retryStatuses: OPENAI_RETRY_STATUSES,
 
   newStreamReader: (now) => new ChatStreamReader(now),
 
   summarizeJson(body) {
     const response = parseJsonObject(body);
+    const usage = response === null ? null : readUsage(response);
     return {
-      usage: response === null ? null : readUsage(response),
+      usage,
+      usageComplete: usage !== null,
       model: response === null ? null : readModel(response),
       finishReason: response === null ? null : readFinishReason(response),
       firstTokenAt: null,

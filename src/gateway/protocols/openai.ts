@@ -45,6 +45,9 @@ export const OPENAI_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   'x-session-id',
   'x-session-affinity',
 ]);
+/** OpenAI's rate limit; anything else is the upstream's answer to relay. */
+export const OPENAI_RETRY_STATUSES: ReadonlySet<number> = new Set([429]);
+
 export const OPENAI_REQUEST_HEADER_PREFIXES: readonly string[] = ['x-stainless-', 'x-codex-'];
 
 /**

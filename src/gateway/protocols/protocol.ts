@@ -7,7 +7,10 @@ import type { ProxyError } from '../../http/errors.ts';
 import type { EventReader } from '../sse.ts';
 
 /** The bounded `api` label of logs and metrics. */
-export type ApiName = 'chat_completions' | 'responses';
+export type ApiName = 'chat_completions' | 'responses' | 'messages';
+
+/** The kind of provider that serves a protocol: it decides the upstream auth header. */
+export type ProviderKind = 'openai' | 'anthropic';
 
 export interface Usage {
   /** Input tokens, cached ones included (OpenAI's `prompt_tokens` / `input_tokens`). */
@@ -17,12 +20,16 @@ export interface Usage {
   readonly reasoningTokens: number | null;
   /** Input tokens read from the provider's prompt cache (part of inputTokens). */
   readonly cachedTokens: number | null;
+  /** Input tokens written to the provider's prompt cache (part of inputTokens; Anthropic). */
+  readonly cacheWriteTokens: number | null;
 }
 
 /** What the gateway learns about a call from the upstream's answer. */
 export interface CallSummary {
-  /** From the last usage block seen. */
+  /** What is known of the usage: a stream's input tokens may be known before it is cut. */
   readonly usage: Usage | null;
+  /** The usage is final (the upstream reported it whole). */
+  readonly usageComplete: boolean;
   /** The response's own model field (may name a dated snapshot of the requested model). */
   readonly model: string | null;
   /** How the model stopped: chat's finish_reason, a response's status or incomplete reason. */
@@ -62,16 +69,23 @@ export interface ProtocolRoute {
   readonly path: string;
   /** Appended to the upstream base path (`/v1` + `/chat/completions`). */
   readonly upstreamPath: string;
+  /** The answer carries no usage by design (a token count): none is expected or recorded. */
+  readonly noUsage?: true;
 }
 
 export interface WireProtocol {
   readonly api: ApiName;
+  readonly kind: ProviderKind;
   readonly routes: readonly ProtocolRoute[];
   /** Checks the fields the gateway decides on; everything else is the upstream's business. */
   checkRequest(body: Record<string, unknown>, policy: RequestPolicy): CheckedRequest | RequestRefusal;
   /** Client request headers that may go upstream: exact lower-case names and name prefixes. */
   readonly requestHeaders: ReadonlySet<string>;
   readonly requestHeaderPrefixes: readonly string[];
+  /** The response header that names the upstream's request id (also set on the gateway's own answers). */
+  readonly upstreamRequestIdHeader: string;
+  /** Upstream statuses worth another attempt while nothing reached the client. */
+  readonly retryStatuses: ReadonlySet<number>;
   newStreamReader(now: () => number): StreamReader;
   summarizeJson(body: Buffer): CallSummary;
   /**

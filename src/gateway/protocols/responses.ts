@@ -21,7 +21,7 @@
 import { ERRORS } from '../../http/errors.ts';
 import { JsonCapture } from '../../http/json.ts';
 import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, tokenCount, type JsonObject, type LargeEventConsumer } from '../sse.ts';
-import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, openAiErrorBody } from './openai.ts';
+import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
 import { refuseHostedTool } from './tools.ts';
 import { bounded, errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
 
@@ -123,6 +123,7 @@ function readUsage(usage: unknown): Usage | null {
     outputTokens: tokenCount(u.output_tokens),
     reasoningTokens: tokenCount(asObject(u.output_tokens_details)?.reasoning_tokens),
     cachedTokens: tokenCount(asObject(u.input_tokens_details)?.cached_tokens),
+    cacheWriteTokens: null,
   };
 }
 
@@ -199,12 +200,13 @@ class ResponsesStreamReader implements StreamReader {
   }
 
   summary(): CallSummary {
-    return { usage: this.usage, model: this.model, finishReason: this.finishReason, firstTokenAt: this.firstTokenAt, terminated: this.terminated, streamError: this.streamError };
+    return { usage: this.usage, usageComplete: this.usage !== null, model: this.model, finishReason: this.finishReason, firstTokenAt: this.firstTokenAt, terminated: this.terminated, streamError: this.streamError };
   }
 }
 
 export const responses: WireProtocol = {
   api: 'responses',
+  kind: 'openai',
   routes: [{ path: '/v1/responses', upstreamPath: '/responses' }],
 
   checkRequest(req, policy) {
@@ -232,14 +234,18 @@ export const responses: WireProtocol = {
 
   requestHeaders: OPENAI_REQUEST_HEADERS,
   requestHeaderPrefixes: OPENAI_REQUEST_HEADER_PREFIXES,
+  upstreamRequestIdHeader: 'x-request-id',
+  retryStatuses: OPENAI_RETRY_STATUSES,
 
   newStreamReader: (now) => new ResponsesStreamReader(now),
 
   summarizeJson(body) {
     const response = parseJsonObject(body);
-    if (response === null) return { usage: null, model: null, finishReason: null, firstTokenAt: null, terminated: false, streamError: null };
+    if (response === null) return { usage: null, usageComplete: false, model: null, finishReason: null, firstTokenAt: null, terminated: false, streamError: null };
+    const usage = readUsage(response.usage);
     return {
-      usage: readUsage(response.usage),
+      usage,
+      usageComplete: usage !== null,
       model: typeof response.model === 'string' ? response.model : null,
       finishReason: finishOf(response),
       firstTokenAt: null,

@@ -1,0 +1,249 @@
+// Anthropic's Messages API (`POST /v1/messages`, and `/v1/messages/count_tokens`): the only
+// protocol Claude Code speaks. No translation: its own route, its own auth header (x-api-key,
+// set per provider kind), its own usage events and error format.
+//
+// The stream (https://docs.anthropic.com/en/docs/build-with-claude/streaming): message_start
+// carries the model and the input usage (input_tokens, cache_read_input_tokens,
+// cache_creation_input_tokens); message_delta carries stop_reason and the cumulative
+// output_tokens; message_stop is the clean end; an `error` event (overloaded_error, ...) ends it
+// with an error class. Input tokens are known from the start, so an interrupted stream still
+// records them, with usage marked incomplete.
+//
+// Usage is reported in the gateway's terms (those of OpenAI, whose counts nest): input tokens
+// include cache reads and cache writes, which Anthropic reports apart; cached tokens are the
+// cache reads; cache writes are a token type of their own.
+import { ERRORS } from '../../http/errors.ts';
+import type { ProxyError } from '../../http/errors.ts';
+import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, startsString, tokenCount, type JsonObject } from '../sse.ts';
+import { bounded, errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
+import { refuseHostedTool, refuseUnknownTool, type HostedTool } from './tools.ts';
+
+/**
+ * Message roles: user and assistant, as documented, and system, which Claude Code 2.1 sends
+ * inside `messages` (recorded: test/fixtures/recorded/claude-code-*.json).
+ */
+export const MESSAGES_ROLES: ReadonlySet<string> = new Set(['user', 'assistant', 'system']);
+
+/**
+ * Tool types. A tool without a type (or `custom`) is the client's own, as are Anthropic's
+ * client tools (bash, text editor, computer use, memory: the model asks, the client runs them).
+ * Server tools run at Anthropic and are hosted tools.
+ */
+const CLIENT_TOOL = /^(?:custom|bash_\d{8}|text_editor_\d{8}|computer_\d{8}|memory_\d{8})$/;
+const SERVER_TOOLS: readonly (readonly [RegExp, HostedTool])[] = [
+  [/^web_search_\d{8}$/, 'web_search'],
+  [/^web_fetch_\d{8}$/, 'web_fetch'],
+  [/^code_execution_\d{8}$/, 'code_execution'],
+  [/^tool_search_tool_(?:regex|bm25)(?:_\d{8})?$/, 'tool_search'],
+  [/^mcp_toolset$/, 'mcp'],
+];
+
+/** The request headers Anthropic's clients send that may go upstream (each seen from Claude Code 2.1). */
+export const ANTHROPIC_REQUEST_HEADERS: ReadonlySet<string> = new Set(['content-type', 'accept', 'user-agent', 'anthropic-version', 'anthropic-beta', 'x-app', 'x-claude-code-session-id']);
+
+function checkTools(tools: unknown, hostedAllowed: ReadonlySet<string>): RequestRefusal | undefined {
+  if (tools === undefined || tools === null) return undefined;
+  if (!Array.isArray(tools)) return refuse(ERRORS.invalidTools, 'tools');
+  for (let i = 0; i < tools.length; i++) {
+    const tool = asObject(tools[i]);
+    if (tool === null) return refuse(ERRORS.invalidTools, `tools[${i}]`);
+    if (tool.type === undefined || tool.type === null) continue; // a custom tool
+    if (typeof tool.type !== 'string') return refuse(ERRORS.invalidTools, `tools[${i}].type`);
+    if (CLIENT_TOOL.test(tool.type)) continue;
+    const hosted = SERVER_TOOLS.find(([pattern]) => pattern.test(tool.type as string))?.[1];
+    if (hosted === undefined) return refuseUnknownTool(tool.type, `tools[${i}].type`, 'custom tools, bash, text_editor, computer, memory');
+    if (!hostedAllowed.has(hosted)) return refuseHostedTool(tool.type, hosted, `tools[${i}].type`);
+  }
+  return undefined;
+}
+
+/**
+ * Content that the provider would read from storage: a file uploaded through the Files API by
+ * anyone holding the key (`"source": {"type": "file", "file_id": ...}`), in a message or in a
+ * tool result. The gateway does not route the Files API, and no bot may read what another put there.
+ */
+function storedFileIn(blocks: unknown): boolean {
+  if (!Array.isArray(blocks)) return false;
+  return blocks.some((b) => {
+    const block = asObject(b);
+    if (block === null) return false;
+    if (asObject(block.source)?.type === 'file') return true;
+    return block.type === 'tool_result' && storedFileIn(block.content);
+  });
+}
+
+function checkMessages(messages: unknown): RequestRefusal | undefined {
+  if (!Array.isArray(messages)) return refuse(ERRORS.messagesMissing, 'messages');
+  for (let i = 0; i < messages.length; i++) {
+    const m = asObject(messages[i]);
+    if (m === null || typeof m.role !== 'string' || !MESSAGES_ROLES.has(m.role)) return refuse(ERRORS.messagesRoleNotAllowed, `messages[${i}].role`);
+    if (storedFileIn(m.content)) {
+      return refuse(ERRORS.storedStateRefused, `messages[${i}].content`, `messages[${i}] refers to a file stored at the provider (source type "file"), which this gateway does not let a workload reach; send the content inline (base64 or text)`);
+    }
+  }
+  return undefined;
+}
+
+function readUsage(usage: unknown): Usage | null {
+  const u = asObject(usage);
+  if (u === null) return null;
+  const input = tokenCount(u.input_tokens);
+  const cacheRead = tokenCount(u.cache_read_input_tokens);
+  const cacheWrite = tokenCount(u.cache_creation_input_tokens);
+  return {
+    inputTokens: input === null ? null : input + (cacheRead ?? 0) + (cacheWrite ?? 0),
+    outputTokens: tokenCount(u.output_tokens),
+    reasoningTokens: null,
+    cachedTokens: cacheRead,
+    cacheWriteTokens: cacheWrite,
+  };
+}
+
+/** Later usage (message_delta) refines earlier (message_start): a field it lacks is kept. */
+function mergeUsage(earlier: Usage | null, later: Usage | null): Usage | null {
+  if (earlier === null || later === null) return later ?? earlier;
+  return {
+    inputTokens: later.inputTokens ?? earlier.inputTokens,
+    outputTokens: later.outputTokens ?? earlier.outputTokens,
+    reasoningTokens: null,
+    cachedTokens: later.cachedTokens ?? earlier.cachedTokens,
+    cacheWriteTokens: later.cacheWriteTokens ?? earlier.cacheWriteTokens,
+  };
+}
+
+const TYPE_KEY = quotedKey('type');
+const READ_TYPES = ['message_start', 'message_delta', 'message_stop', 'error'].map((t) => Buffer.from(`"${t}"`));
+const DELTA_TEXT_KEYS = ['text', 'partial_json', 'thinking'].map(quotedKey);
+const CONTENT_BLOCK_DELTA = Buffer.from('"content_block_delta"');
+
+class MessagesStreamReader implements StreamReader {
+  private usage: Usage | null = null;
+  private usageFinal = false;
+  private model: string | null = null;
+  private stopReason: string | null = null;
+  private firstTokenAt: number | null = null;
+  private stopped = false;
+  private error: string | null = null;
+
+  constructor(private readonly now: () => number) {}
+
+  event(data: Buffer): void {
+    const mayBeFirstOutput = this.firstTokenAt === null && data.indexOf(CONTENT_BLOCK_DELTA) !== -1 && DELTA_TEXT_KEYS.some((k) => mayHaveValue(data, k, startsNonEmptyString));
+    if (!mayBeFirstOutput && !mayHaveValue(data, TYPE_KEY, (json, at) => startsString(json, at) && READ_TYPES.some((t) => json.compare(t, 0, t.length, at, Math.min(json.length, at + t.length)) === 0))) return;
+    const event = parseJsonObject(data);
+    if (event === null) return;
+    switch (event.type) {
+      case 'content_block_delta': {
+        const delta = asObject(event.delta);
+        if (this.firstTokenAt === null && delta !== null && [delta.text, delta.partial_json, delta.thinking].some((v) => typeof v === 'string' && v !== '')) this.firstTokenAt = this.now();
+        break;
+      }
+      case 'message_start': {
+        const message = asObject(event.message);
+        if (typeof message?.model === 'string') this.model = message.model;
+        this.usage = mergeUsage(this.usage, readUsage(message?.usage));
+        break;
+      }
+      case 'message_delta': {
+        const stop = asObject(event.delta)?.stop_reason;
+        if (typeof stop === 'string') this.stopReason = stop;
+        const usage = readUsage(event.usage);
+        if (usage !== null) {
+          this.usage = mergeUsage(this.usage, usage);
+          this.usageFinal = true;
+        }
+        break;
+      }
+      case 'message_stop':
+        this.stopped = true;
+        break;
+      case 'error':
+        this.stopped = true;
+        this.error = errorClass(asObject(event.error)?.type) ?? 'error';
+        break;
+    }
+  }
+
+  /** No Messages event comes near the cap (content arrives as deltas); one that does is skipped. */
+  largeEvent(): undefined {
+    return undefined;
+  }
+
+  summary(): CallSummary {
+    return {
+      usage: this.usage,
+      usageComplete: this.usage !== null && this.usageFinal,
+      model: this.model,
+      finishReason: this.stopReason,
+      firstTokenAt: this.firstTokenAt,
+      terminated: this.stopped,
+      streamError: this.error,
+    };
+  }
+}
+
+/** Anthropic's error `type` for a status (https://docs.anthropic.com/en/api/errors). */
+export function anthropicErrorType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 413) return 'request_too_large';
+  if (status === 429) return 'rate_limit_error';
+  if (status === 529) return 'overloaded_error';
+  if (status >= 500) return 'api_error';
+  return 'invalid_request_error';
+}
+
+/** `{"type":"error","error":{"type","message"}}`, as Anthropic answers, so Claude Code shows it. */
+export function anthropicErrorBody(error: ProxyError, param: string | null, message: string): string {
+  return JSON.stringify({ type: 'error', error: { type: anthropicErrorType(error.status), message: param === null ? message : `${param}: ${message}` } });
+}
+
+export const anthropicMessages: WireProtocol = {
+  api: 'messages',
+  kind: 'anthropic',
+  routes: [
+    { path: '/v1/messages', upstreamPath: '/v1/messages' },
+    // A token count: no generation, no usage to record.
+    { path: '/v1/messages/count_tokens', upstreamPath: '/v1/messages/count_tokens', noUsage: true },
+  ],
+
+  checkRequest(req, policy) {
+    if (typeof req.model !== 'string') return refuse(ERRORS.modelMissing, 'model');
+    if (!policy.allowedModels.has(req.model)) return { ...refuse(ERRORS.modelNotAllowed, 'model'), refusedModel: bounded(req.model) };
+    const messages = checkMessages(req.messages);
+    if (messages) return messages;
+    if (req.stream !== undefined && typeof req.stream !== 'boolean') return refuse(ERRORS.streamNotBoolean, 'stream');
+    const tools = checkTools(req.tools, policy.hostedTools);
+    if (tools) return tools;
+    // The MCP connector: Anthropic connects to each listed server URL, with the token given.
+    if (req.mcp_servers !== undefined && req.mcp_servers !== null && !policy.hostedTools.has('mcp')) return refuseHostedTool('mcp_servers', 'mcp', 'mcp_servers');
+    return { ok: true, model: req.model, stream: req.stream === true };
+  },
+
+  requestHeaders: ANTHROPIC_REQUEST_HEADERS,
+  // The Anthropic SDKs describe their runtime in X-Stainless-* headers, as OpenAI's do.
+  requestHeaderPrefixes: ['x-stainless-'],
+  upstreamRequestIdHeader: 'request-id',
+  // 529 is Anthropic's "overloaded": worth another attempt, like a 429.
+  retryStatuses: new Set([429, 529]),
+
+  newStreamReader: (now) => new MessagesStreamReader(now),
+
+  summarizeJson(body) {
+    const message: JsonObject | null = parseJsonObject(body);
+    const usage = message === null ? null : readUsage(message.usage);
+    return {
+      usage,
+      usageComplete: usage !== null,
+      model: typeof message?.model === 'string' ? message.model : null,
+      finishReason: typeof message?.stop_reason === 'string' ? message.stop_reason : null,
+      firstTokenAt: null,
+      terminated: false,
+      streamError: null,
+    };
+  },
+
+  streamNeedsEndEvent: true,
+  errorBody: anthropicErrorBody,
+};

@@ -1,0 +1,52 @@
+// The providers at run time: which provider serves a model, and what each kind of provider needs
+// on the upstream leg. Pure, but for the HTTPS agent and secret source each provider carries.
+import type { OutgoingHttpHeaders } from 'node:http';
+import type { Agent } from 'node:https';
+import type { SecretSource } from '../config/secret.ts';
+import { assertHeaderValue } from '../http/headers.ts';
+import type { ProviderConfig } from './config.ts';
+import type { ProviderKind, WireProtocol } from './protocols/protocol.ts';
+
+export interface Provider {
+  readonly config: ProviderConfig;
+  /** Its own keep-alive pool and trust store. */
+  readonly agent: Agent;
+  /** Its key, read at request time (undefined: none configured). */
+  readonly key: SecretSource | undefined;
+}
+
+interface KindRules {
+  /** Where the key goes: OpenAI reads a bearer token, Anthropic the x-api-key header. */
+  credentialHeader(key: string): readonly [name: string, value: string];
+  /** The headers the kind reads the configured organization and project from, if it has them. */
+  readonly organizationHeader: string | undefined;
+  readonly projectHeader: string | undefined;
+}
+
+export const PROVIDER_KINDS: Readonly<Record<ProviderKind, KindRules>> = {
+  openai: { credentialHeader: (key) => ['authorization', `Bearer ${key}`], organizationHeader: 'openai-organization', projectHeader: 'openai-project' },
+  anthropic: { credentialHeader: (key) => ['x-api-key', key], organizationHeader: undefined, projectHeader: undefined },
+};
+
+/** The upstream credential and account headers for a provider, each value checked for CR/LF. */
+export function providerHeaders(config: Pick<ProviderConfig, 'kind' | 'organization' | 'project'>, key: string): OutgoingHttpHeaders {
+  const rules = PROVIDER_KINDS[config.kind];
+  const [name, value] = rules.credentialHeader(key);
+  const out: OutgoingHttpHeaders = { [name]: assertHeaderValue(name, value) };
+  if (config.organization && rules.organizationHeader) out[rules.organizationHeader] = assertHeaderValue(rules.organizationHeader, config.organization);
+  if (config.project && rules.projectHeader) out[rules.projectHeader] = assertHeaderValue(rules.projectHeader, config.project);
+  return out;
+}
+
+/** Model ID to its provider (the configuration guarantees one provider per model). */
+export function providersByModel(providers: readonly Provider[]): ReadonlyMap<string, Provider> {
+  return new Map(providers.flatMap((p) => p.config.models.map((m) => [m, p] as const)));
+}
+
+/** The routes that serve a kind's models, for the message of a model sent to the wrong route. */
+export function routesOfKind(kind: ProviderKind, protocols: readonly WireProtocol[]): string {
+  return protocols
+    .filter((p) => p.kind === kind)
+    .flatMap((p) => p.routes.filter((r) => !r.noUsage).map((r) => `POST ${r.path}`))
+    .join(' or ');
+}
