@@ -113,13 +113,18 @@ async function serve(options: ServeOptions): Promise<void> {
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 
-  const metrics = createProxyMetrics({ maxSeriesPerFamily: options.metricsMaxSeries, runIdLabel: options.metricsRunIdLabel, prices: loadPrices() });
+  // The price table is checked even with `--metrics-listen off` (e.g. a second proxy beside the
+  // first on one host), so that switching metrics on cannot reveal a broken file; but nothing
+  // is recorded that nobody could read.
+  const prices = loadPrices();
+  const metrics = options.metricsListen === undefined ? undefined : createProxyMetrics({ maxSeriesPerFamily: options.metricsMaxSeries, runIdLabel: options.metricsRunIdLabel, prices });
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs };
 
   if (gitEnabled) {
     const git = await startListener({
       name: 'git',
+      flag: 'git-auth-listen',
       address: options.gitListen,
       timeouts: listenerTimeouts,
       log,
@@ -128,7 +133,7 @@ async function serve(options: ServeOptions): Promise<void> {
         timeouts: upstreamTimeouts,
         record: (rec) => {
           log(rec);
-          metrics.git(rec);
+          metrics?.git(rec);
         },
       }),
       sendError: (req, res, error) => sendGitError(req, res, error),
@@ -144,17 +149,18 @@ async function serve(options: ServeOptions): Promise<void> {
     const apiKey = gateway.key ? secretSource(env, gateway.key) : undefined;
     const model = await startListener({
       name: 'model',
+      flag: 'model-gateway-listen',
       address: options.modelListen,
       timeouts: listenerTimeouts,
       log,
       handle: createGatewayHandler({
         record: (rec) => {
           log(rec);
-          metrics.model(rec);
+          metrics?.model(rec);
         },
         streams: {
-          opened: (model) => metrics.streams.opened(gateway.provider, model),
-          closed: (model) => metrics.streams.closed(gateway.provider, model),
+          opened: (model) => metrics?.streams.opened(gateway.provider, model),
+          closed: (model) => metrics?.streams.closed(gateway.provider, model),
         },
         config: gateway,
         agent: createUpstreamAgent({ ca: gateway.caFile ? readCaFile(gateway.caFile, 'UPSTREAM_CA_FILE') : undefined, tlsInsecureSkipVerify: false }),
@@ -185,10 +191,12 @@ async function serve(options: ServeOptions): Promise<void> {
   }
 
   // A separate port, so that workloads need not (and, by network policy, cannot) reach it.
+  if (metrics === undefined || options.metricsListen === undefined) return;
   const proxyListeners = [...listeners];
   metrics.watchProcess(() => new Map(proxyListeners.map((l) => [l.name, l.connections()])), () => logWriter.dropped());
   metricsListener = await startListener({
     name: 'metrics',
+    flag: 'metrics-listen',
     address: options.metricsListen,
     timeouts: listenerTimeouts,
     log,

@@ -24,7 +24,8 @@ export interface ServeOptions {
   readonly upstreamResponseTimeoutMs: number;
   readonly upstreamIdleTimeoutMs: number;
   readonly shutdownGraceMs: number;
-  readonly metricsListen: ListenAddress;
+  /** undefined: `--metrics-listen off`, no metrics listener. */
+  readonly metricsListen: ListenAddress | undefined;
   readonly metricsMaxSeries: number;
   readonly metricsRunIdLabel: boolean;
 }
@@ -65,7 +66,7 @@ const FLAGS = {
   'upstream-response-timeout': { default: '5m', help: 'waiting for the upstream response head with no byte moving (504 after); a big push is still being sent, so it is not idle' },
   'upstream-idle-timeout': { default: '5m', help: 'a response body or stream with no byte for this long is cut (stream idle timeout)' },
   'shutdown-grace': { default: '30s', help: 'on SIGTERM/SIGINT, how long in-flight requests may finish' },
-  'metrics-listen': { default: ':9464', help: 'Prometheus metrics listener (GET /metrics); runs whenever a proxy listener runs' },
+  'metrics-listen': { default: ':9464', help: 'Prometheus metrics listener (GET /metrics, /healthz), or off to run without it' },
   'metrics-max-series': { default: '2000', help: 'most series one metric family may hold; further label sets fold into an overflow series' },
   'instance-id': { default: undefined, help: 'mint-token: the bot instance (claim sub)' },
   workflow: { default: undefined, help: 'mint-token: the workflow (claim workflow)' },
@@ -149,7 +150,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       upstreamResponseTimeoutMs: duration('upstream-response-timeout'),
       upstreamIdleTimeoutMs: duration('upstream-idle-timeout'),
       shutdownGraceMs: duration('shutdown-grace'),
-      metricsListen: wrap(() => parseListenAddress('metrics-listen', str('metrics-listen')!)),
+      metricsListen: str('metrics-listen') === 'off' ? undefined : wrap(() => parseListenAddress('metrics-listen', str('metrics-listen')!)),
       metricsMaxSeries: wrap(() => parseCount('metrics-max-series', str('metrics-max-series')!, 10, 1_000_000)),
       metricsRunIdLabel: values['metrics-run-id-label'] === true,
     },

@@ -30,6 +30,8 @@ export interface ListenerTimeouts {
 
 export interface ListenerSpec {
   readonly name: string;
+  /** The command-line flag that set the address, named when it cannot be listened on. */
+  readonly flag: string;
   readonly address: ListenAddress;
   readonly timeouts: ListenerTimeouts;
   readonly log: LogSink;
@@ -134,9 +136,10 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
   server.on('upgrade', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 400, 'Bad Request'));
 
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    const fail = (err: NodeJS.ErrnoException) => reject(new Error(listenErrorMessage(spec.flag, spec.address, err.code ?? err.message)));
+    server.once('error', fail);
     server.listen({ host: spec.address.host, port: spec.address.port }, () => {
-      server.off('error', reject);
+      server.off('error', fail);
       resolve();
     });
   });
@@ -183,6 +186,25 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
 export function drainAction(state: ConnectionState, bytesRead: number): DrainAction {
   if (state.inProgress > 0) return 'wait';
   return bytesRead > state.bytesAtIdle ? 'deadline' : 'close';
+}
+
+/**
+ * Pure: why an address cannot be listened on, naming the flag that set it and what to type
+ * instead. Only the metrics listener may be switched off, so only its message offers that.
+ */
+export function listenErrorMessage(flag: string, address: ListenAddress, code: string): string {
+  const given = `--${flag} ${address.host === undefined ? `:${address.port}` : formatAddress(address.host, address.port)}`;
+  const instead = `use a free address with --${flag} HOST:PORT${flag === 'metrics-listen' ? ', or --metrics-listen off to run without the metrics listener' : ''}`;
+  switch (code) {
+    case 'EADDRINUSE':
+      return `${given}: the address is already in use (another proxy on this host?); ${instead}`;
+    case 'EACCES':
+      return `${given}: not allowed to listen there (ports below 1024 need privileges); ${instead}`;
+    case 'EADDRNOTAVAIL':
+      return `${given}: no network interface of this host has that address; ${instead}`;
+    default:
+      return `${given}: cannot listen (${code}); ${instead}`;
+  }
 }
 
 /** Pure: HTTP/1.1, or HTTP/1.0 with a Host header; anything else is refused. */

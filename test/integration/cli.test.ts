@@ -4,6 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer } from 'node:net';
 import { after, test } from 'node:test';
 import { BUNDLE, ROOT, runProxyCommand, startProxy } from '../support/proxy-process.ts';
 
@@ -66,6 +67,30 @@ test('listen addresses accept both --flag value and --flag=value, and IPv6 in br
     } finally {
       await p.stop();
     }
+  }
+});
+
+test('metrics listener: --metrics-listen off runs the proxy without it, listening on the proxy port only', async () => {
+  const p = await startProxy({ env: { GIT_AUTH_ENABLED: 'true' }, args: ['--git-auth-listen', '127.0.0.1:0', '--metrics-listen', 'off'] });
+  try {
+    assert.deepEqual(p.listeningPorts(), [p.ports.git]);
+    assert.deepEqual(p.records().filter((r) => r.event === 'listening').map((r) => r.listener), ['git']);
+  } finally {
+    assert.equal((await p.stop()).code, 0);
+  }
+});
+
+test('metrics listener: a busy metrics port stops start-up with a message naming --metrics-listen and the way out', async () => {
+  const squatter = createServer();
+  await new Promise<void>((resolve) => squatter.listen(0, '127.0.0.1', resolve));
+  const port = (squatter.address() as { port: number }).port;
+  try {
+    const r = await runProxyCommand(['--git-auth-listen', '127.0.0.1:0', '--metrics-listen', `127.0.0.1:${port}`], { GIT_AUTH_ENABLED: 'true' });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, new RegExp(`^proxy: --metrics-listen 127\\.0\\.0\\.1:${port}: the address is already in use`, 'm'));
+    assert.match(r.stderr, /--metrics-listen off to run without the metrics listener/);
+  } finally {
+    squatter.close();
   }
 });
 

@@ -312,3 +312,10 @@ test('--metrics-run-id-label is a boolean flag, off unless given', () => {
   assert.equal(parseCommandLine(['--metrics-run-id-label']).options.metricsRunIdLabel, true);
   assert.throws(() => parseCommandLine(['--metrics-max-series', '5']), /--metrics-max-series: "5" must be a whole number from 10/);
 });
+
+test('metrics listener: --metrics-listen off means no metrics listener; the default stays :9464', () => {
+  assert.equal(parseCommandLine(['--metrics-listen', 'off']).options.metricsListen, undefined);
+  assert.equal(parseCommandLine(['--metrics-listen=off']).options.metricsListen, undefined);
+  assert.deepEqual(parseCommandLine([]).options.metricsListen, { host: undefined, port: 9464 });
+  assert.throws(() => parseCommandLine(['--metrics-listen', 'of']), /--metrics-listen: "of" is not a listen address/);
+});
