@@ -11,7 +11,7 @@ import { createGitHandler, sendGitError, type GitUpstream } from './git/proxy.ts
 import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from './git/hosts.ts';
 import { signBotToken } from './auth/jwt.ts';
 import { asyncLineWriter, jsonLineSink, type LogSink } from './http/log.ts';
-import { serveMetrics } from './metrics/registry.ts';
+import { clockTickMs, serveMetrics } from './metrics/registry.ts';
 import { parsePrices, type ModelPrice } from './gateway/prices.ts';
 import { createProxyMetrics } from './metrics/proxy-metrics.ts';
 import { literalSecret, secretSource } from './config/secret.ts';
@@ -117,7 +117,14 @@ async function serve(options: ServeOptions): Promise<void> {
   // first on one host), so that switching metrics on cannot reveal a broken file; but nothing
   // is recorded that nobody could read.
   const prices = loadPrices();
-  const metrics = options.metricsListen === undefined ? undefined : createProxyMetrics({ maxSeriesPerFamily: options.metricsMaxSeries, runIdLabel: options.metricsRunIdLabel, prices });
+  const metrics =
+    options.metricsListen === undefined
+      ? undefined
+      : createProxyMetrics({ maxSeriesPerFamily: options.metricsMaxSeries, seriesTtlMs: options.metricsSeriesTtlMs, runIdLabel: options.metricsRunIdLabel, prices });
+  if (metrics && options.metricsSeriesTtlMs > 0) {
+    // Series expiry runs on a coarse clock, so that recording a request never reads the time.
+    setInterval(() => metrics.registry.tick(performance.now()), clockTickMs(options.metricsSeriesTtlMs)).unref();
+  }
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs };
 

@@ -27,6 +27,7 @@ export interface ServeOptions {
   /** undefined: `--metrics-listen off`, no metrics listener. */
   readonly metricsListen: ListenAddress | undefined;
   readonly metricsMaxSeries: number;
+  readonly metricsSeriesTtlMs: number;
   readonly metricsRunIdLabel: boolean;
 }
 
@@ -68,6 +69,7 @@ const FLAGS = {
   'shutdown-grace': { default: '30s', help: 'on SIGTERM/SIGINT, how long in-flight requests may finish' },
   'metrics-listen': { default: ':9464', help: 'Prometheus metrics listener (GET /metrics, /healthz), or off to run without it' },
   'metrics-max-series': { default: '2000', help: 'most series one metric family may hold; further label sets fold into an overflow series' },
+  'metrics-series-ttl': { default: '1h', help: 'a metric series not updated for this long is dropped (0: never), so the cap bounds identities active at once' },
   'instance-id': { default: undefined, help: 'mint-token: the bot instance (claim sub)' },
   workflow: { default: undefined, help: 'mint-token: the workflow (claim workflow)' },
   'run-id': { default: undefined, help: 'mint-token: the run (claim run_id)' },
@@ -152,6 +154,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       shutdownGraceMs: duration('shutdown-grace'),
       metricsListen: str('metrics-listen') === 'off' ? undefined : wrap(() => parseListenAddress('metrics-listen', str('metrics-listen')!)),
       metricsMaxSeries: wrap(() => parseCount('metrics-max-series', str('metrics-max-series')!, 10, 1_000_000)),
+      metricsSeriesTtlMs: duration('metrics-series-ttl'),
       metricsRunIdLabel: values['metrics-run-id-label'] === true,
     },
     mint: {

@@ -22,6 +22,8 @@ const NONE = 'none';
 
 export interface ProxyMetricsOptions {
   readonly maxSeriesPerFamily: number;
+  /** Series not updated for this long are dropped (0: never); see Registry. */
+  readonly seriesTtlMs: number;
   /** run_id as a label: unbounded by nature, so only when the operator asks. */
   readonly runIdLabel: boolean;
   readonly prices: ReadonlyMap<string, ModelPrice>;
@@ -30,7 +32,7 @@ export interface ProxyMetricsOptions {
 export type ProxyMetrics = ReturnType<typeof createProxyMetrics>;
 
 export function createProxyMetrics(opts: ProxyMetricsOptions) {
-  const registry = new Registry(opts.maxSeriesPerFamily);
+  const registry = new Registry(opts.maxSeriesPerFamily, opts.seriesTtlMs);
   const who = opts.runIdLabel ? ['provider', 'model', 'instance_id', 'workflow', 'run_id'] : ['provider', 'model', 'instance_id', 'workflow'];
 
   const m = {

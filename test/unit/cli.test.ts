@@ -34,6 +34,7 @@ test('every option has its documented default, durations in milliseconds', () =>
     shutdownGraceMs: 30_000,
     metricsListen: { host: undefined, port: 9464 },
     metricsMaxSeries: 2000,
+    metricsSeriesTtlMs: 3_600_000,
     metricsRunIdLabel: false,
   });
 });
@@ -85,6 +86,7 @@ test('"--flag value" and "--flag=value" give the same options', () => {
     shutdownGraceMs: 0,
     metricsListen: { host: undefined, port: 9464 },
     metricsMaxSeries: 2000,
+    metricsSeriesTtlMs: 3_600_000,
     metricsRunIdLabel: false,
   };
   assert.deepEqual(spaced.options, expected);

@@ -125,7 +125,7 @@ const GIT_RECORDS: readonly GitRequestRecord[] = [
 ];
 
 function goldenExposition(): string {
-  const metrics = createProxyMetrics({ maxSeriesPerFamily: 50, runIdLabel: false, prices: PRICES });
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 50, seriesTtlMs: 0, runIdLabel: false, prices: PRICES });
   metrics.streams.opened('openai', 'gpt-4o');
   metrics.streams.opened('openai', 'gpt-4o');
   metrics.streams.opened('openai', 'mistral-large');
@@ -232,7 +232,7 @@ test('promtool check metrics accepts the exposition', () => {
   promtoolCheck(goldenExposition());
   // And one with overflow series and identity labels in every model family. (At most 14
   // families overflow here, fewer than the cap of 20 series of the overflow counter itself.)
-  const metrics = createProxyMetrics({ maxSeriesPerFamily: 20, runIdLabel: true, prices: PRICES });
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 20, seriesTtlMs: 0, runIdLabel: true, prices: PRICES });
   for (let i = 0; i < 25; i++) {
     metrics.model(MODEL_RECORDS[0]!);
     metrics.model(modelRecord({ ...MODEL_RECORDS[4]!, instance_id: `bot-${i}`, run_id: `run-${i}` }));
@@ -245,13 +245,13 @@ test('promtool check metrics accepts the exposition', () => {
 
 test('run_id becomes a label only when enabled', () => {
   const record = modelRecord({ run_id: 'run-42', stream: true, duration_ms: 10, ttft_ms: 5, input_tokens: 1, output_tokens: 1, usage_complete: true, retries: 1, rate_limited: 1, interrupted: 'client' });
-  const off = createProxyMetrics({ maxSeriesPerFamily: 50, runIdLabel: false, prices: PRICES });
+  const off = createProxyMetrics({ maxSeriesPerFamily: 50, seriesTtlMs: 0, runIdLabel: false, prices: PRICES });
   off.model(record);
   const offText = off.registry.expose();
   assert.ok(!offText.includes('run_id'), offText);
   assert.ok(!offText.includes('run-42'), offText);
 
-  const on = createProxyMetrics({ maxSeriesPerFamily: 50, runIdLabel: true, prices: PRICES });
+  const on = createProxyMetrics({ maxSeriesPerFamily: 50, seriesTtlMs: 0, runIdLabel: true, prices: PRICES });
   on.model(record);
   on.model(modelRecord({ run_id: 'run-42', duration_ms: 10 })); // 200 without usage
   on.model(modelRecord({ run_id: null, duration_ms: 10 }));
@@ -272,7 +272,7 @@ test('run_id becomes a label only when enabled', () => {
 
 test('model, host and status labels take only values from the records (no raw request data)', () => {
   const RAW = 'RAWDATA';
-  const metrics = createProxyMetrics({ maxSeriesPerFamily: 50, runIdLabel: false, prices: PRICES });
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 50, seriesTtlMs: 0, runIdLabel: false, prices: PRICES });
   const models = [
     modelRecord({ request_id: `${RAW}-req`, upstream_request_id: `${RAW}-up`, response_model: `${RAW}-gpt-4o-2024-08-06`, path: '/v1/chat/completions', finish_reason: `${RAW}-stop`, error: `${RAW}-error`, input_tokens: 5, output_tokens: 5, usage_complete: true }),
     modelRecord({ model: null, status: 404, path: null, method: `${RAW}-METHOD`, request_id: `${RAW}-req2`, error: 'not_found', bytes_in: 123456 }),
@@ -315,7 +315,7 @@ test('model, host and status labels take only values from the records (no raw re
 });
 
 test('with maxSeriesPerFamily=20, 1,000 distinct instance_id values stay within 21 series per family and keep the totals', () => {
-  const metrics = createProxyMetrics({ maxSeriesPerFamily: 20, runIdLabel: false, prices: PRICES });
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 20, seriesTtlMs: 0, runIdLabel: false, prices: PRICES });
   for (let i = 0; i < 1000; i++) {
     metrics.model(
       modelRecord({
