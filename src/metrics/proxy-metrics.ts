@@ -33,12 +33,18 @@ export type ProxyMetrics = ReturnType<typeof createProxyMetrics>;
 
 export function createProxyMetrics(opts: ProxyMetricsOptions) {
   const registry = new Registry(opts.maxSeriesPerFamily, opts.seriesTtlMs);
+  // Counters carry the identity: who made the request, down to the bot instance (and run).
   const who = opts.runIdLabel ? ['provider', 'model', 'instance_id', 'workflow', 'run_id'] : ['provider', 'model', 'instance_id', 'workflow'];
+  // Latency histograms carry only labels bounded by configuration. A histogram series is 17 to
+  // 19 lines (one per bucket), so a label per bot instance made them 84% of a scrape at the
+  // cap (86,000 lines, 11 MiB). The wire protocol (`api`) belongs in this list, and its value
+  // in latencyValues, when the gateway serves more than one.
+  const latencyLabels = ['provider', 'model', 'workflow'];
 
   const m = {
     requests: registry.counter('model_gateway_requests_total', 'Model gateway requests by final HTTP status (0: the client left before an answer).', [...who, 'status']),
-    duration: registry.histogram('model_gateway_request_duration_seconds', 'Model gateway request duration, until the last byte was relayed.', who, GENAI_DURATION_BUCKETS),
-    ttft: registry.histogram('model_gateway_time_to_first_token_seconds', 'Time from request arrival to the first output-bearing stream event.', who, GENAI_TTFT_BUCKETS),
+    duration: registry.histogram('model_gateway_request_duration_seconds', 'Model gateway request duration, until the last byte was relayed.', latencyLabels, GENAI_DURATION_BUCKETS),
+    ttft: registry.histogram('model_gateway_time_to_first_token_seconds', 'Time from request arrival to the first output-bearing stream event.', latencyLabels, GENAI_TTFT_BUCKETS),
     tokens: registry.counter('model_gateway_tokens_total', 'Tokens reported by the upstream usage block, by type (input includes cached, output includes reasoning).', [...who, 'type']),
     cost: registry.counter('model_gateway_cost_usd_total', 'Estimated cost in USD from MODEL_PRICES_FILE; models without a price are not counted.', who),
     rateLimited: registry.counter('model_gateway_upstream_rate_limited_total', 'Upstream 429 responses, retried or not.', who),
@@ -69,6 +75,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     if (opts.runIdLabel) v.push(r.run_id ?? '');
     return v;
   };
+  const latencyValues = (r: ModelRequestRecord): string[] => [r.provider, r.model ?? NONE, r.workflow ?? ''];
 
   return {
     registry,
@@ -76,8 +83,9 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     model(r: ModelRequestRecord): void {
       const w = whoValues(r);
       m.requests.inc([...w, String(r.status)]);
-      m.duration.observe(w, r.duration_ms / 1000);
-      if (r.ttft_ms !== null) m.ttft.observe(w, r.ttft_ms / 1000);
+      const latency = latencyValues(r);
+      m.duration.observe(latency, r.duration_ms / 1000);
+      if (r.ttft_ms !== null) m.ttft.observe(latency, r.ttft_ms / 1000);
       if (r.rate_limited > 0) m.rateLimited.inc(w, r.rate_limited);
       if (r.retries > 0) m.retries.inc(w, r.retries);
       if (r.interrupted !== null) m.interruptions.inc([...w, r.interrupted]);

@@ -256,8 +256,9 @@ test('run_id becomes a label only when enabled', () => {
   on.model(modelRecord({ run_id: 'run-42', duration_ms: 10 })); // 200 without usage
   on.model(modelRecord({ run_id: null, duration_ms: 10 }));
   const { types, samples } = parseExposition(on.registry.expose());
-  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && f !== 'model_gateway_streams_in_flight');
-  assert.equal(modelFamilies.length, 9);
+  // The counters; the latency histograms and the in-flight gauge never carry an identity.
+  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && types.get(f) === 'counter');
+  assert.equal(modelFamilies.length, 7);
   for (const family of modelFamilies) {
     const own = samples.filter((s) => s.family === family);
     assert.ok(own.length > 0, `${family} has samples`);
@@ -266,8 +267,8 @@ test('run_id becomes a label only when enabled', () => {
   }
   // A record without a run_id gets run_id="".
   assert.ok(samples.some((s) => s.name === 'model_gateway_requests_total' && s.labels.get('run_id') === ''));
-  // Never on the git or process families.
-  for (const s of samples) if (!s.family.startsWith('model_gateway_') || s.family === 'model_gateway_streams_in_flight') assert.ok(!s.labels.has('run_id'), s.name);
+  // Never on the histograms, the gauges, the git or the process families.
+  for (const s of samples) if (!modelFamilies.includes(s.family)) assert.ok(!s.labels.has('run_id'), s.name);
 });
 
 test('model, host and status labels take only values from the records (no raw request data)', () => {
@@ -360,4 +361,25 @@ test('with maxSeriesPerFamily=20, 1,000 distinct instance_id values stay within 
   assert.equal(sum('model_gateway_time_to_first_token_seconds_count'), 1000);
   assert.equal(sum('model_gateway_retries_total'), 1000);
   assert.equal(sum('model_gateway_upstream_rate_limited_total'), 1000);
+});
+
+test('latency histograms carry only labels bounded by configuration (provider, model, workflow); identity stays on the counters', () => {
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 2000, seriesTtlMs: 0, runIdLabel: true, prices: PRICES });
+  for (let i = 0; i < 500; i++) {
+    metrics.model(modelRecord({ instance_id: `bot-${i}`, run_id: `run-${i}`, workflow: i % 2 ? 'triage' : 'review', stream: true, duration_ms: 500, ttft_ms: 50, input_tokens: 10, output_tokens: 5, usage_complete: true }));
+  }
+  const text = metrics.registry.expose();
+  const { types, samples } = parseExposition(text);
+  const series = seriesPerFamily(text);
+  for (const family of ['model_gateway_request_duration_seconds', 'model_gateway_time_to_first_token_seconds']) {
+    assert.equal(types.get(family), 'histogram');
+    const own = samples.filter((s) => s.family === family);
+    for (const s of own) assert.deepEqual([...s.labels.keys()].filter((k) => k !== 'le'), ['provider', 'model', 'workflow'], s.name);
+    assert.equal(series.get(family), 2, `${family}: one series per workflow, whatever the number of bots`);
+    assert.equal(own.filter((s) => s.name === `${family}_count`).reduce((a, s) => a + s.value, 0), 500);
+  }
+  // 500 bots are 500 series in each identity-labelled counter.
+  assert.equal(series.get('model_gateway_requests_total'), 500);
+  assert.equal(series.get('model_gateway_tokens_total'), 1000);
+  assert.ok(samples.some((s) => s.family === 'model_gateway_requests_total' && s.labels.get('instance_id') === 'bot-7' && s.labels.get('run_id') === 'run-7'));
 });
