@@ -49,7 +49,7 @@ interface Series<S> {
   /** `a="x",b="y"`, escaped once when the series is created: label values never change. */
   readonly labelText: string;
   readonly data: S;
-  /** Registry.now when the series was last updated. */
+  /** The registry's coarse clock when the series was last updated. */
   touched: number;
 }
 
@@ -131,7 +131,7 @@ abstract class Family<S> {
   expire(): void {
     const now = this.registry.now;
     this.sweptAt = now;
-    if (!this.capped || this.labelNames.length === 0) return;
+    if (!this.capped || this.labelNames.length === 0 || this.registry.seriesTtlMs === 0) return;
     for (const [key, s] of this.series) {
       if (seriesExpired(s.touched, now, this.registry.seriesTtlMs, this.holdsValue(s.data))) this.series.delete(key);
     }
@@ -236,7 +236,7 @@ export class Registry {
    * Coarse time in milliseconds, advanced by tick(): recording stamps a series with it instead
    * of reading a clock for every observation. Without ticks it stays 0 and nothing expires.
    */
-  now = 0;
+  private clock = 0;
 
   /**
    * @param maxSeriesPerFamily label sets a family holds before folding new ones into its overflow series
@@ -284,9 +284,14 @@ export class Registry {
     return this.register(new Histogram(name, help, labelNames, this, buckets));
   }
 
-  /** Advances the coarse clock (see now); the caller's timer ticks every clockTickMs(ttl). */
+  /** Advances the coarse clock; the caller's timer ticks every clockTickMs(seriesTtlMs). */
   tick(nowMs: number): void {
-    this.now = nowMs;
+    this.clock = nowMs;
+  }
+
+  /** The coarse clock, for the families. */
+  get now(): number {
+    return this.clock;
   }
 
   /** Runs before each exposition: for values read from the process (memory, descriptors). */
