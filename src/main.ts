@@ -197,8 +197,8 @@ async function serve(options: ServeOptions): Promise<void> {
     });
   }
 
+  if (metrics === undefined || options.metricsListen === undefined) return; // --metrics-listen off
   // A separate port, so that workloads need not (and, by network policy, cannot) reach it.
-  if (metrics === undefined || options.metricsListen === undefined) return;
   const proxyListeners = [...listeners];
   metrics.watchProcess(() => new Map(proxyListeners.map((l) => [l.name, l.connections()])), () => logWriter.dropped());
   metricsListener = await startListener({
