@@ -227,14 +227,16 @@ export function auditBundle(text) {
   return { findings, builtins: [...builtins].sort(), sources: sources.sort() };
 }
 
-function main(argv) {
-  const file = path.resolve(argv[0] ?? path.join(root, 'dist', 'proxy.js'));
+/**
+ * Audits the bundle file and renders the report the command prints: { status (0: clean,
+ * 1: findings, 2: cannot read the file), stdout (the report), stderr (the verdict on failure) }.
+ */
+export function auditFile(file = path.join(root, 'dist', 'proxy.js')) {
   let bytes;
   try {
     bytes = readFileSync(file);
   } catch (err) {
-    process.stderr.write(`audit-bundle: cannot read ${file} (${err.code ?? err.message}); run npm run build first\n`);
-    return 2;
+    return { status: 2, stdout: '', stderr: `audit-bundle: cannot read ${file} (${err.code ?? err.message}); run npm run build first\n` };
   }
   const text = bytes.toString('utf8');
   const { findings, builtins, sources } = auditBundle(text);
@@ -251,11 +253,16 @@ function main(argv) {
     `  findings:  ${findings.length === 0 ? 'none' : findings.length}`,
     ...findings.map((f) => `    ${f}`),
   ];
-  process.stdout.write(`${lines.join('\n')}\n`);
-  if (findings.length > 0) process.stderr.write(`audit-bundle: ${findings.length} finding(s) in ${file}\n`);
-  return findings.length === 0 ? 0 : 1;
+  return {
+    status: findings.length === 0 ? 0 : 1,
+    stdout: `${lines.join('\n')}\n`,
+    stderr: findings.length === 0 ? '' : `audit-bundle: ${findings.length} finding(s) in ${file}\n`,
+  };
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  process.exitCode = main(process.argv.slice(2));
+  const result = auditFile(process.argv[2] === undefined ? undefined : path.resolve(process.argv[2]));
+  process.stdout.write(result.stdout);
+  process.stderr.write(result.stderr);
+  process.exitCode = result.status;
 }

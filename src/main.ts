@@ -15,8 +15,8 @@ import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from './git
 import { parseSigningKey, signBotToken } from './auth/jwt.ts';
 import { formatRepoPattern, gitScopeClaim } from './git/scope.ts';
 import { asyncLineWriter, jsonLineSink, type LogSink } from './http/log.ts';
-import { serveMetrics } from './metrics/registry.ts';
-import { parsePrices, type ModelPrice } from './gateway/prices.ts';
+import { clockTickMs, serveMetrics } from './metrics/registry.ts';
+import { parsePrices, type PriceTable } from './gateway/prices.ts';
 import { createProxyMetrics } from './metrics/proxy-metrics.ts';
 import { literalSecret, secretSource } from './config/secret.ts';
 import { startListener, writeProxyError, type Listener } from './http/server.ts';
@@ -75,9 +75,9 @@ function openProviders(gateway: GatewayConfig): Provider[] {
   }));
 }
 
-function loadPrices(): Map<string, ModelPrice> {
+function loadPrices(): PriceTable {
   const file = env.MODEL_PRICES_FILE;
-  return file ? parsePrices(readFileSync(file, 'utf8'), file) : new Map();
+  return file ? parsePrices(readFileSync(file, 'utf8'), file) : { get: () => undefined };
 }
 
 async function serve(options: ServeOptions): Promise<void> {
@@ -147,13 +147,25 @@ async function serve(options: ServeOptions): Promise<void> {
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 
-  const metrics = createProxyMetrics({ maxSeriesPerFamily: options.metricsMaxSeries, runIdLabel: options.metricsRunIdLabel, prices: loadPrices() });
+  // The price table is checked even with `--metrics-listen off` (e.g. a second proxy beside the
+  // first on one host), so that switching metrics on cannot reveal a broken file; but nothing
+  // is recorded that nobody could read.
+  const prices = loadPrices();
+  const metrics =
+    options.metricsListen === undefined
+      ? undefined
+      : createProxyMetrics({ maxSeriesPerFamily: options.metricsMaxSeries, seriesTtlMs: options.metricsSeriesTtlMs, runIdLabel: options.metricsRunIdLabel, prices });
+  if (metrics && options.metricsSeriesTtlMs > 0) {
+    // Series expiry runs on a coarse clock, so that recording a request never reads the time.
+    setInterval(() => metrics.registry.tick(performance.now()), clockTickMs(options.metricsSeriesTtlMs)).unref();
+  }
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs };
 
   if (gitEnabled) {
     const git = await startListener({
       name: 'git',
+      flag: 'git-auth-listen',
       address: options.gitListen,
       timeouts: listenerTimeouts,
       log,
@@ -163,7 +175,7 @@ async function serve(options: ServeOptions): Promise<void> {
         timeouts: upstreamTimeouts,
         record: (rec) => {
           log(rec);
-          metrics.git(rec);
+          metrics?.git(rec);
         },
       }),
       sendError: (req, res, error) => sendGitError(req, res, error),
@@ -182,15 +194,16 @@ async function serve(options: ServeOptions): Promise<void> {
     const providers = openProviders(gateway);
     const model = await startListener({
       name: 'model',
+      flag: 'model-gateway-listen',
       address: options.modelListen,
       timeouts: listenerTimeouts,
       log,
       handle: createGatewayHandler({
         record: (rec) => {
           log(rec);
-          metrics.model(rec);
+          metrics?.model(rec);
         },
-        streams: metrics.streams,
+        streams: metrics?.streams,
         signingKey: gateway.signingKey,
         providers,
         protocols: PROTOCOLS,
@@ -232,11 +245,13 @@ async function serve(options: ServeOptions): Promise<void> {
     });
   }
 
+  if (metrics === undefined || options.metricsListen === undefined) return; // --metrics-listen off
   // A separate port, so that workloads need not (and, by network policy, cannot) reach it.
   const proxyListeners = [...listeners];
   metrics.watchProcess(() => new Map(proxyListeners.map((l) => [l.name, l.connections()])), () => logWriter.dropped());
   metricsListener = await startListener({
     name: 'metrics',
+    flag: 'metrics-listen',
     address: options.metricsListen,
     timeouts: listenerTimeouts,
     log,

@@ -24,8 +24,10 @@ export interface ServeOptions {
   readonly upstreamResponseTimeoutMs: number;
   readonly upstreamIdleTimeoutMs: number;
   readonly shutdownGraceMs: number;
-  readonly metricsListen: ListenAddress;
+  /** undefined: `--metrics-listen off`, no metrics listener. */
+  readonly metricsListen: ListenAddress | undefined;
   readonly metricsMaxSeries: number;
+  readonly metricsSeriesTtlMs: number;
   readonly metricsRunIdLabel: boolean;
   /** --providers: the model gateway's providers file. */
   readonly providersFile: string | undefined;
@@ -93,8 +95,9 @@ const FLAGS = {
   'upstream-response-timeout': { default: '5m', commands: SERVE, help: 'waiting for the upstream response head with no byte moving (504 after); a big push is still being sent, so it is not idle' },
   'upstream-idle-timeout': { default: '5m', commands: SERVE, help: 'a response body or stream with no byte for this long is cut (stream idle timeout)' },
   'shutdown-grace': { default: '30s', commands: SERVE, help: 'on SIGTERM/SIGINT, how long in-flight requests may finish' },
-  'metrics-listen': { default: ':9464', commands: SERVE, help: 'Prometheus metrics listener (GET /metrics); runs whenever a proxy listener runs' },
+  'metrics-listen': { default: ':9464', commands: SERVE, help: 'Prometheus metrics listener (GET /metrics, /healthz), or off to run without it' },
   'metrics-max-series': { default: '2000', commands: SERVE, help: 'most series one metric family may hold; further label sets fold into an overflow series' },
+  'metrics-series-ttl': { default: '1h', commands: SERVE, help: 'a metric series not updated for this long is dropped (0: never), so the cap bounds identities active at once' },
   'metrics-run-id-label': { default: undefined, commands: SERVE, type: 'boolean', help: 'add run_id as a label to model metrics (unbounded; still under --metrics-max-series)' },
   'instance-id': { default: undefined, commands: ['mint-token'], help: 'the workload instance (claim sub)' },
   workflow: { default: undefined, commands: ['mint-token'], help: 'the workflow (claim workflow)' },
@@ -188,8 +191,9 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       upstreamResponseTimeoutMs: duration('upstream-response-timeout'),
       upstreamIdleTimeoutMs: duration('upstream-idle-timeout'),
       shutdownGraceMs: duration('shutdown-grace'),
-      metricsListen: wrap(() => parseListenAddress('metrics-listen', str('metrics-listen')!)),
+      metricsListen: str('metrics-listen') === 'off' ? undefined : wrap(() => parseListenAddress('metrics-listen', str('metrics-listen')!)),
       metricsMaxSeries: wrap(() => parseCount('metrics-max-series', str('metrics-max-series')!, 10, 1_000_000)),
+      metricsSeriesTtlMs: duration('metrics-series-ttl'),
       metricsRunIdLabel: values['metrics-run-id-label'] === true,
       providersFile: str('providers'),
       allowHostedTools: str('allow-hosted-tools')!.split(',').map((t) => t.trim()).filter((t) => t !== ''),

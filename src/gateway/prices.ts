@@ -1,35 +1,59 @@
 // Estimated cost of a model call from a price table (MODEL_PRICES_FILE): USD per million
-// tokens, per token type, per model. A model without a price gets no cost, never a guess.
-import { isObject, parseConfigJson } from '../config/config-file.ts';
+// tokens, per token type, per provider and model. A model without a price gets no cost, never a
+// guess.
+import { isObject, parseConfigJson, type FieldFailure } from '../config/config-file.ts';
 
 export interface ModelPrice {
   readonly input: number;
   readonly output: number;
-  /** Cached input tokens; defaults to the input price. */
+  /** Cached input tokens (cache reads); defaults to the input price. */
   readonly cached: number | undefined;
   /** Reasoning tokens; defaults to the output price. */
   readonly reasoning: number | undefined;
+  /** Input tokens written to the prompt cache (Anthropic); defaults to the input price. */
+  readonly cacheWrite: number | undefined;
 }
 
-const PRICE_FIELDS = new Set(['input', 'output', 'cached', 'reasoning']);
+/** A price by provider and model. */
+export interface PriceTable {
+  get(provider: string, model: string): ModelPrice | undefined;
+}
 
-/** `{"gpt-4o": {"input": 2.5, "cached": 1.25, "output": 10}, ...}` */
-export function parsePrices(text: string, fileName: string): Map<string, ModelPrice> {
+const PRICE_FIELDS = new Set(['input', 'output', 'cached', 'reasoning', 'cache_write']);
+
+function parsePrice(e: unknown, where: string, fail: FieldFailure): ModelPrice {
+  if (!isObject(e)) return fail(where, 'must be an object');
+  for (const k of Object.keys(e)) if (!PRICE_FIELDS.has(k)) fail(`${where}.${k}`, 'unknown field (input, output, cached, reasoning, cache_write)');
+  const num = (k: string, required: boolean): number | undefined => {
+    const v = e[k];
+    if (v === undefined && !required) return undefined;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) return fail(`${where}.${k}`, 'must be a non-negative number (USD per million tokens)');
+    return v;
+  };
+  return { input: num('input', true)!, output: num('output', true)!, cached: num('cached', false), reasoning: num('reasoning', false), cacheWrite: num('cache_write', false) };
+}
+
+/**
+ * `{"providers": {"openai": {"gpt-4o": {"input": 2.5, "cached": 1.25, "output": 10}}, ...}}`,
+ * or the flat form `{"gpt-4o": {...}}`, which prices a model whichever provider serves it (a
+ * model ID belongs to one provider).
+ */
+export function parsePrices(text: string, fileName: string): PriceTable {
   const { doc, fail } = parseConfigJson(text, fileName);
-  if (!isObject(doc)) return fail('(file)', 'must be an object of model ID to prices');
-  const prices = new Map<string, ModelPrice>();
-  for (const [model, e] of Object.entries(doc)) {
-    if (!isObject(e)) return fail(model, 'must be an object');
-    for (const k of Object.keys(e)) if (!PRICE_FIELDS.has(k)) fail(`${model}.${k}`, 'unknown field (input, output, cached, reasoning)');
-    const num = (k: string, required: boolean): number | undefined => {
-      const v = e[k];
-      if (v === undefined && !required) return undefined;
-      if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) return fail(`${model}.${k}`, 'must be a non-negative number (USD per million tokens)');
-      return v;
-    };
-    prices.set(model, { input: num('input', true)!, output: num('output', true)!, cached: num('cached', false), reasoning: num('reasoning', false) });
+  if (!isObject(doc)) return fail('(file)', 'must be an object: {"providers": {provider: {model: prices}}} or {model: prices}');
+  const byProvider = new Map<string, Map<string, ModelPrice>>();
+  const anyProvider = new Map<string, ModelPrice>();
+  if (Object.hasOwn(doc, 'providers')) {
+    for (const k of Object.keys(doc)) if (k !== 'providers') fail(k, 'unknown field next to "providers"');
+    if (!isObject(doc.providers)) return fail('providers', 'must be an object of provider name to models');
+    for (const [provider, models] of Object.entries(doc.providers)) {
+      if (!isObject(models)) return fail(`providers.${provider}`, 'must be an object of model ID to prices');
+      byProvider.set(provider, new Map(Object.entries(models).map(([model, e]) => [model, parsePrice(e, `providers.${provider}.${model}`, fail)])));
+    }
+  } else {
+    for (const [model, e] of Object.entries(doc)) anyProvider.set(model, parsePrice(e, model, fail));
   }
-  return prices;
+  return { get: (provider, model) => byProvider.get(provider)?.get(model) ?? anyProvider.get(model) };
 }
 
 export interface TokenCounts {
@@ -37,19 +61,22 @@ export interface TokenCounts {
   readonly output: number | null;
   readonly reasoning: number | null;
   readonly cached: number | null;
+  readonly cache_write: number | null;
 }
 
 /**
- * OpenAI's counts nest: cached tokens are part of the input, reasoning tokens part of the
- * output. Each token is priced once. Undefined when the counts are incomplete.
+ * The counts nest: cache reads and cache writes are part of the input, reasoning tokens part of
+ * the output. Each token is priced once. Undefined when the counts are incomplete.
  */
 export function costUsd(price: ModelPrice, t: TokenCounts): number | undefined {
   if (t.input === null || t.output === null) return undefined;
   const cached = Math.min(t.cached ?? 0, t.input);
+  const cacheWrite = Math.min(t.cache_write ?? 0, t.input - cached);
   const reasoning = Math.min(t.reasoning ?? 0, t.output);
   const micro =
-    (t.input - cached) * price.input +
+    (t.input - cached - cacheWrite) * price.input +
     cached * (price.cached ?? price.input) +
+    cacheWrite * (price.cacheWrite ?? price.input) +
     (t.output - reasoning) * price.output +
     reasoning * (price.reasoning ?? price.output);
   return micro / 1_000_000;

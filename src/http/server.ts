@@ -13,6 +13,14 @@ import type { LogSink } from './log.ts';
  */
 export const STREAM_HIGH_WATER_MARK = 256 * 1024;
 
+/**
+ * At drain start, a connection whose request head is still arriving gets this long (or the
+ * header timeout, if shorter) to complete it; the request is then served and the connection
+ * closed. Long enough for bytes a client sent before it saw the drain to land, short enough
+ * that a slow or stalled head cannot hold the process: it is cut when this ends.
+ */
+export const DRAIN_HEAD_DEADLINE_MS = 500;
+
 export interface ListenerTimeouts {
   /** Time a client has to send the complete request head. */
   readonly headerMs: number;
@@ -22,12 +30,25 @@ export interface ListenerTimeouts {
 
 export interface ListenerSpec {
   readonly name: string;
+  /** The command-line flag that set the address, named when it cannot be listened on. */
+  readonly flag: string;
   readonly address: ListenAddress;
   readonly timeouts: ListenerTimeouts;
   readonly log: LogSink;
   readonly handle: (req: IncomingMessage, res: ServerResponse) => void;
   /** How this listener renders an error it makes itself (git: text, gateway: JSON). */
   readonly sendError: (req: IncomingMessage, res: ServerResponse, error: ProxyError) => void;
+}
+
+/** What the drain does with one client connection (see drainAction). */
+export type DrainAction = 'wait' | 'close' | 'deadline';
+
+/** The per-connection state the drain decides on. */
+export interface ConnectionState {
+  /** Requests whose response has not finished (more than one only when pipelined). */
+  inProgress: number;
+  /** socket.bytesRead when the connection last had nothing in progress. */
+  bytesAtIdle: number;
 }
 
 export interface Listener {
@@ -40,12 +61,34 @@ export interface Listener {
   connections(): number;
   /** From now on /healthz answers 503 and responses close their connection. */
   markDraining(): void;
-  /** Stop accepting, let in-flight requests finish for up to graceMs, then cut the rest. */
+  /**
+   * Stop accepting and close every connection with no request in progress; a request head
+   * still arriving gets DRAIN_HEAD_DEADLINE_MS; in-flight requests get up to graceMs, each
+   * connection closing as its response ends; then the rest are cut.
+   */
   close(graceMs: number): Promise<void>;
 }
 
 export async function startListener(spec: ListenerSpec): Promise<Listener> {
   let draining = false;
+  // Node's own bookkeeping counts a connection that has not sent a complete head as active
+  // until its header timeout, so closeIdleConnections() leaves never-used connections (pools
+  // and load balancers pre-connect) and half-sent heads open: the drain tracks its own.
+  const connections = new Map<Socket, ConnectionState>();
+  /** Counts a request in progress on its connection until its response is over. */
+  const track = (socket: Socket, res: ServerResponse) => {
+    const state = connections.get(socket);
+    if (!state) return;
+    state.inProgress++;
+    res.once('close', () => {
+      state.inProgress--;
+      if (state.inProgress > 0) return;
+      state.bytesAtIdle = socket.bytesRead;
+      // A response that began before the drain did not say Connection: close: end it here,
+      // once its bytes are written, instead of waiting for the client or the idle timeout.
+      if (draining) socket.destroySoon();
+    });
+  };
   const server = createServer(
     {
       // Node's 300 s default would cut a long push or stream; head and idle limits still apply.
@@ -57,6 +100,7 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
       highWaterMark: STREAM_HIGH_WATER_MARK,
     },
     (req, res) => {
+      track(req.socket, res);
       if (draining) res.setHeader('connection', 'close');
       // Node's parser lets HTTP/0.9-style and HTTP/2.0-labelled request lines through, and
       // HTTP/1.0 without Host: none of them is a client we serve, so none is forwarded.
@@ -83,19 +127,19 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
       }
     },
   );
-  let open = 0;
   server.on('connection', (socket: Socket) => {
-    open++;
-    socket.once('close', () => open--);
+    connections.set(socket, { inProgress: 0, bytesAtIdle: 0 });
+    socket.once('close', () => connections.delete(socket));
   });
   // CONNECT (forward-proxy tunnelling) and protocol upgrades are never proxied.
   server.on('connect', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 405, 'Method Not Allowed'));
   server.on('upgrade', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 400, 'Bad Request'));
 
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    const fail = (err: NodeJS.ErrnoException) => reject(new Error(listenErrorMessage(spec.flag, spec.address, err.code ?? err.message)));
+    server.once('error', fail);
     server.listen({ host: spec.address.host, port: spec.address.port }, () => {
-      server.off('error', reject);
+      server.off('error', fail);
       resolve();
     });
   });
@@ -107,22 +151,60 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
     server,
     address: formatAddress(bound.address, bound.port),
     port: bound.port,
-    connections: () => open,
+    connections: () => connections.size,
     markDraining: () => void (draining = true),
     close(graceMs: number): Promise<void> {
       draining = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      // A connection whose request finishes during the drain becomes idle: close it then, not
-      // after the keep-alive timeout. Polling costs nothing on the request path.
-      server.closeIdleConnections();
-      const sweep = setInterval(() => server.closeIdleConnections(), 50);
+      let arriving = 0;
+      for (const [socket, state] of connections) {
+        const action = drainAction(state, socket.bytesRead);
+        if (action === 'close') socket.destroy();
+        else if (action === 'deadline') arriving++;
+      }
+      // Heads that were still arriving: whatever has not become a request by now is cut.
+      const headDeadline =
+        arriving > 0
+          ? setTimeout(() => {
+              for (const [socket, state] of connections) if (state.inProgress === 0) socket.destroy();
+            }, Math.min(DRAIN_HEAD_DEADLINE_MS, spec.timeouts.headerMs || DRAIN_HEAD_DEADLINE_MS))
+          : undefined;
       const force = setTimeout(() => server.closeAllConnections(), graceMs);
       return closed.finally(() => {
-        clearInterval(sweep);
+        clearTimeout(headDeadline);
         clearTimeout(force);
       });
     },
   };
+}
+
+/**
+ * Pure: at drain start, a connection with a request in progress is waited for (it closes when
+ * its response ends); one that received bytes since it was last idle has a head arriving and
+ * gets a short deadline; any other (never used, or idle between requests) is closed at once.
+ */
+export function drainAction(state: ConnectionState, bytesRead: number): DrainAction {
+  if (state.inProgress > 0) return 'wait';
+  return bytesRead > state.bytesAtIdle ? 'deadline' : 'close';
+}
+
+/**
+ * Pure: why an address cannot be listened on, naming the flag that set it and what to type
+ * instead. Only the metrics listener may be switched off, so only its message offers that.
+ */
+export function listenErrorMessage(flag: string, address: ListenAddress, code: string): string {
+  const given = `--${flag} ${address.host === undefined ? `:${address.port}` : formatAddress(address.host, address.port)}`;
+  const instead = `use a free address with --${flag} HOST:PORT${flag === 'metrics-listen' ? ', or --metrics-listen off to run without the metrics listener' : ''}`;
+  switch (code) {
+    case 'EADDRINUSE':
+      return `${given}: the address is already in use (another proxy on this host?); ${instead}`;
+    case 'EACCES':
+      return `${given}: not allowed to listen there (ports below 1024 need privileges); ${instead}`;
+    case 'EADDRNOTAVAIL':
+      return `${given}: no network interface of this host has that address; ${instead}`;
+    default:
+      return `${given}: cannot listen (${code}); ${instead}`;
+  }
 }
 
 /** Pure: HTTP/1.1, or HTTP/1.0 with a Host header; anything else is refused. */

@@ -8,7 +8,7 @@ import { ERRORS, type UpstreamFailure } from '../http/errors.ts';
 import type { ModelRequestRecord } from '../gateway/handler.ts';
 import type { GitRequestRecord } from '../git/proxy.ts';
 import { Registry } from './registry.ts';
-import { costUsd, type ModelPrice } from '../gateway/prices.ts';
+import { costUsd, type PriceTable } from '../gateway/prices.ts';
 
 // OpenTelemetry GenAI semantic conventions, ExplicitBucketBoundaries of
 // gen_ai.client.operation.duration and gen_ai.server.time_to_first_token.
@@ -27,22 +27,30 @@ const SCOPE_REFUSALS: ReadonlySet<string> = new Set(
 
 export interface ProxyMetricsOptions {
   readonly maxSeriesPerFamily: number;
+  /** Series not updated for this long are dropped (0: never); see Registry. */
+  readonly seriesTtlMs: number;
   /** run_id as a label: unbounded by nature, so only when the operator asks. */
   readonly runIdLabel: boolean;
-  readonly prices: ReadonlyMap<string, ModelPrice>;
+  readonly prices: PriceTable;
 }
 
 export type ProxyMetrics = ReturnType<typeof createProxyMetrics>;
 
 export function createProxyMetrics(opts: ProxyMetricsOptions) {
-  const registry = new Registry(opts.maxSeriesPerFamily);
+  const registry = new Registry(opts.maxSeriesPerFamily, opts.seriesTtlMs);
+  // Counters carry the identity: who made the request, down to the bot instance (and run).
   const who = opts.runIdLabel ? ['provider', 'model', 'instance_id', 'workflow', 'run_id'] : ['provider', 'model', 'instance_id', 'workflow'];
+  // Latency histograms carry only labels bounded by configuration. A histogram series is 17 to
+  // 19 lines (one per bucket), so a label per bot instance made them 84% of a scrape at the
+  // cap (86,000 lines, 11 MiB). `api` is the wire protocol (chat_completions, responses,
+  // messages): the protocols differ in what a request is, so their latencies are apart.
+  const latencyLabels = ['provider', 'model', 'workflow', 'api'];
 
   const m = {
-    requests: registry.counter('model_gateway_requests_total', 'Model gateway requests by final HTTP status (0: the client left before an answer).', [...who, 'status']),
-    duration: registry.histogram('model_gateway_request_duration_seconds', 'Model gateway request duration, until the last byte was relayed.', who, GENAI_DURATION_BUCKETS),
-    ttft: registry.histogram('model_gateway_time_to_first_token_seconds', 'Time from request arrival to the first output-bearing stream event.', who, GENAI_TTFT_BUCKETS),
-    tokens: registry.counter('model_gateway_tokens_total', 'Tokens reported by the upstream usage block, by type (input includes cached, output includes reasoning).', [...who, 'type']),
+    requests: registry.counter('model_gateway_requests_total', 'Model gateway requests by wire protocol and final HTTP status (0: the client left before an answer).', [...who, 'api', 'status']),
+    duration: registry.histogram('model_gateway_request_duration_seconds', 'Model gateway request duration, until the last byte was relayed.', latencyLabels, GENAI_DURATION_BUCKETS),
+    ttft: registry.histogram('model_gateway_time_to_first_token_seconds', 'Time from request arrival to the first output-bearing stream event.', latencyLabels, GENAI_TTFT_BUCKETS),
+    tokens: registry.counter('model_gateway_tokens_total', 'Tokens reported by the upstream usage block, by type (input includes cached and cache_write, output includes reasoning).', [...who, 'type']),
     cost: registry.counter('model_gateway_cost_usd_total', 'Estimated cost in USD from MODEL_PRICES_FILE; models without a price are not counted.', who),
     rateLimited: registry.counter('model_gateway_upstream_rate_limited_total', 'Upstream 429 responses, retried or not.', who),
     retries: registry.counter('model_gateway_retries_total', 'Upstream attempts after the first.', who),
@@ -74,22 +82,24 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     if (opts.runIdLabel) v.push(r.run_id ?? '');
     return v;
   };
+  const latencyValues = (r: ModelRequestRecord): string[] => [r.provider ?? NONE, r.model ?? NONE, r.workflow ?? '', r.api ?? NONE];
 
   return {
     registry,
 
     model(r: ModelRequestRecord): void {
       const w = whoValues(r);
-      m.requests.inc([...w, String(r.status)]);
-      m.duration.observe(w, r.duration_ms / 1000);
-      if (r.ttft_ms !== null) m.ttft.observe(w, r.ttft_ms / 1000);
+      m.requests.inc([...w, r.api ?? NONE, String(r.status)]);
+      const latency = latencyValues(r);
+      m.duration.observe(latency, r.duration_ms / 1000);
+      if (r.ttft_ms !== null) m.ttft.observe(latency, r.ttft_ms / 1000);
       if (r.rate_limited > 0) m.rateLimited.inc(w, r.rate_limited);
       if (r.retries > 0) m.retries.inc(w, r.retries);
       if (r.interrupted !== null) m.interruptions.inc([...w, r.interrupted]);
       if (r.status >= 200 && r.status < 300 && r.usage_complete === false) m.usageIncomplete.inc(w);
-      const counts = { input: r.input_tokens, output: r.output_tokens, reasoning: r.reasoning_tokens, cached: r.cached_tokens };
+      const counts = { input: r.input_tokens, output: r.output_tokens, reasoning: r.reasoning_tokens, cached: r.cached_tokens, cache_write: r.cache_write_tokens };
       for (const [type, n] of Object.entries(counts)) if (n !== null && n > 0) m.tokens.inc([...w, type], n);
-      const price = r.model === null ? undefined : opts.prices.get(r.model);
+      const price = r.model === null || r.provider === null ? undefined : opts.prices.get(r.provider, r.model);
       const cost = price ? costUsd(price, counts) : undefined;
       if (cost !== undefined && cost > 0) m.cost.inc(w, cost);
     },

@@ -1,6 +1,7 @@
 // A small Prometheus registry: counters, gauges and histograms with labels, a cap on series per
-// family, and the text exposition format (version 0.0.4). Recording costs one Map lookup by a
-// key joined from the label values; the exposition text is only built when scraped.
+// family, expiry of series not updated for a while, and the text exposition format (version
+// 0.0.4). Recording costs one Map lookup by a key joined from the label values and one number
+// stored; the exposition text is only built when scraped.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { once } from 'node:events';
 import { setImmediate as nextTurn } from 'node:timers/promises';
@@ -48,10 +49,31 @@ interface Series<S> {
   /** `a="x",b="y"`, escaped once when the series is created: label values never change. */
   readonly labelText: string;
   readonly data: S;
+  /** The registry's coarse clock when the series was last updated. */
+  touched: number;
+}
+
+/**
+ * Pure: a series not updated for ttlMs (0: never) is dropped, unless it holds a value that is
+ * still true without updates (a gauge that is not zero, such as streams in flight: dropping it
+ * would lose a live stream, and its close would then count down from zero).
+ */
+export function seriesExpired(touched: number, now: number, ttlMs: number, holdsValue: boolean): boolean {
+  return ttlMs > 0 && now - touched > ttlMs && !holdsValue;
+}
+
+/**
+ * How often the coarse clock of a registry with this TTL should tick: a tenth of the TTL, so a
+ * series is dropped at most 10% late, but not more often than every 10 ms nor less than every second.
+ */
+export function clockTickMs(ttlMs: number): number {
+  return Math.min(1000, Math.max(10, Math.floor(ttlMs / 10)));
 }
 
 abstract class Family<S> {
   protected readonly series = new Map<string, Series<S>>();
+  /** Registry.now at the last expiry sweep: a family at its cap sweeps at most once per tick. */
+  private sweptAt = Number.NaN;
 
   constructor(
     readonly name: string,
@@ -65,14 +87,24 @@ abstract class Family<S> {
 
   protected abstract create(): S;
 
+  /** Whether a series holds a value that stays true without updates (see seriesExpired). */
+  protected holdsValue(_data: S): boolean {
+    return false;
+  }
+
   /** The series for these label values; past the cap, the family's overflow series. */
   protected get(values: readonly string[]): S {
     if (values.length !== this.labelNames.length) throw new Error(`${this.name}: expected ${this.labelNames.length} label values`);
     const key = seriesKey(values);
+    const now = this.registry.now;
     const hit = this.series.get(key);
-    if (hit) return hit.data;
+    if (hit) {
+      hit.touched = now;
+      return hit.data;
+    }
     // The key separator may not appear inside a value, or two label sets could share a key.
     if (values.some((v) => v.includes('\u0000'))) return this.get(values.map((v) => v.replaceAll('\u0000', '\ufffd')));
+    if (this.capped && this.series.size >= this.registry.maxSeriesPerFamily && this.sweptAt !== now) this.expire();
     if (this.capped && this.series.size >= this.registry.maxSeriesPerFamily) {
       this.registry.overflowed(this.name);
       const overflow = this.labelNames.map(() => OVERFLOW_VALUE);
@@ -80,14 +112,29 @@ abstract class Family<S> {
       let o = this.series.get(okey);
       if (!o) {
         // The overflow series itself may exceed the cap by one: it is what tells the truth.
-        o = { labelText: this.labelText(overflow), data: this.create() };
+        o = { labelText: this.labelText(overflow), data: this.create(), touched: now };
         this.series.set(okey, o);
       }
+      o.touched = now;
       return o.data;
     }
-    const created = { labelText: this.labelText(values), data: this.create() };
+    const created = { labelText: this.labelText(values), data: this.create(), touched: now };
     this.series.set(key, created);
     return created.data;
+  }
+
+  /**
+   * Drops the series not updated for the registry's TTL. Only capped families with labels
+   * expire: a family without labels is one series and cannot grow, and the overflow counter
+   * has one series per family name.
+   */
+  expire(): void {
+    const now = this.registry.now;
+    this.sweptAt = now;
+    if (!this.capped || this.labelNames.length === 0 || this.registry.seriesTtlMs === 0) return;
+    for (const [key, s] of this.series) {
+      if (seriesExpired(s.touched, now, this.registry.seriesTtlMs, this.holdsValue(s.data))) this.series.delete(key);
+    }
   }
 
   private labelText(values: readonly string[]): string {
@@ -133,6 +180,9 @@ export class Counter extends Family<{ v: number }> {
 export class Gauge extends Family<{ v: number }> {
   protected create() {
     return { v: 0 };
+  }
+  protected override holdsValue(data: { v: number }): boolean {
+    return data.v !== 0;
   }
   set(values: readonly string[], v: number): void {
     this.get(values).v = v;
@@ -182,8 +232,23 @@ export class Registry {
   private readonly collectors: (() => void)[] = [];
   private readonly overflow: Counter;
 
-  constructor(readonly maxSeriesPerFamily: number) {
+  /**
+   * Coarse time in milliseconds, advanced by tick(): recording stamps a series with it instead
+   * of reading a clock for every observation. Without ticks it stays 0 and nothing expires.
+   */
+  private clock = 0;
+
+  /**
+   * @param maxSeriesPerFamily label sets a family holds before folding new ones into its overflow series
+   * @param seriesTtlMs a series not updated for this long leaves the exposition (0: never);
+   *   so the cap bounds label sets active at once, not label sets ever seen
+   */
+  constructor(
+    readonly maxSeriesPerFamily: number,
+    readonly seriesTtlMs = 0,
+  ) {
     if (!Number.isInteger(maxSeriesPerFamily) || maxSeriesPerFamily < 1) throw new Error('maxSeriesPerFamily must be a positive integer');
+    if (!(seriesTtlMs >= 0)) throw new Error('seriesTtlMs must be 0 or more');
     this.overflow = this.counter('proxy_metric_series_overflow_total', 'Observations folded into an overflow series because the family reached its series cap.', ['metric'], false);
   }
 
@@ -219,6 +284,16 @@ export class Registry {
     return this.register(new Histogram(name, help, labelNames, this, buckets));
   }
 
+  /** Advances the coarse clock; the caller's timer ticks every clockTickMs(seriesTtlMs). */
+  tick(nowMs: number): void {
+    this.clock = nowMs;
+  }
+
+  /** The coarse clock, for the families. */
+  get now(): number {
+    return this.clock;
+  }
+
   /** Runs before each exposition: for values read from the process (memory, descriptors). */
   onCollect(collect: () => void): void {
     this.collectors.push(collect);
@@ -244,6 +319,7 @@ export class Registry {
     for (const c of this.collectors) c();
     let out: string[] = [];
     for (const f of this.families) {
+      f.expire();
       f.exposeHead(out);
       for (const s of f.seriesList()) {
         f.exposeSeries(out, s.labelText, s.data);

@@ -1,4 +1,6 @@
-// scripts/audit-bundle.mjs against the real bundle, and against tampered copies of it.
+// scripts/audit-bundle.mjs against the real bundle, and against tampered copies of it. The
+// command itself runs twice (a clean bundle, a missing file); every other case calls the
+// function it prints, in process, which is the same report without a process start each.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,8 +13,22 @@ const SCRIPT = join(ROOT, 'scripts', 'audit-bundle.mjs');
 const dir = mkdtempSync(join(tmpdir(), 'audit-bundle-test-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-function audit(file?: string): { code: number | null; stdout: string; stderr: string } {
+interface Audit {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** The audit as `npm run audit:bundle` runs it: the command, in a process of its own. */
+function auditCommand(file?: string): Audit {
   const r = spawnSync(process.execPath, [SCRIPT, ...(file === undefined ? [] : [file])], { cwd: ROOT, encoding: 'utf8' });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** The same audit in process: the function the command prints. */
+async function audit(file?: string): Promise<Audit> {
+  const { auditFile } = await import('../../scripts/audit-bundle.mjs');
+  const r = auditFile(file);
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -41,7 +57,7 @@ function reachableFromMain(): string[] {
 }
 
 test('the real bundle passes: only node: built-ins, every module from src/, and the report lists them', () => {
-  const r = audit();
+  const r = auditCommand();
   assert.equal(r.code, 0, r.stdout + r.stderr);
   assert.match(r.stdout, /findings: {2}none/);
   assert.match(r.stdout, /size: +\d+ bytes \(\d+\.\d KiB\)/);
@@ -54,14 +70,14 @@ test('the real bundle passes: only node: built-ins, every module from src/, and 
   assert.deepEqual(listed.filter((f) => !onDisk.includes(f)), [], 'every listed file exists in src/');
 });
 
-test('the default path is dist/proxy.js and an explicit path gives the same verdict', () => {
-  const r = audit(BUNDLE);
+test('the default path is dist/proxy.js and an explicit path gives the same verdict', async () => {
+  const r = await audit(BUNDLE);
   assert.equal(r.code, 0, r.stdout + r.stderr);
-  assert.equal(audit().stdout.replace(/^audit-bundle: .*\n/, ''), r.stdout.replace(/^audit-bundle: .*\n/, ''));
+  assert.equal((await audit()).stdout.replace(/^audit-bundle: .*\n/, ''), r.stdout.replace(/^audit-bundle: .*\n/, ''));
 });
 
 test('a missing file is a usage error (exit 2)', () => {
-  const r = audit(join(dir, 'no-such-bundle.js'));
+  const r = auditCommand(join(dir, 'no-such-bundle.js'));
   assert.equal(r.code, 2);
   assert.match(r.stderr, /cannot read/);
 });
@@ -96,21 +112,21 @@ const TAMPERINGS: readonly { name: string; append: string; finding: RegExp }[] =
 ];
 
 for (const t of TAMPERINGS) {
-  test(`a bundle with ${t.name} appended fails the audit`, () => {
-    const r = audit(tampered((b) => `${b}\n${t.append}\n`));
+  test(`a bundle with ${t.name} appended fails the audit`, async () => {
+    const r = await audit(tampered((b) => `${b}\n${t.append}\n`));
     assert.equal(r.code, 1, r.stdout);
     assert.match(r.stdout, t.finding);
     assert.match(r.stderr, /finding\(s\)/);
   });
 }
 
-test('a bundle without module comments fails the audit', () => {
-  const r = audit(tampered((b) => b.replace(/^\/\/ src\/\S+\.ts$/gm, '')));
+test('a bundle without module comments fails the audit', async () => {
+  const r = await audit(tampered((b) => b.replace(/^\/\/ src\/\S+\.ts$/gm, '')));
   assert.equal(r.code, 1);
   assert.match(r.stdout, /no module comments/);
 });
 
-test('calls spelled inside strings, comments, templates and regular expressions are not findings', () => {
+test('calls spelled inside strings, comments, templates and regular expressions are not findings', async () => {
   const harmless = [
     `const a = "require('left-pad') eval( new Function( process.binding";`,
     `const b = 'import("x")';`,
@@ -119,6 +135,6 @@ test('calls spelled inside strings, comments, templates and regular expressions 
     'const c = `${1 + 2} require("left-pad") ${`eval(${"x"})`}`;',
     'const d = /require\\("left-pad"\\)|eval\\(/.test(a) ? 1 / 2 : 3;',
   ].join('\n');
-  const r = audit(tampered((b) => `${b}\n${harmless}\n`));
+  const r = await audit(tampered((b) => `${b}\n${harmless}\n`));
   assert.equal(r.code, 0, r.stdout);
 });

@@ -4,6 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer } from 'node:net';
 import { after, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { BUNDLE, ROOT, runProxyCommand, startProxy } from '../support/proxy-process.ts';
@@ -83,6 +84,16 @@ test('without GIT_HOST_A and GIT_HOST_A_TOKEN the proxy registers no github.com:
   }
 });
 
+test('metrics listener: --metrics-listen off runs the proxy without it, listening on the proxy port only', async () => {
+  const p = await startProxy({ env: { GIT_AUTH_ENABLED: 'true' }, args: ['--git-auth-listen', '127.0.0.1:0', '--metrics-listen', 'off'] });
+  try {
+    assert.deepEqual(p.listeningPorts(), [p.ports.git]);
+    assert.deepEqual(p.records().filter((r) => r.event === 'listening').map((r) => r.listener), ['git']);
+  } finally {
+    assert.equal((await p.stop()).code, 0);
+  }
+});
+
 test('a hosts file may register github.com (e.g. with a rotating tokenFile) when the environment does not', async () => {
   const file = join(dir, 'github-hosts.json');
   writeFileSync(file, JSON.stringify({ hosts: [{ host: 'github.com', auth: 'bearer', tokenFile: join(dir, 'github-token') }] }));
@@ -106,6 +117,20 @@ test('git-config without GIT_HOST_A or GIT_HOST_A_TOKEN writes no github.com rul
   assert.equal(none.code, 1);
   assert.equal(none.stdout, '');
   assert.match(none.stderr, /git-config: no git host is configured: set GIT_HOST_A and\/or GIT_HOST_B/);
+});
+
+test('metrics listener: a busy metrics port stops start-up with a message naming --metrics-listen and the way out', async () => {
+  const squatter = createServer();
+  await new Promise<void>((resolve) => squatter.listen(0, '127.0.0.1', resolve));
+  const port = (squatter.address() as { port: number }).port;
+  try {
+    const r = await runProxyCommand(['--git-auth-listen', '127.0.0.1:0', '--metrics-listen', `127.0.0.1:${port}`], { GIT_AUTH_ENABLED: 'true' });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, new RegExp(`^proxy: --metrics-listen 127\\.0\\.0\\.1:${port}: the address is already in use`, 'm'));
+    assert.match(r.stderr, /--metrics-listen off to run without the metrics listener/);
+  } finally {
+    squatter.close();
+  }
 });
 
 test('a bad hosts file stops start-up with an error naming the field', async () => {

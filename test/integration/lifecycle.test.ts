@@ -2,6 +2,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Agent, request, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
 import { afterEach, beforeEach, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
@@ -114,6 +116,64 @@ test('an idle keep-alive connection does not hold up the shutdown', { timeout: 2
   // The proxy exits although a client might keep its connection for 10 minutes.
   assert.equal((await proxy.exited).code, 0);
   keepAlive.destroy();
+});
+
+/** A raw client connection that writes `text` (maybe nothing) and never finishes a request. */
+async function rawConnection(port: number, text: string): Promise<{ closed: Promise<void> }> {
+  const socket = connect(port, '127.0.0.1');
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.on('error', () => {}); // a reset when the proxy cuts it is what is expected
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  if (text) socket.write(text);
+  return { closed };
+}
+
+/** Polls the metrics listener until the git listener holds `n` client connections. */
+async function gitConnections(n: number): Promise<void> {
+  for (;;) {
+    const text = (await send(proxy.ports.metrics!, 'GET', '/metrics')).body.toString();
+    if (Number(/^proxy_active_connections\{listener="git"\} (\d+)$/m.exec(text)?.[1]) === n) return;
+    await delay(20);
+  }
+}
+
+/**
+ * A stream in flight at SIGTERM plus a connection that has no request in progress: the drain
+ * closes that connection while the stream goes on, and the process exits once the stream ends,
+ * not after --shutdown-grace (60 s here; the header timeout is as long, so it rescues nothing).
+ */
+async function drainWithStray(t: { diagnostic(s: string): void }, strayText: string): Promise<void> {
+  await start(['--shutdown-grace', '60s', '--header-timeout', '60s', '--idle-timeout', '60s']);
+  const inFlight = heldRequest();
+  await heldArrived;
+  const stray = await rawConnection(proxy.ports.git!, strayText);
+  await gitConnections(2);
+  let streamEnded = false;
+  void inFlight.then(() => (streamEnded = true));
+
+  proxy.signal('SIGTERM');
+  await proxy.waitForRecord((r) => r.event === 'shutdown' && r.phase === 'draining');
+  await stray.closed;
+  assert.equal(streamEnded, false, 'the stray connection was closed while the stream was still in flight');
+
+  held[0]!.end('0008NAK\n');
+  assert.equal(await inFlight, '200 0008NAK\n');
+  const lastResponse = performance.now();
+  const exit = await proxy.exited;
+  const after = performance.now() - lastResponse;
+  t.diagnostic(`exit ${Math.round(after)} ms after the last in-flight response`);
+  assert.equal(exit.code, 0);
+  assert.ok(proxy.records().some((r) => r.event === 'shutdown' && r.phase === 'done'));
+  // Generous: the point is that the drain did not wait for the 60 s grace.
+  assert.ok(after < 10_000, `exited ${Math.round(after)} ms after the last response`);
+}
+
+test('drain: a connection that never sent a byte is closed at once and does not hold up the shutdown', { timeout: 30_000 }, async (t) => {
+  await drainWithStray(t, '');
+});
+
+test('drain: a connection that sent half a request head is cut after a short deadline and does not hold up the shutdown', { timeout: 30_000 }, async (t) => {
+  await drainWithStray(t, `POST /${upstream.hostKey}/o/r.git/git-upload-pack HTTP/1.1\r\nHost: proxy\r\nContent-Ty`);
 });
 
 test('a second signal exits at once, cutting what is still in flight', { timeout: 20_000 }, async () => {

@@ -14,7 +14,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, test } from 'node:test';
 import { seenResponses, statusOf } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
@@ -275,9 +274,15 @@ test(`${ATTACKS.length} hostile framings on both listeners: each gets its 4xx an
     }
   }
   // A request the proxy had started to forward would land a moment after the client's answer.
-  await sleep(300);
-  if (gitUpstream.requests.length !== before.git) failures.push(`the git upstream saw ${gitUpstream.requests.length - before.git} request(s)`);
-  if (modelUpstream.requests.length !== before.model) failures.push(`the model upstream saw ${modelUpstream.requests.length - before.model} request(s)`);
+  // Instead of sleeping on it, send a canary (the well-formed request) on each leg after every
+  // attack: a straggler was started before the canary, by the same event loop, so by the time
+  // the canary has reached its upstream and been answered, the straggler has landed too.
+  for (const leg of legs()) {
+    const raw = await exchange(leg.port, head(leg, [`Content-Length: ${length(leg)}`]) + leg.body);
+    assert.equal(statusOf(raw), 200, `${leg.name} canary: ${raw.split(CRLF)[0]}`);
+  }
+  if (gitUpstream.requests.length !== before.git + 1) failures.push(`the git upstream saw ${gitUpstream.requests.length - before.git - 1} request(s) besides the canary`);
+  if (modelUpstream.requests.length !== before.model + 1) failures.push(`the model upstream saw ${modelUpstream.requests.length - before.model - 1} request(s) besides the canary`);
   for (const line of results) t.diagnostic(line);
   assert.deepEqual(failures, []);
 });

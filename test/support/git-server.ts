@@ -97,6 +97,14 @@ export async function startGitServer(opts: {
     void serveCgi(req, res, child);
   });
 
+  // The fixture never closes an idle keep-alive connection itself (close() cuts them all). The
+  // process hosting it blocks its event loop in execFileSync while it creates repositories, for
+  // seconds when test files run side by side, so Node's 5 s idle timer could fire late, just as
+  // the proxy reuses that connection: the clone then fails with a reset that says nothing about
+  // git. (That race, an upstream closing a pooled connection as a request goes out, exists with
+  // real hosts too; handling it is the proxy's business, not something these tests look for.)
+  server.keepAliveTimeout = 0;
+
   const removeDirs = (): void => {
     rmSync(home, { recursive: true, force: true });
     if (ownsRoot) rmSync(root, { recursive: true, force: true });

@@ -1,7 +1,7 @@
 // Runs the BUILT bundle (dist/proxy.js) as a child process, the way it runs in production,
 // and collects everything it prints so that tests can assert on log lines and on secrets.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 
 // Test files run as CommonJS under tsx (package.json has no "type"), like the bundle.
@@ -22,6 +22,8 @@ export interface ProxyProcess {
   /** Peak resident set size of the proxy process so far, from /proc (Linux). */
   peakRssBytes(): number;
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** TCP ports the process listens on, from /proc (Linux). */
+  listeningPorts(): number[];
   /** Sends a signal without waiting. */
   signal(signal: NodeJS.Signals): void;
   /** Resolves when the process has exited, however that came about. */
@@ -31,7 +33,7 @@ export interface ProxyProcess {
 export interface StartOptions {
   env: Record<string, string>;
   args?: string[];
-  /** Proxy listener names to wait for (default: ['git']); 'metrics' is always waited for. */
+  /** Proxy listener names to wait for (default: ['git']); 'metrics' too, unless it is off. */
   listeners?: string[];
 }
 
@@ -84,7 +86,8 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
 
   const ports: Record<string, number> = {};
   // The metrics listener is announced last: once it is up, everything is.
-  for (const name of [...(opts.listeners ?? ['git']), 'metrics']) {
+  const metricsOff = args.some((a, i) => a === '--metrics-listen=off' || (a === '--metrics-listen' && args[i + 1] === 'off'));
+  for (const name of [...(opts.listeners ?? ['git']), ...(metricsOff ? [] : ['metrics'])]) {
     const rec = await waitForRecord((r) => r.event === 'listening' && r.listener === name, `the ${name} listening line`);
     ports[name] = Number(String(rec.address).split(':').pop());
   }
@@ -103,6 +106,7 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       return exited;
     },
+    listeningPorts: () => listeningPorts(child.pid!),
     signal: (signal) => void child.kill(signal),
     exited,
   };
@@ -128,4 +132,26 @@ export function assertNoSecrets(text: string, secrets: readonly string[], where:
   for (const s of secrets) {
     if (s.length > 0 && text.includes(s)) throw new Error(`a secret leaked into ${where}`);
   }
+}
+
+/** The TCP ports a process listens on: its socket descriptors matched to LISTEN rows of /proc/net/tcp{,6}. */
+function listeningPorts(pid: number): number[] {
+  const inodes = new Set<string>();
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (m) inodes.add(m[1]!);
+    } catch {
+      // closed while we looked
+    }
+  }
+  const ports: number[] = [];
+  for (const table of ['tcp', 'tcp6']) {
+    for (const row of readFileSync(`/proc/${pid}/net/${table}`, 'utf8').split('\n').slice(1)) {
+      const f = row.trim().split(/\s+/);
+      // local_address is f[1] (HEXIP:HEXPORT), st is f[3] (0A = LISTEN), inode is f[9].
+      if (f[3] === '0A' && inodes.has(f[9]!)) ports.push(parseInt(f[1]!.split(':')[1]!, 16));
+    }
+  }
+  return ports.sort((a, b) => a - b);
 }

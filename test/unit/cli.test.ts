@@ -34,6 +34,7 @@ test('every option has its documented default, durations in milliseconds', () =>
     shutdownGraceMs: 30_000,
     metricsListen: { host: undefined, port: 9464 },
     metricsMaxSeries: 2000,
+    metricsSeriesTtlMs: 3_600_000,
     metricsRunIdLabel: false,
     providersFile: undefined,
     allowHostedTools: [],
@@ -87,6 +88,7 @@ test('"--flag value" and "--flag=value" give the same options', () => {
     shutdownGraceMs: 0,
     metricsListen: { host: undefined, port: 9464 },
     metricsMaxSeries: 2000,
+    metricsSeriesTtlMs: 3_600_000,
     metricsRunIdLabel: false,
     providersFile: undefined,
     allowHostedTools: [],
@@ -346,4 +348,11 @@ test('git-config takes --git-hosts, --proxy-host and --workload-token-env', () =
 test('--git-repo is repeatable and keeps its values in order', () => {
   const cl = parseCommandLine(['mint-token', '--git-repo', 'github.com/acme/widgets:write', '--git-repo=github.com/acme/*:read']);
   assert.deepEqual(cl.mint.gitRepos, ['github.com/acme/widgets:write', 'github.com/acme/*:read']);
+});
+
+test('metrics listener: --metrics-listen off means no metrics listener; the default stays :9464', () => {
+  assert.equal(parseCommandLine(['--metrics-listen', 'off']).options.metricsListen, undefined);
+  assert.equal(parseCommandLine(['--metrics-listen=off']).options.metricsListen, undefined);
+  assert.deepEqual(parseCommandLine([]).options.metricsListen, { host: undefined, port: 9464 });
+  assert.throws(() => parseCommandLine(['--metrics-listen', 'of']), /--metrics-listen: "of" is not a listen address/);
 });

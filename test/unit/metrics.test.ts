@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { escapeLabelValue, formatValue, OVERFLOW_VALUE, Registry } from '../../src/metrics/registry.ts';
+import { clockTickMs, escapeLabelValue, formatValue, OVERFLOW_VALUE, Registry, seriesExpired } from '../../src/metrics/registry.ts';
 
 /** The exposition's lines, without the empty string after the final newline. */
 function lines(text: string): string[] {
@@ -408,4 +408,97 @@ test('the exposition in pieces is the same text as in one piece, each piece endi
   assert.ok(pieces.length > 20);
   assert.ok(pieces.every((p) => p.endsWith('\n')));
   assert.equal(pieces.join(''), whole);
+});
+
+// ---- series TTL (the registry's coarse clock is the injected clock: tests set it with tick) ----
+
+test('series TTL: after a flood past the cap has gone quiet for the TTL, a new identity gets its own series', () => {
+  const r = new Registry(3, 1000);
+  const c = r.counter('req_total', 'help', ['instance_id']);
+  r.tick(0);
+  for (let i = 0; i < 10; i++) c.inc([`flood-${i}`]);
+  assert.equal(c.size, 4, 'three series and the overflow series');
+  r.tick(1000);
+  c.inc(['early']);
+  assert.match(r.expose(), /req_total\{instance_id="__overflow__"\} 8/, 'within the TTL the flood still holds the cap');
+  r.tick(2001);
+  c.inc(['late']);
+  const text = r.expose();
+  assert.deepEqual(samples(text, 'req_total'), ['req_total{instance_id="late"} 1'], 'the flood and its overflow series are gone');
+  assert.equal(c.size, 1);
+});
+
+test('series TTL: a series updated within the TTL stays, one not updated for longer leaves the exposition', () => {
+  const r = new Registry(10, 1000);
+  const c = r.counter('a_total', 'help', ['k']);
+  const h = r.histogram('h_seconds', 'help', ['k'], [1]);
+  r.tick(0);
+  c.inc(['busy']);
+  c.inc(['quiet']);
+  h.observe(['quiet'], 0.5);
+  r.tick(900);
+  c.inc(['busy']);
+  r.tick(1500);
+  const text = r.expose();
+  assert.deepEqual(samples(text, 'a_total'), ['a_total{k="busy"} 2']);
+  assert.deepEqual(lines(text).filter((l) => l.startsWith('h_seconds')), []);
+  assert.ok(text.includes('# TYPE h_seconds histogram'), 'the family itself stays, with no series');
+});
+
+test('series TTL: a counter that comes back after expiring starts from zero', () => {
+  const r = new Registry(10, 1000);
+  const c = r.counter('a_total', 'help', ['k']);
+  r.tick(0);
+  c.inc(['x'], 41);
+  assert.equal(valueOf(r.expose(), 'a_total{k="x"}'), '41');
+  r.tick(5000);
+  assert.deepEqual(samples(r.expose(), 'a_total'), []);
+  c.inc(['x']);
+  assert.equal(valueOf(r.expose(), 'a_total{k="x"}'), '1');
+});
+
+test('series TTL: a gauge holding a non-zero value never expires (streams in flight); at zero it expires like any series', () => {
+  const r = new Registry(10, 1000);
+  const g = r.gauge('in_flight', 'help', ['model']);
+  r.tick(0);
+  g.add(['long'], 1);
+  g.add(['short'], 1);
+  g.add(['short'], -1);
+  r.tick(60_000);
+  assert.deepEqual(samples(r.expose(), 'in_flight'), ['in_flight{model="long"} 1'], 'a stream open for longer than the TTL is still counted');
+  g.add(['long'], -1);
+  assert.equal(valueOf(r.expose(), 'in_flight{model="long"}'), '0', 'its close counts down from 1, not from 0');
+  r.tick(62_000);
+  assert.deepEqual(samples(r.expose(), 'in_flight'), []);
+});
+
+test('series TTL: a family without labels and the overflow counter never expire; TTL 0 expires nothing', () => {
+  const r = new Registry(1, 1000);
+  const plain = r.counter('plain_total', 'help');
+  const c = r.counter('c_total', 'help', ['k']);
+  r.tick(0);
+  plain.inc([]);
+  c.inc(['a']);
+  c.inc(['b']); // folds
+  r.tick(10_000);
+  const text = r.expose();
+  assert.equal(valueOf(text, 'plain_total'), '1');
+  assert.equal(valueOf(text, 'proxy_metric_series_overflow_total{metric="c_total"}'), '1');
+  assert.deepEqual(samples(text, 'c_total'), []);
+
+  const never = new Registry(10, 0);
+  const n = never.counter('n_total', 'help', ['k']);
+  n.inc(['a']);
+  never.tick(1e12);
+  assert.equal(valueOf(never.expose(), 'n_total{k="a"}'), '1');
+});
+
+test('seriesExpired and clockTickMs: older than the TTL and holding no value; the clock ticks at a tenth of the TTL, 10 ms to 1 s', () => {
+  assert.equal(seriesExpired(0, 1000, 1000, false), false, 'exactly the TTL is not yet older');
+  assert.equal(seriesExpired(0, 1001, 1000, false), true);
+  assert.equal(seriesExpired(0, 1001, 1000, true), false);
+  assert.equal(seriesExpired(0, 1e12, 0, false), false);
+  assert.equal(clockTickMs(3_600_000), 1000);
+  assert.equal(clockTickMs(2000), 200);
+  assert.equal(clockTickMs(50), 10);
 });

@@ -1,11 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { costUsd, parsePrices, type ModelPrice, type TokenCounts } from '../../src/gateway/prices.ts';
+import { costUsd, parsePrices, type ModelPrice, type PriceTable, type TokenCounts } from '../../src/gateway/prices.ts';
 
 const FILE = 'prices.json';
-const parse = (doc: unknown): Map<string, ModelPrice> => parsePrices(typeof doc === 'string' ? doc : JSON.stringify(doc), FILE);
-const price = (input: number, output: number, cached?: number, reasoning?: number): ModelPrice => ({ input, output, cached, reasoning });
-const tokens = (input: number | null, output: number | null, cached: number | null = null, reasoning: number | null = null): TokenCounts => ({ input, output, cached, reasoning });
+const parse = (doc: unknown): PriceTable => parsePrices(typeof doc === 'string' ? doc : JSON.stringify(doc), FILE);
+const price = (input: number, output: number, cached?: number, reasoning?: number, cacheWrite?: number): ModelPrice => ({ input, output, cached, reasoning, cacheWrite });
+const tokens = (input: number | null, output: number | null, cached: number | null = null, reasoning: number | null = null, cacheWrite: number | null = null): TokenCounts => ({ input, output, cached, reasoning, cache_write: cacheWrite });
 
 // ---- parsePrices ----
 
@@ -15,15 +15,26 @@ test('parsePrices reads a valid file: input and output required, cached and reas
     o3: { input: 2, output: 8, cached: 0.5, reasoning: 16 },
     'free-model': { input: 0, output: 0 },
   });
-  assert.deepEqual(
-    prices,
-    new Map([
-      ['gpt-4o', { input: 2.5, output: 10, cached: 1.25, reasoning: undefined }],
-      ['o3', { input: 2, output: 8, cached: 0.5, reasoning: 16 }],
-      ['free-model', { input: 0, output: 0, cached: undefined, reasoning: undefined }],
-    ]),
-  );
-  assert.deepEqual(parse({}), new Map());
+  assert.deepEqual(prices.get('openai', 'gpt-4o'), price(2.5, 10, 1.25));
+  assert.deepEqual(prices.get('any', 'o3'), price(2, 8, 0.5, 16));
+  assert.deepEqual(prices.get('local', 'free-model'), price(0, 0));
+  assert.equal(prices.get('openai', 'gpt-5'), undefined);
+  assert.equal(parse({}).get('openai', 'gpt-4o'), undefined);
+});
+
+test('parsePrices reads prices per provider and model, with cache writes priced apart', () => {
+  const prices = parse({
+    providers: {
+      openai: { 'gpt-5': { input: 1.25, cached: 0.125, output: 10 } },
+      anthropic: { 'claude-sonnet-4-5': { input: 3, cached: 0.3, cache_write: 3.75, output: 15 } },
+    },
+  });
+  assert.deepEqual(prices.get('anthropic', 'claude-sonnet-4-5'), price(3, 15, 0.3, undefined, 3.75));
+  assert.deepEqual(prices.get('openai', 'gpt-5'), price(1.25, 10, 0.125));
+  assert.equal(prices.get('openai', 'claude-sonnet-4-5'), undefined, 'a price belongs to its provider');
+  assert.throws(() => parse({ providers: { openai: { m: { input: 1, output: 1, cache: 1 } } } }), /prices\.json: providers\.openai\.m\.cache: unknown field/);
+  assert.throws(() => parse({ providers: { openai: [] } }), /prices\.json: providers\.openai: must be an object of model ID to prices/);
+  assert.throws(() => parse({ providers: {}, 'gpt-4o': { input: 1, output: 1 } }), /prices\.json: gpt-4o: unknown field next to "providers"/);
 });
 
 test('parsePrices: an unknown field is an error naming the model and the field', () => {
@@ -59,7 +70,7 @@ test('parsePrices: an entry or a file that is not an object is an error naming i
     assert.throws(() => parse({ 'gpt-4o': entry }), /^Error: prices\.json: gpt-4o: must be an object$/, JSON.stringify(entry));
   }
   for (const doc of ['[]', '[{"input": 1, "output": 1}]', '"prices"', '42', 'null']) {
-    assert.throws(() => parse(doc), /^Error: prices\.json: \(file\): must be an object of model ID to prices$/, doc);
+    assert.throws(() => parse(doc), /^Error: prices\.json: \(file\): must be an object: /, doc);
   }
 });
 
@@ -104,4 +115,11 @@ test('costUsd: cached above input and reasoning above output are clamped to them
   assert.equal(costUsd(price(2, 8, 0.5, 16), tokens(0, 40, null, 90)), 0.00064);
   // Never negative.
   assert.ok(costUsd(price(2, 8, 0.5, 16), tokens(10, 10, 1000, 1000))! > 0);
+});
+
+test('costUsd: cache writes are part of the input, priced at cache_write (default: the input price)', () => {
+  // (1000 - 200 - 300) * 3 + 200 * 0.3 + 300 * 3.75 + 100 * 15 = 1500 + 60 + 1125 + 1500 = 4185 per million
+  assert.equal(costUsd(price(3, 15, 0.3, undefined, 3.75), tokens(1000, 100, 200, null, 300)), 0.004185);
+  // 800 * 3 + 200 * 0.3 + 100 * 15 = 2400 + 60 + 1500 = 3960 per million
+  assert.equal(costUsd(price(3, 15, 0.3), tokens(1000, 100, 200, null, 300)), 0.00396);
 });

@@ -16,13 +16,13 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { ModelRequestRecord } from '../../src/gateway/handler.ts';
 import type { GitRequestRecord } from '../../src/git/proxy.ts';
-import type { ModelPrice } from '../../src/gateway/prices.ts';
+import { parsePrices, type PriceTable } from '../../src/gateway/prices.ts';
 import { createProxyMetrics } from '../../src/metrics/proxy-metrics.ts';
 
 const GOLDEN = join(__dirname, '..', 'fixtures', 'metrics', 'golden.prom');
 const START_TIME_PLACEHOLDER = '<PROCESS_START_TIME>';
 
-const PRICES: ReadonlyMap<string, ModelPrice> = new Map([['gpt-4o', { input: 2.5, cached: 1.25, output: 10, reasoning: undefined }]]);
+const PRICES: PriceTable = parsePrices(JSON.stringify({ 'gpt-4o': { input: 2.5, cached: 1.25, output: 10 } }), 'prices.json');
 
 function modelRecord(over: Partial<ModelRequestRecord>): ModelRequestRecord {
   return {
@@ -87,7 +87,7 @@ function gitRecord(over: Partial<GitRequestRecord>): GitRequestRecord {
 // The fixed sequence behind the golden file. Seconds and buckets in the comments are what the
 // golden file must show (GENAI_DURATION_BUCKETS, GENAI_TTFT_BUCKETS, GIT_DURATION_BUCKETS).
 // Two sums show binary floating point at work, as any Prometheus client's would: the gpt-4o
-// cost 0.00725 + 0.00175 + 0.000325 = 0.009325 prints as 0.009325000000000002, and the
+// cost 0.00725 + 0.00175 + 0.000325 + 0.002475 = 0.0118 prints as 0.011800000000000001, and the
 // github.com info-refs duration 0.04 + 0.012 + 0.03 + 4 * 0.001 = 0.086 as 0.08600000000000001.
 const MODEL_RECORDS: readonly ModelRequestRecord[] = [
   // 1. Streamed with full usage. duration 1.5 s (le 2.56), ttft 0.12 s (le 0.25).
@@ -115,6 +115,12 @@ const MODEL_RECORDS: readonly ModelRequestRecord[] = [
   modelRecord({ model: null, api: null, method: 'GET', path: '/v1/models', duration_ms: 1, usage_complete: null }),
   // 11. 429 after two retries, given up: 3 rate-limited answers. duration 2 s (le 2.56).
   modelRecord({ status: 429, duration_ms: 2000, retries: 2, rate_limited: 3, error: 'rate_limited' }),
+  // 12. A Responses call (api="responses"), streamed. duration 2.4 s (le 2.56), ttft 0.6 s (le 0.75).
+  //    cost: (800-100)*2.5 + 100*1.25 + 60*10 = 1750+125+600 = 2475 µUSD
+  modelRecord({ api: 'responses', path: '/v1/responses', stream: true, duration_ms: 2400, ttft_ms: 600, input_tokens: 800, output_tokens: 60, cached_tokens: 100, usage_complete: true, finish_reason: 'completed' }),
+  // 13. A Messages call to an Anthropic provider, with cache reads and writes as their own types.
+  //    duration 4 s (le 5.12), ttft 0.2 s (le 0.25). Unpriced: tokens, no cost.
+  modelRecord({ provider: 'anthropic', model: 'claude-sonnet-4-5', api: 'messages', path: '/v1/messages', stream: true, duration_ms: 4000, ttft_ms: 200, input_tokens: 16396, output_tokens: 15, cached_tokens: 14336, cache_write_tokens: 2048, usage_complete: true, finish_reason: 'end_turn' }),
 ];
 
 const GIT_RECORDS: readonly GitRequestRecord[] = [
@@ -142,7 +148,7 @@ const GIT_RECORDS: readonly GitRequestRecord[] = [
 ];
 
 function goldenExposition(): string {
-  const metrics = createProxyMetrics({ maxSeriesPerFamily: 50, runIdLabel: false, prices: PRICES });
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 50, seriesTtlMs: 0, runIdLabel: false, prices: PRICES });
   metrics.streams.opened('openai', 'gpt-4o');
   metrics.streams.opened('openai', 'gpt-4o');
   metrics.streams.opened('openai', 'mistral-large');
@@ -249,7 +255,7 @@ test('promtool check metrics accepts the exposition', () => {
   promtoolCheck(goldenExposition());
   // And one with overflow series and identity labels in every model family. (At most 14
   // families overflow here, fewer than the cap of 20 series of the overflow counter itself.)
-  const metrics = createProxyMetrics({ maxSeriesPerFamily: 20, runIdLabel: true, prices: PRICES });
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 20, seriesTtlMs: 0, runIdLabel: true, prices: PRICES });
   for (let i = 0; i < 25; i++) {
     metrics.model(MODEL_RECORDS[0]!);
     metrics.model(modelRecord({ ...MODEL_RECORDS[4]!, instance_id: `bot-${i}`, run_id: `run-${i}` }));
@@ -262,19 +268,20 @@ test('promtool check metrics accepts the exposition', () => {
 
 test('run_id becomes a label only when enabled', () => {
   const record = modelRecord({ run_id: 'run-42', stream: true, duration_ms: 10, ttft_ms: 5, input_tokens: 1, output_tokens: 1, usage_complete: true, retries: 1, rate_limited: 1, interrupted: 'client' });
-  const off = createProxyMetrics({ maxSeriesPerFamily: 50, runIdLabel: false, prices: PRICES });
+  const off = createProxyMetrics({ maxSeriesPerFamily: 50, seriesTtlMs: 0, runIdLabel: false, prices: PRICES });
   off.model(record);
   const offText = off.registry.expose();
   assert.ok(!offText.includes('run_id'), offText);
   assert.ok(!offText.includes('run-42'), offText);
 
-  const on = createProxyMetrics({ maxSeriesPerFamily: 50, runIdLabel: true, prices: PRICES });
+  const on = createProxyMetrics({ maxSeriesPerFamily: 50, seriesTtlMs: 0, runIdLabel: true, prices: PRICES });
   on.model(record);
   on.model(modelRecord({ run_id: 'run-42', duration_ms: 10 })); // 200 without usage
   on.model(modelRecord({ run_id: null, duration_ms: 10 }));
   const { types, samples } = parseExposition(on.registry.expose());
-  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && f !== 'model_gateway_streams_in_flight');
-  assert.equal(modelFamilies.length, 9);
+  // The counters; the latency histograms and the in-flight gauge never carry an identity.
+  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && types.get(f) === 'counter');
+  assert.equal(modelFamilies.length, 7);
   for (const family of modelFamilies) {
     const own = samples.filter((s) => s.family === family);
     assert.ok(own.length > 0, `${family} has samples`);
@@ -283,13 +290,13 @@ test('run_id becomes a label only when enabled', () => {
   }
   // A record without a run_id gets run_id="".
   assert.ok(samples.some((s) => s.name === 'model_gateway_requests_total' && s.labels.get('run_id') === ''));
-  // Never on the git or process families.
-  for (const s of samples) if (!s.family.startsWith('model_gateway_') || s.family === 'model_gateway_streams_in_flight') assert.ok(!s.labels.has('run_id'), s.name);
+  // Never on the histograms, the gauges, the git or the process families.
+  for (const s of samples) if (!modelFamilies.includes(s.family)) assert.ok(!s.labels.has('run_id'), s.name);
 });
 
 test('model, host and status labels take only values from the records (no raw request data)', () => {
   const RAW = 'RAWDATA';
-  const metrics = createProxyMetrics({ maxSeriesPerFamily: 50, runIdLabel: false, prices: PRICES });
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 50, seriesTtlMs: 0, runIdLabel: false, prices: PRICES });
   const models = [
     modelRecord({ request_id: `${RAW}-req`, upstream_request_id: `${RAW}-up`, response_model: `${RAW}-gpt-4o-2024-08-06`, path: '/v1/chat/completions', finish_reason: `${RAW}-stop`, error: `${RAW}-error`, input_tokens: 5, output_tokens: 5, usage_complete: true }),
     modelRecord({ model: null, api: null, status: 404, path: `/v1/${RAW}`, method: `${RAW}-METHOD`, request_id: `${RAW}-req2`, error: 'not_found', bytes_in: 123456 }),
@@ -332,7 +339,7 @@ test('model, host and status labels take only values from the records (no raw re
 });
 
 test('with maxSeriesPerFamily=20, 1,000 distinct instance_id values stay within 21 series per family and keep the totals', () => {
-  const metrics = createProxyMetrics({ maxSeriesPerFamily: 20, runIdLabel: false, prices: PRICES });
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 20, seriesTtlMs: 0, runIdLabel: false, prices: PRICES });
   for (let i = 0; i < 1000; i++) {
     metrics.model(
       modelRecord({
@@ -377,4 +384,25 @@ test('with maxSeriesPerFamily=20, 1,000 distinct instance_id values stay within 
   assert.equal(sum('model_gateway_time_to_first_token_seconds_count'), 1000);
   assert.equal(sum('model_gateway_retries_total'), 1000);
   assert.equal(sum('model_gateway_upstream_rate_limited_total'), 1000);
+});
+
+test('latency histograms carry only labels bounded by configuration (provider, model, workflow, api); identity stays on the counters', () => {
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 2000, seriesTtlMs: 0, runIdLabel: true, prices: PRICES });
+  for (let i = 0; i < 500; i++) {
+    metrics.model(modelRecord({ instance_id: `bot-${i}`, run_id: `run-${i}`, workflow: i % 2 ? 'triage' : 'review', stream: true, duration_ms: 500, ttft_ms: 50, input_tokens: 10, output_tokens: 5, usage_complete: true }));
+  }
+  const text = metrics.registry.expose();
+  const { types, samples } = parseExposition(text);
+  const series = seriesPerFamily(text);
+  for (const family of ['model_gateway_request_duration_seconds', 'model_gateway_time_to_first_token_seconds']) {
+    assert.equal(types.get(family), 'histogram');
+    const own = samples.filter((s) => s.family === family);
+    for (const s of own) assert.deepEqual([...s.labels.keys()].filter((k) => k !== 'le'), ['provider', 'model', 'workflow', 'api'], s.name);
+    assert.equal(series.get(family), 2, `${family}: one series per workflow, whatever the number of bots`);
+    assert.equal(own.filter((s) => s.name === `${family}_count`).reduce((a, s) => a + s.value, 0), 500);
+  }
+  // 500 bots are 500 series in each identity-labelled counter.
+  assert.equal(series.get('model_gateway_requests_total'), 500);
+  assert.equal(series.get('model_gateway_tokens_total'), 1000);
+  assert.ok(samples.some((s) => s.family === 'model_gateway_requests_total' && s.labels.get('instance_id') === 'bot-7' && s.labels.get('run_id') === 'run-7'));
 });
