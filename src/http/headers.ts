@@ -96,8 +96,8 @@ export function isCredentialHeaderName(lowerName: string): boolean {
 }
 
 // Which account the upstream key belongs to (OpenAI names the organisation and project on every
-// answer): nothing a workload needs, and something it should not learn.
-const ACCOUNT_RESPONSE_HEADERS: ReadonlySet<string> = new Set(['openai-organization', 'openai-project']);
+// answer, Anthropic the organisation): nothing a workload needs, and something it should not learn.
+const ACCOUNT_RESPONSE_HEADERS: ReadonlySet<string> = new Set(['openai-organization', 'openai-project', 'anthropic-organization-id']);
 
 /**
  * Response headers relayed to the workload, as a flat [name, value, ...] list that keeps the

@@ -219,3 +219,62 @@ test('a base URL error never echoes a password given in the URL', () => {
     return true;
   });
 });
+
+// ---- the providers file ----
+
+const FILE = 'providers.json';
+const providersOf = (doc: unknown, env: NodeJS.ProcessEnv = {}) => parseGatewayEnv(env, { text: typeof doc === 'string' ? doc : JSON.stringify(doc), name: FILE });
+const OPENAI = { name: 'openai', kind: 'openai', baseUrl: 'https://api.openai.com/v1', keyFile: '/run/openai/key', models: ['gpt-5', 'gpt-5-mini'], organization: 'org-1', project: 'proj_1' };
+const ANTHROPIC = { name: 'anthropic', kind: 'anthropic', keyEnv: 'ANTHROPIC_UPSTREAM_KEY', models: ['claude-sonnet-4-5'], caFile: '/etc/ca.pem' };
+
+test('a providers file with every field is read: kind, base URL (default per kind), key, models, organization, project, CA', () => {
+  const c = providersOf({ providers: [OPENAI, ANTHROPIC] });
+  assert.equal(c.enabled, true);
+  assert.deepEqual(
+    c.providers.map((p) => ({ name: p.name, kind: p.kind, host: p.upstream.host, basePath: p.upstream.basePath, key: p.key, models: p.models, organization: p.organization, project: p.project, caFile: p.caFile })),
+    [
+      { name: 'openai', kind: 'openai', host: 'api.openai.com', basePath: '/v1', key: { file: '/run/openai/key' }, models: ['gpt-5', 'gpt-5-mini'], organization: 'org-1', project: 'proj_1', caFile: undefined },
+      { name: 'anthropic', kind: 'anthropic', host: 'api.anthropic.com', basePath: '', key: { env: 'ANTHROPIC_UPSTREAM_KEY' }, models: ['claude-sonnet-4-5'], organization: undefined, project: undefined, caFile: '/etc/ca.pem' },
+    ],
+  );
+});
+
+test('every mistake in a providers file stops start-up naming the file and the field', () => {
+  const cases: [unknown, RegExp][] = [
+    ['{', /^providers\.json: \(file\): not valid JSON/],
+    [[], /^providers\.json: \(file\): must be a JSON object with a "providers" array/],
+    [{ providers: [], extra: 1 }, /^providers\.json: extra: unknown field/],
+    [{ providers: [] }, /^providers\.json: providers: must be a non-empty array/],
+    [{ providers: ['x'] }, /^providers\.json: providers\[0\]: must be an object/],
+    [{ providers: [{ ...ANTHROPIC, keyfile: 'x' }] }, /^providers\.json: providers\[0\]\.keyfile: unknown field/],
+    [{ providers: [{ ...ANTHROPIC, name: undefined }] }, /^providers\.json: providers\[0\]\.name: is required/],
+    [{ providers: [{ ...ANTHROPIC, name: 'Anthropic' }] }, /^providers\.json: providers\[0\]\.name: "Anthropic" must be lower-case/],
+    [{ providers: [{ ...ANTHROPIC, kind: 'google' }] }, /^providers\.json: providers\[0\]\.kind: "google" must be "openai" or "anthropic"/],
+    [{ providers: [{ ...ANTHROPIC, kind: undefined }] }, /^providers\.json: providers\[0\]\.kind: is required/],
+    [{ providers: [{ ...ANTHROPIC, keyEnv: undefined }] }, /^providers\.json: providers\[0\]\.keyEnv: exactly one of keyEnv and keyFile is required/],
+    [{ providers: [{ ...ANTHROPIC, keyFile: '/k' }] }, /^providers\.json: providers\[0\]\.keyEnv: exactly one of keyEnv and keyFile is required/],
+    [{ providers: [{ ...ANTHROPIC, keyEnv: 'NOT-A-NAME' }] }, /^providers\.json: providers\[0\]\.keyEnv: must be an environment variable name/],
+    [{ providers: [{ ...ANTHROPIC, models: [] }] }, /^providers\.json: providers\[0\]\.models: must be a non-empty array/],
+    [{ providers: [{ ...ANTHROPIC, models: ['ok', 'bad model'] }] }, /^providers\.json: providers\[0\]\.models\[1\]: "bad model" is not a model ID/],
+    [{ providers: [{ ...ANTHROPIC, models: ['a', 'a'] }] }, /^providers\.json: providers\[0\]\.models: lists a model twice/],
+    [{ providers: [{ ...ANTHROPIC, baseUrl: 'http://api.anthropic.com' }] }, /^providers\.json: providers\[0\]\.baseUrl: "http:\/\/api\.anthropic\.com" must use https/],
+    [{ providers: [{ ...OPENAI, organization: 'org\r\nX: 1' }] }, /^providers\.json: providers\[0\]\.organization: must be printable ASCII/],
+    [{ providers: [{ ...ANTHROPIC, organization: 'org-1' }] }, /^providers\.json: providers\[0\]\.organization: the anthropic kind has no organization/],
+    [{ providers: [{ ...ANTHROPIC, caFile: '' }] }, /^providers\.json: providers\[0\]\.caFile: must be a non-empty string/],
+  ];
+  for (const [doc, message] of cases) assert.throws(() => providersOf(doc), (err: Error) => message.test(err.message), JSON.stringify(doc));
+});
+
+test('a provider name or a model ID configured twice stops start-up naming both places', () => {
+  assert.throws(() => providersOf({ providers: [OPENAI, { ...ANTHROPIC, name: 'openai' }] }), /provider "openai" is defined twice \(providers\.json: providers\[0\] and providers\.json: providers\[1\]\)/);
+  assert.throws(() => providersOf({ providers: [OPENAI, { ...ANTHROPIC, models: ['claude-sonnet-4-5', 'gpt-5'] }] }), /model "gpt-5" belongs to two providers \(openai and anthropic\)/);
+  assert.throws(() => providersOf({ providers: [OPENAI] }, { UPSTREAM_API_KEY: 'k', UPSTREAM_ALLOWED_MODELS: 'gpt-5', UPSTREAM_PROVIDER: 'legacy' }), /model "gpt-5" belongs to two providers \(legacy and openai\)/);
+  assert.throws(() => providersOf({ providers: [OPENAI] }, { UPSTREAM_API_KEY: 'k' }), /provider "openai" is defined twice \(UPSTREAM_\* and providers\.json: providers\[0\]\)/);
+});
+
+test('the UPSTREAM_* shorthand stands beside a providers file (a legacy route beside the new one), and alone without one', () => {
+  const both = providersOf({ providers: [ANTHROPIC] }, { UPSTREAM_API_KEY: 'k', UPSTREAM_ALLOWED_MODELS: 'gpt-4o' });
+  assert.deepEqual(both.providers.map((p) => [p.name, p.kind, p.models]), [['openai', 'openai', ['gpt-4o']], ['anthropic', 'anthropic', ['claude-sonnet-4-5']]]);
+  assert.deepEqual(providersOf({ providers: [ANTHROPIC] }).providers.map((p) => p.name), ['anthropic'], 'no UPSTREAM_* variable: the file alone');
+  assert.equal(providersOf({ providers: [ANTHROPIC] }, { MODEL_GATEWAY_ENABLED: 'true' }).providers.length, 1, 'MODEL_GATEWAY_ENABLED adds no empty provider beside a file');
+});

@@ -263,8 +263,8 @@ test('scrubResponseHeaders drops token-like response headers the upstream may ad
   assert.deepEqual(scrubResponseHeaders(raw, []), ['Content-Type', 'application/json']);
 });
 
-test("the key owner's account identifiers are never relayed: OpenAI-Organization and OpenAI-Project", () => {
-  const raw = ['OpenAI-Organization', 'user-acme', 'openai-project', 'proj_acme', 'OpenAI-Processing-Ms', '42', 'OpenAI-Version', '2020-10-01'];
+test("the key owner's account identifiers are never relayed: OpenAI-Organization, OpenAI-Project, Anthropic-Organization-Id", () => {
+  const raw = ['OpenAI-Organization', 'user-acme', 'openai-project', 'proj_acme', 'anthropic-organization-id', '00000000-0000', 'OpenAI-Processing-Ms', '42', 'OpenAI-Version', '2020-10-01'];
   assert.deepEqual(scrubResponseHeaders(raw, []), ['OpenAI-Processing-Ms', '42', 'OpenAI-Version', '2020-10-01']);
 });
 
