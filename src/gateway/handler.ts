@@ -281,14 +281,14 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     // headers are informational (network-policy mode).
     if (deps.signingKey) {
       const token = botToken(req.headers);
-      if (token === 'conflict') return reject(ERRORS.unauthenticated, null, `${ERRORS.unauthenticated.message}: Authorization and x-api-key carry different tokens`);
+      if (token === 'conflict') return reject(ERRORS.unauthenticated, null, 'Authorization and x-api-key carry two different bot tokens: send one token');
       if (token === undefined) return reject(ERRORS.unauthenticated);
       const verified = verifyBotToken(token, deps.signingKey, {
         nowSec: Math.floor(Date.now() / 1000),
         maxLifetimeSec: deps.maxTokenLifetimeSec,
         leewaySec: TOKEN_LEEWAY_SEC,
       });
-      if (!verified.ok) return reject(ERRORS.unauthenticated, null, `${ERRORS.unauthenticated.message}: the token was refused (${verified.reason})`);
+      if (!verified.ok) return reject(ERRORS.unauthenticated, null, `the bot token was refused (${verified.reason}): send a valid one, from mint-token, as Authorization: Bearer $MODEL_PROXY_TOKEN`);
       tally.identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id };
     } else {
       const fromHeaders = identityFromHeaders(req.headers);

@@ -37,7 +37,7 @@ export const ERRORS = {
   storedStateNotRouted: def('stored_state_not_routed', 404, 'stored responses and conversations are not reachable through this gateway: every bot shares the upstream key, so none may read or continue what another stored; send the whole conversation in "input" (with "store": false)'),
   modelNotFound: def('model_not_found', 404, 'that model is not available through this gateway; GET /v1/models lists the models it serves'),
   badQuery: def('invalid_query', 400, 'the query string holds characters the gateway does not forward'),
-  unauthenticated: def('invalid_bot_token', 401, 'a valid bot token is required: send Authorization: Bearer $MODEL_PROXY_TOKEN'),
+  unauthenticated: def('invalid_bot_token', 401, 'a bot token is required: send Authorization: Bearer $MODEL_PROXY_TOKEN (or x-api-key)'),
   unsupportedMediaType: def('unsupported_media_type', 415, 'the request body must be JSON (Content-Type: application/json)'),
   bodyTooLarge: def('request_too_large', 413, 'the request body is larger than the gateway accepts'),
   invalidJson: def('invalid_json', 400, 'the request body is not a JSON object'),

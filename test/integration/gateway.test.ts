@@ -523,6 +523,21 @@ test('bot auth: missing, malformed, alg none, tampered and wrongly signed tokens
   assert.equal(upstream.requests.length, before);
 });
 
+test('a refused bot token says why in plain words', async () => {
+  const r = await chat(jwtPort, chatBody(), { authorization: 'Bearer abc.def' });
+  assert.equal(errorOf(r).message, 'the bot token was refused (malformed token): send a valid one, from mint-token, as Authorization: Bearer $MODEL_PROXY_TOKEN');
+});
+
+test('an empty model allowlist is warned about at start-up', async () => {
+  const p = await startProxy({ env: { MODEL_GATEWAY_ENABLED: 'true' }, args: ['--model-gateway-listen', '127.0.0.1:0'], listeners: ['model'] });
+  try {
+    const warning = p.records().find((r) => r.event === 'warning' && r.listener === 'model' && String(r.message).startsWith('no model is allowed'));
+    assert.ok(warning, p.output());
+  } finally {
+    await p.stop();
+  }
+});
+
 test('bot auth: a token signed with another key gets 401', async () => {
   const r = await runProxyCommand(['mint-token', '--instance-id', 'x', '--workflow', 'w', '--run-id', 'r'], { MODEL_PROXY_SIGNING_KEY: randomBytes(32).toString('hex') });
   botTokens.push(r.stdout.trim());
