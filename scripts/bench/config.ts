@@ -1,6 +1,6 @@
 // Sizes and durations of `npm run bench`; BENCH_QUICK=1 shrinks everything for development,
 // and each figure can be set on its own (BENCH_PACK_MIB=128, ...). BENCH_ONLY=pack,refs runs
-// a subset (startup, pack, refs, model, streams, open).
+// a subset (startup, pack, refs, model, messages, streams, open).
 const QUICK = process.env.BENCH_QUICK === '1';
 
 function num(name: string, full: number, quick: number): number {
@@ -11,7 +11,7 @@ function num(name: string, full: number, quick: number): number {
   return v;
 }
 
-export const SCENARIOS = ['startup', 'pack', 'refs', 'model', 'streams', 'open'] as const;
+export const SCENARIOS = ['startup', 'pack', 'refs', 'model', 'messages', 'streams', 'open'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export function loadConfig() {

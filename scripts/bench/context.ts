@@ -23,6 +23,8 @@ export interface Ctx {
   nginx: NginxRun | undefined;
   git: { direct: Target; proxy: Target; nginx: Target | undefined };
   model: { direct: Target; proxy: Target };
+  /** The Messages API: direct with the key in x-api-key, or through the gateway's anthropic provider. */
+  messages: { direct: Target; proxy: Target };
   /** Progress on stderr. */
   say(msg: string): void;
 }

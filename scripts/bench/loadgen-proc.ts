@@ -4,7 +4,7 @@
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { serve } from './ipc.ts';
-import { chatAnswer, chatRequestBody, GIT_REPO_PATH, MiB, monoUs, patternBlock, refAdvertisement, REFS_QUERY, Samples, streamRequestBody } from './shared.ts';
+import { chatAnswer, chatRequestBody, GIT_REPO_PATH, messagesRequestBody, messagesStream, MiB, monoUs, patternBlock, refAdvertisement, REFS_QUERY, Samples, streamRequestBody } from './shared.ts';
 
 export interface Target {
   /** 'direct', 'proxy' or 'nginx'. */
@@ -84,8 +84,44 @@ function streamFirstByte(t: Target, agent: AnyAgent): Promise<number> {
     req.end(FIRST_BYTE_BODY);
   });
 }
+/**
+ * One Messages stream, read to its end and compared byte for byte with what the upstream sends;
+ * resolves with the time to its first body byte or, for `messages`, to its last.
+ */
+const MESSAGES_BODY = messagesRequestBody();
+const MESSAGES_STREAM = messagesStream();
+const MESSAGES_HEADERS = { 'content-type': 'application/json', accept: 'text/event-stream', 'anthropic-version': '2023-06-01', 'user-agent': 'claude-cli/2.1.330', 'content-length': MESSAGES_BODY.length };
+function messagesCall(t: Target, agent: AnyAgent, report: 'first' | 'last'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const start = performance.now();
+    const req = open(t, agent, 'POST', '/v1/messages', MESSAGES_HEADERS);
+    req.on('error', (e) => reject(new BenchError(`${t.name} messages: ${e.message}`)));
+    req.on('response', (res: IncomingMessage) => {
+      let first: number | undefined;
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => {
+        first ??= performance.now() - start;
+        chunks.push(c);
+      });
+      res.on('error', (e) => reject(new BenchError(`${t.name} messages: response ${e.message}`)));
+      res.on('end', () => {
+        const last = performance.now() - start;
+        if (res.statusCode !== 200 || !Buffer.concat(chunks).equals(MESSAGES_STREAM)) return reject(new BenchError(`${t.name} messages: status ${res.statusCode} or a stream that differs`));
+        resolve(report === 'first' ? first! : last);
+      });
+    });
+    req.end(MESSAGES_BODY);
+  });
+}
+
 /** Request kinds; one that resolves with a number reports that instead of its total time. */
-const KINDS = { refs: getRefs, chat, ttfb: streamFirstByte } as const;
+const KINDS = {
+  refs: getRefs,
+  chat,
+  ttfb: streamFirstByte,
+  messages_ttfb: (t: Target, a: AnyAgent) => messagesCall(t, a, 'first'),
+  messages: (t: Target, a: AnyAgent) => messagesCall(t, a, 'last'),
+} as const;
 type Kind = keyof typeof KINDS;
 
 // ---- scenarios ------------------------------------------------------------------------------

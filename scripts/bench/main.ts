@@ -2,6 +2,7 @@
 // upstream, and against nginx doing the same job, measured in one run with the paths taking
 // turns so that machine noise hits them alike. Prints a table with every target and writes
 // bench-results/bench.json and bench-results/bench.svg. Loopback only; every loop is bounded.
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -13,13 +14,14 @@ import type { Ctx, ScenarioResult } from './context.ts';
 import { entry, startChild } from './ipc.ts';
 import { launchNginx, launchProxy, nginxBinary, nginxVersion, proxyArgs, type NginxRun, type ProxyRun } from './procs.ts';
 import { svg, table, verdict, type Row } from './report.ts';
+import { messages } from './scenarios/messages.ts';
 import { model } from './scenarios/model.ts';
 import { openStreams } from './scenarios/open.ts';
 import { pack } from './scenarios/pack.ts';
 import { refs } from './scenarios/refs.ts';
 import { startup } from './scenarios/startup.ts';
 import { streams } from './scenarios/streams.ts';
-import { MODEL } from './shared.ts';
+import { CLAUDE_MODEL, MODEL } from './shared.ts';
 
 export const OUT_DIR = join(ROOT, 'bench-results');
 
@@ -74,8 +76,16 @@ export async function main(): Promise<number> {
       UPSTREAM_BASE_URL: `https://127.0.0.1:${modelPort}/v1`,
       UPSTREAM_API_KEY: token,
       UPSTREAM_ALLOWED_MODELS: MODEL,
+      ANTHROPIC_BENCH_KEY: token,
     };
     const pa = proxyArgs();
+    // An anthropic-kind provider beside the UPSTREAM_* one, on the same upstream process, for
+    // the Messages scenario (a bundle without --providers runs without it).
+    if (execFileSync(process.execPath, [BUNDLE, '--help'], { encoding: 'utf8' }).includes('--providers')) {
+      const providersFile = join(pki.dir, 'providers.json');
+      writeFileSync(providersFile, JSON.stringify({ providers: [{ name: 'anthropic', kind: 'anthropic', baseUrl: `https://127.0.0.1:${modelPort}`, keyEnv: 'ANTHROPIC_BENCH_KEY', models: [CLAUDE_MODEL] }] }));
+      pa.args.push('--providers', providersFile);
+    }
 
     const run = async (name: ScenarioName, fn: () => Promise<ScenarioResult>) => {
       if (!cfg.run(name)) return;
@@ -131,11 +141,16 @@ export async function main(): Promise<number> {
         direct: { name: 'direct', scheme: 'https', port: modelPort, prefix: '', headers: { authorization: `Bearer ${token}` }, ca: pki.caPem },
         proxy: { name: 'proxy', scheme: 'http', port: proxy.ports.model!, prefix: '', headers: {} },
       },
+      messages: {
+        direct: { name: 'direct', scheme: 'https', port: modelPort, prefix: '', headers: { 'x-api-key': token }, ca: pki.caPem },
+        proxy: { name: 'proxy', scheme: 'http', port: proxy.ports.model!, prefix: '', headers: {} },
+      },
       say,
     };
     await run('pack', () => pack(ctx));
     await run('refs', () => refs(ctx));
     await run('model', () => model(ctx));
+    await run('messages', () => messages(ctx));
     await run('streams', () => streams(ctx));
     await run('open', () => openStreams(ctx));
     const upStats = await up.call<Record<string, number>>('stats');

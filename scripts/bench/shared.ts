@@ -4,6 +4,8 @@ import { createHash } from 'node:crypto';
 
 export const MiB = 1024 * 1024;
 export const MODEL = 'bench-model';
+/** The model of the Messages scenario, served by an Anthropic-kind provider. */
+export const CLAUDE_MODEL = 'bench-claude';
 export const GIT_REPO_PATH = '/o/r.git';
 export const REFS_QUERY = '?service=git-upload-pack';
 
@@ -156,4 +158,34 @@ export function summarize(values: Float64Array): LatencySummary {
   let sum = 0;
   for (let i = 0; i < s.length; i++) sum += s[i]!;
   return { n: s.length, p50: percentile(s, 50), p90: percentile(s, 90), p99: percentile(s, 99), max: s[s.length - 1] ?? NaN, mean: sum / s.length };
+}
+
+// ---- the Messages scenario: one Anthropic-format stream -------------------------------------
+
+/** A Messages request as Claude Code sends one (streamed), about 2 KB. */
+export function messagesRequestBody(): Buffer {
+  return Buffer.from(
+    JSON.stringify({
+      model: CLAUDE_MODEL,
+      max_tokens: 4096,
+      stream: true,
+      system: [{ type: 'text', text: 'You are a terse assistant.' }],
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'z'.repeat(2000) }] }],
+      tools: [{ name: 'Bash', description: 'Runs a shell command', input_schema: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } }],
+    }),
+  );
+}
+
+/** The stream the upstream answers with: message_start, 40 text deltas, message_delta, message_stop. */
+export function messagesStream(): Buffer {
+  const event = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+  const usage = { input_tokens: 12, cache_creation_input_tokens: 0, cache_read_input_tokens: 512, output_tokens: 1 };
+  let text = event('message_start', { message: { id: 'msg_bench', type: 'message', role: 'assistant', model: CLAUDE_MODEL, content: [], stop_reason: null, stop_sequence: null, usage } });
+  text += event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } });
+  text += event('ping', {});
+  for (let i = 0; i < 40; i++) text += event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: ` token${i}` } });
+  text += event('content_block_stop', { index: 0 });
+  text += event('message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { ...usage, output_tokens: 40 } });
+  text += event('message_stop', {});
+  return Buffer.from(text);
 }

@@ -7,6 +7,8 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { serve } from './ipc.ts';
 import {
+  messagesRequestBody,
+  messagesStream,
   CHAT_CONTENT_BYTES,
   chatAnswer,
   GIT_REPO_PATH,
@@ -27,7 +29,7 @@ interface StartArgs {
   seed: string;
 }
 
-const stats = { tlsConnections: 0, refused: 0, refs: 0, packs: 0, packBad: 0, chats: 0, chatBad: 0, streamsOpen: 0, streamsStarted: 0, chunks: 0 };
+const stats = { tlsConnections: 0, refused: 0, refs: 0, packs: 0, packBad: 0, chats: 0, chatBad: 0, messages: 0, streamsOpen: 0, streamsStarted: 0, chunks: 0 };
 const servers: Server[] = [];
 let opts: StartArgs;
 let base: Buffer;
@@ -68,7 +70,30 @@ function gitHandler(req: IncomingMessage, res: ServerResponse): void {
   req.resume();
 }
 
+const MESSAGES_STREAM = messagesStream();
+const MESSAGES_BODY_BYTES = messagesRequestBody().length;
+
+/** Anthropic's Messages API: the key in x-api-key, one stream per request. */
+function messagesHandler(req: IncomingMessage, res: ServerResponse): void {
+  if (req.headers['x-api-key'] !== opts.token || req.headers.authorization !== undefined) {
+    stats.refused++;
+    res.writeHead(401, { 'content-type': 'application/json', 'content-length': 2 });
+    res.end('{}');
+    req.resume();
+    return;
+  }
+  let bytes = 0;
+  req.on('data', (c: Buffer) => (bytes += c.length));
+  req.on('end', () => {
+    if (bytes !== MESSAGES_BODY_BYTES) return bad(res);
+    stats.messages++;
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'request-id': 'req_bench' });
+    res.end(MESSAGES_STREAM);
+  });
+}
+
 function modelHandler(req: IncomingMessage, res: ServerResponse): void {
+  if (req.method === 'POST' && req.url === '/v1/messages') return messagesHandler(req, res);
   if (!authorized(req, res)) return;
   if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
     res.writeHead(404, { 'content-length': 0 });
