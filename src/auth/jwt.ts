@@ -42,8 +42,11 @@ export const MIN_SIGNING_KEY_BYTES = 32;
 const HEADER_SEGMENT = base64urlJson({ alg: 'HS256', typ: 'JWT' });
 /** Unpadded base64url only: no '=', '+' or '/'. */
 const BASE64URL_SEGMENT = /^[A-Za-z0-9_-]+$/;
-/** The string claims become log fields and metric labels, so they are restricted to a safe charset. */
-const CLAIM_STRING = /^[A-Za-z0-9._:@/-]{1,128}$/;
+/**
+ * The identity claims (sub, workflow, run_id) become log fields and metric labels: a closed,
+ * boring alphabet. The same rule for identity headers in network-policy mode and for mint-token.
+ */
+export const IDENTITY_VALUE = /^[A-Za-z0-9._:@/-]{1,128}$/;
 const STRING_CLAIMS = ['sub', 'workflow', 'run_id'] as const;
 /** Git scope entries: visible ASCII, bounded; their syntax is checked by the git proxy (src/git/scope.ts). */
 const GIT_SCOPE_ENTRY = /^[\x21-\x7e]{1,300}$/;
@@ -130,7 +133,7 @@ function verifyToken(token: string, key: Buffer, opts: VerifyOptions): VerifyRes
   for (const name of STRING_CLAIMS) {
     const value = payload[name];
     if (value === undefined) return reject(`missing claim ${name}`);
-    if (typeof value !== 'string' || !CLAIM_STRING.test(value)) return reject(`invalid claim ${name}`);
+    if (typeof value !== 'string' || !IDENTITY_VALUE.test(value)) return reject(`invalid claim ${name}`);
   }
   // The loop above has checked that these are strings.
   const { sub, workflow, run_id } = payload as Record<(typeof STRING_CLAIMS)[number], string>;

@@ -23,17 +23,12 @@ export function sanitizeSecret(raw: string | undefined): SecretRead {
   return { ok: true, value };
 }
 
-export function describeSecretRef(ref: SecretRef): string {
-  return 'env' in ref ? `environment variable ${ref.env}` : `file ${ref.file}`;
-}
-
 export interface SecretSource {
   read(): SecretRead;
-  readonly description: string;
 }
 
 export function envSecret(env: NodeJS.ProcessEnv, name: string): SecretSource {
-  return { read: () => sanitizeSecret(env[name]), description: `environment variable ${name}` };
+  return { read: () => sanitizeSecret(env[name]) };
 }
 
 /**
@@ -44,7 +39,6 @@ export function fileSecret(path: string): SecretSource {
   let stamp = '';
   let cached: SecretRead = { ok: false, reason: 'missing' };
   return {
-    description: `file ${path}`,
     read(): SecretRead {
       let next: string;
       try {
@@ -69,5 +63,5 @@ export function secretSource(env: NodeJS.ProcessEnv, ref: SecretRef): SecretSour
 /** A fixed value from configuration (e.g. a username that is not secret). */
 export function literalSecret(value: string): SecretSource {
   const read = sanitizeSecret(value);
-  return { read: () => read, description: 'the hosts file' };
+  return { read: () => read };
 }

@@ -1,6 +1,6 @@
 // The bot side of the model gateway: each agent's configuration file, and the claims of a bot
 // token. Pure: inputs in, file text or claims out.
-import type { BotClaims } from '../auth/jwt.ts';
+import { IDENTITY_VALUE, type BotClaims } from '../auth/jwt.ts';
 import { parseServiceHost } from '../http/address.ts';
 import type { ProviderConfig } from './config.ts';
 import type { ProviderKind } from './protocols/protocol.ts';
@@ -17,7 +17,7 @@ export interface AgentConfigInput {
 }
 
 /** The agents agent-config writes for, and the provider kind whose protocol each speaks. */
-export const AGENT_KINDS = { opencode: 'openai', codex: 'openai', 'claude-code': 'anthropic' } as const satisfies Record<string, ProviderKind>;
+const AGENT_KINDS = { opencode: 'openai', codex: 'openai', 'claude-code': 'anthropic' } as const satisfies Record<string, ProviderKind>;
 export type AgentName = keyof typeof AGENT_KINDS;
 export const AGENTS = Object.keys(AGENT_KINDS) as AgentName[];
 
@@ -152,13 +152,12 @@ export interface MintInput {
   readonly nowSec: number;
 }
 
-const CLAIM_VALUE = /^[A-Za-z0-9._:@/-]{1,128}$/;
 
 /** Claims for `mint-token`, checked against the same rules the gateway verifies with. */
 export function botClaims(input: MintInput): BotClaims {
   const need = (flag: string, v: string | undefined): string => {
     if (v === undefined) throw new Error(`mint-token: --${flag} is required`);
-    if (!CLAIM_VALUE.test(v)) throw new Error(`mint-token: --${flag} may hold 1-128 characters of A-Z a-z 0-9 . _ : @ / -`);
+    if (!IDENTITY_VALUE.test(v)) throw new Error(`mint-token: --${flag} may hold 1-128 characters of A-Z a-z 0-9 . _ : @ / -`);
     return v;
   };
   const sub = need('instance-id', input.instanceId);

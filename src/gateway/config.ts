@@ -3,14 +3,14 @@
 // env and file text in, a validated config out; a bad value stops start-up naming the variable
 // or the file and field.
 import type { SecretRef } from '../config/secret.ts';
-import { isObject, parseConfigJson } from '../config/config-file.ts';
+import { entryReader, isObject, parseConfigJson } from '../config/config-file.ts';
 import { parseSigningKey } from '../auth/jwt.ts';
 import type { ProviderKind } from './protocols/protocol.ts';
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 export const DEFAULT_PROVIDER = 'openai';
 /** Where each kind's API lives; its routes carry their own /v1 (Anthropic) or expect it in the base (OpenAI SDKs). */
-export const KIND_DEFAULT_BASE_URL: Readonly<Record<ProviderKind, string>> = { openai: DEFAULT_BASE_URL, anthropic: 'https://api.anthropic.com' };
+const KIND_DEFAULT_BASE_URL: Readonly<Record<ProviderKind, string>> = { openai: DEFAULT_BASE_URL, anthropic: 'https://api.anthropic.com' };
 
 export interface UpstreamBase {
   readonly hostname: string;
@@ -48,7 +48,6 @@ export interface GatewayConfig {
 const PROVIDER = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$/;
 const HEADER_VALUE = /^[\x20-\x7e]{1,256}$/;
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** Like an OpenAI SDK baseURL: https only, no credentials, query or fragment. `where` names the setting in errors. */
 export function parseBaseUrl(text: string, where = 'UPSTREAM_BASE_URL'): UpstreamBase {
@@ -115,29 +114,18 @@ const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'keyEnv', 'keyFile',
  * "models", "organization", "project", "caFile"}]}`. Strict: an unknown field or a wrong value
  * stops start-up naming the file and the field.
  */
-export function parseProvidersFile(text: string, fileName: string): ProviderConfig[] {
+function parseProvidersFile(text: string, fileName: string): ProviderConfig[] {
   const { doc, fail } = parseConfigJson(text, fileName);
   if (!isObject(doc)) return fail('(file)', 'must be a JSON object with a "providers" array');
   for (const k of Object.keys(doc)) if (k !== 'providers') fail(k, 'unknown field (expected only "providers")');
   if (!Array.isArray(doc.providers) || doc.providers.length === 0) return fail('providers', 'must be a non-empty array');
-  return doc.providers.map((entry: unknown, i: number): ProviderConfig => {
-    const at = (f: string) => `providers[${i}].${f}`;
-    if (!isObject(entry)) return fail(`providers[${i}]`, 'must be an object');
-    for (const k of Object.keys(entry)) if (!PROVIDER_FIELDS.has(k)) fail(at(k), 'unknown field');
-    const str = (f: string): string | undefined => {
-      const v = entry[f];
-      if (v === undefined) return undefined;
-      if (typeof v !== 'string' || v === '') return fail(at(f), 'must be a non-empty string');
-      return v;
-    };
+  return doc.providers.map((raw: unknown, i: number): ProviderConfig => {
+    const { entry, at, str, secretRef } = entryReader(raw, `providers[${i}]`, PROVIDER_FIELDS, fail);
     const name = str('name') ?? fail(at('name'), 'is required');
     if (!PROVIDER.test(name)) fail(at('name'), `"${name}" must be lower-case letters, digits, - or _ (at most 64)`);
     const kind = str('kind') ?? fail(at('kind'), 'is required ("openai" or "anthropic")');
     if (kind !== 'openai' && kind !== 'anthropic') fail(at('kind'), `"${kind}" must be "openai" or "anthropic"`);
-    const keyEnv = str('keyEnv');
-    const keyFile = str('keyFile');
-    if ((keyEnv === undefined) === (keyFile === undefined)) fail(at('keyEnv'), 'exactly one of keyEnv and keyFile is required');
-    if (keyEnv !== undefined && !ENV_NAME.test(keyEnv)) fail(at('keyEnv'), 'must be an environment variable name');
+    const key = secretRef('keyEnv', 'keyFile');
     const models = entry.models;
     if (!Array.isArray(models) || models.length === 0) return fail(at('models'), 'must be a non-empty array of model IDs');
     for (const [j, m] of models.entries()) {
@@ -156,7 +144,7 @@ export function parseProvidersFile(text: string, fileName: string): ProviderConf
       kind: providerKind,
       upstream: parseBaseUrl(str('baseUrl') ?? KIND_DEFAULT_BASE_URL[providerKind], `${fileName}: ${at('baseUrl')}`),
       models: models as string[],
-      key: keyEnv !== undefined ? { env: keyEnv } : { file: keyFile! },
+      key,
       organization: header('organization'),
       project: header('project'),
       caFile: str('caFile'),

@@ -4,7 +4,7 @@
 // differs per protocol comes from its module (./protocols/); the decisions themselves are the
 // pure functions of rules.ts, retry.ts and ../auth/jwt.ts; forwarding is ../http/forward.ts.
 import { randomUUID } from 'node:crypto';
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TOKEN_LEEWAY_SEC, verifyBotToken } from '../auth/jwt.ts';
 import { errorForUpstreamFailure, ERRORS, type ProxyError, type UpstreamError, type UpstreamFailure } from '../http/errors.ts';
@@ -17,6 +17,7 @@ import { openAiErrorBody } from './protocols/openai.ts';
 import type { ApiName, CallSummary, RequestPolicy, WireProtocol } from './protocols/protocol.ts';
 import { nextRetryDelay, retryHintMs, type RetryPolicy } from './retry.ts';
 import {
+  botToken,
   checkRequestBody,
   clientRequestId,
   gatewayUpstreamHeaders,
@@ -162,17 +163,6 @@ function readAll(stream: IncomingMessage, max: number): Promise<Buffer | undefin
 /** An error the listener itself makes on the gateway port (bad HTTP version, a handler bug). */
 export function sendGatewayError(req: IncomingMessage, res: ServerResponse, error: ProxyError): void {
   writeProxyError(req, res, error.status, 'application/json', openAiErrorBody(error, null, error.message));
-}
-
-/**
- * The bot token: `Authorization: Bearer`, or `x-api-key` (what Claude Code's apiKeyHelper and the
- * Anthropic SDKs send; Claude Code sends both). Two different values are refused, not chosen from.
- */
-export function botToken(headers: IncomingHttpHeaders): string | undefined | 'conflict' {
-  const bearer = /^Bearer +([^ ]+)$/.exec(headers.authorization ?? '')?.[1];
-  const apiKey = typeof headers['x-api-key'] === 'string' && headers['x-api-key'] !== '' ? headers['x-api-key'] : undefined;
-  if (bearer !== undefined && apiKey !== undefined && bearer !== apiKey) return 'conflict';
-  return bearer ?? apiKey;
 }
 
 export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, res: ServerResponse) => void {

@@ -23,7 +23,7 @@ interface KindRules {
   readonly projectHeader: string | undefined;
 }
 
-export const PROVIDER_KINDS: Readonly<Record<ProviderKind, KindRules>> = {
+const PROVIDER_KINDS: Readonly<Record<ProviderKind, KindRules>> = {
   openai: { credentialHeader: (key) => ['authorization', `Bearer ${key}`], organizationHeader: 'openai-organization', projectHeader: 'openai-project' },
   anthropic: { credentialHeader: (key) => ['x-api-key', key], organizationHeader: undefined, projectHeader: undefined },
 };

@@ -2,6 +2,7 @@
 // who is asking, which headers go upstream, and the model catalog. The wire protocols
 // (./protocols/) say what differs per API; these rules are the same for all of them.
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { IDENTITY_VALUE } from '../auth/jwt.ts';
 import { ERRORS, type ProxyError } from '../http/errors.ts';
 import { assertHeaderValue, connectionNamed, mediaType } from '../http/headers.ts';
 import { parseStrictJson } from '../http/json.ts';
@@ -81,8 +82,6 @@ export interface Identity {
   readonly runId: string | null;
 }
 
-// Identity values become log fields and metric labels: a closed, boring alphabet.
-const IDENTITY_VALUE = /^[A-Za-z0-9._:@/-]{1,128}$/;
 
 /** Network-policy mode: identity from headers, which are informational and unauthenticated. */
 export function identityFromHeaders(headers: IncomingHttpHeaders): Identity | { error: ProxyError; param: string } {
@@ -98,6 +97,17 @@ export function identityFromHeaders(headers: IncomingHttpHeaders): Identity | { 
   if (workflow === false) return { error: ERRORS.badIdentityHeader, param: 'X-Workflow' };
   if (runId === false) return { error: ERRORS.badIdentityHeader, param: 'X-Run-Id' };
   return { instanceId, workflow, runId };
+}
+
+/**
+ * The bot token: `Authorization: Bearer`, or `x-api-key` (what Claude Code's apiKeyHelper and the
+ * Anthropic SDKs send; Claude Code sends both). Two different values are refused, not chosen from.
+ */
+export function botToken(headers: IncomingHttpHeaders): string | undefined | 'conflict' {
+  const bearer = /^Bearer +([^ ]+)$/.exec(headers.authorization ?? '')?.[1];
+  const apiKey = typeof headers['x-api-key'] === 'string' && headers['x-api-key'] !== '' ? headers['x-api-key'] : undefined;
+  if (bearer !== undefined && apiKey !== undefined && bearer !== apiKey) return 'conflict';
+  return bearer ?? apiKey;
 }
 
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;

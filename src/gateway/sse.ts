@@ -40,7 +40,7 @@ const DATA_FIELD = Buffer.from('data');
 const NEWLINE = Buffer.from('\n');
 const UTF8_BOM = [0xef, 0xbb, 0xbf];
 
-export const DEFAULT_MAX_EVENT_BYTES = 1024 * 1024;
+const DEFAULT_MAX_EVENT_BYTES = 1024 * 1024;
 
 const enum Line {
   /** Nothing of the current line seen yet. */
@@ -242,10 +242,6 @@ const CLOSE_BRACKET = 0x5d;
 
 export function quotedKey(name: string): Buffer {
   return Buffer.from(`"${name}"`);
-}
-
-export function startsWith(bytes: Buffer, prefix: Buffer): boolean {
-  return bytes.length >= prefix.length && bytes.compare(prefix, 0, prefix.length, 0, prefix.length) === 0;
 }
 
 /**

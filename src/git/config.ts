@@ -1,12 +1,12 @@
 // The workload side of the git proxy: the git configuration a workload applies at start-up.
 // Pure: it gets the registered host keys and the command-line and environment values, returns
 // the config text and, when it falls back to credential helpers, a notice for stderr.
+import { ENV_NAME } from '../config/config-file.ts';
 import { parseServiceHost } from '../http/address.ts';
 
 export const DEFAULT_PROXY_PORT = 8447;
 export const DEFAULT_CREDENTIAL_HELPER = 'executor';
 
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 export interface GitConfigInput {
   readonly hostKeys: readonly string[];

@@ -1,7 +1,7 @@
 // The git host registry: the only upstreams the git listener will ever contact. Built once at
 // start-up from the environment (GIT_HOST_A / GIT_HOST_B) and an optional JSON hosts file.
 // Parsing is pure and strict: an unknown or ill-typed field stops start-up with its name.
-import { isObject, parseConfigJson } from '../config/config-file.ts';
+import { entryReader, isObject, parseConfigJson } from '../config/config-file.ts';
 import type { SecretRef } from '../config/secret.ts';
 import { parseHostKey } from './host-key.ts';
 import { parseRepoPattern, type RepoPattern } from './scope.ts';
@@ -76,7 +76,6 @@ const HOST_FIELDS = new Set([
   'repos',
   'readOnly',
 ]);
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** Parses the --git-hosts JSON file: `{"hosts": [{"host": ..., "auth": ..., ...}]}`. */
 export function parseHostsFile(text: string, fileName: string): HostConfig[] {
@@ -85,31 +84,15 @@ export function parseHostsFile(text: string, fileName: string): HostConfig[] {
   for (const k of Object.keys(doc)) if (k !== 'hosts') fail(k, 'unknown field (expected only "hosts")');
   if (!Array.isArray(doc.hosts)) return fail('hosts', 'must be an array');
 
-  return doc.hosts.map((entry: unknown, i: number): HostConfig => {
-    const at = (f: string) => `hosts[${i}].${f}`;
-    if (!isObject(entry)) return fail(`hosts[${i}]`, 'must be an object');
-    for (const k of Object.keys(entry)) if (!HOST_FIELDS.has(k)) fail(at(k), 'unknown field');
-    const str = (f: string): string | undefined => {
-      const v = entry[f];
-      if (v === undefined) return undefined;
-      if (typeof v !== 'string' || v === '') return fail(at(f), 'must be a non-empty string');
-      return v;
-    };
-    const envName = (f: string): string | undefined => {
-      const v = str(f);
-      if (v !== undefined && !ENV_NAME.test(v)) fail(at(f), 'must be an environment variable name');
-      return v;
-    };
+  return doc.hosts.map((raw: unknown, i: number): HostConfig => {
+    const { entry, at, str, envName, secretRef } = entryReader(raw, `hosts[${i}]`, HOST_FIELDS, fail);
 
     const hostText = str('host') ?? fail(at('host'), 'is required');
     const parsed = parseHostKey(hostText) ?? fail(at('host'), `"${hostText}" is not host or host:port`);
     const auth = str('auth') ?? fail(at('auth'), 'is required ("bearer" or "basic")');
     if (auth !== 'bearer' && auth !== 'basic') fail(at('auth'), 'must be "bearer" or "basic"');
 
-    const tokenEnv = envName('tokenEnv');
-    const tokenFile = str('tokenFile');
-    if ((tokenEnv === undefined) === (tokenFile === undefined)) fail(at('tokenEnv'), 'exactly one of tokenEnv and tokenFile is required');
-    const token: SecretRef = tokenEnv !== undefined ? { env: tokenEnv } : { file: tokenFile! };
+    const token = secretRef('tokenEnv', 'tokenFile');
 
     const userLiteral = str('username');
     const userEnv = envName('usernameEnv');

@@ -4,7 +4,7 @@ import { ERRORS, type ProxyError } from '../http/errors.ts';
 import type { GitAccess } from './scope.ts';
 
 export type GitRouteName = 'info-refs' | 'upload-pack' | 'receive-pack';
-export type GitService = 'git-upload-pack' | 'git-receive-pack';
+type GitService = 'git-upload-pack' | 'git-receive-pack';
 
 export type GitRoute =
   | {

@@ -2,7 +2,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 
 // RFC 9110 §7.6.1: connection-specific headers are never forwarded.
-export const HOP_BY_HOP: ReadonlySet<string> = new Set([
+const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'connection',
   'keep-alive',
   'proxy-connection',
@@ -52,7 +52,7 @@ export function assertHeaderValue(name: string, value: string): string {
 // Everything git's smart-HTTP client sends that a server may use. An allowlist, so that a
 // header nobody thought of (X-Forwarded-*, a provider's API-version or impersonation header)
 // cannot ride along with our credential.
-export const GIT_REQUEST_HEADERS: ReadonlySet<string> = new Set([
+const GIT_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   'accept',
   'accept-encoding',
   'accept-language',

@@ -19,7 +19,7 @@ export const STREAM_HIGH_WATER_MARK = 256 * 1024;
  * closed. Long enough for bytes a client sent before it saw the drain to land, short enough
  * that a slow or stalled head cannot hold the process: it is cut when this ends.
  */
-export const DRAIN_HEAD_DEADLINE_MS = 500;
+const DRAIN_HEAD_DEADLINE_MS = 500;
 
 export interface ListenerTimeouts {
   /** Time a client has to send the complete request head. */

@@ -12,10 +12,10 @@ import { costUsd, type PriceTable } from '../gateway/prices.ts';
 
 // OpenTelemetry GenAI semantic conventions, ExplicitBucketBoundaries of
 // gen_ai.client.operation.duration and gen_ai.server.time_to_first_token.
-export const GENAI_DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
-export const GENAI_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+const GENAI_DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
+const GENAI_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
 // Git requests range from a millisecond ref advertisement to a many-minute push.
-export const GIT_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900];
+const GIT_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900];
 
 const UPSTREAM_FAILURES: ReadonlySet<string> = new Set<UpstreamFailure>(['connect_refused', 'dns', 'tls', 'reset', 'connect_timeout', 'response_timeout', 'idle_timeout', 'protocol', 'other']);
 const NONE = 'none';
@@ -33,8 +33,6 @@ export interface ProxyMetricsOptions {
   readonly runIdLabel: boolean;
   readonly prices: PriceTable;
 }
-
-export type ProxyMetrics = ReturnType<typeof createProxyMetrics>;
 
 export function createProxyMetrics(opts: ProxyMetricsOptions) {
   const registry = new Registry(opts.maxSeriesPerFamily, opts.seriesTtlMs);

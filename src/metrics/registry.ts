@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { once } from 'node:events';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 
-export const EXPOSITION_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+const EXPOSITION_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 /** Lines built per turn of the event loop while scraping (a few milliseconds of work). */
 const SCRAPE_LINES_PER_TURN = 2000;
 

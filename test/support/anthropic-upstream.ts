@@ -19,9 +19,8 @@
 // The same builders produce the transcripts in test/fixtures/sse/anthropic-*.sse
 // (scripts/e2e/write-sse-fixtures.ts).
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { startHttpsFake, type HttpsFake } from './https-fake.ts';
+import { startHttpsFake, writeStream, type HttpsFake, type ModelHandler, type ModelRequest } from './https-fake.ts';
 import { decideTurn, deltas, finalAnswer, PLAIN_ANSWER, textOf, type ShellTool, type Turn } from './agent-turns.ts';
-import type { ModelHandler, ModelRequest } from './model-upstream.ts';
 import type { SseEvent } from './responses-upstream.ts';
 import type { TestPki } from './tls.ts';
 
@@ -201,23 +200,7 @@ export function anthropicHeaders(contentType: string, requestId: string): Record
 
 /** Handler that streams events (or wire bytes from cutWire), `gapMs` apart, optionally dropping the connection at the end. */
 export function streamHandler(events: readonly SseEvent[] | string, opts: { gapMs?: number; cut?: boolean; requestId?: string } = {}): ModelHandler {
-  return (_req, res) => {
-    res.writeHead(200, anthropicHeaders('text/event-stream; charset=utf-8', opts.requestId ?? FIXED_IDS.request));
-    const queue = typeof events === 'string' ? [events] : events.map((e) => encodeSse([e]));
-    const next = (): void => {
-      if (res.destroyed) return;
-      const chunk = queue.shift();
-      if (chunk === undefined) {
-        if (opts.cut) res.socket?.destroy();
-        else res.end();
-        return;
-      }
-      // Next chunk once this one is flushed: a cut then drops the connection after the bytes
-      // went out, not before.
-      res.write(chunk, () => (opts.gapMs ? setTimeout(next, opts.gapMs) : next()));
-    };
-    next();
-  };
+  return (_req, res) => writeStream(res, anthropicHeaders('text/event-stream; charset=utf-8', opts.requestId ?? FIXED_IDS.request), typeof events === 'string' ? [events] : events.map((e) => encodeSse([e])), opts);
 }
 
 /** An HTTP error in Anthropic's format: 529 overloaded_error, 429 rate_limit_error (with retry-after), ... */

@@ -1,31 +1,14 @@
 // A fake OpenAI-compatible upstream over HTTPS on loopback. Each request is recorded; the answer
 // comes from a queue of scripted handlers, or by default a completion (streamed when asked)
 // with a usage block. Used by the gateway tests and the demo.
-import { createServer, type Server } from 'node:https';
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { startHttpsFake, type HttpsFake, type ModelHandler, type ModelRequest } from './https-fake.ts';
 import type { TestPki } from './tls.ts';
 
-export interface ModelRequest {
-  method: string;
-  url: string;
-  headers: IncomingHttpHeaders;
-  body: Buffer;
-}
+export type { ModelHandler, ModelRequest } from './https-fake.ts';
 
-export type ModelHandler = (req: IncomingMessage, res: ServerResponse, recorded: ModelRequest) => void;
-
-export interface ModelUpstream {
-  readonly port: number;
+export interface ModelUpstream extends HttpsFake {
   readonly baseUrl: string;
-  readonly requests: ModelRequest[];
-  /** Handlers for the next requests, used once each, in order. */
-  script(...handlers: ModelHandler[]): void;
-  /** Whether a request came over a connection that had carried an earlier request. */
-  isReusedConnection(req: IncomingMessage): boolean;
-  /** Closes the connections that carry no request now, so the next request needs a new one. */
-  closeIdleConnections(): void;
-  close(): Promise<void>;
 }
 
 export const USAGE = {
@@ -82,33 +65,6 @@ export function defaultCompletion(_req: IncomingMessage, res: ServerResponse, re
 }
 
 export async function startModelUpstream(pki: Pick<TestPki, 'keyPem' | 'certPem'>, basePath = '/v1', fallback: ModelHandler = defaultCompletion): Promise<ModelUpstream> {
-  const queue: ModelHandler[] = [];
-  const requests: ModelRequest[] = [];
-  // Requests seen per connection: more than one means the client reused a keep-alive socket.
-  const requestsOnSocket = new WeakMap<object, number>();
-  const server: Server = createServer({ key: pki.keyPem, cert: pki.certPem, keepAlive: true }, (req, res) => {
-    requestsOnSocket.set(req.socket, (requestsOnSocket.get(req.socket) ?? 0) + 1);
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const recorded: ModelRequest = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) };
-      requests.push(recorded);
-      (queue.shift() ?? fallback)(req, res, recorded);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  return {
-    port,
-    baseUrl: `https://127.0.0.1:${port}${basePath}`,
-    requests,
-    script: (...handlers) => queue.push(...handlers),
-    isReusedConnection: (req) => (requestsOnSocket.get(req.socket) ?? 0) > 1,
-    closeIdleConnections: () => server.closeIdleConnections(),
-    close: () =>
-      new Promise((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  const fake = await startHttpsFake(pki, fallback);
+  return { ...fake, baseUrl: `https://127.0.0.1:${fake.port}${basePath}` };
 }

@@ -21,9 +21,8 @@
 // (scripts/e2e/write-sse-fixtures.ts), so unit tests of the stream inspector read exactly what
 // this fake sends.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { startHttpsFake, type HttpsFake } from './https-fake.ts';
+import { startHttpsFake, writeStream, type HttpsFake, type ModelHandler, type ModelRequest } from './https-fake.ts';
 import { decideTurn, deltas, finalAnswer, PLAIN_ANSWER, textOf, type ShellTool, type Turn } from './agent-turns.ts';
-import type { ModelHandler, ModelRequest } from './model-upstream.ts';
 import type { TestPki } from './tls.ts';
 
 export interface SseEvent {
@@ -336,24 +335,7 @@ export function openaiHeaders(contentType: string): Record<string, string> {
 
 /** Handler that streams events (or wire bytes from cutWire), `gapMs` apart (0: all at once), optionally dropping the connection at the end. */
 export function streamHandler(events: readonly SseEvent[] | string, opts: { gapMs?: number; cut?: boolean } = {}): ModelHandler {
-  return (_req, res) => {
-    res.writeHead(200, openaiHeaders('text/event-stream; charset=utf-8'));
-    const queue = typeof events === 'string' ? [events] : events.map((e) => encodeSse([e]));
-    const next = (): void => {
-      if (res.destroyed) return;
-      const chunk = queue.shift();
-      if (chunk === undefined) {
-        // A cut stream: the connection goes away without a terminal event or a clean chunked end.
-        if (opts.cut) res.socket?.destroy();
-        else res.end();
-        return;
-      }
-      // Next chunk once this one is flushed: a cut then drops the connection after the bytes
-      // went out, not before.
-      res.write(chunk, () => (opts.gapMs ? setTimeout(next, opts.gapMs) : next()));
-    };
-    next();
-  };
+  return (_req, res) => writeStream(res, openaiHeaders('text/event-stream; charset=utf-8'), typeof events === 'string' ? [events] : events.map((e) => encodeSse([e])), opts);
 }
 
 /** Handler that answers an HTTP error in OpenAI's format, e.g. 429 with `retry-after`. */

@@ -278,3 +278,8 @@ test('the UPSTREAM_* shorthand stands beside a providers file (a legacy route be
   assert.deepEqual(providersOf({ providers: [ANTHROPIC] }).providers.map((p) => p.name), ['anthropic'], 'no UPSTREAM_* variable: the file alone');
   assert.equal(providersOf({ providers: [ANTHROPIC] }, { MODEL_GATEWAY_ENABLED: 'true' }).providers.length, 1, 'MODEL_GATEWAY_ENABLED adds no empty provider beside a file');
 });
+
+test('a key given twice in one object of a configuration file stops start-up naming it', () => {
+  const twice = `{"providers":[{"name":"a","kind":"anthropic","keyEnv":"K","models":["m"],"kind":"openai"}]}`;
+  assert.throws(() => providersOf(twice), /^Error: providers\.json: \(file\): the key "kind" appears twice in one object; keep one$/);
+});

@@ -7,6 +7,7 @@ import { chatCompletions } from '../../src/gateway/protocols/chat-completions.ts
 import { openAiErrorBody, openAiErrorType } from '../../src/gateway/protocols/openai.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
 import {
+  botToken,
   checkRequestBody,
   clientRequestId,
   gatewayUpstreamHeaders,
@@ -320,6 +321,16 @@ test('a missing, malformed or too long X-Client-Request-Id is undefined', () => 
   for (const v of [undefined, '', 'a b', 'a/b', 'a@b', 'é', 'x'.repeat(129), 'a\r\nb']) {
     assert.equal(clientRequestId({ 'x-client-request-id': v }), undefined, JSON.stringify(v));
   }
+});
+
+// ---- botToken ----
+
+test('the bot token comes from Authorization: Bearer or x-api-key; the same token in both is fine, two different ones are a conflict', () => {
+  assert.equal(botToken({ authorization: 'Bearer tok-1' }), 'tok-1');
+  assert.equal(botToken({ 'x-api-key': 'tok-1' }), 'tok-1');
+  assert.equal(botToken({ authorization: 'Bearer tok-1', 'x-api-key': 'tok-1' }), 'tok-1');
+  assert.equal(botToken({ authorization: 'Bearer tok-1', 'x-api-key': 'tok-2' }), 'conflict');
+  for (const headers of [{}, { authorization: 'Basic dG9rOg==' }, { authorization: 'Bearer ' }, { 'x-api-key': '' }]) assert.equal(botToken(headers), undefined, JSON.stringify(headers));
 });
 
 // ---- gatewayUpstreamHeaders ----

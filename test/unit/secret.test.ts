@@ -4,7 +4,6 @@ import { mkdtempSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  describeSecretRef,
   envSecret,
   fileSecret,
   literalSecret,
@@ -77,19 +76,12 @@ test('envSecret reads the variable at call time, not when it is created', () => 
   assert.deepEqual(source.read(), { ok: false, reason: 'missing' });
 });
 
-test('envSecret describes the variable, never its value', () => {
-  const source = envSecret({ T: 'hunter2' }, 'T');
-  assert.equal(source.description, 'environment variable T');
-  assert.ok(!source.description.includes('hunter2'));
-});
-
 test('fileSecret reads the file and strips its trailing newline', () => {
   withTempDir((dir) => {
     const path = join(dir, 'token');
     writeFileSync(path, 'filetoken\n');
     const source = fileSecret(path);
     assert.deepEqual(source.read(), { ok: true, value: 'filetoken' });
-    assert.equal(source.description, `file ${path}`);
   });
 });
 
@@ -188,11 +180,6 @@ test('secretSource picks the environment or the file by the reference kind', () 
     assert.deepEqual(secretSource(env, { env: 'TOKEN' }).read(), { ok: true, value: 'from-env' });
     assert.deepEqual(secretSource(env, { file: path }).read(), { ok: true, value: 'from-file' });
   });
-});
-
-test('describeSecretRef names the variable or the file', () => {
-  assert.equal(describeSecretRef({ env: 'GIT_HOST_A_TOKEN' }), 'environment variable GIT_HOST_A_TOKEN');
-  assert.equal(describeSecretRef({ file: '/run/secrets/token' }), 'file /run/secrets/token');
 });
 
 test('literalSecret is sanitized like any other secret', () => {

@@ -22,7 +22,7 @@ import { refuseHostedTool, refuseUnknownTool, type HostedTool } from './tools.ts
  * Message roles: user and assistant, as documented, and system, which Claude Code 2.1 sends
  * inside `messages` (recorded: test/fixtures/recorded/claude-code-*.json).
  */
-export const MESSAGES_ROLES: ReadonlySet<string> = new Set(['user', 'assistant', 'system']);
+const MESSAGES_ROLES: ReadonlySet<string> = new Set(['user', 'assistant', 'system']);
 
 /**
  * Tool types. A tool without a type (or `custom`) is the client's own, as are Anthropic's
@@ -39,7 +39,7 @@ const SERVER_TOOLS: readonly (readonly [RegExp, HostedTool])[] = [
 ];
 
 /** The request headers Anthropic's clients send that may go upstream (each seen from Claude Code 2.1). */
-export const ANTHROPIC_REQUEST_HEADERS: ReadonlySet<string> = new Set(['content-type', 'accept', 'user-agent', 'anthropic-version', 'anthropic-beta', 'x-app', 'x-claude-code-session-id']);
+const ANTHROPIC_REQUEST_HEADERS: ReadonlySet<string> = new Set(['content-type', 'accept', 'user-agent', 'anthropic-version', 'anthropic-beta', 'x-app', 'x-claude-code-session-id']);
 
 function checkTools(tools: unknown, hostedAllowed: ReadonlySet<string>): RequestRefusal | undefined {
   if (tools === undefined || tools === null) return undefined;
@@ -183,7 +183,7 @@ class MessagesStreamReader implements StreamReader {
 }
 
 /** Anthropic's error `type` for a status (https://docs.anthropic.com/en/api/errors). */
-export function anthropicErrorType(status: number): string {
+function anthropicErrorType(status: number): string {
   if (status === 401) return 'authentication_error';
   if (status === 403) return 'permission_error';
   if (status === 404) return 'not_found_error';

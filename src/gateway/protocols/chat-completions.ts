@@ -17,7 +17,7 @@ import {
 import { checkTools, checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
 import { bounded, refuse, type CallSummary, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
 
-export const CHAT_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
+const CHAT_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
 /** Chat tools the client runs itself: its own functions, and free-form custom tools. */
 const CLIENT_TOOLS: ReadonlySet<string> = new Set(['function', 'custom']);
 

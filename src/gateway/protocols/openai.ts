@@ -55,7 +55,7 @@ export const OPENAI_REQUEST_HEADER_PREFIXES: readonly string[] = ['x-stainless-'
  * --allow-hosted-tools (./tools.ts says why each is egress); the dated variants of a tool count
  * as the tool.
  */
-export const HOSTED_TOOLS: ReadonlyMap<string, HostedTool> = new Map([
+const HOSTED_TOOLS: ReadonlyMap<string, HostedTool> = new Map([
   ['web_search', 'web_search'],
   ['web_search_preview', 'web_search'],
   ['web_search_preview_2025_03_11', 'web_search'],

@@ -25,14 +25,14 @@ import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, 
 import { refuseHostedTool } from './tools.ts';
 import { bounded, errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
 
-export const RESPONSES_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant']);
+const RESPONSES_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant']);
 
 /**
  * Tool types the client executes itself: the model only asks, the client runs the call and
  * sends the output back. `namespace` groups functions (Codex); `shell` is client-run only with
  * a local environment (see isHostedShell).
  */
-export const RESPONSES_CLIENT_TOOLS: ReadonlySet<string> = new Set(['function', 'custom', 'namespace', 'local_shell', 'shell', 'apply_patch', 'computer', 'computer_use_preview']);
+const RESPONSES_CLIENT_TOOLS: ReadonlySet<string> = new Set(['function', 'custom', 'namespace', 'local_shell', 'shell', 'apply_patch', 'computer', 'computer_use_preview']);
 
 /**
  * For each input item type the gateway knows, the field that holds its content. An item with an

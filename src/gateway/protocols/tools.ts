@@ -8,7 +8,7 @@
 import { ERRORS } from '../../http/errors.ts';
 import { bounded, refuse, type RequestRefusal } from './protocol.ts';
 
-export const HOSTED_TOOL_NAMES = ['web_search', 'web_fetch', 'file_search', 'code_interpreter', 'code_execution', 'image_generation', 'mcp', 'shell', 'tool_search'] as const;
+const HOSTED_TOOL_NAMES = ['web_search', 'web_fetch', 'file_search', 'code_interpreter', 'code_execution', 'image_generation', 'mcp', 'shell', 'tool_search'] as const;
 export type HostedTool = (typeof HOSTED_TOOL_NAMES)[number];
 
 /** The set of allowed hosted tools from --allow-hosted-tools; an unknown name is an error naming the flag. */

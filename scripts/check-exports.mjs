@@ -1,0 +1,115 @@
+#!/usr/bin/env node
+// Fails on exports of src/ that nothing imports: dead code, or an `export` that says a name is
+// shared when it is not. Uses the TypeScript compiler (a dev tool the project already has): every
+// import in src/, test/ and scripts/ is resolved to the declaration it names, and each export of
+// a src/ file must be one of them. A type also counts when another export's declaration names it
+// (the options interface of an exported function is part of that function's interface). Values
+// that only their own file uses are reported: drop the `export`, or the code.
+//
+//   node scripts/check-exports.mjs        exit 0: every export is used; 1: the list of those that are not
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+
+const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
+const configFile = ts.readConfigFile(path.join(root, 'tsconfig.json'), ts.sys.readFile);
+const parsed = ts.parseJsonConfigFileContent(configFile.config, ts.sys, root);
+const program = ts.createProgram(parsed.fileNames, parsed.options);
+const checker = program.getTypeChecker();
+const srcDir = path.join(root, 'src') + path.sep;
+const ours = program.getSourceFiles().filter((f) => !f.isDeclarationFile && !f.fileName.includes(`${path.sep}node_modules${path.sep}`));
+
+/** The declaration a symbol finally stands for, through import aliases. */
+const target = (symbol) => (symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol);
+
+// Every symbol some file imports (named, default or `import type`), resolved to its declaration;
+// and, apart, those that src/ itself imports (production use).
+const imported = new Set();
+const importedBySrc = new Set();
+for (const file of ours) {
+  const fromSrc = file.fileName.startsWith(srcDir);
+  const add = (symbol) => {
+    imported.add(symbol);
+    if (fromSrc) importedBySrc.add(symbol);
+  };
+  for (const statement of file.statements) {
+    if (!ts.isImportDeclaration(statement) && !ts.isExportDeclaration(statement)) continue;
+    const clause = ts.isImportDeclaration(statement) ? statement.importClause : statement;
+    if (!clause) continue;
+    const names = [];
+    if (ts.isImportDeclaration(statement)) {
+      if (clause.name) names.push(clause.name);
+      const bindings = clause.namedBindings;
+      if (bindings && ts.isNamedImports(bindings)) for (const el of bindings.elements) names.push(el.name);
+      if (bindings && ts.isNamespaceImport(bindings)) {
+        // `import * as x`: every export of that module counts as used.
+        const moduleSymbol = checker.getSymbolAtLocation(statement.moduleSpecifier);
+        if (moduleSymbol) for (const e of checker.getExportsOfModule(moduleSymbol)) add(target(e));
+      }
+    } else if (statement.exportClause && ts.isNamedExports(statement.exportClause)) {
+      for (const el of statement.exportClause.elements) names.push(el.name);
+    }
+    for (const name of names) {
+      const symbol = checker.getSymbolAtLocation(name);
+      if (symbol) add(target(symbol));
+    }
+  }
+}
+
+/** Symbols a file refers to anywhere but in their own declaration's name. */
+function usedInFile(file) {
+  const used = new Set();
+  const visit = (node) => {
+    if (ts.isIdentifier(node)) {
+      const s = checker.getSymbolAtLocation(node);
+      const own = node.parent && node.parent.name === node && s?.declarations?.includes(node.parent);
+      if (s && !own) used.add(target(s));
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(file);
+  return used;
+}
+
+/** Symbols named inside the declarations of a file's exports, other than the export itself. */
+function namedByExports(moduleSymbol) {
+  const named = new Set();
+  for (const exported of checker.getExportsOfModule(moduleSymbol)) {
+    for (const decl of exported.declarations ?? []) {
+      const visit = (node) => {
+        if (ts.isIdentifier(node)) {
+          const s = checker.getSymbolAtLocation(node);
+          if (s && target(s) !== target(exported)) named.add(target(s));
+        }
+        ts.forEachChild(node, visit);
+      };
+      visit(decl);
+    }
+  }
+  return named;
+}
+
+const TYPE_FLAGS = ts.SymbolFlags.Interface | ts.SymbolFlags.TypeAlias | ts.SymbolFlags.Class;
+const unused = [];
+for (const file of ours.filter((f) => f.fileName.startsWith(srcDir))) {
+  const moduleSymbol = checker.getSymbolAtLocation(file);
+  if (!moduleSymbol) continue;
+  const named = namedByExports(moduleSymbol);
+  const local = usedInFile(file);
+  for (const symbol of checker.getExportsOfModule(moduleSymbol)) {
+    const t = target(symbol);
+    // Production code uses it from another file; or its own file uses it and it is exported
+    // so that tests can reach it; or it is a type in the interface of another export.
+    if (importedBySrc.has(t) || (local.has(t) && imported.has(t))) continue;
+    if (symbol.flags & TYPE_FLAGS && named.has(t)) continue;
+    const decl = symbol.declarations?.[0];
+    const line = decl ? file.getLineAndCharacterOfPosition(decl.getStart()).line + 1 : 0;
+    unused.push(`${path.relative(root, file.fileName)}:${line}: ${symbol.getName()}`);
+  }
+}
+
+if (unused.length > 0) {
+  console.error(`check-exports: ${unused.length} export(s) nothing imports (delete them, or drop the export):\n${unused.map((u) => `  ${u}`).join('\n')}`);
+  process.exit(1);
+}
+console.log(`check-exports: every export of src/ is used by production code (${ours.length} files checked)`);
