@@ -138,39 +138,45 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
     const credential = injectCredential(upstream.config.authType, upstream.token.read(), upstream.username?.read());
     if (!credential.ok) return reject(credential.error);
 
-    const call = openUpstream(
-      {
-        agent: upstream.agent,
-        hostname: upstream.config.hostname,
-        port: upstream.config.port,
-        method,
-        path: parsed.upstreamPath,
-        headers: gitUpstreamHeaders(req.headers, upstream.config.key, credential.authorization),
-      },
-      deps.timeouts,
-      method === 'POST' ? req : null,
-      exchange,
-    );
+    const upstreamTarget = {
+      agent: upstream.agent,
+      hostname: upstream.config.hostname,
+      port: upstream.config.port,
+      method,
+      path: parsed.upstreamPath,
+      headers: gitUpstreamHeaders(req.headers, upstream.config.key, credential.authorization),
+    };
+    let call = openUpstream(upstreamTarget, deps.timeouts, method === 'POST' ? req : null, exchange);
+    let resent = false;
     abortUpstreamOnClientClose(res, () => ({ request: call.request, exchange }));
 
-    call.response.then(
-      async (upstreamRes) => {
-        const status = upstreamRes.statusCode ?? 502;
-        if (status === 401) {
-          // Our credential was refused: an operator problem the workload cannot fix. Relayed,
-          // the 401 would make git ask for a username; our own line says whose problem it is.
-          upstreamRes.resume();
-          return reject(upstreamCredentialRefused(upstream.config.key));
-        }
-        await relayResponse(res, upstreamRes, scrubResponseHeaders(upstreamRes.rawHeaders, credential.secrets), exchange);
-        logDone(status, exchange.failure);
-      },
-      (err: UpstreamError) => {
-        const error = errorForUpstreamFailure(err.kind);
-        if (res.headersSent || res.destroyed) return logDone(0, exchange.failure);
-        sendGitError(req, res, error);
-        logDone(error.status, exchange.failure);
-      },
-    );
+    const onResponse = async (upstreamRes: IncomingMessage): Promise<void> => {
+      const status = upstreamRes.statusCode ?? 502;
+      if (status === 401) {
+        // Our credential was refused: an operator problem the workload cannot fix. Relayed,
+        // the 401 would make git ask for a username; our own line says whose problem it is.
+        upstreamRes.resume();
+        return reject(upstreamCredentialRefused(upstream.config.key));
+      }
+      await relayResponse(res, upstreamRes, scrubResponseHeaders(upstreamRes.rawHeaders, credential.secrets), exchange);
+      logDone(status, exchange.failure);
+    };
+    const onFailure = (err: UpstreamError): void => {
+      // A ref discovery has no body and changes nothing: reset on a pooled connection (the host
+      // closed it as we reused it), it is sent once more. A POST never is: a push may already be
+      // applied, and the body it streamed is gone.
+      if (method === 'GET' && err.kind === 'reset' && call.request.reusedSocket && !resent && !res.destroyed) {
+        resent = true;
+        exchange.failure = undefined;
+        call = openUpstream(upstreamTarget, deps.timeouts, null, exchange);
+        call.response.then(onResponse, onFailure);
+        return;
+      }
+      const error = errorForUpstreamFailure(err.kind);
+      if (res.headersSent || res.destroyed) return logDone(0, exchange.failure);
+      sendGitError(req, res, error);
+      logDone(error.status, exchange.failure);
+    };
+    call.response.then(onResponse, onFailure);
   };
 }

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
+import { request, type IncomingMessage } from 'node:http';
 import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +11,7 @@ import { HOSTILE_TARGETS } from '../support/hostile-targets.ts';
 import { rawExchange, seenResponses, send, statusOf } from '../support/http-client.ts';
 import { assertNoSecrets, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
-import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+import { digestAndAnswer, startUpstream, type TestUpstream } from '../support/upstream.ts';
 
 const TOKEN_A = `tokA_${randomBytes(12).toString('hex')}`;
 const TOKEN_B = `tokB_${randomBytes(12).toString('hex')}`;
@@ -496,4 +496,44 @@ test('upstream TLS connections are reused across sequential requests', async () 
     upB.server.off('secureConnection', count);
   }
   assert.ok(handshakes <= 1, `5 requests opened ${handshakes} upstream connections`);
+});
+
+test('a ref discovery reset on a reused connection (the host closed it as we reused it) is sent once more, and answered', async () => {
+  // Connections that carried a request before: the next request on one is a reused connection.
+  const seen = new WeakSet<object>();
+  const remember = (req: IncomingMessage) => seen.add(req.socket);
+  upB.server.on('request', remember);
+  let resetOnReused: boolean | undefined;
+  try {
+    assert.equal((await send(port, 'GET', `/${upB.hostKey}/org/repo.git/${INFO}`)).status, 200); // leaves a pooled connection
+    upB.handle((req, res, record) => {
+      if (resetOnReused === undefined) {
+        resetOnReused = seen.has(req.socket);
+        req.socket.destroy();
+        return;
+      }
+      digestAndAnswer(req, res, record);
+    });
+    const before = upB.requests.length;
+    const r = await send(port, 'GET', `/${upB.hostKey}/org/repo.git/${INFO}`);
+    assert.equal(resetOnReused, true, 'the reset came on the pooled connection');
+    assert.equal(r.status, 200);
+    assert.equal(upB.requests.length, before + 2, 'sent twice: the reset one and the one answered');
+  } finally {
+    upB.handle(undefined);
+    upB.server.off('request', remember);
+  }
+});
+
+test('a push reset before any answer is never sent again: 502, the upstream saw it once', async () => {
+  assert.equal((await send(port, 'GET', `/${upB.hostKey}/org/repo.git/${INFO}`)).status, 200);
+  upB.handle((req) => req.socket.destroy());
+  try {
+    const before = upB.requests.length;
+    const r = await send(port, 'POST', `/${upB.hostKey}/org/repo.git/git-receive-pack`, { body: Buffer.alloc(1000, 1), headers: { 'content-type': 'application/x-git-receive-pack-request' } });
+    assert.equal(r.status, 502);
+    assert.equal(upB.requests.length, before + 1);
+  } finally {
+    upB.handle(undefined);
+  }
 });
