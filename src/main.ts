@@ -2,7 +2,7 @@
 // listeners, handles signals, writes to stdout/stderr, exits.
 import { readFileSync } from 'node:fs';
 import { agentProviders, AGENTS, botClaims, renderAgentConfig, type AgentName } from './gateway/agent-config.ts';
-import { parseCommandLine, usage, UsageError, type CommandLine, type ServeOptions } from './config/cli.ts';
+import { asUsageError, parseCommandLine, usage, UsageError, type CommandLine, type ServeOptions } from './config/cli.ts';
 import { createUpstreamAgent } from './http/forward.ts';
 import { createGatewayHandler, sendGatewayError } from './gateway/handler.ts';
 import type { Provider } from './gateway/providers.ts';
@@ -32,18 +32,19 @@ function loadHosts(options: ServeOptions): HostConfig[] {
   return mergeHosts(hostsFromEnv(env), fromFile);
 }
 
-function readCaFile(path: string, owner: string): string {
+/** A file the configuration names; `what` says which, as in `<what> <path> cannot be read (ENOENT)`. */
+function readTextFile(path: string, what: string): string {
   try {
     return readFileSync(path, 'utf8');
   } catch (err) {
-    throw new Error(`${owner}: CA file ${path} cannot be read (${(err as NodeJS.ErrnoException).code})`);
+    throw new Error(`${what} ${path} cannot be read (${(err as NodeJS.ErrnoException).code})`);
   }
 }
 
 function openGitUpstreams(hosts: readonly HostConfig[]): Map<string, GitUpstream> {
   const upstreams = new Map<string, GitUpstream>();
   for (const config of hosts) {
-    const ca = config.caFile ? readCaFile(config.caFile, `git host ${config.key}`) : undefined;
+    const ca = config.caFile ? readTextFile(config.caFile, `git host ${config.key}: CA file`) : undefined;
     const username = config.username === undefined ? undefined : 'literal' in config.username ? literalSecret(config.username.literal) : secretSource(env, config.username);
     upstreams.set(config.key, {
       config,
@@ -57,20 +58,13 @@ function openGitUpstreams(hosts: readonly HostConfig[]): Map<string, GitUpstream
 
 function loadGateway(options: ServeOptions): GatewayConfig {
   const file = options.providersFile;
-  if (file === undefined) return parseGatewayEnv(env);
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new Error(`--providers: ${file} cannot be read (${(err as NodeJS.ErrnoException).code})`);
-  }
-  return parseGatewayEnv(env, { text, name: file });
+  return file === undefined ? parseGatewayEnv(env) : parseGatewayEnv(env, { text: readTextFile(file, '--providers:'), name: file });
 }
 
 function openProviders(gateway: GatewayConfig): Provider[] {
   return gateway.providers.map((config) => ({
     config,
-    agent: createUpstreamAgent({ ca: config.caFile ? readCaFile(config.caFile, `provider ${config.name}`) : undefined, tlsInsecureSkipVerify: false }),
+    agent: createUpstreamAgent({ ca: config.caFile ? readTextFile(config.caFile, `provider ${config.name}: CA file`) : undefined, tlsInsecureSkipVerify: false }),
     key: config.key ? secretSource(env, config.key) : undefined,
   }));
 }
@@ -84,12 +78,7 @@ async function serve(options: ServeOptions): Promise<void> {
   const gitUpstreams = openGitUpstreams(loadHosts(options));
   const gitSigningKey = parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY);
   const gateway = loadGateway(options);
-  let hostedTools: ReadonlySet<string>;
-  try {
-    hostedTools = hostedToolsPolicy(options.allowHostedTools);
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  const hostedTools = asUsageError(() => hostedToolsPolicy(options.allowHostedTools));
   const maxTokenLifetimeSec = Math.floor(options.maxTokenLifetimeMs / 1000);
   const hostStates = [...gitUpstreams.values()].map((u) => ({
     host: u.config.key,

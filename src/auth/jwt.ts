@@ -6,7 +6,7 @@
  * reasons are fixed phrases and never echo token content, because they end up in logs.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { parseStrictJson } from '../http/json.ts';
+import { isObject, parseStrictJson } from '../http/json.ts';
 
 export interface BotClaims {
   sub: string;
@@ -29,12 +29,10 @@ export type GitVerifyResult = { ok: true; claims: BotClaims & { git: readonly st
 export interface VerifyOptions {
   readonly nowSec: number;
   readonly maxLifetimeSec: number;
-  /** The clock skew tolerated between the signer and us. */
-  readonly leewaySec: number;
 }
 
 /** Clock skew tolerated between the signer (mint-token) and the verifying listener. */
-export const TOKEN_LEEWAY_SEC = 30;
+const TOKEN_LEEWAY_SEC = 30;
 /** Checked before any decoding, so hostile input costs little. Real tokens are a few hundred chars. */
 const MAX_TOKEN_LENGTH = 4096;
 /** RFC 7518 section 3.2: an HS256 key must be at least as long as the hash output. */
@@ -121,13 +119,13 @@ function verifyToken(token: string, key: Buffer, opts: VerifyOptions): VerifyRes
   if (!isInteger(exp)) return reject('invalid claim exp');
   if (iat === undefined) return reject('missing claim iat');
   if (!isInteger(iat)) return reject('invalid claim iat');
-  if (exp <= opts.nowSec - opts.leewaySec) return reject('expired');
-  if (iat > opts.nowSec + opts.leewaySec) return reject('issued in the future');
+  if (exp <= opts.nowSec - TOKEN_LEEWAY_SEC) return reject('expired');
+  if (iat > opts.nowSec + TOKEN_LEEWAY_SEC) return reject('issued in the future');
   if (exp <= iat) return reject('exp not after iat');
   if (exp - iat > opts.maxLifetimeSec) return reject('lifetime too long');
   if (nbf !== undefined) {
     if (!isInteger(nbf)) return reject('invalid claim nbf');
-    if (nbf > opts.nowSec + opts.leewaySec) return reject('not yet valid');
+    if (nbf > opts.nowSec + TOKEN_LEEWAY_SEC) return reject('not yet valid');
   }
 
   for (const name of STRING_CLAIMS) {
@@ -178,8 +176,7 @@ function decodeSegment(segment: string): Buffer | null {
 function parseJsonObject(bytes: Buffer): Record<string, unknown> | 'duplicate' | null {
   const parsed = parseStrictJson(bytes);
   if (!parsed.ok) return parsed.reason === 'duplicate_key' ? 'duplicate' : null;
-  const value = parsed.value;
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+  return isObject(parsed.value) ? parsed.value : null;
 }
 
 function isInteger(value: unknown): value is number {

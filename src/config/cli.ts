@@ -141,9 +141,8 @@ export function usage(): string {
 }
 
 export function parseCommandLine(argv: readonly string[]): CommandLine {
-  let parsed;
-  try {
-    parsed = parseArgs({
+  const parsed = asUsageError(() =>
+    parseArgs({
       args: [...argv],
       strict: true,
       allowPositionals: true,
@@ -157,10 +156,8 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean' },
       },
-    });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+    }),
+  );
   const { positionals } = parsed;
   const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
   if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
@@ -174,14 +171,14 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   else refuseFlagsOfOtherCommands(command, values);
 
   const str = (name: FlagName): string | undefined => (values[name] as string | undefined) ?? FLAGS[name].default;
-  const duration = (name: FlagName) => wrap(() => parseDuration(name, str(name)!));
+  const duration = (name: FlagName) => asUsageError(() => parseDuration(name, str(name)!));
   return {
     command,
     options: {
-      gitListen: wrap(() => parseListenAddress('git-auth-listen', str('git-auth-listen')!)),
-      modelListen: wrap(() => parseListenAddress('model-gateway-listen', str('model-gateway-listen')!)),
-      maxRequestBodyBytes: wrap(() => parseByteSize('max-request-body', str('max-request-body')!)),
-      upstreamMaxRetries: wrap(() => parseCount('upstream-max-retries', str('upstream-max-retries')!, 0, 10)),
+      gitListen: asUsageError(() => parseListenAddress('git-auth-listen', str('git-auth-listen')!)),
+      modelListen: asUsageError(() => parseListenAddress('model-gateway-listen', str('model-gateway-listen')!)),
+      maxRequestBodyBytes: asUsageError(() => parseByteSize('max-request-body', str('max-request-body')!)),
+      upstreamMaxRetries: asUsageError(() => parseCount('upstream-max-retries', str('upstream-max-retries')!, 0, 10)),
       upstreamRetryBudgetMs: duration('upstream-retry-budget'),
       maxTokenLifetimeMs: duration('max-token-lifetime'),
       gitHostsFile: str('git-hosts'),
@@ -191,8 +188,8 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       upstreamResponseTimeoutMs: duration('upstream-response-timeout'),
       upstreamIdleTimeoutMs: duration('upstream-idle-timeout'),
       shutdownGraceMs: duration('shutdown-grace'),
-      metricsListen: str('metrics-listen') === 'off' ? undefined : wrap(() => parseListenAddress('metrics-listen', str('metrics-listen')!)),
-      metricsMaxSeries: wrap(() => parseCount('metrics-max-series', str('metrics-max-series')!, 10, 1_000_000)),
+      metricsListen: str('metrics-listen') === 'off' ? undefined : asUsageError(() => parseListenAddress('metrics-listen', str('metrics-listen')!)),
+      metricsMaxSeries: asUsageError(() => parseCount('metrics-max-series', str('metrics-max-series')!, 10, 1_000_000)),
       metricsSeriesTtlMs: duration('metrics-series-ttl'),
       metricsRunIdLabel: values['metrics-run-id-label'] === true,
       providersFile: str('providers'),
@@ -229,7 +226,8 @@ function refuseFlagsOfOtherCommands(command: Command, values: Record<string, unk
   }
 }
 
-function wrap<T>(fn: () => T): T {
+/** `fn`'s result; its error becomes a UsageError, so that the usage text follows the message. */
+export function asUsageError<T>(fn: () => T): T {
   try {
     return fn();
   } catch (err) {

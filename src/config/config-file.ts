@@ -1,6 +1,6 @@
 // Start-up configuration files (hosts file, providers file, price table) are strict JSON; every
 // error names the file and the field so that the operator fixes it from the message alone.
-import { parseStrictJson } from '../http/json.ts';
+import { isObject, parseStrictJson } from '../http/json.ts';
 import type { SecretRef } from './secret.ts';
 
 export type FieldFailure = (field: string, why: string) => never;
@@ -16,19 +16,10 @@ export function parseConfigJson(text: string, fileName: string): { doc: unknown;
   const fail: FieldFailure = (field, why) => {
     throw new Error(`${fileName}: ${field}: ${why}`);
   };
-  const parsed = parseStrictJson(Buffer.from(text, 'utf8'));
+  const parsed = parseStrictJson(text);
   if (parsed.ok) return { doc: parsed.value, fail };
   if (parsed.reason === 'duplicate_key') return fail('(file)', `the key "${parsed.key}" appears twice in one object; keep one`);
-  try {
-    JSON.parse(text);
-  } catch (err) {
-    return fail('(file)', `not valid JSON (${(err as Error).message})`);
-  }
-  return fail('(file)', 'not valid JSON');
-}
-
-export function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
+  return fail('(file)', `not valid JSON (${parsed.message})`);
 }
 
 export interface EntryReader {

@@ -3,7 +3,8 @@
 // env and file text in, a validated config out; a bad value stops start-up naming the variable
 // or the file and field.
 import type { SecretRef } from '../config/secret.ts';
-import { entryReader, isObject, parseConfigJson } from '../config/config-file.ts';
+import { entryReader, parseConfigJson } from '../config/config-file.ts';
+import { isObject } from '../http/json.ts';
 import { parseSigningKey } from '../auth/jwt.ts';
 import type { ProviderKind } from './protocols/protocol.ts';
 

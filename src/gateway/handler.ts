@@ -4,11 +4,11 @@
 // differs per protocol comes from its module (./protocols/); the decisions themselves are the
 // pure functions of rules.ts, retry.ts and ../auth/jwt.ts; forwarding is ../http/forward.ts.
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { TOKEN_LEEWAY_SEC, verifyBotToken } from '../auth/jwt.ts';
+import { verifyBotToken } from '../auth/jwt.ts';
 import { errorForUpstreamFailure, ERRORS, type ProxyError, type UpstreamError, type UpstreamFailure } from '../http/errors.ts';
-import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type Exchange, type UpstreamCall, type UpstreamTimeouts } from '../http/forward.ts';
+import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, staleSocketReset, type Exchange, type UpstreamCall, type UpstreamTimeouts } from '../http/forward.ts';
 import { mediaType, scrubResponseHeaders } from '../http/headers.ts';
 import { elapsedMs, pathForLog, type LogSink } from '../http/log.ts';
 import { writeProxyError } from '../http/server.ts';
@@ -103,12 +103,11 @@ const MAX_SUMMARY_BODY_BYTES = 8 * 1024 * 1024;
 
 /**
  * Whether a failure before any response byte is worth another attempt. A refused or timed-out
- * connect sent nothing. A reset may have come after the upstream read the whole request and
- * began a (billed) generation, so it is retried only on a reused keep-alive socket, which the
- * upstream may have closed just as we wrote to it (the case undici and reply-from retry).
+ * connect sent nothing. Any other reset may have come after the upstream began a (billed)
+ * generation: only a stale keep-alive socket's is retried.
  */
-function retryable(kind: UpstreamFailure, reusedSocket: boolean): boolean {
-  return kind === 'connect_refused' || kind === 'connect_timeout' || (kind === 'reset' && reusedSocket);
+function retryable(kind: UpstreamFailure, request: ClientRequest): boolean {
+  return kind === 'connect_refused' || kind === 'connect_timeout' || staleSocketReset(kind, request);
 }
 
 /** Replaces every occurrence of `secret` in an upstream error body. */
@@ -117,8 +116,8 @@ export function redactSecret(body: Buffer, secret: string): Buffer {
   return Buffer.from(body.toString('latin1').split(secret).join('[REDACTED]'), 'latin1');
 }
 
-function errorClassForStatus(status: number): string | undefined {
-  if (status < 400) return undefined;
+/** The log's error class of an upstream error status (>= 400). */
+function errorClassForStatus(status: number): string {
   if (status === 429) return 'rate_limited';
   return status < 500 ? 'upstream_4xx' : 'upstream_5xx';
 }
@@ -276,7 +275,6 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       const verified = verifyBotToken(token, deps.signingKey, {
         nowSec: Math.floor(Date.now() / 1000),
         maxLifetimeSec: deps.maxTokenLifetimeSec,
-        leewaySec: TOKEN_LEEWAY_SEC,
       });
       if (!verified.ok) return reject(ERRORS.unauthenticated, null, `the bot token was refused (${verified.reason}): send a valid one, from mint-token, as Authorization: Bearer $MODEL_PROXY_TOKEN`);
       tally.identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id };
@@ -328,6 +326,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     if (!provider.key) return reject(ERRORS.upstreamKeyMissing);
     const key = provider.key.read();
     if (!key.ok) return reject(key.reason === 'missing' ? ERRORS.upstreamKeyMissing : ERRORS.upstreamKeyInvalid);
+    const apiKey = key.value;
 
     const { upstream } = provider.config;
     const target = {
@@ -339,7 +338,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       headers: gatewayUpstreamHeaders(req.headers, proto, {
         host: upstream.host,
         provider: provider.config,
-        apiKey: key.value,
+        apiKey,
         clientRequestId: requestId,
         contentLength: body.length,
       }),
@@ -362,17 +361,14 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       } catch (err) {
         const kind = (err as UpstreamError).kind;
         if (attempt.failure === 'client_aborted') return logDone(0);
-        const delay = retryable(kind, call.request.reusedSocket) ? nextRetryDelay(deps.retry, tally.retries, waited, undefined, Math.random) : undefined;
+        const delay = retryable(kind, call.request) ? nextRetryDelay(deps.retry, tally.retries, waited, undefined, Math.random) : undefined;
         if (delay === undefined) {
           const error = errorForUpstreamFailure(kind);
           sendError(error);
           return logDone(error.status, kind);
         }
-        attempt = undefined; // between attempts: a client leaving now is recorded in `client`
-        if (!(await wait(delay))) return logDone(0);
-        waited += delay;
-        tally.retries++;
-        continue;
+        if (await backOff(delay)) continue;
+        return logDone(0);
       }
 
       const status = upstreamRes.statusCode ?? 502;
@@ -383,28 +379,29 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         const delay = nextRetryDelay(deps.retry, tally.retries, waited, retryHintMs(upstreamRes.headers, Date.now()), Math.random);
         if (delay !== undefined) {
           upstreamRes.resume();
-          attempt = undefined;
-          if (!(await wait(delay))) return logDone(0);
-          waited += delay;
-          tally.retries++;
-          continue;
+          if (await backOff(delay)) continue;
+          return logDone(0);
         }
       }
-      return relay(upstreamRes, status, key.value, proto, attempt);
+      return relay(upstreamRes, status, attempt);
     }
 
-    async function wait(ms: number): Promise<boolean> {
+    /** Waits `ms` before the next attempt, counted as a retry; false if the client went away. */
+    async function backOff(ms: number): Promise<boolean> {
+      attempt = undefined; // between attempts: a client leaving now is recorded in `client`
       if (client.failure === 'client_aborted' || res.destroyed) return false; // gone before the wait began
       try {
         cancel ??= new AbortController();
         await sleep(ms, undefined, { signal: cancel.signal });
-        return true;
       } catch {
         return false; // the client went away while we waited
       }
+      waited += ms;
+      tally.retries++;
+      return true;
     }
 
-    async function relay(upstreamRes: IncomingMessage, status: number, apiKey: string, proto: WireProtocol, exchange: Exchange): Promise<void> {
+    async function relay(upstreamRes: IncomingMessage, status: number, exchange: Exchange): Promise<void> {
       // Rule 8: credential-bearing headers removed, by name and by value. The correlation id
       // is ours (set on the response at the start), whatever the upstream echoes.
       const headers = scrubResponseHeaders(upstreamRes.rawHeaders, [apiKey]);

@@ -1,7 +1,8 @@
 // Estimated cost of a model call from a price table (MODEL_PRICES_FILE): USD per million
 // tokens, per token type, per provider and model. A model without a price gets no cost, never a
 // guess.
-import { isObject, parseConfigJson, type FieldFailure } from '../config/config-file.ts';
+import { parseConfigJson, type FieldFailure } from '../config/config-file.ts';
+import { isObject } from '../http/json.ts';
 
 export interface ModelPrice {
   readonly input: number;

@@ -4,7 +4,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { IDENTITY_VALUE } from '../auth/jwt.ts';
 import { ERRORS, type ProxyError } from '../http/errors.ts';
-import { assertHeaderValue, connectionNamed, mediaType } from '../http/headers.ts';
+import { allowedRequestHeaders, assertHeaderValue, mediaType } from '../http/headers.ts';
 import { parseStrictJson } from '../http/json.ts';
 import type { ProviderConfig } from './config.ts';
 import { providerHeaders } from './providers.ts';
@@ -62,8 +62,8 @@ export function isJsonContentType(value: string | undefined): boolean {
 
 /**
  * A request body as the gateway judges it: strict JSON (a duplicate key anywhere is refused, so
- * that no parser upstream can read another model than the one checked), an object, and then the
- * protocol's own checks.
+ * that no parser upstream can read another model than the one checked), an object, a model on
+ * the allowlist (here, so that no protocol can leave it out), and then the protocol's own checks.
  */
 export function checkRequestBody(body: Buffer, protocol: WireProtocol, policy: RequestPolicy): CheckedRequest | RequestRefusal {
   const parsed = parseStrictJson(body);
@@ -73,7 +73,10 @@ export function checkRequestBody(body: Buffer, protocol: WireProtocol, policy: R
   }
   const doc = parsed.value;
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return refuse(ERRORS.invalidJson, null);
-  return protocol.checkRequest(doc as Record<string, unknown>, policy);
+  const req = doc as Record<string, unknown>;
+  if (typeof req.model !== 'string') return refuse(ERRORS.modelMissing, 'model');
+  if (!policy.allowedModels.has(req.model)) return { ...refuse(ERRORS.modelNotAllowed, 'model'), refusedModel: bounded(req.model) };
+  return protocol.checkRequest(req, policy) ?? { ok: true, model: req.model, stream: req.stream === true };
 }
 
 export interface Identity {
@@ -128,20 +131,14 @@ export interface GatewayUpstreamHeaderInput {
 }
 
 /**
- * Upstream headers for a model call: the client headers the protocol allows (minus any the
- * client named in `Connection`, evaluated before ours are added so that a client cannot strip
- * what the gateway sets), then Host, the body length, identity encoding, the correlation id,
- * and the provider's key and account headers where its kind reads them. Everything else stays here: credentials
- * of any kind, account selectors, forwarding metadata, our identity headers, headers nobody
- * thought of.
+ * Upstream headers for a model call: the client headers the protocol allows
+ * (allowedRequestHeaders), then Host, the body length, identity encoding, the correlation id,
+ * and the provider's key and account headers where its kind reads them. Everything else stays
+ * here: credentials of any kind, account selectors, forwarding metadata, our identity headers,
+ * headers nobody thought of.
  */
 export function gatewayUpstreamHeaders(incoming: IncomingHttpHeaders, protocol: Pick<WireProtocol, 'requestHeaders' | 'requestHeaderPrefixes'>, set: GatewayUpstreamHeaderInput): OutgoingHttpHeaders {
-  const dropped = connectionNamed(incoming.connection);
-  const out: OutgoingHttpHeaders = {};
-  for (const name of Object.keys(incoming)) {
-    if (dropped.has(name)) continue;
-    if (protocol.requestHeaders.has(name) || protocol.requestHeaderPrefixes.some((p) => name.startsWith(p))) out[name] = incoming[name];
-  }
+  const out = allowedRequestHeaders(incoming, (name) => protocol.requestHeaders.has(name) || protocol.requestHeaderPrefixes.some((p) => name.startsWith(p)));
   out.host = assertHeaderValue('host', set.host);
   out['content-length'] = set.contentLength;
   // Only what the usage inspector can read: identity, so usage is never lost to an encoding.

@@ -148,11 +148,6 @@ export class SseFramer {
     }
   }
 
-  /** Ends the stream. An event not terminated by an empty line is discarded, as the spec says. */
-  finish(): void {
-    this.large = undefined;
-  }
-
   /** Past a line end at `at` (CR, LF or CRLF): returns the index after it. */
   private endLine(chunk: Buffer, at: number): number {
     this.line = Line.Start;
@@ -273,6 +268,19 @@ export function startsString(json: Buffer, valueStart: number): boolean {
 
 export function startsNonEmptyString(json: Buffer, valueStart: number): boolean {
   return json[valueStart] === QUOTE && json[valueStart + 1] !== QUOTE;
+}
+
+/**
+ * A value test that passes when the value starts with one of `prefixes` (say, quoted event
+ * types): built once per list, so that no closure is made per event.
+ */
+export function startsWithOneOf(prefixes: readonly Buffer[]): (json: Buffer, valueStart: number) => boolean {
+  return (json, at) => {
+    for (const p of prefixes) {
+      if (json.length >= at + p.length && json.compare(p, 0, p.length, at, at + p.length) === 0) return true;
+    }
+    return false;
+  };
 }
 
 export function startsNonEmptyArray(json: Buffer, valueStart: number): boolean {

@@ -7,7 +7,7 @@
 // --workload-token-env` writes) and retries with Basic auth whose password is the token. A
 // Bearer Authorization (e.g. from http.extraHeader) is accepted too. The workload token only
 // ever opens the proxy: it is never forwarded (the upstream Authorization is the host's).
-import { TOKEN_LEEWAY_SEC, verifyGitToken } from '../auth/jwt.ts';
+import { verifyGitToken } from '../auth/jwt.ts';
 import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';
 import { canonicalRepoPath, grantedAccess, parseScopeEntry, patternMatches, type GitAccess, type RepoPattern, type ScopeEntry } from './scope.ts';
 
@@ -98,7 +98,7 @@ export function decideGitAccess(req: AccessRequest, policy: AccessPolicy): Acces
     if (presented.kind === 'none') return refused(ERRORS.workloadTokenMissing);
     if (presented.kind === 'unreadable') return tokenRefused('unreadable authorization header');
     const { key, nowSec, maxLifetimeSec } = policy.workloadAuth;
-    const verified = verifyGitToken(presented.token, key, { nowSec, maxLifetimeSec, leewaySec: TOKEN_LEEWAY_SEC });
+    const verified = verifyGitToken(presented.token, key, { nowSec, maxLifetimeSec });
     if (!verified.ok) return tokenRefused(verified.reason);
     scope = [];
     for (const text of verified.claims.git) {

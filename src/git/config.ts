@@ -7,7 +7,6 @@ import { parseServiceHost } from '../http/address.ts';
 export const DEFAULT_PROXY_PORT = 8447;
 export const DEFAULT_CREDENTIAL_HELPER = 'executor';
 
-
 export interface GitConfigInput {
   readonly hostKeys: readonly string[];
   /** `--proxy-host`; when given it wins over GIT_AUTH_PROXY_HOST. */

@@ -6,7 +6,7 @@ import type { Agent } from 'node:https';
 import { randomUUID } from 'node:crypto';
 import { injectCredential } from './credentials.ts';
 import { ERRORS, errorForUpstreamFailure, withMessage, type ProxyError, type UpstreamError } from '../http/errors.ts';
-import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type UpstreamTimeouts } from '../http/forward.ts';
+import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, staleSocketReset, type UpstreamTimeouts } from '../http/forward.ts';
 import { assertHeaderValue, gitUpstreamHeaders, scrubResponseHeaders } from '../http/headers.ts';
 import { decideGitAccess, WORKLOAD_CHALLENGE, type GitIdentity } from './access.ts';
 import type { HostConfig } from './hosts.ts';
@@ -165,7 +165,7 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
       // A ref discovery has no body and changes nothing: reset on a pooled connection (the host
       // closed it as we reused it), it is sent once more. A POST never is: a push may already be
       // applied, and the body it streamed is gone.
-      if (method === 'GET' && err.kind === 'reset' && call.request.reusedSocket && !resent && !res.destroyed) {
+      if (method === 'GET' && staleSocketReset(err.kind, call.request) && !resent && !res.destroyed) {
         resent = true;
         exchange.failure = undefined;
         call = openUpstream(upstreamTarget, deps.timeouts, null, exchange);

@@ -72,6 +72,16 @@ export interface UpstreamCall {
 }
 
 /**
+ * A reset on a reused keep-alive socket: the upstream may have closed it just as we wrote to
+ * it (the case undici and reply-from retry). On a new connection a reset may have come after
+ * the upstream read the whole request, so only this one says the request may never have
+ * arrived; whether to send it again is the caller's choice.
+ */
+export function staleSocketReset(kind: UpstreamFailure, request: ClientRequest): boolean {
+  return kind === 'reset' && request.reusedSocket;
+}
+
+/**
  * Sends a request upstream. A streamed body is piped only once the TLS connection is up, so
  * that a refused connect, a bad certificate or a connect timeout can still be answered with a
  * proper 502/504 instead of a reset of the client's upload.

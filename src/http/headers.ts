@@ -65,17 +65,28 @@ const GIT_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   'user-agent',
 ]);
 
+const isGitRequestHeader = (name: string): boolean => GIT_REQUEST_HEADERS.has(name);
+
 /**
- * Upstream headers for a git request: the allowlisted client headers, minus any the client
- * named in `Connection` (evaluated before ours are added, so a client cannot strip what the
- * proxy sets), then Host from the registry and our Authorization.
+ * The client headers that `allowed` names, minus any the client named in `Connection`: both
+ * listeners start from this, before adding their own, so that a client cannot strip what the
+ * proxy sets.
  */
-export function gitUpstreamHeaders(incoming: IncomingHttpHeaders, host: string, authorization: string): OutgoingHttpHeaders {
+export function allowedRequestHeaders(incoming: IncomingHttpHeaders, allowed: (name: string) => boolean): OutgoingHttpHeaders {
   const dropped = connectionNamed(incoming.connection);
   const out: OutgoingHttpHeaders = {};
   for (const name of Object.keys(incoming)) {
-    if (GIT_REQUEST_HEADERS.has(name) && !dropped.has(name)) out[name] = incoming[name];
+    if (!dropped.has(name) && allowed(name)) out[name] = incoming[name];
   }
+  return out;
+}
+
+/**
+ * Upstream headers for a git request: the allowlisted client headers (allowedRequestHeaders),
+ * then Host from the registry and our Authorization.
+ */
+export function gitUpstreamHeaders(incoming: IncomingHttpHeaders, host: string, authorization: string): OutgoingHttpHeaders {
+  const out = allowedRequestHeaders(incoming, isGitRequestHeader);
   // A body framed by chunked encoding from the client is re-framed by Node on our leg; a
   // Content-Length is only meaningful when the client did not also send Transfer-Encoding.
   if (incoming['transfer-encoding'] !== undefined) delete out['content-length'];

@@ -8,9 +8,11 @@
 // 2. JsonCapture: reads the values at a few paths (e.g. response.usage) out of a JSON document
 //    that arrives in pieces and may be megabytes long, keeping only those values in memory.
 //
-// Both run one small tokenizer that assumes well-formed JSON (parseStrictJson runs JSON.parse
-// first; JsonCapture JSON.parses each value it keeps). It only has to find strings, keys and
-// container boundaries: string contents are skipped with indexOf, so most bytes cost nothing.
+// Both scan JSON assumed well-formed (parseStrictJson runs JSON.parse first; JsonCapture
+// JSON.parses each value it keeps), finding only strings, keys and container boundaries: string
+// contents are skipped with indexOf, so most bytes cost nothing. parseStrictJson runs its own
+// one-pass scanner (findDuplicateKey), JsonCapture a tokenizer over chunks; a document with an
+// escaped key sends parseStrictJson to that tokenizer too.
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -37,13 +39,6 @@ interface TokenSink {
   scalarEnd(end: number): void;
 }
 
-const enum Expect {
-  Value,
-  KeyOrClose,
-  Colon,
-  CommaOrClose,
-}
-
 /**
  * A JSON tokenizer over chunks. It tracks only what the sinks need: strings (with escapes that
  * may straddle chunks), keys, and container nesting.
@@ -52,7 +47,8 @@ class JsonTokenizer {
   private readonly sink: TokenSink;
   /** One entry per open container: true for an object. */
   private readonly stack: boolean[] = [];
-  private expect = Expect.Value;
+  /** The next string is a key: inside an object, after `{` or `,`. */
+  private expectKey = false;
   private inString = false;
   private stringIsKey = false;
   /** The previous chunk ended inside a string right after a backslash. */
@@ -82,7 +78,7 @@ class JsonTokenizer {
         if (c === COMMA || c === CLOSE_BRACE || c === CLOSE_BRACKET || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) {
           this.inBareScalar = false;
           this.sink.scalarEnd(i);
-          this.afterValue();
+          this.expectKey = false;
         } else {
           i++;
           continue;
@@ -90,25 +86,25 @@ class JsonTokenizer {
       }
       if (c === QUOTE) {
         this.inString = true;
-        this.stringIsKey = this.expect === Expect.KeyOrClose;
+        this.stringIsKey = this.expectKey;
         if (!this.stringIsKey) this.sink.scalarStart(i);
         i++;
       } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
         const isObject = c === OPEN_BRACE;
         this.stack.push(isObject);
         this.sink.open(isObject, i);
-        this.expect = isObject ? Expect.KeyOrClose : Expect.Value;
+        this.expectKey = isObject;
         i++;
       } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
         this.stack.pop();
         this.sink.close(i + 1);
-        this.afterValue();
+        this.expectKey = false;
         i++;
       } else if (c === COLON) {
-        this.expect = Expect.Value;
+        this.expectKey = false;
         i++;
       } else if (c === COMMA) {
-        this.expect = this.stack[this.stack.length - 1] ? Expect.KeyOrClose : Expect.Value;
+        this.expectKey = this.stack[this.stack.length - 1] === true;
         i++;
       } else if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) {
         i++;
@@ -127,10 +123,6 @@ class JsonTokenizer {
       this.inBareScalar = false;
       this.sink.scalarEnd(atLength);
     }
-  }
-
-  private afterValue(): void {
-    this.expect = this.stack.length === 0 ? Expect.Value : Expect.CommaOrClose;
   }
 
   /** Scans string content from `from`; returns where scanning goes on. */
@@ -157,16 +149,15 @@ class JsonTokenizer {
       return chunk.length;
     }
     this.inString = false;
+    this.expectKey = false;
     if (this.stringIsKey) {
       this.takeKeyBytes(chunk, from, quote);
       const raw = this.keyParts.length === 1 ? this.keyParts[0]! : Buffer.concat(this.keyParts);
       this.keyParts = [];
       this.keyBytes = 0;
       this.sink.key(raw);
-      this.expect = Expect.Colon;
     } else {
       this.sink.scalarEnd(quote + 1);
-      this.afterValue();
     }
     return quote + 1;
   }
@@ -189,22 +180,31 @@ function decodeKey(raw: Buffer): string {
   return raw.indexOf(BACKSLASH) === -1 ? text : (JSON.parse(`"${text}"`) as string);
 }
 
-export type StrictJson = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly reason: 'invalid' | 'duplicate_key'; readonly key?: string };
+export type StrictJson =
+  | { readonly ok: true; readonly value: unknown }
+  | { readonly ok: false; readonly reason: 'invalid'; readonly message: string }
+  | { readonly ok: false; readonly reason: 'duplicate_key'; readonly key: string };
 
 /**
- * JSON.parse, refusing documents in which any object has the same key twice. `key` names the
- * duplicate (decoded) for the error message; callers bound it before showing it.
+ * JSON.parse, refusing documents in which any object has the same key twice. `message` is
+ * JSON.parse's own; `key` names the duplicate (decoded), and callers bound it before showing it.
+ * A request body comes as bytes, a configuration file as text: neither is converted twice.
  */
-export function parseStrictJson(bytes: Buffer): StrictJson {
-  const text = bytes.toString('utf8');
+export function parseStrictJson(json: Buffer | string): StrictJson {
+  const text = typeof json === 'string' ? json : json.toString('utf8');
   let value: unknown;
   try {
     value = JSON.parse(text);
-  } catch {
-    return { ok: false, reason: 'invalid' };
+  } catch (err) {
+    return { ok: false, reason: 'invalid', message: (err as Error).message };
   }
-  const duplicate = findDuplicateKey(text);
+  const duplicate = findDuplicateKey(text, json);
   return duplicate === undefined ? { ok: true, value } : { ok: false, reason: 'duplicate_key', key: duplicate };
+}
+
+/** A JSON object, as opposed to an array, null or a scalar. */
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /**
@@ -213,9 +213,9 @@ export function parseStrictJson(bytes: Buffer): StrictJson {
  * skipped with String#indexOf, the keys of each open object are kept as offsets, and a new key
  * is compared character by character only with keys of the same length. A key with an escape
  * is rare (JSON.stringify escapes only quotes, backslashes and controls): the first one sends
- * the text to decodedDuplicateKey.
+ * the document, as parseStrictJson got it, to decodedDuplicateKey.
  */
-function findDuplicateKey(text: string): string | undefined {
+function findDuplicateKey(text: string, json: Buffer | string): string | undefined {
   // keyStarts/keyEnds: offsets of the keys of every open object, innermost last; frames[d]
   // is where object d's keys begin in them (-1 for an array).
   const keyStarts: number[] = [];
@@ -242,7 +242,7 @@ function findDuplicateKey(text: string): string | undefined {
       }
       if (expectKey) {
         for (let b = start; b < end && !escaped; b++) escaped = text.charCodeAt(b) === BACKSLASH;
-        if (escaped) return decodedDuplicateKey(Buffer.from(text));
+        if (escaped) return decodedDuplicateKey(typeof json === 'string' ? Buffer.from(json) : json);
         const from = frames[frames.length - 1]!;
         // Past a few dozen keys the pairwise comparison would grow quadratically (a hostile
         // body can hold a million keys): large objects are checked by one Set instead.

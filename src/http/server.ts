@@ -156,15 +156,15 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
     close(graceMs: number): Promise<void> {
       draining = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      let arriving = 0;
+      let headsArriving = false;
       for (const [socket, state] of connections) {
         const action = drainAction(state, socket.bytesRead);
         if (action === 'close') socket.destroy();
-        else if (action === 'deadline') arriving++;
+        else if (action === 'deadline') headsArriving = true;
       }
       // Heads that were still arriving: whatever has not become a request by now is cut.
       const headDeadline =
-        arriving > 0
+        headsArriving
           ? setTimeout(() => {
               for (const [socket, state] of connections) if (state.inProgress === 0) socket.destroy();
             }, Math.min(DRAIN_HEAD_DEADLINE_MS, spec.timeouts.headerMs || DRAIN_HEAD_DEADLINE_MS))

@@ -24,7 +24,7 @@ const WRONG_KEYS = [
   Buffer.from(KEY.toString().toUpperCase()),
 ];
 const NOW = 1_700_000_000;
-const OPTS = { nowSec: NOW, maxLifetimeSec: 3600, leewaySec: 30 };
+const OPTS = { nowSec: NOW, maxLifetimeSec: 3600 };
 const CLAIMS: BotClaims = { sub: 'bot:fuzz', workflow: 'acme/widgets/.github/workflows/ci.yml', run_id: '987654321', iat: NOW - 60, exp: NOW + 600 };
 const ORIGINAL = signBotToken(CLAIMS, KEY);
 const [ORIGINAL_HEADER, ORIGINAL_PAYLOAD, ORIGINAL_SIGNATURE] = ORIGINAL.split('.') as [string, string, string];

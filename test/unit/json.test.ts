@@ -16,8 +16,18 @@ test('parseStrictJson reads what JSON.parse reads when no key repeats', () => {
   }
 });
 
-test('parseStrictJson refuses invalid JSON as invalid', () => {
-  for (const text of ['', '{', '{"a":1,}', "{'a':1}", '{"a":1}x']) assert.deepEqual(strict(text), { ok: false, reason: 'invalid' }, text);
+/** JSON.parse's own message for a text it refuses. */
+function parseError(text: string): string {
+  try {
+    JSON.parse(text);
+  } catch (err) {
+    return (err as Error).message;
+  }
+  throw new Error(`JSON.parse accepted ${text}`);
+}
+
+test('parseStrictJson refuses invalid JSON as invalid, with JSON.parse\'s message', () => {
+  for (const text of ['', '{', '{"a":1,}', "{'a':1}", '{"a":1}x']) assert.deepEqual(strict(text), { ok: false, reason: 'invalid', message: parseError(text) }, text);
 });
 
 test('a duplicate top-level key is refused, naming the key: the allowlist bypass {"model":"secret","model":"allowed"}', () => {
@@ -35,13 +45,15 @@ test('escaped but equal key names are judged on their decoded value', () => {
   assert.deepEqual(strict('{"m\\u006fdel":"a","model":"b"}'), { ok: false, reason: 'duplicate_key', key: 'model' });
   assert.deepEqual(strict('{"a\\"b":1,"a\\u0022b":2}'), { ok: false, reason: 'duplicate_key', key: 'a"b' });
   assert.equal(strict('{"a\\"b":1,"ab":2}').ok, true);
+  // Text (a configuration file) is judged as its bytes are.
+  assert.deepEqual(parseStrictJson('{"model":"a","mod\\u0065l":"b"}'), { ok: false, reason: 'duplicate_key', key: 'model' });
 });
 
 test('the same key in sibling objects, or as a value, is no duplicate', () => {
   assert.equal(strict('{"a":{"k":1},"b":{"k":2},"k":"k","c":["k","k"]}').ok, true);
 });
 
-test('objects with many keys are checked too (the set path), and stay fast', () => {
+test('objects with many keys are checked too (the set path): a late duplicate is found, and a key a many-key object shares with its parent is none', () => {
   const keys = Array.from({ length: 50_000 }, (_, i) => `"key-${i}":${i}`);
   assert.equal(strict(`{${keys.join(',')}}`).ok, true);
   assert.deepEqual(strict(`{${keys.join(',')},"key-49":0}`), { ok: false, reason: 'duplicate_key', key: 'key-49' });

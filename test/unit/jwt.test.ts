@@ -6,7 +6,7 @@ import { parseSigningKey, signBotToken, verifyBotToken, verifyGitToken, type Bot
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef-test-key');
 const OTHER_KEY = Buffer.from('fedcba9876543210fedcba9876543210-test-key');
 const NOW = 1_700_000_000;
-const OPTS = { nowSec: NOW, maxLifetimeSec: 3600, leewaySec: 30 };
+const OPTS = { nowSec: NOW, maxLifetimeSec: 3600 };
 const CLAIMS: BotClaims = {
   sub: 'bot:release-notes',
   workflow: 'acme/widgets/.github/workflows/release.yml',

@@ -14,9 +14,9 @@
 // cache reads; cache writes are a token type of their own.
 import { ERRORS } from '../../http/errors.ts';
 import type { ProxyError } from '../../http/errors.ts';
-import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, startsString, tokenCount, type JsonObject } from '../sse.ts';
-import { bounded, errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
-import { refuseHostedTool, refuseUnknownTool, type HostedTool } from './tools.ts';
+import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, startsWithOneOf, tokenCount, type JsonObject } from '../sse.ts';
+import { errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
+import { checkToolList, refuseHostedTool, refuseUnknownTool, type HostedTool } from './tools.ts';
 
 /**
  * Message roles: user and assistant, as documented, and system, which Claude Code 2.1 sends
@@ -41,20 +41,14 @@ const SERVER_TOOLS: readonly (readonly [RegExp, HostedTool])[] = [
 /** The request headers Anthropic's clients send that may go upstream (each seen from Claude Code 2.1). */
 const ANTHROPIC_REQUEST_HEADERS: ReadonlySet<string> = new Set(['content-type', 'accept', 'user-agent', 'anthropic-version', 'anthropic-beta', 'x-app', 'x-claude-code-session-id']);
 
-function checkTools(tools: unknown, hostedAllowed: ReadonlySet<string>): RequestRefusal | undefined {
-  if (tools === undefined || tools === null) return undefined;
-  if (!Array.isArray(tools)) return refuse(ERRORS.invalidTools, 'tools');
-  for (let i = 0; i < tools.length; i++) {
-    const tool = asObject(tools[i]);
-    if (tool === null) return refuse(ERRORS.invalidTools, `tools[${i}]`);
-    if (tool.type === undefined || tool.type === null) continue; // a custom tool
-    if (typeof tool.type !== 'string') return refuse(ERRORS.invalidTools, `tools[${i}].type`);
-    if (CLIENT_TOOL.test(tool.type)) continue;
-    const hosted = SERVER_TOOLS.find(([pattern]) => pattern.test(tool.type as string))?.[1];
-    if (hosted === undefined) return refuseUnknownTool(tool.type, `tools[${i}].type`, 'custom tools, bash, text_editor, computer, memory');
-    if (!hostedAllowed.has(hosted)) return refuseHostedTool(tool.type, hosted, `tools[${i}].type`);
-  }
-  return undefined;
+function checkTool(tool: JsonObject, i: number, hostedAllowed: ReadonlySet<string>): RequestRefusal | undefined {
+  const type = tool.type;
+  if (type === undefined || type === null) return undefined; // a custom tool
+  if (typeof type !== 'string') return refuse(ERRORS.invalidTools, `tools[${i}].type`);
+  if (CLIENT_TOOL.test(type)) return undefined;
+  const hosted = SERVER_TOOLS.find(([pattern]) => pattern.test(type))?.[1];
+  if (hosted === undefined) return refuseUnknownTool(type, `tools[${i}].type`, 'custom tools, bash, text_editor, computer, memory');
+  return hostedAllowed.has(hosted) ? undefined : refuseHostedTool(type, hosted, `tools[${i}].type`);
 }
 
 /**
@@ -112,7 +106,8 @@ function mergeUsage(earlier: Usage | null, later: Usage | null): Usage | null {
 }
 
 const TYPE_KEY = quotedKey('type');
-const READ_TYPES = ['message_start', 'message_delta', 'message_stop', 'error'].map((t) => Buffer.from(`"${t}"`));
+/** Events worth a parse; content deltas are checked apart, until the first output. */
+const IS_TYPE_READ = startsWithOneOf(['message_start', 'message_delta', 'message_stop', 'error'].map((t) => Buffer.from(`"${t}"`)));
 const DELTA_TEXT_KEYS = ['text', 'partial_json', 'thinking'].map(quotedKey);
 const CONTENT_BLOCK_DELTA = Buffer.from('"content_block_delta"');
 
@@ -129,7 +124,7 @@ class MessagesStreamReader implements StreamReader {
 
   event(data: Buffer): void {
     const mayBeFirstOutput = this.firstTokenAt === null && data.indexOf(CONTENT_BLOCK_DELTA) !== -1 && DELTA_TEXT_KEYS.some((k) => mayHaveValue(data, k, startsNonEmptyString));
-    if (!mayBeFirstOutput && !mayHaveValue(data, TYPE_KEY, (json, at) => startsString(json, at) && READ_TYPES.some((t) => json.compare(t, 0, t.length, at, Math.min(json.length, at + t.length)) === 0))) return;
+    if (!mayBeFirstOutput && !mayHaveValue(data, TYPE_KEY, IS_TYPE_READ)) return;
     const event = parseJsonObject(data);
     if (event === null) return;
     switch (event.type) {
@@ -209,16 +204,14 @@ export const anthropicMessages: WireProtocol = {
   ],
 
   checkRequest(req, policy) {
-    if (typeof req.model !== 'string') return refuse(ERRORS.modelMissing, 'model');
-    if (!policy.allowedModels.has(req.model)) return { ...refuse(ERRORS.modelNotAllowed, 'model'), refusedModel: bounded(req.model) };
     const messages = checkMessages(req.messages);
     if (messages) return messages;
     if (req.stream !== undefined && typeof req.stream !== 'boolean') return refuse(ERRORS.streamNotBoolean, 'stream');
-    const tools = checkTools(req.tools, policy.hostedTools);
+    const tools = checkToolList(req.tools, (tool, i) => checkTool(tool, i, policy.hostedTools));
     if (tools) return tools;
     // The MCP connector: Anthropic connects to each listed server URL, with the token given.
     if (req.mcp_servers !== undefined && req.mcp_servers !== null && !policy.hostedTools.has('mcp')) return refuseHostedTool('mcp_servers', 'mcp', 'mcp_servers');
-    return { ok: true, model: req.model, stream: req.stream === true };
+    return undefined;
   },
 
   requestHeaders: ANTHROPIC_REQUEST_HEADERS,

@@ -14,8 +14,9 @@ import {
   tokenCount,
   type JsonObject,
 } from '../sse.ts';
-import { checkTools, checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
-import { bounded, refuse, type CallSummary, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
+import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
+import { refuse, type CallSummary, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
+import { checkToolList, refuseHostedTool } from './tools.ts';
 
 const CHAT_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
 /** Chat tools the client runs itself: its own functions, and free-form custom tools. */
@@ -112,22 +113,17 @@ export const chatCompletions: WireProtocol = {
   routes: [{ path: '/v1/chat/completions', upstreamPath: '/chat/completions' }],
 
   checkRequest(req, policy) {
-    if (typeof req.model !== 'string') return refuse(ERRORS.modelMissing, 'model');
-    if (!policy.allowedModels.has(req.model)) return { ...refuse(ERRORS.modelNotAllowed, 'model'), refusedModel: bounded(req.model) };
     if (!Array.isArray(req.messages)) return refuse(ERRORS.messagesMissing, 'messages');
     for (let i = 0; i < req.messages.length; i++) {
       const m = req.messages[i] as { role?: unknown } | null;
       if (typeof m !== 'object' || m === null || typeof m.role !== 'string' || !CHAT_ROLES.has(m.role)) return refuse(ERRORS.roleNotAllowed, `messages[${i}].role`);
     }
     if (req.stream !== undefined && typeof req.stream !== 'boolean') return refuse(ERRORS.streamNotBoolean, 'stream');
-    const tools = checkTools(req.tools, CLIENT_TOOLS, policy.hostedTools);
+    const tools = checkToolList(req.tools, (tool, i) => checkToolType(tool.type, CLIENT_TOOLS, policy.hostedTools, `tools[${i}]`));
     if (tools) return tools;
     // Chat's own hosted search (search-preview models) is the same egress as the web_search tool.
-    if (req.web_search_options !== undefined && req.web_search_options !== null) {
-      const search = checkToolType('web_search', CLIENT_TOOLS, policy.hostedTools, 'web_search_options');
-      if (search) return { ...search, param: 'web_search_options' };
-    }
-    return { ok: true, model: req.model, stream: req.stream === true };
+    if (req.web_search_options !== undefined && req.web_search_options !== null && !policy.hostedTools.has('web_search')) return refuseHostedTool('web_search', 'web_search', 'web_search_options');
+    return undefined;
   },
 
   requestHeaders: OPENAI_REQUEST_HEADERS,

@@ -80,16 +80,3 @@ export function checkToolType(type: unknown, clientTypes: ReadonlySet<string>, h
   if (hosted !== undefined) return hostedAllowed.has(hosted) ? undefined : refuseHostedTool(type, hosted, `${where}.type`);
   return refuseUnknownTool(type, `${where}.type`, [...clientTypes].join(', '));
 }
-
-/** `tools`, when present, is an array of objects whose every type passes checkToolType. */
-export function checkTools(tools: unknown, clientTypes: ReadonlySet<string>, hostedAllowed: ReadonlySet<string>): RequestRefusal | undefined {
-  if (tools === undefined || tools === null) return undefined;
-  if (!Array.isArray(tools)) return refuse(ERRORS.invalidTools, 'tools');
-  for (let i = 0; i < tools.length; i++) {
-    const tool = tools[i] as { type?: unknown } | null;
-    if (typeof tool !== 'object' || tool === null || Array.isArray(tool)) return refuse(ERRORS.invalidTools, `tools[${i}]`);
-    const refusal = checkToolType(tool.type, clientTypes, hostedAllowed, `tools[${i}]`);
-    if (refusal) return refusal;
-  }
-  return undefined;
-}

@@ -77,8 +77,12 @@ export interface WireProtocol {
   readonly api: ApiName;
   readonly kind: ProviderKind;
   readonly routes: readonly ProtocolRoute[];
-  /** Checks the fields the gateway decides on; everything else is the upstream's business. */
-  checkRequest(body: Record<string, unknown>, policy: RequestPolicy): CheckedRequest | RequestRefusal;
+  /**
+   * Checks the fields the gateway decides on, `stream` (a boolean if present) among them; the
+   * model is checked before, the same for every protocol (../rules.ts). Everything else is the
+   * upstream's business.
+   */
+  checkRequest(body: Record<string, unknown>, policy: RequestPolicy): RequestRefusal | undefined;
   /** Client request headers that may go upstream: exact lower-case names and name prefixes. */
   readonly requestHeaders: ReadonlySet<string>;
   readonly requestHeaderPrefixes: readonly string[];

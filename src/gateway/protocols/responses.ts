@@ -20,9 +20,9 @@
 // JsonCapture, never buffered whole). An `error` event also ends it.
 import { ERRORS } from '../../http/errors.ts';
 import { JsonCapture } from '../../http/json.ts';
-import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, tokenCount, type JsonObject, type LargeEventConsumer } from '../sse.ts';
+import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, startsWithOneOf, tokenCount, type JsonObject, type LargeEventConsumer } from '../sse.ts';
 import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
-import { refuseHostedTool } from './tools.ts';
+import { checkToolList, refuseHostedTool } from './tools.ts';
 import { bounded, errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
 
 const RESPONSES_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant']);
@@ -71,21 +71,11 @@ function isHostedShell(tool: JsonObject): boolean {
   return tool.environment !== undefined && tool.environment !== null && environment?.type !== 'local';
 }
 
-function checkResponsesTools(tools: unknown, hostedAllowed: ReadonlySet<string>): RequestRefusal | undefined {
-  if (tools === undefined || tools === null) return undefined;
-  if (!Array.isArray(tools)) return refuse(ERRORS.invalidTools, 'tools');
-  for (let i = 0; i < tools.length; i++) {
-    const tool = asObject(tools[i]);
-    if (tool === null) return refuse(ERRORS.invalidTools, `tools[${i}]`);
-    // Codex searches its own deferred tools: a tool_search it executes itself is a client tool.
-    if (tool.type === 'tool_search' && tool.execution === 'client') continue;
-    if (tool.type === 'shell' && isHostedShell(tool) && !hostedAllowed.has('shell')) {
-      return refuseHostedTool('shell', 'shell', `tools[${i}].environment`);
-    }
-    const refusal = checkToolType(tool.type, RESPONSES_CLIENT_TOOLS, hostedAllowed, `tools[${i}]`);
-    if (refusal) return refusal;
-  }
-  return undefined;
+function checkResponsesTool(tool: JsonObject, i: number, hostedAllowed: ReadonlySet<string>): RequestRefusal | undefined {
+  // Codex searches its own deferred tools: a tool_search it executes itself is a client tool.
+  if (tool.type === 'tool_search' && tool.execution === 'client') return undefined;
+  if (tool.type === 'shell' && isHostedShell(tool) && !hostedAllowed.has('shell')) return refuseHostedTool('shell', 'shell', `tools[${i}].environment`);
+  return checkToolType(tool.type, RESPONSES_CLIENT_TOOLS, hostedAllowed, `tools[${i}]`);
 }
 
 function checkInput(input: unknown): RequestRefusal | undefined {
@@ -139,13 +129,9 @@ const DELTA_KEY = quotedKey('delta');
 const DELTA_SUFFIX = Buffer.from('.delta"');
 const TERMINAL_TYPES: ReadonlySet<string> = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 /** Events worth a parse: the first ones (model), the terminal ones, errors. Deltas are checked apart. */
-const TYPES_READ = [...TERMINAL_TYPES, 'response.created', 'response.in_progress', 'error'].map((t) => Buffer.from(`"${t}"`));
+const IS_TYPE_READ = startsWithOneOf([...TERMINAL_TYPES, 'response.created', 'response.in_progress', 'error'].map((t) => Buffer.from(`"${t}"`)));
 /** Fields a large event is read for; a large delta only needs its type. */
 const LARGE_EVENT_PATHS = ['type', 'code', 'error', 'response.usage', 'response.model', 'response.status', 'response.incomplete_details', 'response.error'];
-
-function typeIsOneOf(data: Buffer, quotedValues: readonly Buffer[]): boolean {
-  return mayHaveValue(data, TYPE_KEY, (json, at) => quotedValues.some((v) => json.length >= at + v.length && json.compare(v, 0, v.length, at, at + v.length) === 0));
-}
 
 class ResponsesStreamReader implements StreamReader {
   private usage: Usage | null = null;
@@ -159,7 +145,7 @@ class ResponsesStreamReader implements StreamReader {
 
   event(data: Buffer): void {
     const mayBeFirstOutput = this.firstTokenAt === null && data.indexOf(DELTA_SUFFIX) !== -1 && mayHaveValue(data, DELTA_KEY, startsNonEmptyString);
-    if (!mayBeFirstOutput && !typeIsOneOf(data, TYPES_READ)) return;
+    if (!mayBeFirstOutput && !mayHaveValue(data, TYPE_KEY, IS_TYPE_READ)) return;
     const event = parseJsonObject(data);
     if (event !== null) this.apply(event);
   }
@@ -210,8 +196,6 @@ export const responses: WireProtocol = {
   routes: [{ path: '/v1/responses', upstreamPath: '/responses' }],
 
   checkRequest(req, policy) {
-    if (typeof req.model !== 'string') return refuse(ERRORS.modelMissing, 'model');
-    if (!policy.allowedModels.has(req.model)) return { ...refuse(ERRORS.modelNotAllowed, 'model'), refusedModel: bounded(req.model) };
     if (req.stream !== undefined && typeof req.stream !== 'boolean') return refuse(ERRORS.streamNotBoolean, 'stream');
     for (const [field, why] of STORED_STATE_FIELDS) {
       if (req[field] !== undefined && req[field] !== null) return refuse(ERRORS.storedStateRefused, field, `"${field}" ${why}, which this gateway does not let a workload reach; ${WHOLE_HISTORY}`);
@@ -221,15 +205,13 @@ export const responses: WireProtocol = {
     }
     const input = checkInput(req.input);
     if (input) return input;
-    const tools = checkResponsesTools(req.tools, policy.hostedTools);
+    const tools = checkToolList(req.tools, (tool, i) => checkResponsesTool(tool, i, policy.hostedTools));
     if (tools) return tools;
-    // tool_choice may name a hosted tool type directly: the same policy applies.
+    // tool_choice may name a hosted tool type directly: the same policy applies (function and
+    // custom are client tools; allowed_tools only narrows the listed tools, checked above).
     const choice = asObject(req.tool_choice);
-    if (choice !== null && typeof choice.type === 'string' && !['function', 'custom', 'allowed_tools'].includes(choice.type)) {
-      const refusal = checkToolType(choice.type, RESPONSES_CLIENT_TOOLS, policy.hostedTools, 'tool_choice');
-      if (refusal) return refusal;
-    }
-    return { ok: true, model: req.model, stream: req.stream === true };
+    if (choice !== null && typeof choice.type === 'string' && choice.type !== 'allowed_tools') return checkToolType(choice.type, RESPONSES_CLIENT_TOOLS, policy.hostedTools, 'tool_choice');
+    return undefined;
   },
 
   requestHeaders: OPENAI_REQUEST_HEADERS,

@@ -6,6 +6,7 @@
 // tools, and MCP makes the provider connect to any server URL with headers the request chooses.
 // A request may use one only when the operator names it in --allow-hosted-tools.
 import { ERRORS } from '../../http/errors.ts';
+import { asObject, type JsonObject } from '../sse.ts';
 import { bounded, refuse, type RequestRefusal } from './protocol.ts';
 
 const HOSTED_TOOL_NAMES = ['web_search', 'web_fetch', 'file_search', 'code_interpreter', 'code_execution', 'image_generation', 'mcp', 'shell', 'tool_search'] as const;
@@ -27,4 +28,20 @@ export function refuseHostedTool(type: string, name: HostedTool, param: string):
 /** The refusal of a tool type the gateway does not know (fail closed: it may be a hosted one). */
 export function refuseUnknownTool(type: string, param: string, clientTypes: string): RequestRefusal {
   return refuse(ERRORS.toolNotAllowed, param, `tool type "${bounded(type)}" is not known to this gateway and is refused; tools the client runs itself (${clientTypes}) are allowed`);
+}
+
+/**
+ * `tools`, when present, is an array of objects, each passing the protocol's `checkOne` (given
+ * the tool and its index, for a `tools[i]` param). The first refusal is the answer.
+ */
+export function checkToolList(tools: unknown, checkOne: (tool: JsonObject, i: number) => RequestRefusal | undefined): RequestRefusal | undefined {
+  if (tools === undefined || tools === null) return undefined;
+  if (!Array.isArray(tools)) return refuse(ERRORS.invalidTools, 'tools');
+  for (let i = 0; i < tools.length; i++) {
+    const tool = asObject(tools[i]);
+    if (tool === null) return refuse(ERRORS.invalidTools, `tools[${i}]`);
+    const refusal = checkOne(tool, i);
+    if (refusal) return refusal;
+  }
+  return undefined;
 }
