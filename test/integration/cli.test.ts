@@ -218,8 +218,17 @@ test('agent-config --agent codex prints a Codex config.toml for the gateway; an 
   for (const line of ['model = "gpt-small"', 'model_provider = "gateway"', 'web_search = "disabled"', '[model_providers.gateway]', 'base_url = "http://gw.ns.svc:9000/v1"', 'env_key = "MODEL_PROXY_TOKEN"', 'wire_api = "responses"']) {
     assert.ok(r.stdout.split('\n').includes(line), line);
   }
-  const allowed = await runProxyCommand(['agent-config', '--agent', 'codex', '--proxy-host', 'gw', '--allow-hosted-tools', 'web_search'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big' });
+  const codexArgs = ['agent-config', '--agent', 'codex', '--proxy-host', 'gw'];
+  const denied = await runProxyCommand(codexArgs, { UPSTREAM_ALLOWED_MODELS: 'gpt-big' });
+  const allowed = await runProxyCommand([...codexArgs, '--allow-hosted-tools', 'web_search'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big' });
+  assert.equal(denied.code, 0, denied.stderr);
+  assert.equal(allowed.code, 0, allowed.stderr);
+  assert.match(allowed.stdout, /^wire_api = "responses"$/m);
   assert.ok(!allowed.stdout.includes('web_search'), allowed.stdout);
+  // The same config but for the two lines that switch Codex's web search off.
+  const deniedLines = denied.stdout.split('\n');
+  assert.deepEqual(deniedLines.filter((l) => l.includes('web_search')), ['# The gateway refuses provider-hosted tools; without this Codex offers {"type":"web_search"}.', 'web_search = "disabled"']);
+  assert.equal(allowed.stdout, deniedLines.filter((l) => !l.includes('web_search')).join('\n'));
   const unknown = await runProxyCommand(['agent-config', '--agent', 'cursor', '--proxy-host', 'gw'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big' });
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /--agent: "cursor" is not an agent agent-config knows; use opencode, codex, claude-code/);

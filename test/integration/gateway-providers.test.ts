@@ -8,9 +8,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { cutWire, encodeSse, errorHandler, overloaded, startAnthropicUpstream, streamHandler, textTranscript, type AnthropicUpstream } from '../support/anthropic-upstream.ts';
+import { recordFor } from '../support/gateway-replies.ts';
 import { send, type Reply } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { assertNoSecrets, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const OPENAI_KEY = `sk-openai-${randomBytes(12).toString('hex')}`;
@@ -29,6 +30,8 @@ let gw: ProxyProcess;
 let port: number;
 let dir: string;
 let token: string;
+/** A second valid bot token, minted by the token-conflict test. */
+let secondToken: string | undefined;
 
 before(async () => {
   pki = makeTestPki();
@@ -71,7 +74,6 @@ const claudeHeaders = (): Record<string, string> => ({
   'x-app': 'cli',
 });
 const messagesBody = (extra: Record<string, unknown> = {}) => JSON.stringify({ model: CLAUDE, max_tokens: 1024, messages: [{ role: 'user', content: 'hi' }], ...extra });
-const recordFor = (requestId: string): Promise<LogRecord> => gw.waitForRecord((r) => r.event === 'request' && r.request_id === requestId, `the record of ${requestId}`);
 const idOf = (r: Reply) => String(r.headers['x-client-request-id']);
 
 test('POST /v1/messages?beta=true: the anthropic provider gets x-api-key with its key, the Anthropic headers and the query; the stream and its usage come back', async () => {
@@ -89,7 +91,7 @@ test('POST /v1/messages?beta=true: the anthropic provider gets x-api-key with it
   assert.equal(up.headers.authorization, undefined, 'the bot token never goes upstream');
   assert.deepEqual([up.headers['anthropic-version'], up.headers['anthropic-beta'], up.headers['x-app']], ['2023-06-01', 'claude-code-20250219,interleaved-thinking-2025-05-14', 'cli']);
   assert.equal(up.headers['anthropic-dangerous-direct-browser-access'], undefined);
-  const rec = await recordFor(idOf(r));
+  const rec = await recordFor(gw, idOf(r));
   assert.deepEqual([rec.provider, rec.api, rec.model, rec.upstream_request_id, rec.instance_id], ['anthropic', 'messages', CLAUDE, 'req_011ant', 'bot-1']);
   assert.deepEqual([rec.input_tokens, rec.cached_tokens, rec.cache_write_tokens, rec.output_tokens, rec.usage_complete, rec.finish_reason], [12 + 14336 + 2048, 14336, 2048, 15, true, 'end_turn']);
 });
@@ -98,7 +100,7 @@ test('a token count is forwarded and recorded without usage', async () => {
   const r = await send(port, 'POST', '/v1/messages/count_tokens?beta=true', { body: messagesBody(), headers: claudeHeaders() });
   assert.equal(r.status, 200);
   assert.equal(anthropic.requests.at(-1)!.url, '/v1/messages/count_tokens?beta=true');
-  const rec = await recordFor(idOf(r));
+  const rec = await recordFor(gw, idOf(r));
   assert.deepEqual([rec.api, rec.usage_complete, rec.input_tokens], ['messages', null, null]);
 });
 
@@ -110,7 +112,7 @@ test('each model reaches its own provider with its own key and account headers',
   const r = await chat(LOCAL);
   assert.equal(r.status, 200);
   assert.deepEqual([local.requests.at(-1)!.url, local.requests.at(-1)!.headers.authorization], ['/selfhosted/v1/chat/completions', `Bearer ${LOCAL_KEY}`]);
-  assert.equal((await recordFor(idOf(r))).provider, 'local');
+  assert.equal((await recordFor(gw, idOf(r))).provider, 'local');
 });
 
 test('a model on a route its provider does not serve is a 400 naming the route that serves it, and nothing is forwarded', async () => {
@@ -137,7 +139,7 @@ test('an overloaded upstream (529) is retried before the first byte, like a 429'
   const r = await send(port, 'POST', '/v1/messages', { body: messagesBody(), headers: claudeHeaders() });
   assert.equal(r.status, 200);
   assert.equal(anthropic.requests.length, before + 2);
-  const rec = await recordFor(idOf(r));
+  const rec = await recordFor(gw, idOf(r));
   assert.deepEqual([rec.retries, rec.rate_limited, rec.attempts], [1, 0, 2]);
 });
 
@@ -161,7 +163,7 @@ test('a Messages stream cut before message_stop reaches the client broken; the i
     req.end(messagesBody({ stream: true }));
   });
   assert.equal(outcome.ending, 'broken');
-  const rec = await recordFor(outcome.requestId);
+  const rec = await recordFor(gw, outcome.requestId);
   assert.deepEqual([rec.interrupted, rec.usage_complete, rec.input_tokens, rec.cached_tokens], ['upstream', false, 12 + 14336 + 2048, 14336]);
 });
 
@@ -173,9 +175,25 @@ test('the catalog lists every provider\'s models, owned_by the provider', async 
 });
 
 test('two different bot tokens in Authorization and x-api-key are refused, not chosen from', async () => {
-  const r = await send(port, 'POST', '/v1/messages', { body: messagesBody(), headers: { ...claudeHeaders(), 'x-api-key': 'another-token' } });
+  // Both tokens valid on their own: only the conflict can be the reason for the refusal.
+  const env = { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY };
+  const minted = await runProxyCommand(['mint-token', '--instance-id', 'bot-2', '--workflow', 'review', '--run-id', 'run-2'], env);
+  assert.equal(minted.code, 0, minted.stderr);
+  const other = minted.stdout.trim();
+  assert.notEqual(other, token);
+  for (const headers of [{ authorization: `Bearer ${other}` }, { 'x-api-key': other }]) {
+    assert.equal((await send(port, 'GET', '/v1/models', { headers })).status, 200, `the second token alone is valid (${Object.keys(headers)[0]})`);
+  }
+  const before = anthropic.requests.length;
+  const r = await send(port, 'POST', '/v1/messages', { body: messagesBody(), headers: { ...claudeHeaders(), 'x-api-key': other } });
   assert.equal(r.status, 401);
-  assert.equal(JSON.parse(r.body.toString()).error.type, 'authentication_error');
+  const error = (JSON.parse(r.body.toString()) as { error: { type: string; message: string } }).error;
+  assert.equal(error.type, 'authentication_error');
+  assert.match(error.message, /Authorization and x-api-key carry two different bot tokens/);
+  assert.equal(anthropic.requests.length, before, 'nothing went upstream');
+  const rec = await recordFor(gw, idOf(r));
+  assert.deepEqual([rec.status, rec.instance_id], [401, null], 'no identity was taken from either token');
+  secondToken = other;
 });
 
 test('agent-config writes each agent for its own providers from the same file', async () => {
@@ -188,5 +206,5 @@ test('agent-config writes each agent for its own providers from the same file', 
 });
 
 test('no upstream key or bot token appears in any response or log line of this suite', () => {
-  assertNoSecrets(gw.output(), [OPENAI_KEY, ANTHROPIC_KEY, LOCAL_KEY, token], 'the proxy output');
+  assertNoSecrets(gw.output(), [OPENAI_KEY, ANTHROPIC_KEY, LOCAL_KEY, token, ...(secondToken ? [secondToken] : [])], 'the proxy output');
 });

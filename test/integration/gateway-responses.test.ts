@@ -4,9 +4,10 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
 import { after, before, test } from 'node:test';
+import { errorOf, recordFor } from '../support/gateway-replies.ts';
 import { send, type Reply } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { assertNoSecrets, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { cutTranscript, encodeSse, jsonBodyOf, streamHandler, textTranscript } from '../support/responses-upstream.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
@@ -40,10 +41,8 @@ after(async () => {
 const JSON_HEADERS = { 'content-type': 'application/json' };
 const body = (extra: Record<string, unknown> = {}) => JSON.stringify({ model: MODEL, input: [{ role: 'user', content: 'hi' }], store: false, ...extra });
 const post = (p: number, path: string, text: string, headers: Record<string, string> = {}): Promise<Reply> => send(p, 'POST', path, { body: text, headers: { ...JSON_HEADERS, ...headers } });
-const recordFor = (proxy: ProxyProcess, requestId: string): Promise<LogRecord> => proxy.waitForRecord((r) => r.event === 'request' && r.request_id === requestId, `the record of ${requestId}`);
 const TEXT = textTranscript('Hello there.', { model: MODEL });
 const CUT = cutTranscript('Hello there, this is cut.', { model: MODEL });
-const errorOf = (r: Reply) => (JSON.parse(r.body.toString()) as { error: { message: string; type: string; code: string; param: string | null } }).error;
 
 
 test('POST /v1/responses: the key replaces the client credential, the bytes go up unchanged, the stream comes back byte for byte and its usage is recorded', async () => {

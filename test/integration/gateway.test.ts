@@ -6,9 +6,10 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { errorOf, recordFor } from '../support/gateway-replies.ts';
 import { seenResponses, send, type Reply } from '../support/http-client.ts';
 import { chunk, completionJson, sseEvent, startModelUpstream, streamEvents, type ModelUpstream } from '../support/model-upstream.ts';
-import { assertNoSecrets, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const KEY_1 = `sk-test1-${randomBytes(16).toString('hex')}`;
@@ -61,12 +62,7 @@ function chat(p: number, body: string, headers: Record<string, string> = {}): Pr
   return send(p, 'POST', '/v1/chat/completions', { body, headers: { ...JSON_HEADERS, ...headers } });
 }
 
-function recordFor(proxy: ProxyProcess, requestId: string): Promise<LogRecord> {
-  return proxy.waitForRecord((r) => r.event === 'request' && r.request_id === requestId, `the record of ${requestId}`);
-}
-
 const last = () => upstream.requests[upstream.requests.length - 1]!;
-const errorOf = (r: Reply) => (JSON.parse(r.body.toString()) as { error: { message: string; type: string; code: string; param: string | null } }).error;
 
 test('rule 3: the upstream gets Authorization: Bearer <key>, never the client Authorization', async () => {
   const r = await chat(port, chatBody(), { authorization: 'Bearer not-the-key' });
@@ -176,7 +172,14 @@ test('chunks leave the gateway as they arrive: each paced upstream chunk reaches
         // TCP may split a chunk; it cannot merge two, since the next is not sent yet.
         partial += text;
         const expected = events[sent - 1]!;
-        assert.ok(expected.startsWith(partial), `only chunk ${sent - 1} can have arrived, got ${JSON.stringify(partial)}`);
+        try {
+          assert.ok(expected.startsWith(partial), `only chunk ${sent - 1} can have arrived, got ${JSON.stringify(partial)}`);
+        } catch (failure) {
+          // Thrown from an event handler it would be an uncaught exception: fail the test's promise.
+          req.destroy();
+          reject(failure as Error);
+          return;
+        }
         if (partial === expected) {
           received.push(partial);
           partial = '';

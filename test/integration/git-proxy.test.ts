@@ -526,14 +526,24 @@ test('a ref discovery reset on a reused connection (the host closed it as we reu
 });
 
 test('a push reset before any answer is never sent again: 502, the upstream saw it once', async () => {
-  assert.equal((await send(port, 'GET', `/${upB.hostKey}/org/repo.git/${INFO}`)).status, 200);
-  upB.handle((req) => req.socket.destroy());
+  // As above: the reset must come on a reused connection, the case a GET is sent again for.
+  const seen = new WeakSet<object>();
+  const remember = (req: IncomingMessage) => seen.add(req.socket);
+  upB.server.on('request', remember);
+  const resets: boolean[] = [];
   try {
+    assert.equal((await send(port, 'GET', `/${upB.hostKey}/org/repo.git/${INFO}`)).status, 200); // leaves a pooled connection
+    upB.handle((req) => {
+      resets.push(seen.has(req.socket));
+      req.socket.destroy();
+    });
     const before = upB.requests.length;
     const r = await send(port, 'POST', `/${upB.hostKey}/org/repo.git/git-receive-pack`, { body: Buffer.alloc(1000, 1), headers: { 'content-type': 'application/x-git-receive-pack-request' } });
+    assert.deepEqual(resets, [true], 'one reset, on the pooled connection');
     assert.equal(r.status, 502);
     assert.equal(upB.requests.length, before + 1);
   } finally {
     upB.handle(undefined);
+    upB.server.off('request', remember);
   }
 });

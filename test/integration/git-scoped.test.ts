@@ -13,6 +13,7 @@ import { signBotToken } from '../../src/auth/jwt.ts';
 import { gitEnv, makeGitHome, runGit, type GitResult } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
+import { parseExposition } from '../support/prometheus.ts';
 import { assertNoSecrets, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
@@ -121,6 +122,21 @@ function bareRev(server: GitServer, name: string): string {
   return execFileSync('git', ['--git-dir', join(server.root, name), 'rev-parse', 'main'], { env: gitEnv(admin.home), encoding: 'utf8' }).trim();
 }
 
+/** git_proxy_scope_refusals_total now, by "host reason". */
+async function scopeRefusals(): Promise<Map<string, number>> {
+  const text = (await send(proxy.ports.metrics!, 'GET', '/metrics')).body.toString();
+  const counts = new Map<string, number>();
+  for (const s of parseExposition(text)) if (s.name === 'git_proxy_scope_refusals_total') counts.set(`${s.labels.host} ${s.labels.reason}`, s.value);
+  return counts;
+}
+
+/** The refusal counters that moved since `before`, by how much: each test names exactly its own. */
+async function refusalsSince(before: Map<string, number>): Promise<Record<string, number>> {
+  const moved: Record<string, number> = {};
+  for (const [key, value] of await scopeRefusals()) if (value !== (before.get(key) ?? 0)) moved[key] = value - (before.get(key) ?? 0);
+  return moved;
+}
+
 async function commitIn(dir: string, file: string): Promise<string> {
   writeFileSync(join(dir, file), `${randomBytes(8).toString('hex')}\n`);
   await mustGit(['add', file], { cwd: dir });
@@ -136,6 +152,7 @@ test('the workload git config routes through the proxy and gives git the token f
 
 test('clone and push inside the scope work through the credential-helper flow', async () => {
   const logBefore = requestRecords().length;
+  const refusedBefore = await scopeRefusals();
   const dir = freshDir('widgets');
   await mustGit(['clone', '--quiet', url(serverA, 'acme/widgets.git'), dir]);
   const head = await commitIn(dir, 'scoped.txt');
@@ -150,6 +167,8 @@ test('clone and push inside the scope work through the credential-helper flow', 
   const served = records.filter((r) => r.status === 200);
   assert.deepEqual(new Set(served.map((r) => r.route)), new Set(['info-refs', 'upload-pack', 'receive-pack']));
   for (const r of served) assert.deepEqual([r.instance_id, r.workflow, r.run_id], ['bot-7', 'triage', 'run-42']);
+  // git's first, unauthenticated request of each command (the 401 challenge) is no refusal.
+  assert.deepEqual(await refusalsSince(refusedBefore), {});
 });
 
 test("a push to a repository the token may only read fails with the proxy's message as git prints it", async () => {
@@ -157,19 +176,23 @@ test("a push to a repository the token may only read fails with the proxy's mess
   await mustGit(['clone', '--quiet', url(serverA, 'acme/docs.git'), dir]);
   const before = bareRev(serverA, 'acme/docs.git');
   await commitIn(dir, 'not-allowed.txt');
+  const refusedBefore = await scopeRefusals();
   const push = await git(['push', 'origin', 'main'], { cwd: dir });
   assert.notEqual(push.code, 0);
   assert.ok(push.stderr.includes(`remote: git-auth-proxy: this workload may not push to ${serverA.hostKey}/acme/docs.git (its token allows reading only)\n`), push.stderr);
   assert.match(push.stderr, /The requested URL returned error: 403/);
   assert.equal(bareRev(serverA, 'acme/docs.git'), before, 'nothing was pushed');
+  assert.deepEqual(await refusalsSince(refusedBefore), { [`${serverA.hostKey} push_not_in_scope`]: 1 });
 });
 
 test("a clone outside the scope fails with the proxy's message as git prints it", async () => {
   const seenBefore = serverA.requests.length;
+  const refusedBefore = await scopeRefusals();
   const r = await git(['clone', url(serverA, 'other/secret.git'), freshDir('secret')]);
   assert.equal(r.code, 128);
   assert.ok(r.stderr.includes(`remote: git-auth-proxy: this workload may not read ${serverA.hostKey}/other/secret.git\n`), r.stderr);
   assert.ok(!serverA.requests.slice(seenBefore).some((req) => req.url.includes('other/secret')), 'the git host never saw the request');
+  assert.deepEqual(await refusalsSince(refusedBefore), { [`${serverA.hostKey} repo_not_in_scope`]: 1 });
 });
 
 test('an expired token fails with the reason as git prints it, and a fresh one in the variable works at once', async () => {
@@ -178,21 +201,25 @@ test('an expired token fails with the reason as git prints it, and a fresh one i
     { sub: 'bot-7', workflow: 'triage', run_id: 'run-42', iat: now - 3600, exp: now - 60, git: [`${serverA.hostKey}/acme/widgets:read`] },
     Buffer.from(SIGNING_KEY, 'utf8'),
   );
+  const refusedBefore = await scopeRefusals();
   const r = await git(['clone', url(serverA, 'acme/widgets.git'), freshDir('expired')], { token: expired });
   assert.equal(r.code, 128);
   assert.ok(r.stderr.includes('remote: git-auth-proxy: the workload token was refused: expired\n'), r.stderr);
   assert.match(r.stderr, /fatal: Authentication failed for/);
   const rec = await proxy.waitForRecord((l) => l.event === 'request' && l.token_error === 'expired', 'the refusal log line');
   assert.equal(rec.error, 'workload_token_invalid');
+  assert.deepEqual(await refusalsSince(refusedBefore), { [`${serverA.hostKey} workload_token_invalid`]: 1 });
   // The same configuration, the variable rotated: the helper reads it when git asks.
   await mustGit(['clone', '--quiet', url(serverA, 'acme/widgets.git'), freshDir('rotated')]);
 });
 
 test('without the variable git is told why it has no token, and never prompts', async () => {
+  const refusedBefore = await scopeRefusals();
   const r = await git(['clone', url(serverA, 'acme/widgets.git'), freshDir('no-token')], { token: null });
   assert.equal(r.code, 128);
   assert.ok(r.stderr.includes(`git-auth-proxy: $${TOKEN_VAR} is empty: no workload token for git to present\n`), r.stderr);
   assert.match(r.stderr, /terminal prompts disabled/);
+  assert.deepEqual(await refusalsSince(refusedBefore), {}, 'no token presented: a challenge, no refusal');
 });
 
 test('a Bearer token from http.extraHeader is accepted too', async () => {
@@ -206,16 +233,20 @@ test("the hosts file's readOnly and repos limit every workload, whatever its tok
   const dir = freshDir('team-tools');
   await mustGit(['clone', '--quiet', url(serverB, 'team/tools.git'), dir]);
   await commitIn(dir, 'read-only-host.txt');
+  let refusedBefore = await scopeRefusals();
   const push = await git(['push', 'origin', 'main'], { cwd: dir });
   assert.notEqual(push.code, 0);
   assert.ok(push.stderr.includes(`remote: git-auth-proxy: the proxy allows no pushes to ${serverB.hostKey}: it is read-only in the hosts file\n`), push.stderr);
+  assert.deepEqual(await refusalsSince(refusedBefore), { [`${serverB.hostKey} host_read_only`]: 1 });
 
+  refusedBefore = await scopeRefusals();
   const outside = await git(['clone', url(serverB, 'elsewhere/tools.git'), freshDir('elsewhere')]);
   assert.equal(outside.code, 128);
   assert.ok(
     outside.stderr.includes(`remote: git-auth-proxy: the proxy serves no repository ${serverB.hostKey}/elsewhere/tools.git: the hosts file limits ${serverB.hostKey} to other repositories\n`),
     outside.stderr,
   );
+  assert.deepEqual(await refusalsSince(refusedBefore), { [`${serverB.hostKey} repo_not_in_host_repos`]: 1 });
 });
 
 test('one secret signs both kinds of token, and neither listener accepts the other kind', async () => {
@@ -224,19 +255,20 @@ test('one secret signs both kinds of token, and neither listener accepts the oth
   assert.match(atGateway.body.toString(), /meant for the git proxy/);
   assert.equal((await send(proxy.ports.model!, 'GET', '/v1/models', { headers: { authorization: `Bearer ${gatewayToken}` } })).status, 200);
 
+  const refusedBefore = await scopeRefusals();
   const r = await git(['clone', url(serverA, 'acme/widgets.git'), freshDir('gateway-token')], { token: gatewayToken });
   assert.equal(r.code, 128);
   assert.ok(r.stderr.includes('remote: git-auth-proxy: the workload token was refused: no git scope\n'), r.stderr);
+  assert.deepEqual(await refusalsSince(refusedBefore), { [`${serverA.hostKey} workload_token_invalid`]: 1 });
 });
 
-test('scope refusals are counted by host and reason', async () => {
+test("git's first, unauthenticated request is challenged, not counted as a scope refusal", async () => {
+  // Each refusal test above checks that exactly its own counter moved by one; this one needs no other test.
+  const refusedBefore = await scopeRefusals();
+  const r = await send(proxy.ports.git!, 'GET', `/${serverA.hostKey}/acme/widgets.git/info/refs?service=git-upload-pack`);
+  assert.equal(r.status, 401);
+  assert.deepEqual(await refusalsSince(refusedBefore), {});
   const text = (await send(proxy.ports.metrics!, 'GET', '/metrics')).body.toString();
-  const count = (host: string, reason: string) => Number(new RegExp(`^git_proxy_scope_refusals_total\\{host="${host}",reason="${reason}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
-  assert.ok(count(serverA.hostKey, 'push_not_in_scope') >= 1, text);
-  assert.ok(count(serverA.hostKey, 'repo_not_in_scope') >= 1);
-  assert.ok(count(serverA.hostKey, 'workload_token_invalid') >= 2);
-  assert.ok(count(serverB.hostKey, 'host_read_only') >= 1);
-  assert.ok(count(serverB.hostKey, 'repo_not_in_host_repos') >= 1);
   assert.doesNotMatch(text, /reason="workload_token_missing"/, "git's first, unauthenticated request is no refusal");
 });
 

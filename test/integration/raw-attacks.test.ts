@@ -274,9 +274,9 @@ test(`${ATTACKS.length} hostile framings on both listeners: each gets its 4xx an
     }
   }
   // A request the proxy had started to forward would land a moment after the client's answer.
-  // Instead of sleeping on it, send a canary (the well-formed request) on each leg after every
-  // attack: a straggler was started before the canary, by the same event loop, so by the time
-  // the canary has reached its upstream and been answered, the straggler has landed too.
+  // Instead of sleeping on it, send one canary (the well-formed request) on each leg once all the
+  // attacks are done: any straggler was started before the canary, by the same event loop, so by
+  // the time the canary has reached its upstream and been answered, every straggler has landed too.
   for (const leg of legs()) {
     const raw = await exchange(leg.port, head(leg, [`Content-Length: ${length(leg)}`]) + leg.body);
     assert.equal(statusOf(raw), 200, `${leg.name} canary: ${raw.split(CRLF)[0]}`);

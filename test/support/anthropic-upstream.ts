@@ -21,10 +21,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { startHttpsFake, writeStream, type HttpsFake, type ModelHandler, type ModelRequest } from './https-fake.ts';
 import { decideTurn, deltas, finalAnswer, PLAIN_ANSWER, textOf, type ShellTool, type Turn } from './agent-turns.ts';
-import type { SseEvent } from './responses-upstream.ts';
+import { encodeSse, type SseEvent } from './responses-upstream.ts';
 import type { TestPki } from './tls.ts';
 
-export type { SseEvent } from './responses-upstream.ts';
+// The wire form is the same in both APIs: one encoder, kept in responses-upstream.ts.
+export { encodeSse, type SseEvent } from './responses-upstream.ts';
 
 export interface AnthropicUsage {
   input_tokens: number;
@@ -153,11 +154,6 @@ export function cutWire(text: string, opts: TranscriptOptions): string {
   const kept = cutTranscript(text, opts);
   const next = encodeSse([textTranscript(text, opts)[kept.length]!]);
   return encodeSse(kept) + next.slice(0, Math.floor(next.length / 2));
-}
-
-/** The wire form: `event: <type>` and one `data:` line of compact JSON, then a blank line. */
-export function encodeSse(events: readonly SseEvent[]): string {
-  return events.map((e) => `event: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`).join('');
 }
 
 /** The non-streamed Message a transcript adds up to. */

@@ -20,7 +20,6 @@ export interface ChatRequest {
 
 let calls = 0;
 
-/** The chat-completion answer for an agent's request, as stream events (without [DONE]) and as the JSON body. */
 /** What the conversation asks for next (agent-turns.ts), read from a chat-completions request body. */
 export function turnOf(body: ChatRequest): Turn {
   const messages = body.messages ?? [];
@@ -34,6 +33,7 @@ export function turnOf(body: ChatRequest): Turn {
   });
 }
 
+/** The chat-completion answer for an agent's request, as stream events (without [DONE]) and as the JSON body. */
 export function chatAnswer(body: ChatRequest): { events: unknown[]; json: Record<string, unknown> } {
   const model = body.model ?? 'unknown';
   const turn = turnOf(body);

@@ -165,7 +165,13 @@ test('codexConfig is a Codex model provider at the gateway speaking the Response
 });
 
 test('codexConfig leaves web search to Codex only when the operator allows hosted web search', () => {
-  assert.ok(!codexConfig({ ...INPUT, webSearchAllowed: true }).includes('web_search'));
+  const allowed = codexConfig({ ...INPUT, webSearchAllowed: true });
+  assert.ok(!allowed.includes('web_search'), allowed);
+  // Exactly the disallowed config without its two web_search lines: nothing else changes.
+  const denied = codexConfig({ ...INPUT, webSearchAllowed: false }).split('\n');
+  const webSearchLines = ['# The gateway refuses provider-hosted tools; without this Codex offers {"type":"web_search"}.', 'web_search = "disabled"'];
+  assert.deepEqual(denied.filter((l) => webSearchLines.includes(l)), webSearchLines);
+  assert.equal(allowed, denied.filter((l) => !webSearchLines.includes(l)).join('\n'));
 });
 
 test('codexConfig writes TOML strings escaped, and checks models like the opencode config', () => {
@@ -175,9 +181,11 @@ test('codexConfig writes TOML strings escaped, and checks models like the openco
   assert.throws(() => codexConfig({ ...INPUT, proxyHost: undefined, webSearchAllowed: false }), /--proxy-host/);
 });
 
-test('renderAgentConfig prints opencode JSON by default and Codex TOML for codex', () => {
+test('renderAgentConfig prints opencode JSON for opencode, Codex TOML for codex and Claude Code JSON for claude-code', () => {
   assert.deepEqual(JSON.parse(renderAgentConfig('opencode', { ...INPUT, webSearchAllowed: false })), agentConfig(INPUT));
   assert.match(renderAgentConfig('codex', { ...INPUT, webSearchAllowed: false }), /^wire_api = "responses"$/m);
+  assert.equal(renderAgentConfig('codex', { ...INPUT, webSearchAllowed: false }), codexConfig({ ...INPUT, webSearchAllowed: false }));
+  assert.deepEqual(JSON.parse(renderAgentConfig('claude-code', { ...INPUT, webSearchAllowed: false })), claudeCodeConfig(INPUT));
 });
 
 // ---- claudeCodeConfig and the agents' providers ----

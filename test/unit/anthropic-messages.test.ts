@@ -9,6 +9,7 @@ import { anthropicErrorBody, anthropicMessages } from '../../src/gateway/protoco
 import type { CallSummary } from '../../src/gateway/protocols/protocol.ts';
 import { checkRequestBody } from '../../src/gateway/rules.ts';
 import { SseFramer } from '../../src/gateway/sse.ts';
+import { expectedSummaries, rawEvents, SSE_FIXTURES, type RawEvent } from '../support/sse-fixtures.ts';
 
 const MODEL = 'claude-sonnet-5';
 const POLICY = { allowedModels: new Set([MODEL]), hostedTools: new Set<string>() };
@@ -76,16 +77,15 @@ test("the gateway's errors on the Messages routes are Anthropic's {type:error,er
 
 // ---- the stream ----
 
-const FIXTURES = join(__dirname, '..', 'fixtures', 'sse');
 interface Expected {
   outcome: 'completed' | 'error' | 'interrupted';
-  stop_reason?: string;
+  stop_reason: string | null;
   error?: string;
   usage: { input: number; cache_read: number; cache_creation: number; output: number };
-  usage_complete?: boolean;
-  first_output?: string;
+  usage_complete: boolean;
+  first_output: string | null;
 }
-const EXPECTED = JSON.parse(readFileSync(join(FIXTURES, 'expected.json'), 'utf8')) as Record<string, Expected>;
+const EXPECTED = expectedSummaries<Expected>();
 const FILES = Object.keys(EXPECTED).filter((f) => f.startsWith('anthropic-'));
 
 type Read = CallSummary & { events: number };
@@ -96,26 +96,59 @@ function read(chunks: readonly Buffer[]): Read {
   return { ...reader.summary(), events: framer.events };
 }
 
+/** A content_block_delta carrying text, tool input or thinking: output, read off the bytes. */
+const hasOutput = (ev: RawEvent) => {
+  const delta = ev.data?.delta as Record<string, unknown> | undefined;
+  return ev.data?.type === 'content_block_delta' && delta !== undefined && [delta.text, delta.partial_json, delta.thinking].some((v) => typeof v === 'string' && v !== '');
+};
+
+test('messages: expected.json says what the fixture bytes hold: the first event with output, the stop_reason, whether the final usage came', () => {
+  assert.equal(FILES.length, 4);
+  for (const file of FILES) {
+    const e = EXPECTED[file]!;
+    const events = rawEvents(readFileSync(join(SSE_FIXTURES, file), 'utf8'));
+    assert.equal(events.find(hasOutput)?.event ?? null, e.first_output, `${file}: first_output`);
+    const messageDelta = events.find((ev) => ev.event === 'message_delta')?.data as { delta: { stop_reason: string | null }; usage?: unknown } | undefined;
+    assert.equal(messageDelta?.delta.stop_reason ?? null, e.stop_reason, `${file}: stop_reason`);
+    assert.equal(messageDelta?.usage !== undefined, e.usage_complete, `${file}: usage_complete`);
+  }
+});
+
 test('messages stream: text, tool use, error event and cut transcripts give the usage, end and error in expected.json', () => {
   assert.equal(FILES.length, 4);
   for (const file of FILES) {
     const e = EXPECTED[file]!;
-    const s = read([readFileSync(join(FIXTURES, file))]);
+    const s = read([readFileSync(join(SSE_FIXTURES, file))]);
     const u = e.usage;
     // Input includes cache reads and writes, in the gateway's terms; both are also counted apart.
     assert.deepEqual(s.usage, { inputTokens: u.input + u.cache_read + u.cache_creation, outputTokens: u.output, reasoningTokens: null, cachedTokens: u.cache_read, cacheWriteTokens: u.cache_creation }, `${file}: usage`);
-    assert.equal(s.usageComplete, e.usage_complete ?? true, `${file}: usage complete`);
+    assert.equal(s.usageComplete, e.usage_complete, `${file}: usage complete`);
     assert.equal(s.terminated, e.outcome !== 'interrupted', `${file}: terminated`);
     assert.equal(s.streamError, e.error ?? null, `${file}: error`);
-    assert.equal(s.finishReason, e.stop_reason ?? null, `${file}: stop reason`);
+    assert.equal(s.finishReason, e.stop_reason, `${file}: stop reason`);
     assert.equal(s.model, MODEL, `${file}: model`);
-    if (e.first_output) assert.equal(s.firstTokenAt, 7, `${file}: first output`);
+    assert.equal(s.firstTokenAt, e.first_output === null ? null : 7, `${file}: first output`);
+  }
+});
+
+test('messages stream: fed one event at a time, time to first token is the clock at the first delta with output', () => {
+  for (const file of FILES) {
+    const events = rawEvents(readFileSync(join(SSE_FIXTURES, file), 'utf8'));
+    let clock = -1;
+    const reader = anthropicMessages.newStreamReader(() => clock);
+    const framer = new SseFramer(reader);
+    events.forEach((ev, i) => {
+      clock = i;
+      framer.push(Buffer.from(ev.raw));
+    });
+    const first = events.findIndex(hasOutput);
+    assert.equal(reader.summary().firstTokenAt, first === -1 ? null : first, file);
   }
 });
 
 test('messages stream: every transcript split at every byte offset, with every line end, gives the same summary', () => {
   for (const file of FILES) {
-    const text = readFileSync(join(FIXTURES, file), 'utf8');
+    const text = readFileSync(join(SSE_FIXTURES, file), 'utf8');
     const whole = read([Buffer.from(text)]);
     for (const lineEnd of ['\n', '\r\n', '\r']) {
       const bytes = Buffer.from(text.replaceAll('\n', lineEnd));

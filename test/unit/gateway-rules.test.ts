@@ -271,7 +271,7 @@ test('a stream value that is not a boolean is invalid_stream with param "stream"
   }
 });
 
-test('stream true is reported', () => {
+test('a request with stream: true passes, reported as a stream with its model', () => {
   assert.deepEqual(chat({ model: 'gpt-4.1', messages: [], stream: true, stream_options: { include_usage: true } }), { ok: true, model: 'gpt-4.1', stream: true });
 });
 

@@ -93,7 +93,8 @@ test('without GIT_HOST_A and GIT_HOST_A_TOKEN (unset or empty) there is no host 
   assert.deepEqual(hostsFromEnv({ GIT_HOST_A: '', GIT_HOST_A_TOKEN: '' }), []);
 });
 
-test('GIT_HOST_A alone registers host A, whose missing token the proxy answers with 503', () => {
+// What the proxy answers for a host whose token is missing (503) is rule 7 in test/integration/git-proxy.test.ts.
+test('GIT_HOST_A alone registers host A, its token still read from GIT_HOST_A_TOKEN', () => {
   assert.deepEqual(hostsFromEnv({ GIT_HOST_A: 'github.com' }).map((h) => [h.key, h.token]), [['github.com', { env: 'GIT_HOST_A_TOKEN' }]]);
 });
 

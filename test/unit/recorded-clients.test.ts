@@ -4,7 +4,7 @@
 // upstream except the ones the gateway replaces or never forwards on purpose.
 import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders } from 'node:http';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
@@ -18,6 +18,16 @@ interface Recorded {
   body: Record<string, unknown>;
 }
 const INDEX = JSON.parse(readFileSync(join(DIR, 'index.json'), 'utf8')) as { file: string; agent: string; protocol: string }[];
+
+// The tests below are made from the index: a recording it left out would go untested.
+test('the index lists every recording in the directory once, and each agent has recordings', () => {
+  const files = readdirSync(DIR).filter((f) => f !== 'index.json').sort();
+  assert.deepEqual(INDEX.map((e) => e.file).sort(), files);
+  assert.equal(new Set(INDEX.map((e) => e.file)).size, INDEX.length, 'no file listed twice');
+  for (const agent of ['codex', 'opencode', 'claude-code']) {
+    assert.ok(INDEX.some((e) => e.agent === agent && e.file.startsWith(`${agent}-`)), `a ${agent} recording`);
+  }
+});
 
 /**
  * Headers the gateway sets itself or, by design, never forwards: the bot's credential, framing,

@@ -10,6 +10,7 @@ import { responses } from '../../src/gateway/protocols/responses.ts';
 import { SseFramer } from '../../src/gateway/sse.ts';
 import type { ShellTool } from '../support/agent-turns.ts';
 import { encodeSse, failedTranscript, jsonBodyOf, textTranscript, toolCallTranscript } from '../support/responses-upstream.ts';
+import { expectedSummaries, rawEvents, SSE_FIXTURES } from '../support/sse-fixtures.ts';
 
 const POLICY = { allowedModels: new Set(['gpt-5', 'gpt-5-mini']), hostedTools: new Set<string>() };
 
@@ -137,10 +138,11 @@ test('tools the client runs itself pass: function, custom, namespace, local_shel
   assert.equal(check({ model: 'gpt-5', input: 'x', tools }).ok, true);
 });
 
-test('hosted tools are refused with a 400 naming the type and the flag that allows it', () => {
+test('hosted tools are refused with a 400 naming the type and the flag that allows it, and pass once that flag is given', () => {
   for (const [type, flag] of [
     ['web_search', 'web_search'],
     ['web_search_preview', 'web_search'],
+    ['web_search_preview_2025_03_11', 'web_search'],
     ['web_search_2025_08_26', 'web_search'],
     ['file_search', 'file_search'],
     ['code_interpreter', 'code_interpreter'],
@@ -148,9 +150,11 @@ test('hosted tools are refused with a 400 naming the type and the flag that allo
     ['mcp', 'mcp'],
     ['tool_search', 'tool_search'],
   ]) {
-    const r = refusal({ model: 'gpt-5', input: 'x', tools: [{ type: 'function', name: 'f' }, { type, server_url: 'https://evil.example/mcp' }] });
+    const doc = { model: 'gpt-5', input: 'x', tools: [{ type: 'function', name: 'f' }, { type, server_url: 'https://evil.example/mcp' }] };
+    const r = refusal(doc);
     assert.deepEqual([r.code, r.param], ['tool_not_allowed', 'tools[1].type'], type);
     assert.ok(r.message.includes(`"${type}"`) && r.message.includes(`--allow-hosted-tools ${flag}`), r.message);
+    assert.deepEqual(check(doc, { ...POLICY, hostedTools: new Set([flag]) }), { ok: true, model: 'gpt-5', stream: false }, `${type} allowed by ${flag}`);
   }
 });
 
@@ -191,15 +195,17 @@ test('a duplicate key in a responses body is refused before any check', () => {
 // ---- the stream ----
 
 const MODEL = 'gpt-5.5';
-const FIXTURES = join(__dirname, '..', 'fixtures', 'sse');
 interface Expected {
   outcome: 'completed' | 'incomplete' | 'failed' | 'error' | 'interrupted';
-  reason?: string;
+  finish_reason: string | null;
   error?: string;
   usage: { input: number; cached: number; output: number; reasoning: number } | null;
-  first_output?: string;
+  usage_complete: boolean;
+  first_output: string | null;
 }
-const EXPECTED = JSON.parse(readFileSync(join(FIXTURES, 'expected.json'), 'utf8')) as Record<string, Expected>;
+const EXPECTED = expectedSummaries<Expected>();
+const FILES = Object.keys(EXPECTED).filter((f) => f.startsWith('responses-'));
+const TERMINAL = ['response.completed', 'response.incomplete', 'response.failed'];
 
 type Read = CallSummary & { events: number; oversized: boolean };
 function read(chunks: readonly Buffer[], clock: () => number = () => 5, maxEventBytes?: number): Read {
@@ -209,26 +215,53 @@ function read(chunks: readonly Buffer[], clock: () => number = () => 5, maxEvent
   return { ...reader.summary(), events: framer.events, oversized: framer.oversized };
 }
 
-test('responses stream: the recorded-format transcripts (text, tool call, incomplete, failed, error event, cut) give the summaries in expected.json', () => {
-  const files = Object.keys(EXPECTED).filter((f) => f.startsWith('responses-'));
-  assert.equal(files.length, 6);
-  for (const file of files) {
+test('responses: expected.json says what the fixture bytes hold: the first event with a non-empty delta, the terminal status, whether usage came', () => {
+  assert.equal(FILES.length, 6);
+  for (const file of FILES) {
     const e = EXPECTED[file]!;
-    const s = read([readFileSync(join(FIXTURES, file))]);
+    const events = rawEvents(readFileSync(join(SSE_FIXTURES, file), 'utf8'));
+    const first = events.find((ev) => typeof ev.data?.delta === 'string' && ev.data.delta !== '');
+    assert.equal(first?.event ?? null, e.first_output, `${file}: first_output`);
+    const terminal = events.find((ev) => TERMINAL.includes(ev.event ?? ''))?.data?.response as { status: string; incomplete_details: { reason: string } | null; usage: unknown } | undefined;
+    assert.equal(terminal === undefined ? null : (terminal.incomplete_details?.reason ?? terminal.status), e.finish_reason, `${file}: finish_reason`);
+    assert.equal(terminal !== undefined && terminal.usage !== null, e.usage_complete, `${file}: usage_complete`);
+  }
+});
+
+test('responses stream: the recorded-format transcripts (text, tool call, incomplete, failed, error event, cut) give the summaries in expected.json', () => {
+  assert.equal(FILES.length, 6);
+  for (const file of FILES) {
+    const e = EXPECTED[file]!;
+    const s = read([readFileSync(join(SSE_FIXTURES, file))]);
     const usage = e.usage === null ? null : { inputTokens: e.usage.input, cachedTokens: e.usage.cached, outputTokens: e.usage.output, reasoningTokens: e.usage.reasoning, cacheWriteTokens: null };
     assert.deepEqual(s.usage, usage, `${file}: usage`);
+    assert.equal(s.usageComplete, e.usage_complete, `${file}: usage complete`);
     assert.equal(s.terminated, e.outcome !== 'interrupted', `${file}: terminated`);
     assert.equal(s.streamError, e.error ?? null, `${file}: streamError`);
-    if (e.outcome === 'completed') assert.equal(s.finishReason, 'completed', file);
-    if (e.outcome === 'incomplete') assert.equal(s.finishReason, e.reason, file);
-    if (e.first_output !== undefined) assert.equal(s.firstTokenAt, 5, `${file}: first output`);
-    if (e.outcome !== 'error') assert.equal(s.model, MODEL, `${file}: model`);
+    assert.equal(s.finishReason, e.finish_reason, `${file}: finish reason`);
+    assert.equal(s.firstTokenAt, e.first_output === null ? null : 5, `${file}: first output`);
+    assert.equal(s.model, MODEL, `${file}: model`);
+  }
+});
+
+test('responses stream: fed one event at a time, time to first token is the clock at the first event with a non-empty delta', () => {
+  for (const file of FILES) {
+    const events = rawEvents(readFileSync(join(SSE_FIXTURES, file), 'utf8'));
+    let clock = -1;
+    const reader = responses.newStreamReader(() => clock);
+    const framer = new SseFramer(reader);
+    events.forEach((ev, i) => {
+      clock = i;
+      framer.push(Buffer.from(ev.raw));
+    });
+    const first = events.findIndex((ev) => typeof ev.data?.delta === 'string' && ev.data.delta !== '');
+    assert.equal(reader.summary().firstTokenAt, first === -1 ? null : first, file);
   }
 });
 
 test('responses stream: every transcript split at every byte offset, with every line end, gives the same summary', () => {
-  for (const file of Object.keys(EXPECTED).filter((f) => f.startsWith('responses-'))) {
-    const text = readFileSync(join(FIXTURES, file), 'utf8');
+  for (const file of FILES) {
+    const text = readFileSync(join(SSE_FIXTURES, file), 'utf8');
     const whole = read([Buffer.from(text)]);
     for (const lineEnd of ['\n', '\r\n', '\r']) {
       const bytes = Buffer.from(text.replaceAll('\n', lineEnd));
