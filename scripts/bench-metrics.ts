@@ -7,6 +7,7 @@
 //      cap, which is the largest scrape bot churn can produce.
 import { createProxyMetrics } from '../src/metrics/proxy-metrics.ts';
 import type { ModelRequestRecord } from '../src/gateway/handler.ts';
+import { modelRecord } from '../test/support/records.ts';
 
 const MODELS = ['gpt-4o', 'gpt-4o-mini', 'o3'];
 const WORKFLOWS = Array.from({ length: 10 }, (_, i) => `workflow-${i}`);
@@ -15,20 +16,11 @@ const PRICES = { get: () => PRICE };
 const CAP = 2000;
 const DEFAULT_TTL_MS = 3_600_000;
 
+/** Request i: a streamed completion with full usage, of identity bot-i. */
 function record(i: number, over: Partial<ModelRequestRecord> = {}): ModelRequestRecord {
-  return {
-    event: 'request',
-    listener: 'model',
+  return modelRecord({
     request_id: `req-${i}`,
-    upstream_request_id: null,
-    provider: 'openai',
-    api: 'chat_completions',
     model: MODELS[i % MODELS.length]!,
-    refused_model: null,
-    response_model: null,
-    method: 'POST',
-    path: '/v1/chat/completions',
-    status: 200,
     stream: true,
     duration_ms: 100 + (i % 5000),
     ttft_ms: 20 + (i % 900),
@@ -36,21 +28,15 @@ function record(i: number, over: Partial<ModelRequestRecord> = {}): ModelRequest
     output_tokens: 300,
     reasoning_tokens: 40,
     cached_tokens: 200,
-    cache_write_tokens: null,
     usage_complete: true,
     finish_reason: 'stop',
-    interrupted: null,
-    attempts: 1,
-    retries: 0,
-    rate_limited: 0,
     instance_id: `bot-${i}`,
     workflow: WORKFLOWS[i % WORKFLOWS.length]!,
     run_id: `run-${i}`,
     bytes_in: 2000,
     bytes_out: 9000,
-    error: null,
     ...over,
-  };
+  });
 }
 
 const newMetrics = () => createProxyMetrics({ maxSeriesPerFamily: CAP, runIdLabel: false, prices: PRICES, seriesTtlMs: DEFAULT_TTL_MS });

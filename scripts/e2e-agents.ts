@@ -11,8 +11,7 @@
 // Modes (the only differences are the base URL and the configuration the agent gets):
 //   default    gateway mode: agents -> `node dist/proxy.js` -> fakes, with the configuration
 //              `proxy.js agent-config --agent <name>` prints and a token from `mint-token`.
-//              Needs the bundle built; a bundle that cannot serve an agent yet fails that
-//              agent with a message naming what is missing.
+//              Needs the bundle built (npm run build).
 //   --direct   agents -> a plain-HTTP recorder -> fakes, with the reference configuration in
 //              scripts/e2e/agents/*.ts; works without the gateway.
 //   --record   (with --direct) writes every request the agents sent, credentials masked, to
@@ -20,7 +19,9 @@
 // Environment: E2E_AGENTS=codex,opencode,claude-code (default all); E2E_AGENTS_CACHE_DIR (where
 // the agents are installed; default ${XDG_CACHE_HOME:-~/.cache}/credential-proxy-e2e);
 // E2E_TRACE=0 to run without strace; E2E_KEEP_SANDBOX=1 to keep the agents' temporary homes
-// (a failed turn leaves upstream-requests.jsonl there); E2E_TURN_TIMEOUT_S (default 180).
+// (a failed turn leaves upstream-requests.jsonl there); E2E_TURN_TIMEOUT_S, seconds per turn
+// (default 180). Every agent runs with PATH (the system's), HOME (its sandbox's) and
+// MODEL_PROXY_TOKEN, plus what its spec adds: nothing else of ours leaks in.
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,8 +46,10 @@ const PROMPTS: Record<TurnName, string> = {
   plain: 'Say hello. (e2e plain turn)',
   tool: `Run \`${TOOL_COMMAND}\` with your shell tool and tell me what it printed. (${TOOL_TURN_MARKER})`,
 };
-/** One agent turn; they take seconds, the slack is for a loaded machine. */
-const TURN_TIMEOUT_MS = Number(process.env.E2E_TURN_TIMEOUT_S ?? 180) * 1000;
+/** One agent turn takes seconds; the default's slack is for a loaded machine. */
+const DEFAULT_TURN_TIMEOUT_S = 180;
+/** PATH for the agents: the system's, nothing from the developer's shell. */
+const SYSTEM_PATH = '/usr/local/bin:/usr/bin:/bin';
 const RECORDED_DIR = join(ROOT, 'test', 'fixtures', 'recorded');
 
 interface Options {
@@ -54,6 +57,7 @@ interface Options {
   record: boolean;
   agents: AgentSpec[];
   trace: boolean;
+  turnTimeoutMs: number;
 }
 
 interface Row {
@@ -70,21 +74,36 @@ interface Row {
 /** A mistake on the command line or in E2E_*: shown without a stack trace. */
 class UsageError extends Error {}
 
+const USAGE = 'usage: npm run e2e:agents -- [--direct [--record]]';
+const HELP = `${USAGE}
+  --direct                  agents -> a recorder -> the fakes, with the reference configurations (no gateway)
+  --record                  with --direct: write the requests to test/fixtures/recorded/
+environment:
+  E2E_AGENTS=a,b            which agents (${AGENTS.map((a) => a.name).join(', ')}; default all)
+  E2E_AGENTS_CACHE_DIR=DIR  where they are installed (default \${XDG_CACHE_HOME:-~/.cache}/credential-proxy-e2e)
+  E2E_TRACE=0               run without strace (no egress check)
+  E2E_KEEP_SANDBOX=1        keep the agents' temporary homes
+  E2E_TURN_TIMEOUT_S=N      seconds an agent turn may take (default ${DEFAULT_TURN_TIMEOUT_S})
+`;
+
 function parseOptions(argv: readonly string[]): Options {
   const flags = new Set(argv);
   for (const f of flags) {
-    if (!['--direct', '--record', '--help', '-h'].includes(f)) throw new UsageError(`unknown argument "${f}" (usage: npm run e2e:agents -- [--direct [--record]])`);
+    if (!['--direct', '--record', '--help', '-h'].includes(f)) throw new UsageError(`unknown argument "${f}" (${USAGE})`);
   }
   if (flags.has('--help') || flags.has('-h')) {
-    process.stdout.write('usage: npm run e2e:agents -- [--direct [--record]]\n  E2E_AGENTS=codex,opencode,claude-code  E2E_AGENTS_CACHE_DIR=DIR  E2E_TRACE=0  E2E_KEEP_SANDBOX=1\n');
+    process.stdout.write(HELP);
     process.exit(0);
   }
+  const timeoutRaw = process.env.E2E_TURN_TIMEOUT_S ?? '';
+  const timeoutS = timeoutRaw.trim() === '' ? DEFAULT_TURN_TIMEOUT_S : Number(timeoutRaw);
+  if (!Number.isFinite(timeoutS) || timeoutS <= 0) throw new UsageError(`E2E_TURN_TIMEOUT_S: "${timeoutRaw}" is not a number of seconds above 0`);
   if (flags.has('--record') && !flags.has('--direct')) throw new UsageError('--record needs --direct (the recordings are of what the agents send, before any gateway)');
   const wanted = (process.env.E2E_AGENTS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   for (const w of wanted) if (!AGENTS.some((a) => a.name === w)) throw new UsageError(`E2E_AGENTS: unknown agent "${w}" (known: ${AGENTS.map((a) => a.name).join(', ')})`);
   const agents = wanted.length > 0 ? AGENTS.filter((a) => wanted.includes(a.name)) : [...AGENTS];
   const trace = process.env.E2E_TRACE !== '0' && canTrace();
-  return { direct: flags.has('--direct'), record: flags.has('--record'), agents, trace };
+  return { direct: flags.has('--direct'), record: flags.has('--record'), agents, trace, turnTimeoutMs: timeoutS * 1000 };
 }
 
 /** Cleanup steps run in reverse order, on success, failure and Ctrl-C (as in scripts/demo.ts). */
@@ -109,9 +128,9 @@ const log = (line: string): void => void process.stdout.write(`${line}\n`);
 const tail = (text: string, lines = 12): string => text.trim().split('\n').slice(-lines).join('\n');
 
 /** Checks of one finished turn; returns the problems (none: the turn passed). */
-function checkTurn(agent: AgentSpec, turn: TurnName, result: RunResult, upstream: readonly ModelRequest[], gateway: Gateway | undefined): string[] {
+function checkTurn(agent: AgentSpec, turn: TurnName, result: RunResult, upstream: readonly ModelRequest[], gateway: Gateway | undefined, timeoutMs: number): string[] {
   const problems: string[] = [];
-  if (result.timedOut) problems.push(`timed out after ${TURN_TIMEOUT_MS / 1000} s`);
+  if (result.timedOut) problems.push(`timed out after ${timeoutMs / 1000} s`);
   else if (result.code !== 0) problems.push(`exit ${result.code ?? result.signal}`);
   if (upstream.length === 0) problems.push('no request reached the upstream');
   const turns = upstream.map((r) => turnOfRequest(agent.protocol, r));
@@ -124,10 +143,9 @@ function checkTurn(agent: AgentSpec, turn: TurnName, result: RunResult, upstream
   if (result.egress && result.egress.length > 0) problems.push(`connections beyond loopback: ${result.egress.join(', ')}`);
   if (gateway) {
     // The gateway must have swapped the bot's credential for the provider's key.
-    const key = agent.providerKind === 'openai' ? gateway.keys.openai : gateway.keys.anthropic;
+    const [header, expected] = agent.providerKind === 'openai' ? ['authorization', `Bearer ${gateway.keys.openai}`] : ['x-api-key', gateway.keys.anthropic];
     for (const r of upstream) {
-      const sent = agent.providerKind === 'openai' ? r.headers.authorization : r.headers['x-api-key'];
-      if (sent !== (agent.providerKind === 'openai' ? `Bearer ${key}` : key)) problems.push(`${r.method} ${r.url} reached the upstream without the upstream key`);
+      if (r.headers[header] !== expected) problems.push(`${r.method} ${r.url} reached the upstream without the upstream key`);
       if (JSON.stringify(r.headers).includes(gateway.botToken)) problems.push(`${r.method} ${r.url} reached the upstream with the bot token`);
     }
   }
@@ -139,11 +157,12 @@ async function runTurn(agent: AgentSpec, turn: TurnName, config: string, token: 
   const sandbox: Sandbox = { root, home: join(root, 'home'), work: join(root, 'work') };
   mkdirSync(sandbox.home, { recursive: true });
   mkdirSync(sandbox.work, { recursive: true });
-  const command = agent.prepare(sandbox, config, PROMPTS[turn], token);
+  const command = agent.prepare(sandbox, config, PROMPTS[turn]);
+  const env = { PATH: SYSTEM_PATH, HOME: sandbox.home, MODEL_PROXY_TOKEN: token, ...command.env };
   const from = fake.requests.length;
-  const result = await runAgent({ command: binPath(agent), args: command.args, env: command.env, cwd: sandbox.work, timeoutMs: TURN_TIMEOUT_MS, traceFile: opts.trace ? traceFileFor(root) : undefined, sandboxRoot: root });
+  const result = await runAgent({ command: binPath(agent), args: command.args, env, cwd: sandbox.work, timeoutMs: opts.turnTimeoutMs, traceFile: opts.trace ? traceFileFor(root) : undefined, sandboxRoot: root });
   const upstream = fake.requests.slice(from);
-  const problems = checkTurn(agent, turn, result, upstream, gateway);
+  const problems = checkTurn(agent, turn, result, upstream, gateway, opts.turnTimeoutMs);
   const row: Row = { agent, turn, ok: problems.length === 0, seconds: result.ms / 1000, requests: upstream.length, note: problems.join('; ') || (opts.trace ? 'loopback only' : 'egress not traced') };
   if (!row.ok) {
     // For a post-mortem with E2E_KEEP_SANDBOX=1: what reached the upstream, one JSON per line.
@@ -224,7 +243,7 @@ async function main(): Promise<number> {
   let recorders: Record<'openai' | 'anthropic', Recorder> | undefined;
   let setupFailure: string | undefined;
   if (opts.direct) {
-    recorders = { openai: await startRecorder(fakes.openai.origin, pki.caPem), anthropic: await startRecorder(`https://127.0.0.1:${fakes.anthropic.port}`, pki.caPem) };
+    recorders = { openai: await startRecorder(fakes.openai.origin, pki.caPem), anthropic: await startRecorder(fakes.anthropic.baseUrl, pki.caPem) };
     cleanups.push({ what: 'stop the recorders', step: async () => void (await Promise.all([recorders!.openai.close(), recorders!.anthropic.close()])) });
   } else {
     try {

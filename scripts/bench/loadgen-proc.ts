@@ -86,12 +86,12 @@ function streamFirstByte(t: Target, agent: AnyAgent): Promise<number> {
 }
 /**
  * One Messages stream, read to its end and compared byte for byte with what the upstream sends;
- * resolves with the time to its first body byte or, for `messages`, to its last.
+ * resolves with the times to its first and to its last body byte, in ms.
  */
 const MESSAGES_BODY = messagesRequestBody();
 const MESSAGES_STREAM = messagesStream();
 const MESSAGES_HEADERS = { 'content-type': 'application/json', accept: 'text/event-stream', 'anthropic-version': '2023-06-01', 'user-agent': 'claude-cli/2.1.330', 'content-length': MESSAGES_BODY.length };
-function messagesCall(t: Target, agent: AnyAgent, report: 'first' | 'last'): Promise<number> {
+function messagesCall(t: Target, agent: AnyAgent): Promise<FirstLast> {
   return new Promise((resolve, reject) => {
     const start = performance.now();
     const req = open(t, agent, 'POST', '/v1/messages', MESSAGES_HEADERS);
@@ -107,20 +107,28 @@ function messagesCall(t: Target, agent: AnyAgent, report: 'first' | 'last'): Pro
       res.on('end', () => {
         const last = performance.now() - start;
         if (res.statusCode !== 200 || !Buffer.concat(chunks).equals(MESSAGES_STREAM)) return reject(new BenchError(`${t.name} messages: status ${res.statusCode} or a stream that differs`));
-        resolve(report === 'first' ? first! : last);
+        resolve({ first: first!, last });
       });
     });
     req.end(MESSAGES_BODY);
   });
 }
 
-/** Request kinds; one that resolves with a number reports that instead of its total time. */
+/** What a streamed request can report instead of its total time: first and last byte, in ms. */
+interface FirstLast {
+  first: number;
+  last: number;
+}
+
+/**
+ * Request kinds. One that resolves with a number reports that instead of its total time; one
+ * that resolves with FirstLast reports its last byte as the latency and its first byte apart.
+ */
 const KINDS = {
   refs: getRefs,
   chat,
   ttfb: streamFirstByte,
-  messages_ttfb: (t: Target, a: AnyAgent) => messagesCall(t, a, 'first'),
-  messages: (t: Target, a: AnyAgent) => messagesCall(t, a, 'last'),
+  messages: messagesCall,
 } as const;
 type Kind = keyof typeof KINDS;
 
@@ -209,23 +217,32 @@ async function closedLoop(a: { targets: Target[]; kind: Kind; conns: number; sli
   return Object.fromEntries(a.targets.map((t, i) => [t.name, { latencies: lat[i]!.values(), ...out[i]! }]));
 }
 
-/** One request at a time, the targets taking turns request by request. */
-async function sequential(a: { targets: Target[]; kind: Kind; n: number; warmup: number }): Promise<Record<string, { latencies: Float64Array }>> {
-  const fn = KINDS[a.kind];
+/**
+ * One request at a time, the targets taking turns request by request. `latencies` per target;
+ * `firstByte` too for a kind that reports first and last byte.
+ */
+async function sequential(a: { targets: Target[]; kind: Kind; n: number; warmup: number }): Promise<Record<string, { latencies: Float64Array; firstByte?: Float64Array }>> {
+  const fn: (t: Target, agent: AnyAgent) => Promise<void | number | FirstLast> = KINDS[a.kind];
   const agents = a.targets.map((t) => makeAgent(t, true, 1));
   const lat = a.targets.map(() => new Samples());
+  const first = a.targets.map(() => new Samples());
   try {
     for (let k = 0; k < a.warmup + a.n; k++) {
       for (let i = 0; i < a.targets.length; i++) {
         const s = performance.now();
         const measured = await fn(a.targets[i]!, agents[i]!);
-        if (k >= a.warmup) lat[i]!.push(typeof measured === 'number' ? measured : performance.now() - s);
+        if (k < a.warmup) continue;
+        if (typeof measured === 'number') lat[i]!.push(measured);
+        else if (measured) {
+          lat[i]!.push(measured.last);
+          first[i]!.push(measured.first);
+        } else lat[i]!.push(performance.now() - s);
       }
     }
   } finally {
     for (const ag of agents) ag.destroy();
   }
-  return Object.fromEntries(a.targets.map((t, i) => [t.name, { latencies: lat[i]!.values() }]));
+  return Object.fromEntries(a.targets.map((t, i) => [t.name, { latencies: lat[i]!.values(), ...(first[i]!.length ? { firstByte: first[i]!.values() } : {}) }]));
 }
 
 /**
@@ -355,7 +372,6 @@ function followStream(t: Target, agent: AnyAgent, body: Buffer, delays: Samples 
   return st;
 }
 
-/** Opens `count` streams, at most `concurrency` waiting for their first chunk at a time. */
 /**
  * Opens up to `count` streams, at most `concurrency` waiting for their first chunk at a time.
  * At `deadlineMs` it stops: streams still waiting for their first chunk are destroyed and
@@ -403,9 +419,13 @@ async function openMany(t: Target, agent: AnyAgent, count: number, concurrency: 
  * opens them all (the upstream keeps them going until the orchestrator has it end them all at
  * once), streamsFinish waits for their clean ends. Only chunks written once every stream is open
  * count: the delays of `count` concurrent streams, not of the ramp (where the TLS handshakes of
- * streams still opening compete with the chunks), however long the ramp takes.
+ * streams still opening compete with the chunks), however long the ramp takes. When the ramp
+ * limit gave some up, the window starts ABANDON_SETTLE_MS after their teardown.
  */
 let streaming: { target: Target; agent: AnyAgent; all: StreamState[]; delays: Samples; done: Promise<void>; failure: () => string | undefined } | undefined;
+
+/** How long streamsStart waits after giving up streams at the ramp limit before the window starts. */
+const ABANDON_SETTLE_MS = 1000;
 
 async function streamsStart(a: { target: Target; count: number; intervalMs: number; concurrency: number; rampLimitMs: number }): Promise<{ openMs: number; opened: number; abandoned: number }> {
   const agent = makeAgent(a.target, false);
@@ -423,13 +443,17 @@ async function streamsStart(a: { target: Target; count: number; intervalMs: numb
   });
   kept = opened.length;
   if (ended === kept) allEnded();
+  const openMs = performance.now() - t0;
+  // The abandoned streams were destroyed just now: their teardown in the proxy and the upstream
+  // must not fall into the measured window, which starts when this returns.
+  if (abandoned > 0) await new Promise((res) => setTimeout(res, ABANDON_SETTLE_MS));
   gate.since = monoUs();
   streaming = { target: a.target, agent, all: opened, delays, done, failure: () => failure };
   if (failure) {
     streamsAbort();
     throw new BenchError(`${a.target.name} streams: ${failure}`);
   }
-  return { openMs: performance.now() - t0, opened: opened.length, abandoned };
+  return { openMs, opened: opened.length, abandoned };
 }
 
 /** Chunks received so far by the streams of streamsStart. */

@@ -2,7 +2,6 @@
 // upstream, and against nginx doing the same job, measured in one run with the paths taking
 // turns so that machine noise hits them alike. Prints a table with every target and writes
 // bench-results/bench.json and bench-results/bench.svg. Loopback only; every loop is bounded.
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -12,7 +11,7 @@ import { makeTestPki } from '../../test/support/tls.ts';
 import { loadConfig, type ScenarioName } from './config.ts';
 import type { Ctx, ScenarioResult } from './context.ts';
 import { entry, startChild } from './ipc.ts';
-import { launchNginx, launchProxy, nginxBinary, nginxVersion, proxyArgs, type NginxRun, type ProxyRun } from './procs.ts';
+import { bundleHelp, launchNginx, launchProxy, nginxBinary, nginxVersion, proxyArgs, type NginxRun, type ProxyRun } from './procs.ts';
 import { svg, table, verdict, type Row } from './report.ts';
 import { messages } from './scenarios/messages.ts';
 import { model } from './scenarios/model.ts';
@@ -81,7 +80,7 @@ export async function main(): Promise<number> {
     const pa = proxyArgs();
     // An anthropic-kind provider beside the UPSTREAM_* one, on the same upstream process, for
     // the Messages scenario (a bundle without --providers runs without it).
-    if (execFileSync(process.execPath, [BUNDLE, '--help'], { encoding: 'utf8' }).includes('--providers')) {
+    if (bundleHelp().includes('--providers')) {
       const providersFile = join(pki.dir, 'providers.json');
       writeFileSync(providersFile, JSON.stringify({ providers: [{ name: 'anthropic', kind: 'anthropic', baseUrl: `https://127.0.0.1:${modelPort}`, keyEnv: 'ANTHROPIC_BENCH_KEY', models: [CLAUDE_MODEL] }] }));
       pa.args.push('--providers', providersFile);

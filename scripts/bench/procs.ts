@@ -70,13 +70,18 @@ export interface ProxyRun {
   stop(): Promise<void>;
 }
 
-let metricsFlag: boolean | undefined;
+let helpText: string | undefined;
+/** The bundle's --help, read once: what this build supports. */
+export function bundleHelp(): string {
+  helpText ??= execFileSync(process.execPath, [BUNDLE, '--help'], { encoding: 'utf8' });
+  return helpText;
+}
+
 /** The bundle's metrics listener (if this build has one) must not bind its default :9464. */
 export function proxyArgs(): { args: string[]; listeners: string[] } {
-  metricsFlag ??= execFileSync(process.execPath, [BUNDLE, '--help'], { encoding: 'utf8' }).includes('--metrics-listen');
   const args = ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0'];
   const listeners = ['git', 'model'];
-  if (metricsFlag) {
+  if (bundleHelp().includes('--metrics-listen')) {
     args.push('--metrics-listen', '127.0.0.1:0');
     listeners.push('metrics');
   }

@@ -1,6 +1,8 @@
 // What the bench's processes (orchestrator, upstreams, load generator) agree on: the request and
 // response bodies, the pack-upload byte pattern, the SSE chunk format, and a clock they share.
 import { createHash } from 'node:crypto';
+import { textTranscript } from '../../test/support/anthropic-upstream.ts';
+import { encodeSse, type SseEvent } from '../../test/support/responses-upstream.ts';
 
 export const MiB = 1024 * 1024;
 export const MODEL = 'bench-model';
@@ -176,16 +178,18 @@ export function messagesRequestBody(): Buffer {
   );
 }
 
-/** The stream the upstream answers with: message_start, 40 text deltas, message_delta, message_stop. */
+/**
+ * The events the upstream answers with, from the transcript builder of the tests' Anthropic fake
+ * (test/support/anthropic-upstream.ts): message_start, content_block_start, ping, 40 text
+ * deltas, content_block_stop, message_delta, message_stop.
+ */
+export function messagesEvents(): SseEvent[] {
+  // 40 pieces of 12 characters: deltas() cuts the text into 12-character deltas.
+  const text = Array.from({ length: 40 }, (_, i) => ` token${String(i).padStart(6, '0')}`).join('');
+  return textTranscript(text, { model: CLAUDE_MODEL });
+}
+
+/** The whole stream, as the client must receive it byte for byte. */
 export function messagesStream(): Buffer {
-  const event = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
-  const usage = { input_tokens: 12, cache_creation_input_tokens: 0, cache_read_input_tokens: 512, output_tokens: 1 };
-  let text = event('message_start', { message: { id: 'msg_bench', type: 'message', role: 'assistant', model: CLAUDE_MODEL, content: [], stop_reason: null, stop_sequence: null, usage } });
-  text += event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } });
-  text += event('ping', {});
-  for (let i = 0; i < 40; i++) text += event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: ` token${i}` } });
-  text += event('content_block_stop', { index: 0 });
-  text += event('message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { ...usage, output_tokens: 40 } });
-  text += event('message_stop', {});
-  return Buffer.from(text);
+  return Buffer.from(encodeSse(messagesEvents()));
 }

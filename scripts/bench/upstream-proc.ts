@@ -1,14 +1,17 @@
 // The bench's upstreams, in their own process: an HTTPS git host (ref advertisement, pack upload
 // checked byte for byte) and an HTTPS OpenAI-style model API (a 1 KB completion, or an SSE stream
-// paced as the request asks, each chunk stamped with the shared monotonic clock). Both refuse
-// any request without exactly the expected credential, so nothing can pass without it.
+// paced as the request asks, each chunk stamped with the shared monotonic clock), which also
+// serves Anthropic's Messages API (one stream, an event per write). Both refuse any request
+// without exactly the expected credential, so nothing can pass without it.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { encodeSse } from '../../test/support/responses-upstream.ts';
+import { writeStream } from '../../test/support/https-fake.ts';
 import { serve } from './ipc.ts';
 import {
+  messagesEvents,
   messagesRequestBody,
-  messagesStream,
   CHAT_CONTENT_BYTES,
   chatAnswer,
   GIT_REPO_PATH,
@@ -70,7 +73,8 @@ function gitHandler(req: IncomingMessage, res: ServerResponse): void {
   req.resume();
 }
 
-const MESSAGES_STREAM = messagesStream();
+/** One write per event, each once the previous one is flushed, as the API streams them. */
+const MESSAGES_WRITES = messagesEvents().map((e) => encodeSse([e]));
 const MESSAGES_BODY_BYTES = messagesRequestBody().length;
 
 /** Anthropic's Messages API: the key in x-api-key, one stream per request. */
@@ -87,8 +91,7 @@ function messagesHandler(req: IncomingMessage, res: ServerResponse): void {
   req.on('end', () => {
     if (bytes !== MESSAGES_BODY_BYTES) return bad(res);
     stats.messages++;
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'request-id': 'req_bench' });
-    res.end(MESSAGES_STREAM);
+    writeStream(res, { 'content-type': 'text/event-stream; charset=utf-8', 'request-id': 'req_bench' }, MESSAGES_WRITES);
   });
 }
 
@@ -184,7 +187,7 @@ serve({
     return { gitPort: await listen(gitHandler), modelPort: await listen(modelHandler) };
   },
   newModelServer: () => listen(modelHandler),
-  stats: () => ({ ...stats, streamsRunning: active.size }),
+  stats: () => stats,
   /** Ends every running stream now, cleanly; returns how many. */
   endStreams() {
     const all = [...active];

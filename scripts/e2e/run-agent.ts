@@ -31,10 +31,17 @@ function killGroup(pgid: number, signal: NodeJS.Signals): void {
   }
 }
 
-let straceAvailable: boolean | undefined;
+/** What strace records of an agent: connections and datagrams (DNS queries among them). */
+const TRACED = 'trace=connect,sendto,sendmsg,sendmmsg';
+
+let straceWorks: boolean | undefined;
+/**
+ * Whether strace can trace here: installed, and ptrace allowed (a container without
+ * CAP_SYS_PTRACE or under a seccomp profile that blocks it runs `strace -V` fine but no trace).
+ */
 export function canTrace(): boolean {
-  straceAvailable ??= spawnSync('strace', ['-V'], { stdio: 'ignore' }).status === 0;
-  return straceAvailable;
+  straceWorks ??= spawnSync('strace', ['-f', '-qq', '-e', 'trace=none', '-o', '/dev/null', '--', 'true'], { stdio: 'ignore', timeout: 10_000 }).status === 0;
+  return straceWorks;
 }
 
 /**
@@ -68,7 +75,7 @@ export interface RunOptions {
   env: Record<string, string>;
   cwd: string;
   timeoutMs: number;
-  /** Write an strace log of connect/sendto/sendmmsg here and report egress from it. */
+  /** Write an strace log of connect/sendto/sendmsg/sendmmsg here and report egress from it. */
   traceFile?: string;
   /** The run's own directory: processes still working in it afterwards are killed. */
   sandboxRoot: string;
@@ -77,7 +84,7 @@ export interface RunOptions {
 export function runAgent(opts: RunOptions): Promise<RunResult> {
   const started = performance.now();
   const [command, args] = opts.traceFile
-    ? ['strace', ['-f', '-qq', '-e', 'trace=connect,sendto,sendmmsg', '-s', '256', '-o', opts.traceFile, '--', opts.command, ...opts.args]]
+    ? ['strace', ['-f', '-qq', '-e', TRACED, '-s', '256', '-o', opts.traceFile, '--', opts.command, ...opts.args]]
     : [opts.command, opts.args];
   const child = spawn(command, args, { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const pgid = child.pid!;
@@ -161,8 +168,10 @@ export function egressOf(log: string): string[] {
     const m = v4 ?? v6;
     if (m && !isLoopback(m[2]!)) found.add(m[1] === '53' ? `DNS server ${m[2]}:53` : `connect ${m[2]}:${m[1]}`);
     if (/^\d+ send(m?msg|to)\(/.test(line) && (line.includes('\\0\\0\\1\\0\\1') || line.includes('\\0\\0\\34\\0\\1'))) {
-      for (const q of line.matchAll(/iov_base="((?:[^"\\]|\\.)*)"/g)) {
-        const name = dnsName(unescapeStrace(q[1]!));
+      // sendto has the packet as its second argument; sendmsg and sendmmsg in iov_base.
+      const packets = /^\d+ sendto\(/.test(line) ? [/^\d+ sendto\(\d+, "((?:[^"\\]|\\.)*)"/.exec(line)?.[1]] : [...line.matchAll(/iov_base="((?:[^"\\]|\\.)*)"/g)].map((q) => q[1]);
+      for (const packet of packets) {
+        const name = packet === undefined ? undefined : dnsName(unescapeStrace(packet));
         if (name) found.add(`DNS query ${name}`);
       }
     }

@@ -18,49 +18,12 @@ import type { ModelRequestRecord } from '../../src/gateway/handler.ts';
 import type { GitRequestRecord } from '../../src/git/proxy.ts';
 import { parsePrices, type PriceTable } from '../../src/gateway/prices.ts';
 import { createProxyMetrics } from '../../src/metrics/proxy-metrics.ts';
+import { modelRecord } from '../support/records.ts';
 
 const GOLDEN = join(__dirname, '..', 'fixtures', 'metrics', 'golden.prom');
 const START_TIME_PLACEHOLDER = '<PROCESS_START_TIME>';
 
 const PRICES: PriceTable = parsePrices(JSON.stringify({ 'gpt-4o': { input: 2.5, cached: 1.25, output: 10 } }), 'prices.json');
-
-function modelRecord(over: Partial<ModelRequestRecord>): ModelRequestRecord {
-  return {
-    event: 'request',
-    listener: 'model',
-    request_id: 'req-0001',
-    upstream_request_id: null,
-    provider: 'openai',
-    api: 'chat_completions',
-    model: 'gpt-4o',
-    refused_model: null,
-    response_model: null,
-    method: 'POST',
-    path: '/v1/chat/completions',
-    status: 200,
-    stream: false,
-    duration_ms: 0,
-    ttft_ms: null,
-    input_tokens: null,
-    output_tokens: null,
-    reasoning_tokens: null,
-    cached_tokens: null,
-    cache_write_tokens: null,
-    usage_complete: false,
-    finish_reason: null,
-    interrupted: null,
-    attempts: 1,
-    retries: 0,
-    rate_limited: 0,
-    instance_id: 'bot-1',
-    workflow: 'triage',
-    run_id: 'run-1',
-    bytes_in: 0,
-    bytes_out: 0,
-    error: null,
-    ...over,
-  };
-}
 
 function gitRecord(over: Partial<GitRequestRecord>): GitRequestRecord {
   return {

@@ -9,7 +9,7 @@
 // With `apiKeyHelper`, the helper's output is sent as both `Authorization: Bearer` and `x-api-key`.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SYSTEM_PATH, type AgentSpec } from './types.ts';
+import type { AgentSpec } from './types.ts';
 
 export const claudeCode: AgentSpec = {
   name: 'claude-code',
@@ -18,7 +18,6 @@ export const claudeCode: AgentSpec = {
   bin: 'node_modules/.bin/claude',
   protocol: 'messages',
   providerKind: 'anthropic',
-  route: '/v1/messages?beta=true',
   // A current model: an older one works but prints a retirement notice.
   model: 'claude-sonnet-5',
 
@@ -49,14 +48,14 @@ export const claudeCode: AgentSpec = {
     return undefined;
   },
 
-  prepare(sandbox, config, prompt, token) {
+  prepare(sandbox, config, prompt) {
     const configDir = join(sandbox.home, '.claude');
     mkdirSync(configDir, { recursive: true });
     writeFileSync(join(configDir, 'settings.json'), config);
     return {
       // Headless runs get no permission prompts: the Bash tool is allowed for the tool turn.
       args: ['-p', prompt, '--allowedTools', 'Bash'],
-      env: { PATH: SYSTEM_PATH, HOME: sandbox.home, CLAUDE_CONFIG_DIR: configDir, MODEL_PROXY_TOKEN: token },
+      env: { CLAUDE_CONFIG_DIR: configDir },
     };
   },
 };

@@ -10,7 +10,7 @@
 // With those, a run connects to the configured base_url only.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SYSTEM_PATH, type AgentSpec } from './types.ts';
+import type { AgentSpec } from './types.ts';
 
 export const codex: AgentSpec = {
   name: 'codex',
@@ -19,7 +19,6 @@ export const codex: AgentSpec = {
   bin: 'node_modules/.bin/codex',
   protocol: 'responses',
   providerKind: 'openai',
-  route: '/v1/responses',
   // A model Codex knows (its bundled catalog): an unknown one works too but with a warning and
   // fallback metadata, which changes the request (no `text`, other tools).
   model: 'gpt-5.5',
@@ -58,7 +57,7 @@ wire_api = "responses"
     return undefined;
   },
 
-  prepare(sandbox, config, prompt, token) {
+  prepare(sandbox, config, prompt) {
     const codexHome = join(sandbox.home, '.codex');
     mkdirSync(codexHome, { recursive: true });
     writeFileSync(join(codexHome, 'config.toml'), config);
@@ -66,7 +65,7 @@ wire_api = "responses"
       // The test runs as root in a container where Codex's own sandbox (landlock/bwrap) cannot
       // work and nobody answers approvals: both are bypassed here, not in the config.
       args: ['exec', '--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox', '--color', 'never', prompt],
-      env: { PATH: SYSTEM_PATH, HOME: sandbox.home, CODEX_HOME: codexHome, MODEL_PROXY_TOKEN: token },
+      env: { CODEX_HOME: codexHome },
     };
   },
 };

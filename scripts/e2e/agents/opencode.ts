@@ -13,7 +13,7 @@
 import { copyFileSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensureDependencyDir, installDir } from '../install.ts';
-import { SYSTEM_PATH, type AgentSpec } from './types.ts';
+import type { AgentSpec } from './types.ts';
 
 const VERSION = '1.18.33';
 const configDeps = (): string => join(installDir({ pkg: 'opencode-ai', version: VERSION }), 'opencode-config-deps');
@@ -25,7 +25,6 @@ export const opencode: AgentSpec = {
   bin: 'node_modules/.bin/opencode',
   protocol: 'chat-completions',
   providerKind: 'openai',
-  route: '/v1/chat/completions',
   model: 'gpt-4.1',
 
   referenceConfig(origin) {
@@ -68,7 +67,7 @@ export const opencode: AgentSpec = {
     ensureDependencyDir(configDeps(), `@opencode-ai/plugin@${VERSION}`, log);
   },
 
-  prepare(sandbox, config, prompt, token) {
+  prepare(sandbox, config, prompt) {
     const xdg = { config: join(sandbox.home, '.config'), data: join(sandbox.home, '.local', 'share'), cache: join(sandbox.home, '.cache'), state: join(sandbox.home, '.local', 'state') };
     const configDir = join(xdg.config, 'opencode');
     mkdirSync(configDir, { recursive: true });
@@ -79,13 +78,10 @@ export const opencode: AgentSpec = {
     return {
       args: ['run', prompt],
       env: {
-        PATH: SYSTEM_PATH,
-        HOME: sandbox.home,
         XDG_CONFIG_HOME: xdg.config,
         XDG_DATA_HOME: xdg.data,
         XDG_CACHE_HOME: xdg.cache,
         XDG_STATE_HOME: xdg.state,
-        MODEL_PROXY_TOKEN: token,
         OPENCODE_DISABLE_MODELS_FETCH: '1',
         OPENCODE_DISABLE_AUTOUPDATE: '1',
         OPENCODE_DISABLE_SHARE: '1',

@@ -15,7 +15,10 @@ export interface Sandbox {
 /** How to run the agent's executable (the installed bin) for one prompt. */
 export interface AgentCommand {
   args: string[];
-  /** The whole environment: nothing of ours leaks in (no proxy variables, no real keys). */
+  /**
+   * The agent's own variables. The harness adds PATH (the system's), HOME (the sandbox's) and
+   * MODEL_PROXY_TOKEN (the bot token), and nothing else of ours (no proxy variables, no real keys).
+   */
   env: Record<string, string>;
 }
 
@@ -24,8 +27,6 @@ export interface AgentSpec extends Pinned {
   protocol: Protocol;
   /** The provider kind of the gateway (issue 10) that serves its protocol. */
   providerKind: 'openai' | 'anthropic';
-  /** The route it posts to; gateway mode probes it before running the agent. */
-  route: string;
   /** The model it is configured with (the gateway must allow it). */
   model: string;
   /**
@@ -37,10 +38,7 @@ export interface AgentSpec extends Pinned {
   /** A problem with a generated configuration (agent-config output), or undefined. */
   checkConfig(text: string): string | undefined;
   /** Writes the configuration into the sandbox and says how to run one prompt. */
-  prepare(sandbox: Sandbox, config: string, prompt: string, token: string): AgentCommand;
+  prepare(sandbox: Sandbox, config: string, prompt: string): AgentCommand;
   /** Installs what the agent would otherwise fetch at run time (idempotent). */
   prefetch?(log: (line: string) => void): void;
 }
-
-/** PATH for the agents: the system's, nothing from the developer's shell. */
-export const SYSTEM_PATH = '/usr/local/bin:/usr/bin:/bin';
