@@ -340,7 +340,6 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         provider: provider.config,
         apiKey,
         clientRequestId: requestId,
-        contentLength: body.length,
       }),
     };
 

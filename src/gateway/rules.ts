@@ -127,12 +127,11 @@ export interface GatewayUpstreamHeaderInput {
   readonly provider: Pick<ProviderConfig, 'kind' | 'organization' | 'project'>;
   readonly apiKey: string;
   readonly clientRequestId: string;
-  readonly contentLength: number;
 }
 
 /**
  * Upstream headers for a model call: the client headers the protocol allows
- * (allowedRequestHeaders), then Host, the body length, identity encoding, the correlation id,
+ * (allowedRequestHeaders), then Host, identity encoding, the correlation id,
  * and the provider's key and account headers where its kind reads them. Everything else stays
  * here: credentials of any kind, account selectors, forwarding metadata, our identity headers,
  * headers nobody thought of.
@@ -140,7 +139,6 @@ export interface GatewayUpstreamHeaderInput {
 export function gatewayUpstreamHeaders(incoming: IncomingHttpHeaders, protocol: Pick<WireProtocol, 'requestHeaders' | 'requestHeaderPrefixes'>, set: GatewayUpstreamHeaderInput): OutgoingHttpHeaders {
   const out = allowedRequestHeaders(incoming, (name) => protocol.requestHeaders.has(name) || protocol.requestHeaderPrefixes.some((p) => name.startsWith(p)));
   out.host = assertHeaderValue('host', set.host);
-  out['content-length'] = set.contentLength;
   // Only what the usage inspector can read: identity, so usage is never lost to an encoding.
   out['accept-encoding'] = 'identity';
   out['x-client-request-id'] = assertHeaderValue('x-client-request-id', set.clientRequestId);

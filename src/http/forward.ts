@@ -41,7 +41,41 @@ export interface UpstreamTarget {
   readonly port: number;
   readonly method: string;
   readonly path: string;
+  /** Everything but the framing: Content-Length and Transfer-Encoding are the core's (bodyFraming). */
   readonly headers: OutgoingHttpHeaders;
+}
+
+/**
+ * What an upstream request carries: no body, bytes already in hand (the gateway's checked JSON),
+ * or the client's body streamed through (a git push) as the client's own framing delimits it.
+ */
+export type ForwardBody = null | Buffer | IncomingMessage;
+
+const FRAMING_HEADERS: ReadonlySet<string> = new Set(['content-length', 'transfer-encoding']);
+
+/**
+ * Pure: the upstream headers with the framing set from what is actually sent, never from what a
+ * client announced (RFC 9112 section 6: a message's framing belongs to its sender, and a proxy
+ * is the sender of the request it forwards). Whatever framing `headers` carries is dropped
+ * first, in any letter case. No body: no framing header at all (a GET that announced a body the
+ * proxy does not send would make the upstream read the proxy's next request on that pooled
+ * connection as that body). Bytes in hand: their exact length. A streamed client body: the length
+ * Node's parser holds the client to, or chunked (left to Node) when the client sent it chunked;
+ * a client request with neither carries an empty body.
+ */
+export function bodyFraming(headers: OutgoingHttpHeaders, body: ForwardBody): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const name of Object.keys(headers)) {
+    if (!FRAMING_HEADERS.has(name.toLowerCase())) out[name] = headers[name];
+  }
+  if (body === null) return out;
+  if (Buffer.isBuffer(body)) {
+    out['content-length'] = body.length;
+    return out;
+  }
+  if (body.headers['transfer-encoding'] !== undefined) return out; // Node frames it chunked
+  out['content-length'] = body.headers['content-length'] ?? '0';
+  return out;
 }
 
 export interface UpstreamTimeouts {
@@ -89,7 +123,7 @@ export function staleSocketReset(kind: UpstreamFailure, request: ClientRequest):
 export function openUpstream(
   target: UpstreamTarget,
   timeouts: UpstreamTimeouts,
-  body: IncomingMessage | Buffer | null,
+  body: ForwardBody,
   exchange: Exchange,
 ): UpstreamCall {
   const request = httpsRequest({
@@ -99,7 +133,7 @@ export function openUpstream(
     servername: isIP(target.hostname) ? undefined : target.hostname,
     method: target.method,
     path: target.path,
-    headers: target.headers,
+    headers: bodyFraming(target.headers, body),
   });
   // Every failure is recorded where it is detected, before anything is destroyed, so that the
   // close events that follow (which look alike on both sides) cannot misattribute it.

@@ -58,7 +58,6 @@ const GIT_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   'accept-language',
   'cache-control',
   'content-encoding',
-  'content-length',
   'content-type',
   'git-protocol',
   'pragma',
@@ -83,13 +82,11 @@ export function allowedRequestHeaders(incoming: IncomingHttpHeaders, allowed: (n
 
 /**
  * Upstream headers for a git request: the allowlisted client headers (allowedRequestHeaders),
- * then Host from the registry and our Authorization.
+ * then Host from the registry and our Authorization. The framing (Content-Length,
+ * Transfer-Encoding) is never the client's: the forwarding core sets it from what it sends.
  */
 export function gitUpstreamHeaders(incoming: IncomingHttpHeaders, host: string, authorization: string): OutgoingHttpHeaders {
   const out = allowedRequestHeaders(incoming, isGitRequestHeader);
-  // A body framed by chunked encoding from the client is re-framed by Node on our leg; a
-  // Content-Length is only meaningful when the client did not also send Transfer-Encoding.
-  if (incoming['transfer-encoding'] !== undefined) delete out['content-length'];
   out.host = assertHeaderValue('host', host);
   out.authorization = assertHeaderValue('authorization', authorization);
   return out;

@@ -104,10 +104,12 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
       if (draining) res.setHeader('connection', 'close');
       // Node's parser lets HTTP/0.9-style and HTTP/2.0-labelled request lines through, and
       // HTTP/1.0 without Host: none of them is a client we serve, so none is forwarded.
-      const versionError = requestFormError(req.httpVersionMajor, req.httpVersionMinor, req.headers.host);
-      if (versionError) {
+      const formError =
+        requestFormError(req.httpVersionMajor, req.httpVersionMinor, req.headers.host) ??
+        bodylessMethodError(req.method ?? '', req.headers['content-length'], req.headers['transfer-encoding']);
+      if (formError) {
         res.setHeader('connection', 'close');
-        spec.sendError(req, res, versionError);
+        spec.sendError(req, res, formError);
         return;
       }
       if (req.url === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
@@ -211,6 +213,19 @@ export function listenErrorMessage(flag: string, address: ListenAddress, code: s
 export function requestFormError(major: number, minor: number, host: string | undefined): ProxyError | undefined {
   if (major !== 1 || minor > 1) return ERRORS.httpVersion;
   if (host === undefined) return ERRORS.hostHeaderMissing;
+  return undefined;
+}
+
+/**
+ * Pure: a GET or HEAD that announces a body (any Content-Length but 0, any Transfer-Encoding) is
+ * refused on every listener, before any handler runs. No route of either listener reads such a
+ * body, so relaying the request would mean dropping bytes the client framed as part of it, and
+ * the connection closes after the answer so that whatever body follows is never read as a
+ * request. `Content-Length: 0` announces no body and passes.
+ */
+export function bodylessMethodError(method: string, contentLength: string | undefined, transferEncoding: string | undefined): ProxyError | undefined {
+  if (method !== 'GET' && method !== 'HEAD') return undefined;
+  if (transferEncoding !== undefined || (contentLength !== undefined && contentLength !== '0')) return ERRORS.bodyOnBodylessMethod;
   return undefined;
 }
 

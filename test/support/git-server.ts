@@ -187,7 +187,8 @@ function spawnHttpBackend(
   if (headers['content-type'] !== undefined) cgiEnv.CONTENT_TYPE = headers['content-type'];
   // Only when the client sent one: for chunked bodies http-backend must read
   // stdin to EOF, and a made-up length would truncate or hang the request.
-  if (headers['content-length'] !== undefined) cgiEnv.CONTENT_LENGTH = headers['content-length'];
+  // Never for a GET, whose body the server does not read (see serveCgi).
+  if (headers['content-length'] !== undefined && req.method !== 'GET') cgiEnv.CONTENT_LENGTH = headers['content-length'];
   // git gzips larger upload-pack requests; http-backend inflates them only
   // when told the encoding.
   if (headers['content-encoding'] !== undefined) cgiEnv.HTTP_CONTENT_ENCODING = headers['content-encoding'];
@@ -216,7 +217,11 @@ async function serveCgi(req: IncomingMessage, res: ServerResponse, child: CgiChi
   // Stream the body, never buffering it. A failure here (client abort, or the
   // backend exiting without reading its stdin, e.g. for a 404) is not an error
   // of its own: the response side reports whatever the backend produced.
-  pipeline(req, child.stdin).catch(() => {});
+  // A GET's body is never read: the response is written first and Node then
+  // discards whatever body the request head announced, reading it from the
+  // connection as it arrives, as any server that answers before reading does.
+  if (req.method === 'GET') child.stdin.end();
+  else pipeline(req, child.stdin).catch(() => {});
 
   const closed = new Promise<void>((done) => child.once('close', () => done()));
   // A spawn failure surfaces as 'error' on the child, and as an early end of stdout.

@@ -35,7 +35,7 @@ export function send(port: number, method: string, path: string, opts: { headers
  * The client never half-closes: Node treats a client FIN as an abort, which would hide a
  * request that the proxy would otherwise have forwarded. Callers send `Connection: close`.
  */
-export function rawExchange(port: number, text: string): Promise<string> {
+export function rawExchange(port: number, text: string | Buffer): Promise<string> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];

@@ -40,7 +40,6 @@ const SET: GatewayUpstreamHeaderInput = {
   host: 'api.openai.com',
   apiKey: 'sk-upstream-key',
   clientRequestId: 'req-123',
-  contentLength: 42,
   provider: { kind: 'openai', organization: undefined, project: undefined },
 };
 
@@ -410,12 +409,11 @@ test('a client cannot strip our Authorization or Host via Connection', () => {
   const out = upstreamHeaders({ connection: 'authorization, host, content-length, accept-encoding, x-client-request-id' }, SET);
   assert.equal(out.authorization, 'Bearer sk-upstream-key');
   assert.equal(out.host, 'api.openai.com');
-  assert.equal(out['content-length'], 42);
   assert.equal(out['accept-encoding'], 'identity');
   assert.equal(out['x-client-request-id'], 'req-123');
 });
 
-test('the gateway sets Host, Authorization, Content-Length, Accept-Encoding and X-Client-Request-Id, replacing the client values', () => {
+test('the gateway sets Host, Authorization, Accept-Encoding and X-Client-Request-Id, replacing the client values; the client\'s Content-Length never goes up', () => {
   const out = upstreamHeaders(
     {
       host: 'proxy.ns.svc:8450',
@@ -429,7 +427,6 @@ test('the gateway sets Host, Authorization, Content-Length, Accept-Encoding and 
   assert.deepEqual(out, {
     host: 'api.openai.com',
     authorization: 'Bearer sk-upstream-key',
-    'content-length': 42,
     'accept-encoding': 'identity',
     'x-client-request-id': 'req-123',
   });
@@ -599,7 +596,7 @@ test('every X-Forwarded-* header, credential-looking headers and Expect are drop
       expect: '100-continue',
       'user-agent': 'kept',
     },
-    { host: 'api.example', apiKey: 'sk-ours', clientRequestId: 'id', contentLength: 2, provider: { kind: 'openai', organization: undefined, project: undefined } },
+    { host: 'api.example', apiKey: 'sk-ours', clientRequestId: 'id', provider: { kind: 'openai', organization: undefined, project: undefined } },
   );
   for (const name of ['x-forwarded-port', 'x-forwarded-prefix', 'x-forwarded-server', 'x-original-forwarded-for', 'openai-api-key', 'x-goog-api-key', 'x-auth-token', 'expect']) {
     assert.ok(!(name in out), name);

@@ -51,7 +51,7 @@ for (const entry of INDEX) {
   });
 
   test(`recorded ${entry.file}: every ${entry.agent} header but the replaced ones goes upstream`, () => {
-    const out = gatewayUpstreamHeaders(rec.headers, route.protocol, { host: 'api.example', apiKey: 'sk-ours', clientRequestId: 'id-1', contentLength: 1, provider: { kind: route.protocol.kind, organization: undefined, project: undefined } });
+    const out = gatewayUpstreamHeaders(rec.headers, route.protocol, { host: 'api.example', apiKey: 'sk-ours', clientRequestId: 'id-1', provider: { kind: route.protocol.kind, organization: undefined, project: undefined } });
     const lost = Object.keys(rec.headers).filter((name) => !REPLACED.has(name) && out[name] !== rec.headers[name]);
     assert.deepEqual(lost, []);
     assert.equal(route.protocol.kind === 'openai' ? out.authorization : out['x-api-key'], route.protocol.kind === 'openai' ? 'Bearer sk-ours' : 'sk-ours');

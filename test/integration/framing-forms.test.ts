@@ -1,0 +1,157 @@
+// Every framing a client can put on a bodiless request (a GET), on both listeners of the BUILT
+// proxy, each with what the upstream received. The rule: a GET or HEAD that announces a body is
+// refused with 400 before any handler runs (server.ts bodylessMethodError), and what the proxy
+// forwards without a body carries no Content-Length or Transfer-Encoding (forward.ts
+// bodyFraming), so no upstream can read the proxy's next request on a pooled connection as a body.
+// The gateway forwards no GET today (its catalog is answered locally); the unit test of
+// bodyFraming over a real TLS connection (test/unit/framing.test.ts) shows the same core rule for
+// the GET routes it will forward.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { connect } from 'node:net';
+import { after, before, test } from 'node:test';
+import { statusOf } from '../support/http-client.ts';
+import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
+import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+
+const CRLF = '\r\n';
+let pki: TestPki;
+let gitUpstream: TestUpstream;
+let modelUpstream: ModelUpstream;
+let proxy: ProxyProcess;
+
+before(async () => {
+  pki = makeTestPki();
+  [gitUpstream, modelUpstream] = await Promise.all([startUpstream(pki), startModelUpstream(pki)]);
+  proxy = await startProxy({
+    env: {
+      GIT_HOST_A: gitUpstream.hostKey,
+      GIT_HOST_A_TOKEN: `tok_${randomBytes(8).toString('hex')}`,
+      NODE_EXTRA_CA_CERTS: pki.caFile,
+      UPSTREAM_BASE_URL: modelUpstream.baseUrl,
+      UPSTREAM_API_KEY: `sk-${randomBytes(8).toString('hex')}`,
+      UPSTREAM_ALLOWED_MODELS: 'gpt-test',
+      UPSTREAM_CA_FILE: pki.caFile,
+    },
+    args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0'],
+    listeners: ['git', 'model'],
+  });
+});
+
+after(async () => {
+  await proxy?.stop();
+  await Promise.all([gitUpstream?.close(), modelUpstream?.close()]);
+  pki?.cleanup();
+});
+
+/** Writes `text` on a fresh connection; everything read until the server closes (or 5 s, a guard only). */
+function exchange(port: number, text: string): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    const timer = setTimeout(() => socket.destroy(), 5000);
+    const done = () => {
+      clearTimeout(timer);
+      resolve(Buffer.concat(chunks).toString('latin1'));
+    };
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.once('error', done);
+    socket.once('close', done);
+    socket.write(text);
+  });
+}
+
+const responses = (raw: string): number[] => [...raw.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+
+interface Listener {
+  readonly name: 'git' | 'model';
+  port(): number;
+  readonly path: string;
+  upstreamRequests(): number;
+  /** The framing headers of the last request the upstream received. */
+  lastFraming(): { 'content-length'?: string; 'transfer-encoding'?: string };
+  /** The status of a well-formed GET on this path. */
+  readonly okStatus: number;
+  /** Whether that GET is forwarded (git) or answered by the proxy itself (the catalog). */
+  readonly forwards: boolean;
+}
+
+const LISTENERS: Listener[] = [
+  {
+    name: 'git',
+    port: () => proxy.ports.git!,
+    get path() {
+      return `/${gitUpstream.hostKey}/org/repo.git/info/refs?service=git-upload-pack`;
+    },
+    upstreamRequests: () => gitUpstream.requests.length,
+    lastFraming: () => {
+      const h = gitUpstream.requests.at(-1)!.headers;
+      return { ...(h['content-length'] !== undefined && { 'content-length': h['content-length'] }), ...(h['transfer-encoding'] !== undefined && { 'transfer-encoding': h['transfer-encoding'] }) };
+    },
+    okStatus: 200,
+    forwards: true,
+  },
+  {
+    name: 'model',
+    port: () => proxy.ports.model!,
+    path: '/v1/models',
+    upstreamRequests: () => modelUpstream.requests.length,
+    lastFraming: () => ({}),
+    okStatus: 200,
+    forwards: false,
+  },
+];
+
+const head = (l: Listener, extra: string[], close = true) => [`GET ${l.path} HTTP/1.1`, 'Host: proxy', ...(close ? ['Connection: close'] : []), ...extra].join(CRLF) + CRLF + CRLF;
+
+for (const l of LISTENERS) {
+  test(`framing form on a bodiless request, ${l.name} listener: Content-Length: N with N bytes is refused with 400 and the upstream receives nothing`, async () => {
+    const before = l.upstreamRequests();
+    const raw = await exchange(l.port(), head(l, ['Content-Length: 11']) + 'hello world');
+    assert.equal(statusOf(raw), 400, raw.split(CRLF)[0]);
+    assert.match(raw, /body_not_allowed|may not carry a body/);
+    assert.match(raw, /\r\nconnection: close\r\n/i);
+    assert.equal(l.upstreamRequests(), before);
+  });
+
+  test(`framing form on a bodiless request, ${l.name} listener: Content-Length: 0 is served and the upstream receives no framing header`, async () => {
+    const before = l.upstreamRequests();
+    const raw = await exchange(l.port(), head(l, ['Content-Length: 0']));
+    assert.equal(statusOf(raw), l.okStatus, raw.split(CRLF)[0]);
+    assert.equal(l.upstreamRequests(), before + (l.forwards ? 1 : 0));
+    if (l.forwards) assert.deepEqual(l.lastFraming(), {});
+  });
+
+  test(`framing form on a bodiless request, ${l.name} listener: Transfer-Encoding: chunked is refused with 400 and the upstream receives nothing`, async () => {
+    const before = l.upstreamRequests();
+    const raw = await exchange(l.port(), head(l, ['Transfer-Encoding: chunked']) + `5${CRLF}hello${CRLF}0${CRLF}${CRLF}`);
+    assert.equal(statusOf(raw), 400, raw.split(CRLF)[0]);
+    assert.match(raw, /body_not_allowed|may not carry a body/);
+    assert.equal(l.upstreamRequests(), before);
+  });
+
+  test(`framing form on a bodiless request, ${l.name} listener: Content-Length with Transfer-Encoding is refused with 400 by the parser and the upstream receives nothing`, async () => {
+    const before = l.upstreamRequests();
+    const raw = await exchange(l.port(), head(l, ['Content-Length: 5', 'Transfer-Encoding: chunked']) + `5${CRLF}hello${CRLF}0${CRLF}${CRLF}`);
+    assert.equal(statusOf(raw), 400, raw.split(CRLF)[0]);
+    assert.equal(l.upstreamRequests(), before);
+  });
+
+  test(`framing form on a bodiless request, ${l.name} listener: a body with no framing header on a keep-alive connection is read as the next request, judged on its own`, async () => {
+    const before = l.upstreamRequests();
+    // Keep-alive: the bytes after the head are, by the client's own framing, not a body. The
+    // proxy reads them as the next request (here not one: the parser refuses it and closes).
+    const raw = await exchange(l.port(), head(l, [], false) + 'POST /smuggled HTTP/1.1\r\nX: y\r\n');
+    const seen = responses(raw);
+    assert.deepEqual(seen.slice(0, 1), [l.okStatus], raw.split(CRLF)[0]);
+    assert.equal(l.upstreamRequests(), before + (l.forwards ? 1 : 0));
+    if (l.forwards) assert.deepEqual(l.lastFraming(), {}, 'the forwarded GET announced no body');
+    // And a complete request after it is served as a request of its own, by the proxy's rules.
+    const twice = await exchange(l.port(), head(l, [], false) + head(l, []));
+    assert.deepEqual(responses(twice), [l.okStatus, l.okStatus]);
+    assert.equal(l.upstreamRequests(), before + (l.forwards ? 3 : 0));
+    if (l.forwards) assert.deepEqual(l.lastFraming(), {});
+  });
+}
