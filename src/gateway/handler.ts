@@ -4,11 +4,11 @@
 // differs per protocol comes from its module (./protocols/); the decisions themselves are the
 // pure functions of rules.ts, retry.ts and ../auth/jwt.ts; forwarding is ../http/forward.ts.
 import { randomUUID } from 'node:crypto';
-import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { verifyBotToken } from '../auth/jwt.ts';
 import { errorForUpstreamFailure, ERRORS, type ProxyError, type UpstreamError, type UpstreamFailure } from '../http/errors.ts';
-import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, staleSocketReset, type Exchange, type UpstreamCall, type UpstreamTimeouts } from '../http/forward.ts';
+import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type Exchange, type UpstreamCall, type UpstreamTimeouts } from '../http/forward.ts';
 import { mediaType, scrubResponseHeaders } from '../http/headers.ts';
 import { elapsedMs, pathForLog, type LogSink } from '../http/log.ts';
 import { writeProxyError } from '../http/server.ts';
@@ -102,12 +102,13 @@ const MAX_ERROR_BODY_BYTES = 1024 * 1024;
 const MAX_SUMMARY_BODY_BYTES = 8 * 1024 * 1024;
 
 /**
- * Whether a failure before any response byte is worth another attempt. A refused or timed-out
- * connect sent nothing. Any other reset may have come after the upstream began a (billed)
- * generation: only a stale keep-alive socket's is retried.
+ * Whether a failure before any response byte is worth another attempt: only a refused or
+ * timed-out connect, which sent nothing. Any reset, on a new or a reused connection, may have
+ * come after the upstream read the whole request and began a (billed) generation, so a model
+ * call is never sent twice; the client's SDK decides whether to try again.
  */
-function retryable(kind: UpstreamFailure, request: ClientRequest): boolean {
-  return kind === 'connect_refused' || kind === 'connect_timeout' || staleSocketReset(kind, request);
+function retryable(kind: UpstreamFailure): boolean {
+  return kind === 'connect_refused' || kind === 'connect_timeout';
 }
 
 /** Replaces every occurrence of `secret` in an upstream error body. */
@@ -360,7 +361,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       } catch (err) {
         const kind = (err as UpstreamError).kind;
         if (attempt.failure === 'client_aborted') return logDone(0);
-        const delay = retryable(kind, call.request) ? nextRetryDelay(deps.retry, tally.retries, waited, undefined, Math.random) : undefined;
+        const delay = retryable(kind) ? nextRetryDelay(deps.retry, tally.retries, waited, undefined, Math.random) : undefined;
         if (delay === undefined) {
           const error = errorForUpstreamFailure(kind);
           sendError(error);

@@ -3,7 +3,7 @@
 // caller (headers.ts); this file only moves bytes and reports how it went.
 import type { ClientRequest, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { Agent, request as httpsRequest, type AgentOptions } from 'node:https';
-import { isIP } from 'node:net';
+import { isIP, type Socket } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { pipeline } from 'node:stream';
 import { classifyUpstreamError, UpstreamError, type UpstreamFailure } from './errors.ts';
@@ -14,6 +14,57 @@ export interface UpstreamAgentOptions {
   readonly ca: string | undefined;
   /** Only ever true through the explicit per-host opt-in. */
   readonly tlsInsecureSkipVerify: boolean;
+  /** How long a pooled connection may sit unused before we close it (POOL_IDLE_MS). */
+  readonly poolIdleMs?: number;
+}
+
+/**
+ * A pooled connection unused for this long is closed by us. Below the keep-alive timeouts of
+ * the servers behind the upstreams we serve (Node's 5 s default, nginx's 75 s, the providers'
+ * load balancers), so that we, not the upstream, end an idle connection: an upstream that closes
+ * it just as we reuse it resets a request that may or may not have arrived. A server's own
+ * `Keep-Alive: timeout=N` hint, when shorter, wins (Node closes 1 s before it).
+ */
+const POOL_IDLE_MS = 4000;
+
+/**
+ * The keep-alive pool, with two rules Node's Agent lacks: an idle timeout for free sockets
+ * (keepSocketAlive, the documented hook), and a free socket whose upstream sent its FIN (it is
+ * closing the connection) is destroyed at once, so the pool never hands it to the next request.
+ */
+class UpstreamPool extends Agent {
+  private readonly idleMs: number;
+  private readonly free = new WeakSet<Socket>();
+  private readonly watched = new WeakSet<Socket>();
+
+  constructor(options: AgentOptions, idleMs: number) {
+    super(options);
+    this.idleMs = idleMs;
+  }
+
+  override keepSocketAlive(socket: Socket): boolean {
+    // Node returns whether the socket may be kept (false when the server's hint is too short);
+    // @types/node declares void.
+    if (!(super.keepSocketAlive(socket) as unknown as boolean)) return false;
+    // super applied the server's Keep-Alive hint, if any, as the socket timeout (0: none).
+    const hinted = socket.timeout ?? 0;
+    socket.setTimeout(hinted > 0 ? Math.min(hinted, this.idleMs) : this.idleMs);
+    this.free.add(socket);
+    if (!this.watched.has(socket)) {
+      this.watched.add(socket);
+      socket.on('end', () => {
+        if (this.free.has(socket)) socket.destroy();
+      });
+    }
+    return true;
+  }
+
+  override reuseSocket(socket: Socket, request: ClientRequest): void {
+    this.free.delete(socket);
+    // The request's own timers (openUpstream) take over from the pool's idle timeout.
+    socket.setTimeout(0);
+    super.reuseSocket(socket, request);
+  }
 }
 
 /**
@@ -32,7 +83,7 @@ export function createUpstreamAgent(options: UpstreamAgentOptions): Agent {
     secureContext: createSecureContext(options.ca === undefined ? {} : { ca: options.ca }),
     rejectUnauthorized: !options.tlsInsecureSkipVerify,
   };
-  return new Agent(agentOptions);
+  return new UpstreamPool(agentOptions, options.poolIdleMs ?? POOL_IDLE_MS);
 }
 
 export interface UpstreamTarget {
@@ -107,9 +158,10 @@ export interface UpstreamCall {
 
 /**
  * A reset on a reused keep-alive socket: the upstream may have closed it just as we wrote to
- * it (the case undici and reply-from retry). On a new connection a reset may have come after
- * the upstream read the whole request, so only this one says the request may never have
- * arrived; whether to send it again is the caller's choice.
+ * it. It does not prove the request never arrived (an upstream may read it whole and then
+ * reset), so only a request that changes nothing may be sent again on it: the git proxy's ref
+ * discovery. A POST never is, on either listener; the client (every SDK, agent and git retries
+ * connection errors itself) decides. The pool's idle timeout and FIN rule make the race rare.
  */
 export function staleSocketReset(kind: UpstreamFailure, request: ClientRequest): boolean {
   return kind === 'reset' && request.reusedSocket;
@@ -141,10 +193,11 @@ export function openUpstream(
     exchange.failure ??= kind;
     request.destroy(new UpstreamError(kind));
   };
-  // One socket inactivity timer, re-armed with the body's limit once the head has arrived.
+  // One socket inactivity timer, re-armed with the body's limit once the head has arrived. Set
+  // even when 0 (off), so that no timeout the socket had in the pool applies to this request.
   let phase: 'response_timeout' | 'idle_timeout' = 'response_timeout';
   request.on('timeout', () => fail(phase));
-  if (timeouts.responseMs > 0) request.setTimeout(timeouts.responseMs);
+  request.setTimeout(timeouts.responseMs);
 
   const streamed = body !== null && !Buffer.isBuffer(body);
   if (!streamed) {

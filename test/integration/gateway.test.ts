@@ -350,20 +350,22 @@ test('a 429 whose Retry-After exceeds the retry budget is returned at once', asy
   assert.equal(upstream.requests.length, before + 1);
 });
 
-test('a reset on a reused keep-alive connection before any response is retried', async () => {
+test('no POST is sent twice: an upstream that reads the whole call on a pooled connection and then resets it saw it exactly once (502)', async () => {
   await chat(port, chatBody()); // leaves a pooled connection for the next request
   let reused: boolean | undefined;
   upstream.script((req) => {
+    // The fake calls this once the whole body has arrived.
     reused = upstream.isReusedConnection(req);
     req.socket.destroy();
   });
   const before = upstream.requests.length;
   const r = await chat(port, chatBody());
   assert.equal(reused, true, 'the reset request came over a pooled connection');
-  assert.equal(r.status, 200);
-  assert.equal(upstream.requests.length, before + 2);
+  assert.equal(r.status, 502);
+  assert.equal(errorOf(r).code, 'upstream_unreachable');
+  assert.equal(upstream.requests.length, before + 1, 'the upstream saw the call once');
   const rec = await recordFor(gw, String(r.headers['x-client-request-id']));
-  assert.deepEqual([rec.retries, rec.attempts], [1, 2]);
+  assert.deepEqual([rec.retries, rec.attempts, rec.error], [0, 1, 'reset']);
 });
 
 test('a reset on a new connection after the request was sent is not replayed: the upstream may already be generating (and billing)', async () => {
