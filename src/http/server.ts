@@ -51,6 +51,14 @@ export interface ConnectionState {
   bytesAtIdle: number;
 }
 
+/** A client connection: the drain's state, and the requests pipelined behind the one being served. */
+interface Connection extends ConnectionState {
+  /** A request of this connection is being served (its response has not closed). */
+  serving: boolean;
+  /** Pipelined requests waiting for the one ahead of them to finish, in arrival order. */
+  readonly queue: (() => void)[];
+}
+
 export interface Listener {
   readonly name: string;
   readonly server: Server;
@@ -74,11 +82,9 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
   // Node's own bookkeeping counts a connection that has not sent a complete head as active
   // until its header timeout, so closeIdleConnections() leaves never-used connections (pools
   // and load balancers pre-connect) and half-sent heads open: the drain tracks its own.
-  const connections = new Map<Socket, ConnectionState>();
+  const connections = new Map<Socket, Connection>();
   /** Counts a request in progress on its connection until its response is over. */
-  const track = (socket: Socket, res: ServerResponse) => {
-    const state = connections.get(socket);
-    if (!state) return;
+  const track = (socket: Socket, state: Connection, res: ServerResponse) => {
     state.inProgress++;
     res.once('close', () => {
       state.inProgress--;
@@ -88,6 +94,58 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
       // once its bytes are written, instead of waiting for the client or the idle timeout.
       if (draining) socket.destroySoon();
     });
+  };
+  /**
+   * One request at a time per connection. Node parses pipelined requests as they arrive and
+   * hands each to the handler at once: every one would open its own upstream request, and those
+   * queued behind the first would outlive a client that left (Node never closes a response
+   * still queued behind another). So a pipelined request is served only once the one ahead of it
+   * has finished; a connection that closes drops whatever it still had queued, unserved.
+   */
+  const admit = (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    const state = connections.get(socket);
+    if (!state) return;
+    track(socket, state, res);
+    const run = () => {
+      state.serving = true;
+      res.once('close', () => {
+        state.serving = false;
+        if (socket.destroyed) state.queue.length = 0; // the client left: nothing queued is served
+        else state.queue.shift()?.();
+      });
+      serve(req, res);
+    };
+    if (state.serving) state.queue.push(run);
+    else run();
+  };
+  const serve = (req: IncomingMessage, res: ServerResponse) => {
+    if (draining) res.setHeader('connection', 'close');
+    // Node's parser lets HTTP/0.9-style and HTTP/2.0-labelled request lines through, and
+    // HTTP/1.0 without Host: none of them is a client we serve, so none is forwarded.
+    const formError =
+      requestFormError(req.httpVersionMajor, req.httpVersionMinor, req.headers.host) ??
+      bodylessMethodError(req.method ?? '', req.headers['content-length'], req.headers['transfer-encoding']);
+    if (formError) {
+      res.setHeader('connection', 'close');
+      spec.sendError(req, res, formError);
+      return;
+    }
+    if (req.url === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
+      const status = draining ? 503 : 200;
+      const body = draining ? 'draining\n' : 'ok\n';
+      res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': body.length, 'cache-control': 'no-store' });
+      res.end(req.method === 'HEAD' ? undefined : body);
+      return;
+    }
+    try {
+      spec.handle(req, res);
+    } catch (err) {
+      // One request's bug must not take the listener down; the cause goes to the log only.
+      spec.log({ event: 'handler_error', listener: spec.name, error: (err as Error)?.name ?? 'Error', detail: String((err as Error)?.message ?? err) });
+      if (!res.headersSent) spec.sendError(req, res, ERRORS.internal);
+      else res.destroy();
+    }
   };
   const server = createServer(
     {
@@ -99,39 +157,17 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
       noDelay: true,
       highWaterMark: STREAM_HIGH_WATER_MARK,
     },
-    (req, res) => {
-      track(req.socket, res);
-      if (draining) res.setHeader('connection', 'close');
-      // Node's parser lets HTTP/0.9-style and HTTP/2.0-labelled request lines through, and
-      // HTTP/1.0 without Host: none of them is a client we serve, so none is forwarded.
-      const formError =
-        requestFormError(req.httpVersionMajor, req.httpVersionMinor, req.headers.host) ??
-        bodylessMethodError(req.method ?? '', req.headers['content-length'], req.headers['transfer-encoding']);
-      if (formError) {
-        res.setHeader('connection', 'close');
-        spec.sendError(req, res, formError);
-        return;
-      }
-      if (req.url === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
-        const status = draining ? 503 : 200;
-        const body = draining ? 'draining\n' : 'ok\n';
-        res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': body.length, 'cache-control': 'no-store' });
-        res.end(req.method === 'HEAD' ? undefined : body);
-        return;
-      }
-      try {
-        spec.handle(req, res);
-      } catch (err) {
-        // One request's bug must not take the listener down; the cause goes to the log only.
-        spec.log({ event: 'handler_error', listener: spec.name, error: (err as Error)?.name ?? 'Error', detail: String((err as Error)?.message ?? err) });
-        if (!res.headersSent) spec.sendError(req, res, ERRORS.internal);
-        else res.destroy();
-      }
-    },
+    admit,
   );
   server.on('connection', (socket: Socket) => {
-    connections.set(socket, { inProgress: 0, bytesAtIdle: 0 });
-    socket.once('close', () => connections.delete(socket));
+    const state: Connection = { inProgress: 0, bytesAtIdle: 0, serving: false, queue: [] };
+    connections.set(socket, state);
+    socket.once('close', () => {
+      connections.delete(socket);
+      if (state.queue.length === 0) return;
+      spec.log({ event: 'pipelined_dropped', listener: spec.name, requests: state.queue.length });
+      state.queue.length = 0;
+    });
   });
   // CONNECT (forward-proxy tunnelling) and protocol upgrades are never proxied.
   server.on('connect', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 405, 'Method Not Allowed'));
