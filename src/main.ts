@@ -149,7 +149,7 @@ async function serve(options: ServeOptions): Promise<void> {
     setInterval(() => metrics.registry.tick(performance.now()), clockTickMs(options.metricsSeriesTtlMs)).unref();
   }
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
-  const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs };
+  const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs, bodyIdleMs: options.bodyTimeoutMs };
 
   if (gitEnabled) {
     const git = await startListener({

@@ -20,6 +20,7 @@ export interface ServeOptions {
   readonly gitHostsFile: string | undefined;
   readonly headerTimeoutMs: number;
   readonly idleTimeoutMs: number;
+  readonly bodyTimeoutMs: number;
   readonly upstreamConnectTimeoutMs: number;
   readonly upstreamResponseTimeoutMs: number;
   readonly upstreamIdleTimeoutMs: number;
@@ -91,6 +92,7 @@ const FLAGS = {
   'max-token-lifetime': { default: '24h', commands: ['serve', 'mint-token'], help: 'longest bot or workload token lifetime (exp - iat) the proxy accepts and mint-token issues' },
   'header-timeout': { default: '30s', commands: SERVE, help: 'time a client has to send its request head' },
   'idle-timeout': { default: '60s', commands: SERVE, help: 'idle keep-alive client connections are closed after this' },
+  'body-timeout': { default: '60s', commands: SERVE, help: 'a request body with no byte arriving for this long is cut (408) and the connection closed; 0: off' },
   'upstream-connect-timeout': { default: '10s', commands: SERVE, help: 'TCP connect + TLS handshake to an upstream (504 after)' },
   'upstream-response-timeout': { default: '5m', commands: SERVE, help: 'waiting for the upstream response head with no byte moving (504 after); a big push is still being sent, so it is not idle' },
   'upstream-idle-timeout': { default: '5m', commands: SERVE, help: 'a response body or stream with no byte for this long is cut (stream idle timeout)' },
@@ -184,6 +186,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       gitHostsFile: str('git-hosts'),
       headerTimeoutMs: duration('header-timeout'),
       idleTimeoutMs: duration('idle-timeout'),
+      bodyTimeoutMs: duration('body-timeout'),
       upstreamConnectTimeoutMs: duration('upstream-connect-timeout'),
       upstreamResponseTimeoutMs: duration('upstream-response-timeout'),
       upstreamIdleTimeoutMs: duration('upstream-idle-timeout'),

@@ -9,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { verifyBotToken } from '../auth/jwt.ts';
 import { errorForUpstreamFailure, ERRORS, type ProxyError, type UpstreamError, type UpstreamFailure } from '../http/errors.ts';
 import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type Exchange, type UpstreamCall, type UpstreamTimeouts } from '../http/forward.ts';
+import { watchBodyIdle } from '../http/body-idle.ts';
 import { mediaType, scrubResponseHeaders } from '../http/headers.ts';
 import { elapsedMs, pathForLog, type LogSink } from '../http/log.ts';
 import { writeProxyError } from '../http/server.ts';
@@ -123,9 +124,17 @@ function errorClassForStatus(status: number): string {
   return status < 500 ? 'upstream_4xx' : 'upstream_5xx';
 }
 
-/** Reads the request body up to `max` bytes: the buffer, 'too_large', or 'aborted'. */
-function readBody(req: IncomingMessage, max: number): Promise<Buffer | 'too_large' | 'aborted'> {
+/**
+ * Reads the request body up to `max` bytes: the buffer, 'too_large', 'aborted', or 'stalled' (no
+ * byte for `idleMs`: body-idle.ts).
+ */
+function readBody(req: IncomingMessage, max: number, idleMs: number): Promise<Buffer | 'too_large' | 'aborted' | 'stalled'> {
   return new Promise((resolve) => {
+    watchBodyIdle(req, idleMs, () => {
+      req.off('data', onData);
+      req.pause();
+      resolve('stalled');
+    });
     const chunks: Buffer[] = [];
     let size = 0;
     const onData = (chunk: Buffer) => {
@@ -298,13 +307,14 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     if (!isJsonContentType(req.headers['content-type'])) return reject(ERRORS.unsupportedMediaType);
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > deps.maxBodyBytes) return reject(ERRORS.bodyTooLarge);
-    const body = await readBody(req, deps.maxBodyBytes);
+    const body = await readBody(req, deps.maxBodyBytes, deps.timeouts.bodyIdleMs);
     if (body === 'aborted') {
       client.failure = 'client_aborted';
       return logDone(0);
     }
-    if (body === 'too_large') {
-      reject(ERRORS.bodyTooLarge);
+    if (body === 'too_large' || body === 'stalled') {
+      // The rest of the body is never read: the answer closes the connection.
+      reject(body === 'too_large' ? ERRORS.bodyTooLarge : ERRORS.bodyTimeout);
       res.once('finish', () => req.destroy());
       return;
     }

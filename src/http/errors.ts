@@ -40,6 +40,7 @@ export const ERRORS = {
   unauthenticated: def('invalid_bot_token', 401, 'a bot token is required: send Authorization: Bearer $MODEL_PROXY_TOKEN (or x-api-key)'),
   unsupportedMediaType: def('unsupported_media_type', 415, 'the request body must be JSON (Content-Type: application/json)'),
   bodyTooLarge: def('request_too_large', 413, 'the request body is larger than the gateway accepts'),
+  bodyTimeout: def('body_timeout', 408, 'the request body stopped arriving (no byte for --body-timeout): send the whole body without pausing'),
   invalidJson: def('invalid_json', 400, 'the request body is not a JSON object'),
   duplicateKey: def('duplicate_key', 400, 'the request body has the same key twice in one object; parsers disagree on which one counts, so send each key once'),
   modelMissing: def('model_missing', 400, 'the request body has no "model" string'),
@@ -87,6 +88,8 @@ export type UpstreamFailure =
   | 'protocol'
   /** The upstream ended a stream's body cleanly but without the protocol's end event. */
   | 'truncated'
+  /** The client's request body stopped arriving (--body-timeout): the upstream request is cut with it. */
+  | 'body_timeout'
   | 'other';
 
 /** An upstream-leg failure. `cause` is kept for the log, never shown to a client. */
@@ -143,6 +146,8 @@ export function errorForUpstreamFailure(kind: UpstreamFailure): ProxyError {
       return ERRORS.upstreamTls;
     case 'protocol':
       return ERRORS.upstreamProtocol;
+    case 'body_timeout':
+      return ERRORS.bodyTimeout;
     default:
       return ERRORS.upstreamUnreachable;
   }

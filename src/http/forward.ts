@@ -8,6 +8,7 @@ import { createSecureContext } from 'node:tls';
 import { pipeline } from 'node:stream';
 import { classifyUpstreamError, UpstreamError, type UpstreamFailure } from './errors.ts';
 import { STREAM_HIGH_WATER_MARK } from './server.ts';
+import { watchBodyIdle } from './body-idle.ts';
 
 export interface UpstreamAgentOptions {
   /** PEM text of extra CA certificates; replaces the public roots for this upstream. */
@@ -136,6 +137,8 @@ export interface UpstreamTimeouts {
   readonly responseMs: number;
   /** After the response head, no byte moving for this long (a stalled body or stream). */
   readonly idleMs: number;
+  /** No byte of the client's request body for this long while we read it (body-idle.ts); 0: off. */
+  readonly bodyIdleMs: number;
 }
 
 /** Per-request accounting, filled in as bytes move. */
@@ -207,6 +210,8 @@ export function openUpstream(
   const sendBody = () => {
     if (!streamed) return;
     body.on('data', (chunk: Buffer) => (exchange.bytesIn += chunk.length));
+    // A client that stops sending its body cuts the upstream request with it (the caller answers 408).
+    watchBodyIdle(body, timeouts.bodyIdleMs, () => fail('body_timeout'));
     // On failure pipeline destroys both sides; who broke first is already recorded.
     pipeline(body, request, () => {});
   };

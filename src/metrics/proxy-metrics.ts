@@ -17,9 +17,12 @@ const GENAI_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.2
 // Git requests range from a millisecond ref advertisement to a many-minute push.
 const GIT_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900];
 
-/** Every UpstreamFailure (`satisfies` fails the build when the type gains one this lacks). */
+/**
+ * Every UpstreamFailure (`satisfies` fails the build when the type gains one this lacks) but the
+ * client's stalled body, which cuts the upstream request without being the upstream's failure.
+ */
 const UPSTREAM_FAILURES: ReadonlySet<string> = new Set(
-  Object.keys({ connect_refused: 0, dns: 0, tls: 0, reset: 0, connect_timeout: 0, response_timeout: 0, idle_timeout: 0, protocol: 0, truncated: 0, other: 0 } satisfies Record<UpstreamFailure, 0>),
+  Object.keys({ connect_refused: 0, dns: 0, tls: 0, reset: 0, connect_timeout: 0, response_timeout: 0, idle_timeout: 0, protocol: 0, truncated: 0, body_timeout: 0, other: 0 } satisfies Record<UpstreamFailure, 0>).filter((k) => k !== 'body_timeout'),
 );
 const NONE = 'none';
 // Refusals by the workload token or the hosts file's limits. A request without a token is not

@@ -78,7 +78,7 @@ after(async () => {
 async function send(method: string, headers: Record<string, string | number>, body: Buffer | null): Promise<string> {
   const agent = createUpstreamAgent({ ca: pki.caPem, tlsInsecureSkipVerify: false });
   try {
-    const call = openUpstream({ agent, hostname: '127.0.0.1', port, method, path: '/listing', headers }, { connectMs: 5000, responseMs: 5000, idleMs: 5000 }, body, newExchange());
+    const call = openUpstream({ agent, hostname: '127.0.0.1', port, method, path: '/listing', headers }, { connectMs: 5000, responseMs: 5000, idleMs: 5000, bodyIdleMs: 0 }, body, newExchange());
     const res = await call.response;
     res.resume();
     return heads.at(-1)!;

@@ -38,7 +38,7 @@ after(() => {
 /** One GET; resolves once its connection is back in the pool. */
 async function get(agent: ReturnType<typeof createUpstreamAgent>): Promise<number> {
   const freed = once(agent, 'free');
-  const call = openUpstream({ agent, hostname: '127.0.0.1', port, method: 'GET', path: '/', headers: { host: '127.0.0.1' } }, { connectMs: 5000, responseMs: 5000, idleMs: 5000 }, null, newExchange());
+  const call = openUpstream({ agent, hostname: '127.0.0.1', port, method: 'GET', path: '/', headers: { host: '127.0.0.1' } }, { connectMs: 5000, responseMs: 5000, idleMs: 5000, bodyIdleMs: 0 }, null, newExchange());
   const res = await call.response;
   res.resume();
   await freed;
