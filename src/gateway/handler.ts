@@ -130,26 +130,36 @@ function errorClassForStatus(status: number): string {
  */
 function readBody(req: IncomingMessage, max: number, idleMs: number): Promise<Buffer | 'too_large' | 'aborted' | 'stalled'> {
   return new Promise((resolve) => {
-    watchBodyIdle(req, idleMs, () => {
-      req.off('data', onData);
-      req.pause();
-      resolve('stalled');
-    });
     const chunks: Buffer[] = [];
     let size = 0;
+    // Every listener goes once the body is settled: they share `resolve`, and through it the
+    // promise and its Buffer, which a listener left on the request would keep alive for as long
+    // as the connection (a 32 MiB body for the length of a stream).
+    const settle = (result: Buffer | 'too_large' | 'aborted' | 'stalled') => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('close', onClose);
+      chunks.length = 0;
+      resolve(result);
+    };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
       if (size > max) {
-        req.off('data', onData);
         req.pause();
-        resolve('too_large');
+        settle('too_large');
         return;
       }
       chunks.push(chunk);
     };
+    const onEnd = () => settle(Buffer.concat(chunks, size));
+    const onClose = () => settle('aborted');
     req.on('data', onData);
-    req.once('end', () => resolve(Buffer.concat(chunks, size)));
-    req.once('close', () => resolve('aborted'));
+    req.once('end', onEnd);
+    req.once('close', onClose);
+    watchBodyIdle(req, idleMs, () => {
+      req.pause();
+      settle('stalled');
+    });
   });
 }
 
@@ -307,7 +317,8 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     if (!isJsonContentType(req.headers['content-type'])) return reject(ERRORS.unsupportedMediaType);
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > deps.maxBodyBytes) return reject(ERRORS.bodyTooLarge);
-    const body = await readBody(req, deps.maxBodyBytes, deps.timeouts.bodyIdleMs);
+    // `let`: released (undefined) once the answer has begun and the call can no longer be resent.
+    let body: Buffer | 'too_large' | 'aborted' | 'stalled' | undefined = await readBody(req, deps.maxBodyBytes, deps.timeouts.bodyIdleMs);
     if (body === 'aborted') {
       client.failure = 'client_aborted';
       return logDone(0);
@@ -324,7 +335,8 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       tally.refusedModel = checked.refusedModel ?? null;
       return reject(checked.error, checked.param, checked.message);
     }
-    tally.model = checked.model;
+    // A flat copy: a model id V8 sliced out of the body's text would keep all of that text alive.
+    tally.model = Buffer.from(checked.model, 'utf8').toString('utf8');
     tally.stream = checked.stream;
     // The model picks its provider; the route must be one the provider's kind serves.
     const provider = byModel.get(checked.model)!;
@@ -364,7 +376,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     for (;;) {
       attempt = newExchange();
       tally.attempts++;
-      call = openUpstream(target, deps.timeouts, body, attempt);
+      call = openUpstream(target, deps.timeouts, body!, attempt);
       let upstreamRes: IncomingMessage;
       try {
         upstreamRes = await call.response;
@@ -393,6 +405,9 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
           return logDone(0);
         }
       }
+      // The answer has begun: the call will not be sent again, so its body (up to
+      // --max-request-body) is not kept for the length of a stream.
+      body = undefined;
       return relay(upstreamRes, status, attempt);
     }
 

@@ -31,9 +31,13 @@ export function watchBodyIdle(body: Readable, ms: number, onStall: () => void): 
     onStall();
   };
   let timer = setTimeout(check, ms);
+  // Every listener goes with the watch: none may keep `onStall` (and what it refers to) alive
+  // for the rest of the connection.
   const stop = () => {
     clearTimeout(timer);
     body.off('data', onData);
+    body.off('end', stop);
+    body.off('close', stop);
   };
   body.on('data', onData);
   body.once('end', stop);

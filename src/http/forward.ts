@@ -202,18 +202,23 @@ export function openUpstream(
   request.on('timeout', () => fail(phase));
   request.setTimeout(timeouts.responseMs);
 
-  const streamed = body !== null && !Buffer.isBuffer(body);
-  if (!streamed) {
-    exchange.bytesIn += body?.length ?? 0;
-    request.end(body ?? undefined);
+  // Bytes in hand are written now. No closure below holds `body` itself: the listeners of a long
+  // stream share one closure context, and a large body referenced there would live as long.
+  let stream: IncomingMessage | null = body !== null && !Buffer.isBuffer(body) ? body : null;
+  if (stream === null) {
+    const bytes = body as Buffer | null;
+    exchange.bytesIn += bytes?.length ?? 0;
+    request.end(bytes ?? undefined);
   }
   const sendBody = () => {
-    if (!streamed) return;
-    body.on('data', (chunk: Buffer) => (exchange.bytesIn += chunk.length));
+    if (stream === null) return;
+    const source = stream;
+    stream = null;
+    source.on('data', (chunk: Buffer) => (exchange.bytesIn += chunk.length));
     // A client that stops sending its body cuts the upstream request with it (the caller answers 408).
-    watchBodyIdle(body, timeouts.bodyIdleMs, () => fail('body_timeout'));
+    watchBodyIdle(source, timeouts.bodyIdleMs, () => fail('body_timeout'));
     // On failure pipeline destroys both sides; who broke first is already recorded.
-    pipeline(body, request, () => {});
+    pipeline(source, request, () => {});
   };
   // A pooled connection is already up. Only a new one gets a connect timer (TCP plus TLS).
   let connectTimer: NodeJS.Timeout | undefined;
