@@ -20,6 +20,7 @@ import { parsePrices, type PriceTable } from './gateway/prices.ts';
 import { createProxyMetrics } from './metrics/proxy-metrics.ts';
 import { literalSecret, secretSource } from './config/secret.ts';
 import { startListener, writeProxyError, type Listener } from './http/server.ts';
+import { descriptorWarning, softOpenFilesLimit } from './http/connection-caps.ts';
 import { VERSION } from './config/version.ts';
 
 const env = process.env;
@@ -149,6 +150,8 @@ async function serve(options: ServeOptions): Promise<void> {
     setInterval(() => metrics.registry.tick(performance.now()), clockTickMs(options.metricsSeriesTtlMs)).unref();
   }
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
+  const caps = { total: options.maxConnections, perClient: options.maxConnectionsPerClient };
+  const capped = (listener: string) => ({ caps, onConnectionRefused: (reason: 'total' | 'per_client') => metrics?.connectionRefused(listener, reason) });
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs, bodyIdleMs: options.bodyTimeoutMs };
 
   if (gitEnabled) {
@@ -157,9 +160,11 @@ async function serve(options: ServeOptions): Promise<void> {
       flag: 'git-auth-listen',
       address: options.gitListen,
       timeouts: listenerTimeouts,
+      ...capped('git'),
       log,
       handle: createGitHandler({
         hosts: gitUpstreams,
+        maxConcurrentPerWorkload: options.gitMaxConcurrentPerWorkload,
         workloadAuth: gitSigningKey && { key: gitSigningKey, maxLifetimeSec: maxTokenLifetimeSec },
         timeouts: upstreamTimeouts,
         record: (rec) => {
@@ -186,6 +191,7 @@ async function serve(options: ServeOptions): Promise<void> {
       flag: 'model-gateway-listen',
       address: options.modelListen,
       timeouts: listenerTimeouts,
+      ...capped('model'),
       log,
       handle: createGatewayHandler({
         record: (rec) => {
@@ -234,6 +240,9 @@ async function serve(options: ServeOptions): Promise<void> {
     });
   }
 
+  const fdWarning = descriptorWarning(openFilesLimit(), listeners.length, caps);
+  if (fdWarning) log({ event: 'warning', message: fdWarning });
+
   if (metrics === undefined || options.metricsListen === undefined) return; // --metrics-listen off
   // A separate port, so that workloads need not (and, by network policy, cannot) reach it.
   const proxyListeners = [...listeners];
@@ -243,12 +252,22 @@ async function serve(options: ServeOptions): Promise<void> {
     flag: 'metrics-listen',
     address: options.metricsListen,
     timeouts: listenerTimeouts,
+    ...capped('metrics'),
     log,
     handle: (req, res) => void serveMetrics(metrics.registry, req, res).catch(() => res.destroy()),
     sendError: (req, res, error) => writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `${error.message}\n`),
   });
   listeners.push(metricsListener);
   log({ event: 'listening', listener: 'metrics', address: metricsListener.address, version: VERSION });
+}
+
+/** RLIMIT_NOFILE's soft limit where /proc tells it (Linux); undefined elsewhere. */
+function openFilesLimit(): number | undefined {
+  try {
+    return softOpenFilesLimit(readFileSync('/proc/self/limits', 'utf8'));
+  } catch {
+    return undefined;
+  }
 }
 
 /** A bot token for the gateway, or with --git-repo a workload token for the git proxy (never both in one). */

@@ -21,6 +21,11 @@ export interface ServeOptions {
   readonly headerTimeoutMs: number;
   readonly idleTimeoutMs: number;
   readonly bodyTimeoutMs: number;
+  /** Per listener: client connections in total and per source address (0: no cap). */
+  readonly maxConnections: number;
+  readonly maxConnectionsPerClient: number;
+  /** Git requests one workload instance may have in progress at once (0: no cap). */
+  readonly gitMaxConcurrentPerWorkload: number;
   readonly upstreamConnectTimeoutMs: number;
   readonly upstreamResponseTimeoutMs: number;
   readonly upstreamIdleTimeoutMs: number;
@@ -93,6 +98,9 @@ const FLAGS = {
   'header-timeout': { default: '30s', commands: SERVE, help: 'time a client has to send its request head' },
   'idle-timeout': { default: '60s', commands: SERVE, help: 'idle keep-alive client connections are closed after this' },
   'body-timeout': { default: '60s', commands: SERVE, help: 'a request body with no byte arriving for this long is cut (408) and the connection closed; 0: off' },
+  'max-connections': { default: '1024', commands: SERVE, help: 'client connections each listener holds at once; a further one is closed at once and counted (0: no cap)' },
+  'max-connections-per-client': { default: '128', commands: SERVE, help: 'client connections one source address holds on a listener; a further one is closed at once and counted (0: no cap)' },
+  'git-max-concurrent-per-workload': { default: '16', commands: SERVE, help: 'git requests one workload token (instance) may have in progress at once; more get 429 (0: no cap)' },
   'upstream-connect-timeout': { default: '10s', commands: SERVE, help: 'TCP connect + TLS handshake to an upstream (504 after)' },
   'upstream-response-timeout': { default: '5m', commands: SERVE, help: 'waiting for the upstream response head with no byte moving (504 after); a big push is still being sent, so it is not idle' },
   'upstream-idle-timeout': { default: '5m', commands: SERVE, help: 'a response body or stream with no byte for this long is cut (stream idle timeout)' },
@@ -187,6 +195,9 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       headerTimeoutMs: duration('header-timeout'),
       idleTimeoutMs: duration('idle-timeout'),
       bodyTimeoutMs: duration('body-timeout'),
+      maxConnections: asUsageError(() => parseCount('max-connections', str('max-connections')!, 0, 1_000_000)),
+      maxConnectionsPerClient: asUsageError(() => parseCount('max-connections-per-client', str('max-connections-per-client')!, 0, 1_000_000)),
+      gitMaxConcurrentPerWorkload: asUsageError(() => parseCount('git-max-concurrent-per-workload', str('git-max-concurrent-per-workload')!, 0, 1_000_000)),
       upstreamConnectTimeoutMs: duration('upstream-connect-timeout'),
       upstreamResponseTimeoutMs: duration('upstream-response-timeout'),
       upstreamIdleTimeoutMs: duration('upstream-idle-timeout'),

@@ -14,6 +14,7 @@ import { parseGitRoute, type GitRouteName } from './route.ts';
 import { elapsedMs, pathForLog } from '../http/log.ts';
 import type { SecretSource } from '../config/secret.ts';
 import { writeProxyError } from '../http/server.ts';
+import { KeyedCounts } from '../http/connection-caps.ts';
 
 export interface GitUpstream {
   readonly config: HostConfig;
@@ -50,6 +51,8 @@ export interface GitProxyDeps {
   /** GIT_PROXY_SIGNING_KEY and the longest token lifetime; undefined: network-policy mode. */
   readonly workloadAuth: { readonly key: Buffer; readonly maxLifetimeSec: number } | undefined;
   readonly timeouts: UpstreamTimeouts;
+  /** Requests one workload instance (by its token) may have in progress at once; 0: no cap. */
+  readonly maxConcurrentPerWorkload: number;
   /** Called once per request, when it is over. */
   readonly record: (rec: GitRequestRecord) => void;
 }
@@ -78,7 +81,14 @@ function upstreamCredentialRefused(hostKey: string): ProxyError {
   return withMessage(ERRORS.upstreamRejectedCredential, `the git host refused the proxy's credential for ${hostKey}; the operator must check its token`);
 }
 
+/** Seconds a workload over its concurrency cap is told to wait (git's own requests are short). */
+const WORKLOAD_BUSY_RETRY_AFTER_S = 1;
+
 export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  // Requests in progress per workload instance: the pushes of one workload cannot take every
+  // connection the listener has (network-policy mode has no identity: the per-client
+  // connection cap bounds it, one request at a time per connection).
+  const inProgress = new KeyedCounts();
   return (req, res) => {
     const startedAt = performance.now();
     const method = req.method ?? '';
@@ -133,6 +143,15 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
       tokenError = access.tokenError;
       if (access.challenge) res.setHeader('www-authenticate', assertHeaderValue('www-authenticate', WORKLOAD_CHALLENGE));
       return reject(access.error);
+    }
+
+    if (identity !== undefined) {
+      const instance = identity.instanceId;
+      if (!inProgress.tryAcquire(instance, deps.maxConcurrentPerWorkload)) {
+        res.setHeader('retry-after', assertHeaderValue('retry-after', String(WORKLOAD_BUSY_RETRY_AFTER_S)));
+        return reject(ERRORS.workloadBusy);
+      }
+      res.once('close', () => inProgress.release(instance));
     }
 
     const credential = injectCredential(upstream.config.authType, upstream.token.read(), upstream.username?.read());

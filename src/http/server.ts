@@ -3,6 +3,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { formatAddress, type ListenAddress } from './address.ts';
+import { connectionVerdict, KeyedCounts, REFUSAL_LOG_INTERVAL_MS, type ConnectionCaps } from './connection-caps.ts';
 import { ERRORS, type ProxyError } from './errors.ts';
 import type { LogSink } from './log.ts';
 
@@ -34,6 +35,9 @@ export interface ListenerSpec {
   readonly flag: string;
   readonly address: ListenAddress;
   readonly timeouts: ListenerTimeouts;
+  readonly caps: ConnectionCaps;
+  /** Called for each connection refused by a cap (the metric); the log line is the listener's. */
+  readonly onConnectionRefused?: (reason: 'total' | 'per_client') => void;
   readonly log: LogSink;
   readonly handle: (req: IncomingMessage, res: ServerResponse) => void;
   /** How this listener renders an error it makes itself (git: text, gateway: JSON). */
@@ -159,10 +163,30 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
     },
     admit,
   );
+  // Connections per source address: one client holding the listener's every connection (or
+  // the process's every descriptor) would refuse all the others and /healthz with them.
+  const perClient = new KeyedCounts();
+  let refusedSinceLog = 0;
+  let refusalLoggedAt = -Infinity;
+  const refuseConnection = (socket: Socket, client: string, reason: 'total' | 'per_client') => {
+    socket.destroy();
+    spec.onConnectionRefused?.(reason);
+    refusedSinceLog++;
+    const now = performance.now();
+    if (now - refusalLoggedAt < REFUSAL_LOG_INTERVAL_MS) return;
+    spec.log({ event: 'connection_refused', listener: spec.name, reason, client, refused: refusedSinceLog, cap: reason === 'total' ? spec.caps.total : spec.caps.perClient });
+    refusalLoggedAt = now;
+    refusedSinceLog = 0;
+  };
   server.on('connection', (socket: Socket) => {
+    const client = socket.remoteAddress ?? '';
+    const verdict = connectionVerdict(connections.size, perClient.of(client), spec.caps);
+    if (verdict !== 'accept') return refuseConnection(socket, client, verdict);
+    perClient.tryAcquire(client, 0);
     const state: Connection = { inProgress: 0, bytesAtIdle: 0, serving: false, queue: [] };
     connections.set(socket, state);
     socket.once('close', () => {
+      perClient.release(client);
       connections.delete(socket);
       if (state.queue.length === 0) return;
       spec.log({ event: 'pipelined_dropped', listener: spec.name, requests: state.queue.length });

@@ -77,6 +77,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     heapUsed: registry.gauge('nodejs_heap_size_used_bytes', 'V8 heap in use, in bytes.'),
     heapTotal: registry.gauge('nodejs_heap_size_total_bytes', 'V8 heap reserved, in bytes.'),
     connections: registry.gauge('proxy_active_connections', 'Open client connections per listener.', ['listener']),
+    connectionsRefused: registry.counter('proxy_connections_refused_total', 'Client connections closed on arrival by --max-connections (reason total) or --max-connections-per-client (per_client).', ['listener', 'reason']),
     logDropped: registry.counter('proxy_log_lines_dropped_total', 'Log lines dropped because the stdout reader fell more than 8 MiB behind.'),
   };
   m.startTime.set([], Math.round(Date.now() / 1000 - process.uptime()));
@@ -123,6 +124,10 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     streams: {
       opened: (provider: string, model: string) => m.inFlight.add([provider, model], 1),
       closed: (provider: string, model: string) => m.inFlight.add([provider, model], -1),
+    },
+
+    connectionRefused(listener: string, reason: 'total' | 'per_client'): void {
+      m.connectionsRefused.inc([listener, reason]);
     },
 
     /** Process and listener gauges, read when scraped. */

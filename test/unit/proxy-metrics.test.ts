@@ -120,6 +120,9 @@ function goldenExposition(): string {
   metrics.streams.opened('openai', 'gpt-4o');
   metrics.streams.closed('openai', 'mistral-large');
   for (const r of GIT_RECORDS) metrics.git(r);
+  // connections closed on arrival by a cap: 3 on git for one client, 1 on model for the total
+  for (let i = 0; i < 3; i++) metrics.connectionRefused('git', 'per_client');
+  metrics.connectionRefused('model', 'total');
   return metrics.registry.expose();
 }
 

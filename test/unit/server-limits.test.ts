@@ -9,6 +9,7 @@ test('a listener has no total request timeout, but bounds the request head and i
     flag: 'limits-listen',
     address: { host: '127.0.0.1', port: 0 },
     timeouts: { headerMs: 1234, keepAliveMs: 5678 },
+    caps: { total: 0, perClient: 0 },
     log: () => {},
     handle: (_req, res) => res.end(),
     sendError: (_req, res) => res.end(),
@@ -53,7 +54,8 @@ test('a listen address that is in use gives an error naming the flag and what to
   assert.match(listenErrorMessage('git-auth-listen', { host: '::1', port: 8447 }, 'EADDRINUSE'), /^--git-auth-listen \[::1\]:8447: /);
   assert.match(listenErrorMessage('model-gateway-listen', { host: undefined, port: 80 }, 'EACCES'), /^--model-gateway-listen :80: not allowed to listen there/);
   // And startListener reports it so.
-  const spec = { name: 'first', flag: 'metrics-listen', address: { host: '127.0.0.1', port: 0 }, timeouts: { headerMs: 1000, keepAliveMs: 1000 }, log: () => {}, handle: () => {}, sendError: () => {} };
+  const spec = { name: 'first', flag: 'metrics-listen', address: { host: '127.0.0.1', port: 0 }, timeouts: { headerMs: 1000, keepAliveMs: 1000 },
+    caps: { total: 0, perClient: 0 }, log: () => {}, handle: () => {}, sendError: () => {} };
   const first = await startListener(spec);
   try {
     await assert.rejects(startListener({ ...spec, address: { host: '127.0.0.1', port: first.port } }), {

@@ -1,0 +1,87 @@
+// Caps on what one client may hold: open connections per listener (in total and per source
+// address), and requests in progress per key (the git listener's workload instance). The
+// counting is written once here; the listener and the git handler decide with it.
+
+/** 0 means no cap. */
+export interface ConnectionCaps {
+  /** Client connections one listener holds at once. */
+  readonly total: number;
+  /** Client connections one source address holds on one listener. */
+  readonly perClient: number;
+}
+
+export type ConnectionVerdict = 'accept' | 'total' | 'per_client';
+
+/**
+ * Pure: whether a new connection is accepted, given the connections the listener already holds
+ * (in total, and from this client's address). The per-client cap is checked first, so that
+ * the one client holding too many is the one named, even when the listener is also full.
+ */
+export function connectionVerdict(open: number, openFromClient: number, caps: ConnectionCaps): ConnectionVerdict {
+  if (caps.perClient > 0 && openFromClient >= caps.perClient) return 'per_client';
+  if (caps.total > 0 && open >= caps.total) return 'total';
+  return 'accept';
+}
+
+/**
+ * Counts held per key (a client address, a workload instance). A key with nothing held is
+ * removed, so the map holds only keys with something in progress.
+ */
+export class KeyedCounts {
+  readonly #held = new Map<string, number>();
+  #total = 0;
+
+  get total(): number {
+    return this.#total;
+  }
+
+  of(key: string): number {
+    return this.#held.get(key) ?? 0;
+  }
+
+  /** Takes one for `key` if it holds fewer than `limit` (0: no limit); false when full. */
+  tryAcquire(key: string, limit: number): boolean {
+    const held = this.of(key);
+    if (limit > 0 && held >= limit) return false;
+    this.#held.set(key, held + 1);
+    this.#total++;
+    return true;
+  }
+
+  /** Gives back one taken by tryAcquire. */
+  release(key: string): void {
+    const held = this.of(key);
+    if (held === 0) return;
+    if (held === 1) this.#held.delete(key);
+    else this.#held.set(key, held - 1);
+    this.#total--;
+  }
+}
+
+/** How often at most a listener logs refused connections (the rest are summed into the next line). */
+export const REFUSAL_LOG_INTERVAL_MS = 10_000;
+
+/** Descriptors the process keeps for itself (log, files, DNS, the upstream pools' idle sockets). */
+const RESERVED_DESCRIPTORS = 64;
+
+/**
+ * Pure: a start-up warning when the connection caps let clients take more file descriptors
+ * than the process may open (a proxied request holds two: the client's and the upstream's), so
+ * that the cap, not the descriptor limit, is what a client holding connections meets first.
+ * `softLimit` is RLIMIT_NOFILE (undefined: unknown, no warning).
+ */
+export function descriptorWarning(softLimit: number | undefined, proxyListeners: number, caps: ConnectionCaps): string | undefined {
+  if (softLimit === undefined || proxyListeners === 0) return undefined;
+  const fix = `raise the limit (ulimit -n) or lower --max-connections`;
+  if (caps.total === 0) return `--max-connections is 0 (no cap): clients may take all ${softLimit} file descriptors the process may open; ${fix}`;
+  const needed = proxyListeners * caps.total * 2 + caps.total + RESERVED_DESCRIPTORS;
+  if (needed <= softLimit) return undefined;
+  return `--max-connections ${caps.total} on ${proxyListeners} proxy listener(s) and the metrics listener may need ${needed} file descriptors, above the process limit of ${softLimit}: ${fix} to ${Math.max(1, Math.floor((softLimit - RESERVED_DESCRIPTORS) / (2 * proxyListeners + 1)))}`;
+}
+
+/** Pure: the soft "Max open files" limit from the text of /proc/self/limits (Linux), if there. */
+export function softOpenFilesLimit(procLimits: string): number | undefined {
+  const m = /^Max open files\s+(\d+|unlimited)\s/m.exec(procLimits);
+  if (!m || m[1] === 'unlimited') return undefined;
+  return Number(m[1]);
+}
