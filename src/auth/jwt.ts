@@ -170,12 +170,13 @@ function decodeSegment(segment: string): Buffer | null {
 }
 
 /**
- * An object, or 'duplicate' when a key repeats: another JWT library reading the first of two
- * `exp` (or `alg`) claims must never see a different token than the one verified here.
+ * An object, or 'duplicate' when a key repeats (exactly or but for case): another JWT library
+ * reading the first of two `exp` (or `alg`, or `EXP`) claims must never see a different token
+ * than the one verified here.
  */
 function parseJsonObject(bytes: Buffer): Record<string, unknown> | 'duplicate' | null {
   const parsed = parseStrictJson(bytes);
-  if (!parsed.ok) return parsed.reason === 'duplicate_key' ? 'duplicate' : null;
+  if (!parsed.ok) return parsed.reason === 'duplicate_key' || parsed.reason === 'case_variant_key' ? 'duplicate' : null;
   return isObject(parsed.value) ? parsed.value : null;
 }
 

@@ -18,8 +18,14 @@ export function parseConfigJson(text: string, fileName: string): { doc: unknown;
   };
   const parsed = parseStrictJson(text);
   if (parsed.ok) return { doc: parsed.value, fail };
-  if (parsed.reason === 'duplicate_key') return fail('(file)', `the key "${parsed.key}" appears twice in one object; keep one`);
-  return fail('(file)', `not valid JSON (${parsed.message})`);
+  switch (parsed.reason) {
+    case 'duplicate_key':
+      return fail('(file)', `the key "${parsed.key}" appears twice in one object; keep one`);
+    case 'case_variant_key':
+      return fail('(file)', `the keys "${parsed.other}" and "${parsed.key}" in one object differ only in case; keep one, spelled as documented`);
+    default:
+      return fail('(file)', `not valid JSON (${parsed.reason === 'invalid' ? parsed.message : parsed.reason})`);
+  }
 }
 
 export interface EntryReader {

@@ -5,7 +5,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { IDENTITY_VALUE } from '../auth/jwt.ts';
 import { ERRORS, type ProxyError } from '../http/errors.ts';
 import { allowedRequestHeaders, assertHeaderValue, mediaType } from '../http/headers.ts';
-import { parseStrictJson } from '../http/json.ts';
+import { parseStrictJson, policyKeySet, type JsonLimits, type StrictJson } from '../http/json.ts';
 import type { ProviderConfig } from './config.ts';
 import { providerHeaders } from './providers.ts';
 import { bounded, refuse, type CheckedRequest, type ProtocolRoute, type RequestPolicy, type RequestRefusal, type WireProtocol } from './protocols/protocol.ts';
@@ -61,16 +61,57 @@ export function isJsonContentType(value: string | undefined): boolean {
 }
 
 /**
- * A request body as the gateway judges it: strict JSON (a duplicate key anywhere is refused, so
- * that no parser upstream can read another model than the one checked), an object, a model on
- * the allowlist (here, so that no protocol can leave it out), and then the protocol's own checks.
+ * Every key a request check reads, in any protocol and at any depth (and a few more that decide
+ * what a call costs or reaches): a body key that folds to one of them without being it is
+ * refused (parseStrictJson), since an upstream that matches keys case-insensitively would read
+ * it as the key the gateway checked, or did not see. A test feeds every protocol's checks bodies
+ * whose objects record each key read, and fails on a key missing here.
+ */
+export const POLICY_KEYS = policyKeySet([
+  'model', 'stream', 'stream_options', 'include_usage', 'messages', 'input', 'instructions', 'role', 'content', 'type', 'name', 'id',
+  'tools', 'tool_choice', 'mcp_servers', 'web_search_options', 'arguments', 'output', 'execution', 'encrypted_content',
+  'store', 'background', 'previous_response_id', 'conversation', 'prompt', 'container', 'skills',
+  'source', 'file_id', 'file', 'file_data', 'file_url', 'image_url', 'url', 'data', 'audio', 'input_audio',
+  'service_tier', 'n', 'max_tokens', 'max_output_tokens', 'max_completion_tokens',
+]);
+
+/**
+ * What a request body may cost before it is parsed: a scan refuses deeper or larger documents,
+ * so that no body holds the event loop (JSON.parse of 11 million empty objects took 10-16 s).
+ * Nodes are objects, arrays, keys and array elements. The recorded agent requests reach depth 12
+ * and about 500 nodes per 90 KB; a whole conversation resent near a 400k-token context is about
+ * 1.6 MB, some 10,000-16,000 nodes at that density. Margins: 5x the depth, 3x that conversation.
+ * The worst accepted body costs about 40 ms to check and parse (npm run bench:parse).
+ */
+export const BODY_LIMITS: JsonLimits = { maxDepth: 64, maxNodes: 50_000 };
+
+/** The refusal for a body that is not strict JSON, naming the key or the limit. */
+function strictJsonRefusal(parsed: Exclude<StrictJson, { ok: true }>): RequestRefusal {
+  switch (parsed.reason) {
+    case 'invalid':
+      return refuse(ERRORS.invalidJson, null);
+    case 'duplicate_key':
+      return refuse(ERRORS.duplicateKey, null, `the request body has the key "${bounded(parsed.key)}" twice in one object; parsers disagree on which one counts, so send each key once`);
+    case 'case_variant_key':
+      return refuse(ERRORS.caseVariantKey, null, `the request body has the keys "${bounded(parsed.other)}" and "${bounded(parsed.key)}" in one object, which differ only in case; case-insensitive readers take them for one key, so send it once, spelled as the API documents it`);
+    case 'policy_key_variant':
+      return refuse(ERRORS.caseVariantKey, null, `the request body has the key "${bounded(parsed.key)}", which case-insensitive readers take for "${parsed.policyKey}"; spell it "${parsed.policyKey}"`);
+    case 'too_deep':
+      return refuse(ERRORS.bodyTooComplex, null, `the request body nests objects and arrays more than ${parsed.limit} deep, the gateway's limit; no agent request comes near it`);
+    case 'too_many_nodes':
+      return refuse(ERRORS.bodyTooComplex, null, `the request body holds more than ${parsed.limit} objects, arrays, keys and array elements, the gateway's limit; no agent request comes near it`);
+  }
+}
+
+/**
+ * A request body as the gateway judges it: bounded and strict JSON (a duplicate key, or two keys
+ * equal under case folding, anywhere is refused, so that no parser upstream can read another
+ * model than the one checked), an object, a model on the allowlist (here, so that no protocol
+ * can leave it out), and then the protocol's own checks.
  */
 export function checkRequestBody(body: Buffer, protocol: WireProtocol, policy: RequestPolicy): CheckedRequest | RequestRefusal {
-  const parsed = parseStrictJson(body);
-  if (!parsed.ok) {
-    if (parsed.reason === 'invalid') return refuse(ERRORS.invalidJson, null);
-    return refuse(ERRORS.duplicateKey, null, `the request body has the key "${bounded(parsed.key ?? '')}" twice in one object; parsers disagree on which one counts, so send each key once`);
-  }
+  const parsed = parseStrictJson(body, { limits: BODY_LIMITS, policyKeys: POLICY_KEYS });
+  if (!parsed.ok) return strictJsonRefusal(parsed);
   const doc = parsed.value;
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return refuse(ERRORS.invalidJson, null);
   const req = doc as Record<string, unknown>;

@@ -43,6 +43,8 @@ export const ERRORS = {
   bodyTooLarge: def('request_too_large', 413, 'the request body is larger than the gateway accepts'),
   bodyTimeout: def('body_timeout', 408, 'the request body stopped arriving (no byte for --body-timeout): send the whole body without pausing'),
   invalidJson: def('invalid_json', 400, 'the request body is not a JSON object'),
+  caseVariantKey: def('case_variant_key', 400, 'the request body has keys that differ only in case; case-insensitive readers take them for one key, so send each key once, spelled as the API documents it'),
+  bodyTooComplex: def('body_too_complex', 400, 'the request body nests too deep or holds too many objects, arrays and keys for the gateway'),
   duplicateKey: def('duplicate_key', 400, 'the request body has the same key twice in one object; parsers disagree on which one counts, so send each key once'),
   modelMissing: def('model_missing', 400, 'the request body has no "model" string'),
   modelNotOnRoute: def('model_not_on_route', 400, 'that model is served by another route of this gateway'),
