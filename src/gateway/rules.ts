@@ -71,7 +71,7 @@ export const POLICY_KEYS = policyKeySet([
   'model', 'stream', 'stream_options', 'include_usage', 'messages', 'input', 'instructions', 'role', 'content', 'type', 'name', 'id',
   'tools', 'tool_choice', 'mcp_servers', 'web_search_options', 'arguments', 'output', 'execution', 'encrypted_content',
   'store', 'background', 'previous_response_id', 'conversation', 'prompt', 'container', 'skills',
-  'source', 'file_id', 'file', 'file_data', 'file_url', 'image_url', 'url', 'data', 'audio', 'input_audio',
+  'system', 'source', 'file_id', 'file_ids', 'file', 'file_data', 'file_url', 'image_url', 'url', 'data', 'audio', 'input_audio',
   'service_tier', 'n', 'max_tokens', 'max_output_tokens', 'max_completion_tokens',
 ]);
 

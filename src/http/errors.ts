@@ -56,6 +56,7 @@ export const ERRORS = {
   invalidInputItem: def('invalid_input_item', 400, 'every "input" item must be an object with a "type" (or a message "role")'),
   messagesRoleNotAllowed: def('message_role_not_allowed', 400, 'message roles must be one of user, assistant, system'),
   responsesRoleNotAllowed: def('input_role_not_allowed', 400, 'message roles must be one of system, developer, user, assistant'),
+  urlContentNotAllowed: def('url_content_not_allowed', 400, 'the request gives content by URL, which the provider would fetch outside every network policy; send it inline (a data: URL or base64), or the operator can allow it with --allow-hosted-tools url_content'),
   storedStateRefused: def('stored_state_not_allowed', 400, 'the request refers to state stored at the provider, which this gateway does not let a workload reach; send the whole conversation in "input" (with "store": false)'),
   invalidTools: def('invalid_tools', 400, '"tools" must be an array of objects, each with a "type" string'),
   toolNotAllowed: def('tool_not_allowed', 400, 'that tool type is not allowed through this gateway'),

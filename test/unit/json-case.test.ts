@@ -86,10 +86,16 @@ test('case folding: exactly the non-ASCII characters that a simple case mapping 
 
 test('policy keys: every key a protocol\'s request checks read is a policy key (bodies whose objects record each read)', () => {
   const read = new Set<string>();
+  // A key read by name is a decision on that key; the values read while walking every key of an
+  // object (after it was enumerated) are not.
+  const enumerated = new WeakSet<object>();
   const watch = (v: unknown): unknown =>
     typeof v !== 'object' || v === null
       ? v
-      : new Proxy(v, { get: (t, k, r) => (typeof k === 'string' && !Array.isArray(t) && read.add(k), watch(Reflect.get(t, k, r))) });
+      : new Proxy(v, {
+          ownKeys: (t) => (enumerated.add(t), Reflect.ownKeys(t)),
+          get: (t, k, r) => (typeof k === 'string' && !Array.isArray(t) && !enumerated.has(t) && read.add(k), watch(Reflect.get(t, k, r))),
+        });
   const bodies: [typeof chat, unknown][] = [
     [chat, { model: 'gpt-ok', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: [{ type: 'text', text: 'x' }, { type: 'image_url', image_url: { url: 'data:,' } }] }], tools: [{ type: 'function', function: { name: 'f' } }], web_search_options: {} }],
     [responses, { model: 'gpt-ok', input: [{ role: 'user', content: [{ type: 'input_text', text: 'x' }] }, { type: 'function_call_output', output: 'y' }], tools: [{ type: 'function', name: 'f' }, { type: 'web_search' }], store: false, previous_response_id: 'r', conversation: 'c', prompt: { id: 'p' }, background: true }],

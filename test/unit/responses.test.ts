@@ -328,3 +328,16 @@ test('responses: summarizeJson reads usage, model, status and a failure from the
   assert.deepEqual([failed.usage, failed.finishReason, failed.streamError], [null, 'failed', 'server_error']);
   assert.equal(responses.summarizeJson(Buffer.from('not json')).usage, null);
 });
+
+test("responses: a namespace's own tools are checked like top-level ones (web_search and mcp inside a namespace are refused; functions pass)", () => {
+  const ns = (tools: unknown[]) => ({ model: 'gpt-5', input: 'hi', tools: [{ type: 'namespace', name: 'ns', tools }] });
+  assert.equal(check(ns([{ type: 'function', name: 'f' }])).ok, true);
+  for (const [type, name] of [['web_search', 'web_search'], ['mcp', 'mcp']] as const) {
+    const r = refusal(ns([{ type: 'function', name: 'f' }, { type }]));
+    assert.deepEqual([r.code, r.param], ['tool_not_allowed', 'tools[0].tools[1].type']);
+    assert.match(r.message, new RegExp(`--allow-hosted-tools ${name}`));
+  }
+  const nested = refusal(ns([{ type: 'namespace', name: 'inner', tools: [{ type: 'web_search' }] }]));
+  assert.equal(nested.param, 'tools[0].tools[0].tools[0].type', 'namespaces within namespaces too');
+  assert.equal(check(ns([{ type: 'web_search' }]), { ...POLICY, hostedTools: new Set(['web_search']) }).ok, true);
+});

@@ -16,6 +16,7 @@ import { ERRORS } from '../../http/errors.ts';
 import type { ProxyError } from '../../http/errors.ts';
 import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, startsWithOneOf, tokenCount, type JsonObject } from '../sse.ts';
 import { errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
+import { checkContent, refuseStoredState } from './content.ts';
 import { checkToolList, refuseHostedTool, refuseUnknownTool, type HostedTool } from './tools.ts';
 
 /**
@@ -51,29 +52,28 @@ function checkTool(tool: JsonObject, i: number, hostedAllowed: ReadonlySet<strin
   return hostedAllowed.has(hosted) ? undefined : refuseHostedTool(type, hosted, `tools[${i}].type`);
 }
 
-/**
- * Content that the provider would read from storage: a file uploaded through the Files API by
- * anyone holding the key (`"source": {"type": "file", "file_id": ...}`), in a message or in a
- * tool result. The gateway does not route the Files API, and no bot may read what another put there.
- */
-function storedFileIn(blocks: unknown): boolean {
-  if (!Array.isArray(blocks)) return false;
-  return blocks.some((b) => {
-    const block = asObject(b);
-    if (block === null) return false;
-    if (asObject(block.source)?.type === 'file') return true;
-    return block.type === 'tool_result' && storedFileIn(block.content);
-  });
-}
-
 function checkMessages(messages: unknown): RequestRefusal | undefined {
   if (!Array.isArray(messages)) return refuse(ERRORS.messagesMissing, 'messages');
   for (let i = 0; i < messages.length; i++) {
     const m = asObject(messages[i]);
     if (m === null || typeof m.role !== 'string' || !MESSAGES_ROLES.has(m.role)) return refuse(ERRORS.messagesRoleNotAllowed, `messages[${i}].role`);
-    if (storedFileIn(m.content)) {
-      return refuse(ERRORS.storedStateRefused, `messages[${i}].content`, `messages[${i}] refers to a file stored at the provider (source type "file"), which this gateway does not let a workload reach; send the content inline (base64 or text)`);
-    }
+  }
+  return undefined;
+}
+
+/**
+ * The code-execution container: a fresh one, with Anthropic's own skills at most. One named by
+ * id is another run's (its files and state), and a custom skill is code stored under the key.
+ */
+function checkContainer(container: unknown): RequestRefusal | undefined {
+  if (container === undefined || container === null) return undefined;
+  if (typeof container === 'string') return refuseStoredState('container', "another run's code-execution container, by id", 'leave "container" out for a fresh one');
+  const c = asObject(container);
+  if (c === null) return undefined;
+  if (c.id !== undefined && c.id !== null) return refuseStoredState('container.id', "another run's code-execution container, by id", 'leave the id out for a fresh container');
+  const skills = Array.isArray(c.skills) ? c.skills : [];
+  for (let i = 0; i < skills.length; i++) {
+    if (asObject(skills[i])?.type !== 'anthropic') return refuseStoredState(`container.skills[${i}]`, 'a skill stored at the provider (only "type": "anthropic" skills are built in)', "use Anthropic's built-in skills only");
   }
   return undefined;
 }
@@ -204,7 +204,7 @@ export const anthropicMessages: WireProtocol = {
   ],
 
   checkRequest(req, policy) {
-    const messages = checkMessages(req.messages);
+    const messages = checkMessages(req.messages) ?? checkContent([['messages', req.messages], ['system', req.system]], policy.hostedTools) ?? checkContainer(req.container);
     if (messages) return messages;
     if (req.stream !== undefined && typeof req.stream !== 'boolean') return refuse(ERRORS.streamNotBoolean, 'stream');
     const tools = checkToolList(req.tools, (tool, i) => checkTool(tool, i, policy.hostedTools));

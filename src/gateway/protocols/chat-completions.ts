@@ -16,6 +16,7 @@ import {
 } from '../sse.ts';
 import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
 import { refuse, type CallSummary, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
+import { checkContent, checkStore } from './content.ts';
 import { checkToolList, refuseHostedTool } from './tools.ts';
 
 const CHAT_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
@@ -119,6 +120,8 @@ export const chatCompletions: WireProtocol = {
       if (typeof m !== 'object' || m === null || typeof m.role !== 'string' || !CHAT_ROLES.has(m.role)) return refuse(ERRORS.roleNotAllowed, `messages[${i}].role`);
     }
     if (req.stream !== undefined && typeof req.stream !== 'boolean') return refuse(ERRORS.streamNotBoolean, 'stream');
+    const stored = checkStore(req.store) ?? checkContent([['messages', req.messages]], policy.hostedTools);
+    if (stored) return stored;
     const tools = checkToolList(req.tools, (tool, i) => checkToolType(tool.type, CLIENT_TOOLS, policy.hostedTools, `tools[${i}]`));
     if (tools) return tools;
     // Chat's own hosted search (search-preview models) is the same egress as the web_search tool.

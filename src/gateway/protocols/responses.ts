@@ -22,6 +22,7 @@ import { ERRORS } from '../../http/errors.ts';
 import { JsonCapture } from '../../http/json.ts';
 import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, startsWithOneOf, tokenCount, type JsonObject, type LargeEventConsumer } from '../sse.ts';
 import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
+import { checkContent, checkStore, refuseStoredState } from './content.ts';
 import { checkToolList, refuseHostedTool } from './tools.ts';
 import { bounded, errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
 
@@ -71,11 +72,18 @@ function isHostedShell(tool: JsonObject): boolean {
   return tool.environment !== undefined && tool.environment !== null && environment?.type !== 'local';
 }
 
-function checkResponsesTool(tool: JsonObject, i: number, hostedAllowed: ReadonlySet<string>): RequestRefusal | undefined {
+function checkResponsesTool(tool: JsonObject, where: string, hostedAllowed: ReadonlySet<string>): RequestRefusal | undefined {
   // Codex searches its own deferred tools: a tool_search it executes itself is a client tool.
   if (tool.type === 'tool_search' && tool.execution === 'client') return undefined;
-  if (tool.type === 'shell' && isHostedShell(tool) && !hostedAllowed.has('shell')) return refuseHostedTool('shell', 'shell', `tools[${i}].environment`);
-  return checkToolType(tool.type, RESPONSES_CLIENT_TOOLS, hostedAllowed, `tools[${i}]`);
+  if (tool.type === 'shell' && isHostedShell(tool) && !hostedAllowed.has('shell')) return refuseHostedTool('shell', 'shell', `${where}.environment`);
+  const refusal = checkToolType(tool.type, RESPONSES_CLIENT_TOOLS, hostedAllowed, where);
+  if (refusal) return refusal;
+  // A namespace groups tools: each is checked as if it were listed at the top.
+  if (tool.type === 'namespace') return checkToolList(tool.tools, (inner, j) => checkResponsesTool(inner, `${where}.tools[${j}]`, hostedAllowed));
+  // An allowed code interpreter may start a fresh container, never enter another run's.
+  const container = tool.container;
+  if (typeof container === 'string') return refuseStoredState(`${where}.container`, "another run's code-interpreter container, by id", 'send "container": {"type": "auto"} for a fresh one');
+  return checkContent([[`${where}.container`, container]], hostedAllowed);
 }
 
 function checkInput(input: unknown): RequestRefusal | undefined {
@@ -203,9 +211,9 @@ export const responses: WireProtocol = {
     if (req.background === true) {
       return refuse(ERRORS.storedStateRefused, 'background', 'a background response is stored and fetched later, which this gateway does not allow; send the request without "background" (stream it instead)');
     }
-    const input = checkInput(req.input);
+    const input = checkInput(req.input) ?? checkStore(req.store) ?? checkContent([['input', req.input]], policy.hostedTools);
     if (input) return input;
-    const tools = checkToolList(req.tools, (tool, i) => checkResponsesTool(tool, i, policy.hostedTools));
+    const tools = checkToolList(req.tools, (tool, i) => checkResponsesTool(tool, `tools[${i}]`, policy.hostedTools));
     if (tools) return tools;
     // tool_choice may name a hosted tool type directly: the same policy applies (function and
     // custom are client tools; allowed_tools only narrows the listed tools, checked above).

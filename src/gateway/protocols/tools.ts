@@ -9,7 +9,9 @@ import { ERRORS } from '../../http/errors.ts';
 import { asObject, type JsonObject } from '../sse.ts';
 import { bounded, refuse, type RequestRefusal } from './protocol.ts';
 
-const HOSTED_TOOL_NAMES = ['web_search', 'web_fetch', 'file_search', 'code_interpreter', 'code_execution', 'image_generation', 'mcp', 'shell', 'tool_search'] as const;
+// url_content is no tool, but the same egress: content (images, documents, files) the provider
+// fetches from a URL the request names (./content.ts).
+const HOSTED_TOOL_NAMES = ['web_search', 'web_fetch', 'file_search', 'code_interpreter', 'code_execution', 'image_generation', 'mcp', 'shell', 'tool_search', 'url_content'] as const;
 export type HostedTool = (typeof HOSTED_TOOL_NAMES)[number];
 
 /** The set of allowed hosted tools from --allow-hosted-tools; an unknown name is an error naming the flag. */
