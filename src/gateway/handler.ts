@@ -8,9 +8,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { verifyBotToken } from '../auth/jwt.ts';
 import { errorForUpstreamFailure, ERRORS, type ProxyError, type UpstreamError, type UpstreamFailure } from '../http/errors.ts';
-import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, type Exchange, type UpstreamCall, type UpstreamTimeouts } from '../http/forward.ts';
+import { abortUpstreamOnClientClose, newExchange, openUpstream, relayRedactedBody, relayResponse, type Exchange, type UpstreamCall, type UpstreamTimeouts } from '../http/forward.ts';
 import { watchBodyIdle } from '../http/body-idle.ts';
 import { mediaType, scrubResponseHeaders } from '../http/headers.ts';
+import { isIdentity, StreamRedactor } from '../http/redact.ts';
 import { elapsedMs, pathForLog, type LogSink } from '../http/log.ts';
 import { writeProxyError } from '../http/server.ts';
 import { providersByModel, routesOfKind, type Provider } from './providers.ts';
@@ -97,8 +98,6 @@ export interface GatewayDeps {
   readonly log: LogSink;
 }
 
-/** Error bodies are read whole (to redact the key); larger ones are refused rather than leaked. */
-const MAX_ERROR_BODY_BYTES = 1024 * 1024;
 /** Non-streamed bodies are copied for usage extraction only up to this size. */
 const MAX_SUMMARY_BODY_BYTES = 8 * 1024 * 1024;
 
@@ -110,12 +109,6 @@ const MAX_SUMMARY_BODY_BYTES = 8 * 1024 * 1024;
  */
 function retryable(kind: UpstreamFailure): boolean {
   return kind === 'connect_refused' || kind === 'connect_timeout';
-}
-
-/** Replaces every occurrence of `secret` in an upstream error body. */
-export function redactSecret(body: Buffer, secret: string): Buffer {
-  if (secret.length === 0 || body.indexOf(secret) < 0) return body;
-  return Buffer.from(body.toString('latin1').split(secret).join('[REDACTED]'), 'latin1');
 }
 
 /** The log's error class of an upstream error status (>= 400). */
@@ -160,22 +153,6 @@ function readBody(req: IncomingMessage, max: number, idleMs: number): Promise<Bu
       req.pause();
       settle('stalled');
     });
-  });
-}
-
-function readAll(stream: IncomingMessage, max: number): Promise<Buffer | undefined> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    stream.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > max) {
-        stream.destroy();
-        resolve(undefined);
-      } else chunks.push(c);
-    });
-    stream.once('end', () => resolve(Buffer.concat(chunks)));
-    stream.once('error', () => resolve(undefined));
   });
 }
 
@@ -446,26 +423,30 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         return logDone(ERRORS.upstreamAuthFailed.status, `upstream_${status}`);
       }
 
+      const encoding = upstreamRes.headers['content-encoding'];
       if (status >= 400) {
-        // Upstreams echo keys in error messages: read the error whole, redact.
-        const errorBody = await readAll(upstreamRes, MAX_ERROR_BODY_BYTES);
-        if (errorBody === undefined) {
+        // Upstreams echo keys in error messages: read the error whole, undo any compression
+        // (asked for none, a CDN may apply it all the same), redact every form of the key.
+        const relayed = await relayRedactedBody(res, upstreamRes, pairs, [apiKey], exchange);
+        if (!relayed.ok) {
           sendError(ERRORS.upstreamProtocol);
-          return logDone(ERRORS.upstreamProtocol.status, 'upstream_error_body_too_large');
+          return logDone(ERRORS.upstreamProtocol.status, relayed.reason);
         }
-        const clean = redactSecret(errorBody, apiKey);
-        const out: string[] = [];
-        for (let i = 0; i < pairs.length; i += 2) {
-          if (pairs[i]!.toLowerCase() !== 'content-length') out.push(pairs[i]!, pairs[i + 1]!);
-        }
-        out.push('Content-Length', String(clean.length));
-        exchange.bytesOut = clean.length;
-        res.writeHead(status, out);
-        res.end(clean);
         return logDone(status, errorClassForStatus(status));
       }
 
-      if (mediaType(upstreamRes.headers['content-type']) === 'text/event-stream') {
+      if (!isIdentity(encoding)) {
+        // Asked for identity, answered compressed: neither the usage nor an echoed key could be
+        // read on the way, so it is not relayed.
+        upstreamRes.resume();
+        sendError(ERRORS.upstreamEncoding);
+        return logDone(ERRORS.upstreamEncoding.status, 'upstream_encoded_body');
+      }
+      const isStream = mediaType(upstreamRes.headers['content-type']) === 'text/event-stream';
+      // Every relayed body is redacted on its way, holding back at most one partial event.
+      const rewrite = new StreamRedactor([apiKey], isStream);
+
+      if (isStream) {
         tally.stream = true;
         tally.relaying = true;
         // Rule 5: every chunk is written as it arrives; a copy goes to the protocol's reader.
@@ -477,6 +458,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         try {
           await relayResponse(res, upstreamRes, pairs, exchange, {
             onChunk: (chunk) => framer.push(chunk),
+            rewrite,
             flushHead: true,
             endIsClean: proto.streamNeedsEndEvent ? () => reader.summary().terminated : undefined,
           });
@@ -490,6 +472,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       const copy: Buffer[] = [];
       let copied = 0;
       await relayResponse(res, upstreamRes, pairs, exchange, {
+        rewrite,
         onChunk: (chunk) => {
           copied += chunk.length;
           if (copied <= MAX_SUMMARY_BODY_BYTES) copy.push(chunk);

@@ -6,7 +6,7 @@ import type { Agent } from 'node:https';
 import { randomUUID } from 'node:crypto';
 import { injectCredential } from './credentials.ts';
 import { ERRORS, errorForUpstreamFailure, withMessage, type ProxyError, type UpstreamError } from '../http/errors.ts';
-import { abortUpstreamOnClientClose, newExchange, openUpstream, relayResponse, staleSocketReset, type UpstreamTimeouts } from '../http/forward.ts';
+import { abortUpstreamOnClientClose, newExchange, openUpstream, relayRedactedBody, relayResponse, staleSocketReset, type UpstreamTimeouts } from '../http/forward.ts';
 import { assertHeaderValue, gitUpstreamHeaders, scrubResponseHeaders } from '../http/headers.ts';
 import { decideGitAccess, WORKLOAD_CHALLENGE, type GitIdentity } from './access.ts';
 import type { HostConfig } from './hosts.ts';
@@ -177,7 +177,15 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
         upstreamRes.resume();
         return reject(upstreamCredentialRefused(upstream.config.key));
       }
-      await relayResponse(res, upstreamRes, scrubResponseHeaders(upstreamRes.rawHeaders, credential.secrets), exchange);
+      const headers = scrubResponseHeaders(upstreamRes.rawHeaders, credential.secrets);
+      if (status >= 200 && status < 300) {
+        await relayResponse(res, upstreamRes, headers, exchange);
+        return logDone(status, exchange.failure);
+      }
+      // Any other answer is an error page or a redirect: read whole and redacted, since a git
+      // host may echo the credential it was sent ("authorization was Bearer ...").
+      const relayed = await relayRedactedBody(res, upstreamRes, headers, credential.secrets, exchange);
+      if (!relayed.ok) return reject(ERRORS.upstreamProtocol);
       logDone(status, exchange.failure);
     };
     const onFailure = (err: UpstreamError): void => {

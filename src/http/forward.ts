@@ -5,10 +5,11 @@ import type { ClientRequest, IncomingMessage, OutgoingHttpHeaders, ServerRespons
 import { Agent, request as httpsRequest, type AgentOptions } from 'node:https';
 import { isIP, type Socket } from 'node:net';
 import { createSecureContext } from 'node:tls';
-import { pipeline } from 'node:stream';
+import { pipeline, Transform } from 'node:stream';
 import { classifyUpstreamError, UpstreamError, type UpstreamFailure } from './errors.ts';
 import { STREAM_HIGH_WATER_MARK } from './server.ts';
 import { watchBodyIdle } from './body-idle.ts';
+import { decodeBody, redactBody, type DecodedBody } from './redact.ts';
 
 export interface UpstreamAgentOptions {
   /** PEM text of extra CA certificates; replaces the public roots for this upstream. */
@@ -258,6 +259,8 @@ export interface RelayOptions {
    * `truncated`), for a stream that ended without its protocol's end event.
    */
   readonly endIsClean?: () => boolean;
+  /** Rewrites the body on its way (redaction): what to relay for each chunk, and at the end. */
+  readonly rewrite?: { push(chunk: Buffer): Buffer; end(): Buffer };
 }
 
 /**
@@ -267,11 +270,21 @@ export interface RelayOptions {
 export function relayResponse(res: ServerResponse, upstream: IncomingMessage, headers: readonly string[], exchange: Exchange, options: RelayOptions = {}): Promise<boolean> {
   res.writeHead(upstream.statusCode ?? 502, headers as string[]);
   if (options.flushHead) res.flushHeaders();
-  const { onChunk, endIsClean } = options;
+  const { onChunk, endIsClean, rewrite } = options;
   upstream.on('data', (chunk: Buffer) => {
     exchange.bytesOut += chunk.length;
     onChunk?.(chunk);
   });
+  // With a rewrite, its output is what the client gets, and its end (once it has let go of what
+  // it held) is the body's end.
+  const source = rewrite
+    ? upstream.pipe(
+        new Transform({
+          transform: (chunk: Buffer, _encoding, done) => done(null, rewrite.push(chunk)),
+          flush: (done) => done(null, rewrite.end()),
+        }),
+      )
+    : upstream;
   // pipe() rather than pipeline(): pipeline makes and aborts an AbortController per call, and
   // the DOMException that costs stood out in the CPU profile of every relayed response. The
   // two failure paths pipeline would handle are handled here, explicitly.
@@ -288,7 +301,7 @@ export function relayResponse(res: ServerResponse, upstream: IncomingMessage, he
     // The end is ours to write: only a body whose end is clean ends cleanly for the client.
     // Otherwise the bytes already relayed still go out, then the connection closes without the
     // final chunk, which every HTTP client reads as a broken response.
-    upstream.once('end', () => {
+    source.once('end', () => {
       if (endIsClean === undefined || endIsClean()) {
         res.end();
         return;
@@ -303,7 +316,50 @@ export function relayResponse(res: ServerResponse, upstream: IncomingMessage, he
       upstream.destroy(); // the client went away: stop reading (abortUpstreamOnClientClose frees the socket)
       resolve(false);
     });
-    upstream.pipe(res, { end: false });
+    source.pipe(res, { end: false });
+  });
+}
+
+/** Error bodies are read whole, to be checked; one larger than this (decoded) is refused rather than relayed unread. */
+const MAX_ERROR_BODY_BYTES = 1024 * 1024;
+
+/**
+ * Relays an upstream answer that is read whole first (an error): decoded from any
+ * Content-Encoding (bounded), every form of `secrets` redacted, sent with its own length. A body
+ * that is too large, corrupt or in an unknown encoding is not relayed: the caller answers 502
+ * with the reason. Used by both listeners for the answers an upstream may echo a credential in.
+ */
+export async function relayRedactedBody(res: ServerResponse, upstream: IncomingMessage, headers: readonly string[], secrets: readonly string[], exchange: Exchange): Promise<{ readonly ok: true } | { readonly ok: false; readonly reason: string }> {
+  const raw = await readWhole(upstream, MAX_ERROR_BODY_BYTES);
+  const decoded: DecodedBody = raw === undefined ? { ok: false, reason: 'too_large' } : decodeBody(raw, upstream.headers['content-encoding'], MAX_ERROR_BODY_BYTES);
+  if (!decoded.ok) return { ok: false, reason: `upstream_error_body_${decoded.reason}` };
+  const body = redactBody(decoded.body, secrets);
+  const out: string[] = [];
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = headers[i]!.toLowerCase();
+    if (name !== 'content-length' && name !== 'content-encoding' && name !== 'transfer-encoding') out.push(headers[i]!, headers[i + 1]!);
+  }
+  out.push('Content-Length', String(body.length));
+  exchange.bytesOut = body.length;
+  res.writeHead(upstream.statusCode ?? 502, out);
+  res.end(body);
+  return { ok: true };
+}
+
+/** The whole body, or undefined past `max` bytes or on a failure (the stream is then destroyed). */
+function readWhole(stream: IncomingMessage, max: number): Promise<Buffer | undefined> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    stream.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > max) {
+        stream.destroy();
+        resolve(undefined);
+      } else chunks.push(c);
+    });
+    stream.once('end', () => resolve(Buffer.concat(chunks)));
+    stream.once('error', () => resolve(undefined));
   });
 }
 

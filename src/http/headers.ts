@@ -1,5 +1,6 @@
 // Which headers cross the proxy, in each direction. Pure functions over Node's header shapes.
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { headerCarriesSecret } from './redact.ts';
 
 // RFC 9110 §7.6.1: connection-specific headers are never forwarded.
 const HOP_BY_HOP: ReadonlySet<string> = new Set([
@@ -110,8 +111,8 @@ const ACCOUNT_RESPONSE_HEADERS: ReadonlySet<string> = new Set(['openai-organizat
 /**
  * Response headers relayed to the workload, as a flat [name, value, ...] list that keeps the
  * upstream's order and case. Drops hop-by-hop headers, credential-bearing headers (by name),
- * the key owner's account identifiers, and any header whose value contains one of `secrets`
- * (an upstream echoing our token back).
+ * the key owner's account identifiers, and any header whose value carries one of `secrets` in
+ * any form a client decodes (an upstream echoing our token back; see redact.ts).
  */
 export function scrubResponseHeaders(rawHeaders: readonly string[], secrets: readonly string[]): string[] {
   let dropped: Set<string> | undefined;
@@ -127,7 +128,7 @@ export function scrubResponseHeaders(rawHeaders: readonly string[], secrets: rea
     const value = rawHeaders[i + 1]!;
     const lower = name.toLowerCase();
     if (HOP_BY_HOP.has(lower) || isCredentialHeaderName(lower) || ACCOUNT_RESPONSE_HEADERS.has(lower) || dropped?.has(lower)) continue;
-    if (secrets.some((s) => value.includes(s))) continue;
+    if (headerCarriesSecret(value, secrets)) continue;
     out.push(name, value);
   }
   return out;
