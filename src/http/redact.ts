@@ -5,7 +5,7 @@
 // redactor that holds back at most one partial event.
 import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
 
-export const REDACTED = '[REDACTED]';
+const REDACTED = '[REDACTED]';
 
 /** Per character of a secret: the forms a decoder turns back into it. */
 function charForms(byte: number): string {
