@@ -39,7 +39,7 @@ export function secretPattern(secrets: readonly string[]): RegExp | undefined {
 }
 
 /** The longest text one secret's encoded form can take (each byte as `\u00XX`). */
-export function longestForm(secrets: readonly string[]): number {
+function longestForm(secrets: readonly string[]): number {
   return Math.max(0, ...secrets.map((s) => Buffer.byteLength(s) * 6));
 }
 
