@@ -26,7 +26,7 @@ const patterns = new Map<string, RegExp>();
  * byte). Secrets are long random strings: a match in another case is the secret, never chance.
  * Undefined when there is no secret. Built once per set.
  */
-export function secretPattern(secrets: readonly string[]): RegExp | undefined {
+function secretPattern(secrets: readonly string[]): RegExp | undefined {
   const usable = secrets.filter((s) => s.length > 0);
   if (usable.length === 0) return undefined;
   const key = usable.join('\u0000');
