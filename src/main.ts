@@ -11,9 +11,10 @@ import { PROTOCOLS } from './gateway/protocols/table.ts';
 import { parseGatewayEnv, type GatewayConfig } from './gateway/config.ts';
 import { gitWorkloadConfig } from './git/config.ts';
 import { createGitHandler, sendGitError, type GitUpstream } from './git/proxy.ts';
+import { isBasicUsername } from './git/credentials.ts';
 import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from './git/hosts.ts';
 import { parseSigningKey, signBotToken } from './auth/jwt.ts';
-import { formatRepoPattern, gitScopeClaim } from './git/scope.ts';
+import { formatRepoPattern, gitScopeClaim, unregisteredScopeHost } from './git/scope.ts';
 import { asyncLineWriter, jsonLineSink, type LogSink } from './http/log.ts';
 import { clockTickMs, serveMetrics } from './metrics/registry.ts';
 import { parsePrices, type PriceTable } from './gateway/prices.ts';
@@ -47,6 +48,8 @@ function openGitUpstreams(hosts: readonly HostConfig[]): Map<string, GitUpstream
   for (const config of hosts) {
     const ca = config.caFile ? readTextFile(config.caFile, `git host ${config.key}: CA file`) : undefined;
     const username = config.username === undefined ? undefined : 'literal' in config.username ? literalSecret(config.username.literal) : secretSource(env, config.username);
+    const name = username?.read();
+    if (name?.ok && !isBasicUsername(name.value)) throw new Error(`git host ${config.key}: the username contains ":", which Basic authentication cannot carry (RFC 7617); fix its username`);
     upstreams.set(config.key, {
       config,
       agent: createUpstreamAgent({ ca, tlsInsecureSkipVerify: config.tlsInsecureSkipVerify }),
@@ -192,6 +195,7 @@ async function serve(options: ServeOptions): Promise<void> {
       address: options.modelListen,
       timeouts: listenerTimeouts,
       ...capped('model'),
+      rootIsHealth: true,
       log,
       handle: createGatewayHandler({
         record: (rec) => {
@@ -272,14 +276,20 @@ function openFilesLimit(): number | undefined {
 
 /** A bot token for the gateway, or with --git-repo a workload token for the git proxy (never both in one). */
 function mintToken(cli: CommandLine): string {
-  const claims = botClaims({
-    ...cli.mint,
-    ttlSec: Math.floor(cli.mint.ttlMs / 1000),
-    maxLifetimeSec: Math.floor(cli.options.maxTokenLifetimeMs / 1000),
-    nowSec: Math.floor(Date.now() / 1000),
-  });
+  // A missing or malformed flag is a usage error (exit 2), like an unknown one.
+  const claims = asUsageError(() =>
+    botClaims({
+      ...cli.mint,
+      ttlSec: Math.floor(cli.mint.ttlMs / 1000),
+      maxLifetimeSec: Math.floor(cli.options.maxTokenLifetimeMs / 1000),
+      nowSec: Math.floor(Date.now() / 1000),
+    }),
+  );
   if (cli.mint.gitRepos.length > 0) {
-    const git = gitScopeClaim(cli.mint.gitRepos);
+    const git = asUsageError(() => gitScopeClaim(cli.mint.gitRepos));
+    const registered = loadHosts(cli.options).map((h) => h.key);
+    const unknown = asUsageError(() => unregisteredScopeHost(git, registered));
+    if (unknown === 'unchecked') process.stderr.write('mint-token: no git host is registered in this environment (GIT_HOST_A, GIT_HOST_B, --git-hosts): the scope\'s hosts were not checked against the registry\n');
     const key = parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY);
     if (!key) throw new Error('mint-token: --git-repo makes a token for the git proxy, and GIT_PROXY_SIGNING_KEY is not set');
     return signBotToken({ ...claims, git }, key);

@@ -71,13 +71,24 @@ export function signBotToken(claims: BotClaims, key: Buffer): string {
 export function verifyBotToken(token: string, key: Buffer, opts: VerifyOptions): VerifyResult {
   const verified = verifyToken(token, key, opts);
   if (verified.ok && verified.claims.git !== undefined) return reject('meant for the git proxy');
+  // Signed with another key (the git proxy's, as recommended): the reason says which kind of
+  // token it is. Read from the unverified payload only to word the refusal, never to accept;
+  // whoever holds the token can read its payload anyway.
+  if (!verified.ok && verified.reason === 'bad signature' && unverifiedGitScope(token) === true) return reject('meant for the git proxy');
   return verified;
+}
+
+/** Pure: whether a token's payload, unverified, carries a git scope (undefined: unreadable). */
+function unverifiedGitScope(token: string): boolean | undefined {
+  const bytes = decodeSegment(token.split('.')[1] ?? '');
+  const payload = bytes === null ? null : parseJsonObject(bytes);
+  return payload === null || payload === 'duplicate' ? undefined : payload.git !== undefined;
 }
 
 /** A workload token for the git proxy: a token without a git scope (a gateway bot token) is refused. */
 export function verifyGitToken(token: string, key: Buffer, opts: VerifyOptions): GitVerifyResult {
   const verified = verifyToken(token, key, opts);
-  if (!verified.ok) return verified;
+  if (!verified.ok) return verified.reason === 'bad signature' && unverifiedGitScope(token) === false ? reject('no git scope') : verified;
   const { git } = verified.claims;
   if (git === undefined) return reject('no git scope');
   return { ok: true, claims: { ...verified.claims, git } };

@@ -1,6 +1,7 @@
 // Command line: subcommand, flags and their defaults, and the usage text. Pure: argv in,
 // options out; a mistake throws a UsageError whose message says what to type instead.
 import { parseArgs } from 'node:util';
+import { suggestion } from './suggest.ts';
 import { parseByteSize, parseCount, parseDuration, parseListenAddress, type ListenAddress } from '../http/address.ts';
 
 export class UsageError extends Error {
@@ -87,7 +88,7 @@ const SERVE: readonly FlagCommand[] = ['serve'];
 /** Flag name, default, commands and one line of help: the single source for parsing and usage text. */
 const FLAGS = {
   'git-auth-listen': { default: ':8447', commands: SERVE, help: 'git proxy listen address (:PORT, HOST:PORT, [V6]:PORT)' },
-  'git-hosts': { default: undefined, commands: ['serve', 'git-config'], help: 'JSON file with more git hosts (see README, "Hosts file")' },
+  'git-hosts': { default: undefined, commands: ['serve', 'git-config', 'mint-token'], help: 'JSON file with more git hosts (see README, "Hosts file")' },
   'model-gateway-listen': { default: ':8450', commands: SERVE, help: 'model gateway listen address' },
   'max-request-body': { default: '32MiB', commands: SERVE, help: 'largest model request body, any route (413 beyond)' },
   'upstream-max-retries': { default: '2', commands: SERVE, help: 'model gateway: retries after a 429 or a failed connect, before any byte reached the client' },
@@ -128,7 +129,7 @@ const FLAG_NAMES = Object.keys(FLAGS) as FlagName[];
 export function usage(): string {
   const flagLines = FLAG_NAMES.map((name) => {
     const f: FlagSpec = FLAGS[name];
-    const dflt = f.default === undefined ? '' : ` (default ${f.default})`;
+    const dflt = f.default === undefined || f.default === '' ? '' : ` (default ${f.default})`;
     const commands = f.commands === SERVE ? '' : `${f.commands.join(', ')}: `;
     return `  --${name.padEnd(26)} ${commands}${f.help}${dflt}`;
   });
@@ -151,7 +152,7 @@ export function usage(): string {
 }
 
 export function parseCommandLine(argv: readonly string[]): CommandLine {
-  const parsed = asUsageError(() =>
+  const parsed = unknownFlagAsUsageError(() =>
     parseArgs({
       args: [...argv],
       strict: true,
@@ -173,7 +174,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
   let command: Command = 'serve';
   if (positionals[0] !== undefined) {
-    if (!COMMANDS.includes(positionals[0] as Command)) throw new UsageError(`unknown command "${positionals[0]}"`);
+    if (!COMMANDS.includes(positionals[0] as Command)) throw new UsageError(`unknown command "${positionals[0]}"${suggestion(positionals[0], COMMANDS)}`);
     command = positionals[0] as Command;
   }
   if (values.help) command = 'help';
@@ -237,6 +238,22 @@ function refuseFlagsOfOtherCommands(command: Command, values: Record<string, unk
     if (values[name] === undefined || (f.commands as readonly Command[]).includes(command)) continue;
     const own = FLAG_NAMES.filter((n) => (FLAGS[n].commands as readonly Command[]).includes(command)).map((n) => `--${n}`);
     throw new UsageError(`--${name} is not a flag of ${command} (${command} takes ${own.length > 0 ? own.join(', ') : 'no flags'})`);
+  }
+}
+
+/**
+ * parseArgs, whose text for an unknown flag is about positional arguments: the flag is named
+ * instead, with the flag it most likely meant.
+ */
+function unknownFlagAsUsageError<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    const flag = e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /'(-{1,2}[^']*)'/.exec(e.message)?.[1] : undefined;
+    if (flag === undefined) throw new UsageError(e.message);
+    const name = flag.replace(/^-+/, '').split('=')[0]!;
+    throw new UsageError(`unknown flag ${flag}${suggestion(name, [...FLAG_NAMES, 'help', 'version'], '--')}`);
   }
 }
 

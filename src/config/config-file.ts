@@ -2,6 +2,7 @@
 // error names the file and the field so that the operator fixes it from the message alone.
 import { isObject, parseStrictJson } from '../http/json.ts';
 import type { SecretRef } from './secret.ts';
+import { suggestion } from './suggest.ts';
 
 export type FieldFailure = (field: string, why: string) => never;
 
@@ -44,7 +45,7 @@ export interface EntryReader {
 export function entryReader(entry: unknown, where: string, known: ReadonlySet<string>, fail: FieldFailure): EntryReader {
   if (!isObject(entry)) return fail(where, 'must be an object');
   const at = (f: string) => `${where}.${f}`;
-  for (const k of Object.keys(entry)) if (!known.has(k)) fail(at(k), 'unknown field');
+  for (const k of Object.keys(entry)) if (!known.has(k)) fail(at(k), `unknown field${suggestion(k, known)}`);
   const str = (f: string): string | undefined => {
     const v = entry[f];
     if (v === undefined) return undefined;

@@ -10,7 +10,7 @@ import { verifyBotToken } from '../auth/jwt.ts';
 import { errorForUpstreamFailure, ERRORS, type ProxyError, type UpstreamError, type UpstreamFailure } from '../http/errors.ts';
 import { abortUpstreamOnClientClose, newExchange, openUpstream, relayRedactedBody, relayResponse, type Exchange, type UpstreamCall, type UpstreamTimeouts } from '../http/forward.ts';
 import { watchBodyIdle } from '../http/body-idle.ts';
-import { mediaType, scrubResponseHeaders } from '../http/headers.ts';
+import { headerCount, mediaType, scrubResponseHeaders } from '../http/headers.ts';
 import { isIdentity, StreamRedactor } from '../http/redact.ts';
 import { elapsedMs, pathForLog, type LogSink } from '../http/log.ts';
 import { writeProxyError } from '../http/server.ts';
@@ -156,6 +156,20 @@ function readBody(req: IncomingMessage, max: number, idleMs: number): Promise<Bu
   });
 }
 
+/**
+ * Pure: where a bot token goes, as the protocol's own clients send it: the Anthropic SDKs and
+ * Claude Code send `x-api-key`, the OpenAI SDKs `Authorization: Bearer` (both are accepted).
+ */
+export function tokenHeaderHint(protocol: WireProtocol | undefined): string {
+  return protocol?.kind === 'anthropic'
+    ? "as x-api-key: $MODEL_PROXY_TOKEN (the Anthropic SDKs' api key; Authorization: Bearer works too)"
+    : "as Authorization: Bearer $MODEL_PROXY_TOKEN (the OpenAI SDKs' api key; x-api-key works too)";
+}
+
+function missingTokenHint(protocol: WireProtocol | undefined): string {
+  return `a bot token is required: send the one mint-token made ${tokenHeaderHint(protocol)}`;
+}
+
 /** An error the listener itself makes on the gateway port (bad HTTP version, a handler bug). */
 export function sendGatewayError(req: IncomingMessage, res: ServerResponse, error: ProxyError): void {
   writeProxyError(req, res, error.status, 'application/json', openAiErrorBody(error, null, error.message));
@@ -239,7 +253,8 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         reasoning_tokens: usage?.reasoningTokens ?? null,
         cached_tokens: usage?.cachedTokens ?? null,
         cache_write_tokens: usage?.cacheWriteTokens ?? null,
-        usage_complete: tally.usageExpected ? (summary?.usageComplete ?? false) : null,
+        // Usage is expected only of a call the upstream answered with success.
+        usage_complete: tally.usageExpected && tally.attempts > 0 && status >= 200 && status < 300 ? (summary?.usageComplete ?? false) : null,
         finish_reason: summary?.finishReason ?? null,
         interrupted: tally.relaying ? interrupted : null,
         attempts: tally.attempts,
@@ -266,14 +281,15 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     // Rule 1: who is asking. With a signing key only a verified token counts; without one the
     // headers are informational (network-policy mode).
     if (deps.signingKey) {
-      const token = botToken(req.headers);
-      if (token === 'conflict') return reject(ERRORS.unauthenticated, null, 'Authorization and x-api-key carry two different bot tokens: send one token');
-      if (token === undefined) return reject(ERRORS.unauthenticated);
+      // Two of a header are refused, not chosen from: Node keeps the first, another reader the last.
+      const token = headerCount(req.rawHeaders, 'authorization') > 1 || headerCount(req.rawHeaders, 'x-api-key') > 1 ? 'conflict' : botToken(req.headers);
+      if (token === 'conflict') return reject(ERRORS.unauthenticated, null, 'the request carries two different bot tokens (Authorization and x-api-key, or one of them twice): send one token');
+      if (token === undefined) return reject(ERRORS.unauthenticated, null, missingTokenHint(protocol));
       const verified = verifyBotToken(token, deps.signingKey, {
         nowSec: Math.floor(Date.now() / 1000),
         maxLifetimeSec: deps.maxTokenLifetimeSec,
       });
-      if (!verified.ok) return reject(ERRORS.unauthenticated, null, `the bot token was refused (${verified.reason}): send a valid one, from mint-token, as Authorization: Bearer $MODEL_PROXY_TOKEN`);
+      if (!verified.ok) return reject(ERRORS.unauthenticated, null, `the bot token was refused (${verified.reason}): send a valid one, from mint-token, ${tokenHeaderHint(protocol)}`);
       tally.identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id };
     } else {
       const fromHeaders = identityFromHeaders(req.headers);
@@ -310,6 +326,11 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     const checked = checkRequestBody(body, proto, policy);
     if (!checked.ok) {
       tally.refusedModel = checked.refusedModel ?? null;
+      // Refused for what it asked besides the model: its record names the model and provider.
+      if (checked.model !== undefined) {
+        tally.model = Buffer.from(checked.model, 'utf8').toString('utf8');
+        tally.provider = byModel.get(checked.model);
+      }
       return reject(checked.error, checked.param, checked.message);
     }
     // A flat copy: a model id V8 sliced out of the body's text would keep all of that text alive.

@@ -116,8 +116,11 @@ export function checkRequestBody(body: Buffer, protocol: WireProtocol, policy: R
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return refuse(ERRORS.invalidJson, null);
   const req = doc as Record<string, unknown>;
   if (typeof req.model !== 'string') return refuse(ERRORS.modelMissing, 'model');
-  if (!policy.allowedModels.has(req.model)) return { ...refuse(ERRORS.modelNotAllowed, 'model'), refusedModel: bounded(req.model) };
-  return protocol.checkRequest(req, policy) ?? { ok: true, model: req.model, stream: req.stream === true };
+  if (!policy.allowedModels.has(req.model)) {
+    return { ...refuse(ERRORS.modelNotAllowed, 'model', `the model "${bounded(req.model)}" is not available through this gateway; GET /v1/models lists the models it serves`), refusedModel: bounded(req.model) };
+  }
+  const refusal = protocol.checkRequest(req, policy);
+  return refusal ? { ...refusal, model: req.model } : { ok: true, model: req.model, stream: req.stream === true };
 }
 
 export interface Identity {

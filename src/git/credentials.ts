@@ -16,6 +16,14 @@ function failure(read: SecretRead & { ok: false }): Credential {
   return { ok: false, error: read.reason === 'missing' ? ERRORS.credentialMissing : ERRORS.credentialInvalid };
 }
 
+/**
+ * Pure: RFC 7617: a Basic user-id cannot contain a colon (it would shift the boundary to the
+ * password). Checked at start-up, and again per request (a username file may change).
+ */
+export function isBasicUsername(username: string): boolean {
+  return !username.includes(':');
+}
+
 export function injectCredential(authType: AuthType, token: SecretRead, username: SecretRead | undefined): Credential {
   if (!token.ok) return failure(token);
   if (authType === 'bearer') {
@@ -23,8 +31,7 @@ export function injectCredential(authType: AuthType, token: SecretRead, username
   }
   if (username === undefined) return { ok: false, error: ERRORS.credentialMissing };
   if (!username.ok) return failure(username);
-  // RFC 7617: the user-id cannot contain a colon; it would shift the token boundary.
-  if (username.value.includes(':')) return { ok: false, error: ERRORS.credentialInvalid };
+  if (!isBasicUsername(username.value)) return { ok: false, error: ERRORS.credentialInvalid };
   const basic = Buffer.from(`${username.value}:${token.value}`).toString('base64');
   return { ok: true, authorization: `Basic ${basic}`, secrets: [token.value, basic] };
 }

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { injectCredential } from './credentials.ts';
 import { ERRORS, errorForUpstreamFailure, withMessage, type ProxyError, type UpstreamError } from '../http/errors.ts';
 import { abortUpstreamOnClientClose, newExchange, openUpstream, relayRedactedBody, relayResponse, staleSocketReset, type UpstreamTimeouts } from '../http/forward.ts';
-import { assertHeaderValue, gitUpstreamHeaders, scrubResponseHeaders } from '../http/headers.ts';
+import { assertHeaderValue, gitUpstreamHeaders, headerCount, scrubResponseHeaders } from '../http/headers.ts';
 import { decideGitAccess, WORKLOAD_CHALLENGE, type GitIdentity } from './access.ts';
 import type { HostConfig } from './hosts.ts';
 import { parseGitRoute, type GitRouteName } from './route.ts';
@@ -44,6 +44,11 @@ export type GitRequestRecord = {
   readonly run_id: string | null;
   /** Why a presented workload token was refused (a fixed phrase, never token content). */
   readonly token_error: string | undefined;
+  /**
+   * The 401 that asks for credentials, answered to a request that sent none: every git command
+   * begins so, and its credential helper then sends the token. Not an error: counted apart.
+   */
+  readonly challenge: true | undefined;
 };
 
 export interface GitProxyDeps {
@@ -99,6 +104,7 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
     let route: GitRouteName | undefined;
     let identity: GitIdentity | undefined;
     let tokenError: string | undefined;
+    let challenge = false;
 
     const logDone = (status: number, error?: string) =>
       deps.record({
@@ -118,6 +124,7 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
         workflow: identity?.workflow ?? null,
         run_id: identity?.runId ?? null,
         token_error: tokenError,
+        challenge: challenge || undefined,
       });
     const reject = (error: ProxyError, allow?: string) => {
       sendGitError(req, res, error, allow);
@@ -130,6 +137,7 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
     route = parsed.route;
     const upstream = deps.hosts.get(parsed.hostKey)!;
 
+    if (headerCount(req.rawHeaders, 'authorization') > 1) return reject(ERRORS.twoAuthorizations);
     const access = decideGitAccess(
       { hostKey: parsed.hostKey, repo: parsed.repo, access: parsed.access, authorization: req.headers.authorization },
       {
@@ -142,6 +150,11 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
     if (!access.ok) {
       tokenError = access.tokenError;
       if (access.challenge) res.setHeader('www-authenticate', assertHeaderValue('www-authenticate', WORKLOAD_CHALLENGE));
+      if (access.error.code === ERRORS.workloadTokenMissing.code) {
+        challenge = true;
+        sendGitError(req, res, access.error);
+        return logDone(access.error.status, undefined);
+      }
       return reject(access.error);
     }
 

@@ -97,6 +97,24 @@ export function gitScopeClaim(values: readonly string[]): string[] {
 }
 
 /**
+ * Pure: the check of a git claim's hosts against the hosts the proxy registers (their keys):
+ * a scope for a host the registry lacks, or written another way (`host:443` for `host`), can
+ * never match a request, so it is an error naming the host and the registered ones. With no
+ * registered host in view (the orchestrator's environment lacks the proxy's), 'unchecked'.
+ */
+export function unregisteredScopeHost(claim: readonly string[], registered: readonly string[]): 'ok' | 'unchecked' {
+  if (registered.length === 0) return 'unchecked';
+  for (const entry of claim) {
+    const host = entry.slice(0, entry.indexOf('/'));
+    if (registered.includes(host)) continue;
+    const sameHost = registered.find((r) => r === host.replace(/:443$/, '') || r.replace(/:443$/, '') === host);
+    const hint = sameHost === undefined ? `registered: ${registered.join(', ')}` : `write it as the registry does: ${sameHost}`;
+    throw new Error(`mint-token: --git-repo "${entry}": "${host}" is not a registered git host (${hint})`);
+  }
+  return 'ok';
+}
+
+/**
  * The repository path of a request in canonical form, from the route's raw (already validated)
  * segments; undefined when a segment does not decode, so that it matches nothing.
  */

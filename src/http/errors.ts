@@ -21,6 +21,7 @@ export const ERRORS = {
   notGitRoute: def('not_git_route', 403, 'only git smart-HTTP requests are forwarded (info/refs, git-upload-pack, git-receive-pack)'),
   methodNotAllowed: def('method_not_allowed', 405, 'method not allowed on this path (the Allow header names the right one)'),
   workloadTokenMissing: def('workload_token_missing', 401, 'a workload token is required: configure git with `proxy.js git-config --workload-token-env VAR` and put a token from `proxy.js mint-token --git-repo ...` in VAR'),
+  twoAuthorizations: def('two_authorizations', 400, 'the request has two Authorization headers; send one (the credential helper, or http.extraHeader, not both)'),
   workloadTokenInvalid: def('workload_token_invalid', 401, 'the workload token was refused'),
   repoNotInScope: def('repo_not_in_scope', 403, 'this workload may not use that repository'),
   pushNotInScope: def('push_not_in_scope', 403, 'this workload may not push to that repository'),

@@ -133,3 +133,14 @@ export function scrubResponseHeaders(rawHeaders: readonly string[], secrets: rea
   }
   return out;
 }
+
+/**
+ * Pure: how many times a header appears in a request (`rawHeaders`, any case). Node keeps only
+ * the first of two `Authorization` headers in `req.headers`, and another reader may keep the
+ * last: a request with two is refused rather than judged on one.
+ */
+export function headerCount(rawHeaders: readonly string[], name: string): number {
+  let n = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === name) n++;
+  return n;
+}

@@ -40,6 +40,11 @@ export interface ListenerSpec {
   readonly onConnectionRefused?: (reason: 'total' | 'per_client') => void;
   readonly log: LogSink;
   readonly handle: (req: IncomingMessage, res: ServerResponse) => void;
+  /**
+   * `GET /` and `HEAD /` answer as /healthz does (the model gateway: Claude Code sends `HEAD /`
+   * to its base URL at start), never counted or logged as a request.
+   */
+  readonly rootIsHealth?: boolean;
   /** How this listener renders an error it makes itself (git: text, gateway: JSON). */
   readonly sendError: (req: IncomingMessage, res: ServerResponse, error: ProxyError) => void;
 }
@@ -135,7 +140,7 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
       spec.sendError(req, res, formError);
       return;
     }
-    if (req.url === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
+    if ((req.url === '/healthz' || (spec.rootIsHealth === true && req.url === '/')) && (req.method === 'GET' || req.method === 'HEAD')) {
       const status = draining ? 503 : 200;
       const body = draining ? 'draining\n' : 'ok\n';
       res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': body.length, 'cache-control': 'no-store' });

@@ -24,6 +24,7 @@ const GIT_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 
 const UPSTREAM_FAILURES: ReadonlySet<string> = new Set(
   Object.keys({ connect_refused: 0, dns: 0, tls: 0, reset: 0, connect_timeout: 0, response_timeout: 0, idle_timeout: 0, protocol: 0, truncated: 0, body_timeout: 0, other: 0 } satisfies Record<UpstreamFailure, 0>).filter((k) => k !== 'body_timeout'),
 );
+/** The one label value for anything unknown (no provider, model, identity, host): never "", which Prometheus reads as no label. */
 const NONE = 'none';
 // Refusals by the workload token or the hosts file's limits. A request without a token is not
 // one: git's first request of every command is answered with the 401 challenge by design.
@@ -67,6 +68,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     gitBytesOut: registry.counter('git_proxy_response_bytes_total', 'Response body bytes relayed to workloads.', ['host', 'route']),
     gitUpstreamErrors: registry.counter('git_proxy_upstream_errors_total', 'Upstream failures by kind.', ['host', 'kind']),
     gitCredentialRejected: registry.counter('git_proxy_upstream_credential_rejected_total', "Upstream 401 answers: the git host refused the proxy's own credential (answered 502).", ['host']),
+    gitChallenges: registry.counter('git_proxy_auth_challenges_total', 'Requests without credentials answered with the 401 that makes git ask its credential helper (how every git command begins with workload tokens); not in git_proxy_requests_total.', ['host']),
     gitScopeRefusals: registry.counter('git_proxy_scope_refusals_total', 'Git requests refused by the workload token or the hosts file limits, by reason (the error code).', ['host', 'reason']),
     gitClientAborts: registry.counter('git_proxy_client_aborts_total', 'Requests whose client went away before the response was complete.', ['host', 'route']),
     rss: registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.'),
@@ -83,11 +85,11 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
   m.startTime.set([], Math.round(Date.now() / 1000 - process.uptime()));
 
   const whoValues = (r: ModelRequestRecord): string[] => {
-    const v = [r.provider ?? NONE, r.model ?? NONE, r.instance_id ?? '', r.workflow ?? ''];
-    if (opts.runIdLabel) v.push(r.run_id ?? '');
+    const v = [r.provider ?? NONE, r.model ?? NONE, r.instance_id ?? NONE, r.workflow ?? NONE];
+    if (opts.runIdLabel) v.push(r.run_id ?? NONE);
     return v;
   };
-  const latencyValues = (r: ModelRequestRecord): string[] => [r.provider ?? NONE, r.model ?? NONE, r.workflow ?? '', r.api ?? NONE];
+  const latencyValues = (r: ModelRequestRecord): string[] => [r.provider ?? NONE, r.model ?? NONE, r.workflow ?? NONE, r.api ?? NONE];
 
   return {
     registry,
@@ -110,6 +112,9 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     },
 
     git(r: GitRequestRecord): void {
+      // The credential challenge that begins every git command is no refusal: counted apart,
+      // so that a 4xx rate on git_proxy_requests_total means something.
+      if (r.challenge) return m.gitChallenges.inc([r.host ?? NONE]);
       const where = [r.host ?? NONE, r.route ?? NONE];
       m.gitRequests.inc([...where, String(r.status)]);
       m.gitDuration.observe(where, r.duration_ms / 1000);

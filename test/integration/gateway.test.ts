@@ -530,7 +530,7 @@ test('bot auth: missing, malformed, alg none, tampered and wrongly signed tokens
 
 test('a refused bot token says why in plain words', async () => {
   const r = await chat(jwtPort, chatBody(), { authorization: 'Bearer abc.def' });
-  assert.equal(errorOf(r).message, 'the bot token was refused (malformed token): send a valid one, from mint-token, as Authorization: Bearer $MODEL_PROXY_TOKEN');
+  assert.equal(errorOf(r).message, "the bot token was refused (malformed token): send a valid one, from mint-token, as Authorization: Bearer $MODEL_PROXY_TOKEN (the OpenAI SDKs' api key; x-api-key works too)");
 });
 
 test('an empty model allowlist is warned about at start-up', async () => {

@@ -337,7 +337,7 @@ test('a flag of another command is a UsageError naming the flag and the flags th
     [['git-config', '--git-auth-listen', ':1'], /^--git-auth-listen is not a flag of git-config \(git-config takes --git-hosts, --proxy-host, --workload-token-env\)$/],
     [['git-config', '--ttl', '1h'], /^--ttl is not a flag of git-config/],
     [['agent-config', '--git-hosts', 'h.json'], /^--git-hosts is not a flag of agent-config \(agent-config takes --providers, --allow-hosted-tools, --agent, --proxy-host, --provider-name, --model, --small-model\)$/],
-    [['mint-token', '--proxy-host', 'p'], /^--proxy-host is not a flag of mint-token \(mint-token takes --max-token-lifetime, --instance-id, --workflow, --run-id, --ttl, --git-repo\)$/],
+    [['mint-token', '--proxy-host', 'p'], /^--proxy-host is not a flag of mint-token \(mint-token takes --git-hosts, --max-token-lifetime, --instance-id, --workflow, --run-id, --ttl, --git-repo\)$/],
     [['serve', '--workload-token-env', 'T'], /^--workload-token-env is not a flag of serve/],
     [['--metrics-run-id-label', 'git-config'], /^--metrics-run-id-label is not a flag of git-config/],
   ];

@@ -43,6 +43,7 @@ function gitRecord(over: Partial<GitRequestRecord>): GitRequestRecord {
     workflow: null,
     run_id: null,
     token_error: undefined,
+    challenge: undefined,
     ...over,
   };
 }
@@ -101,8 +102,10 @@ const GIT_RECORDS: readonly GitRequestRecord[] = [
   gitRecord({ method: 'POST', route: 'upload-pack', status: 0, duration_ms: 700, bytes_in: 100, bytes_out: 2048, error: 'client_aborted' }),
   // the upstream refused our credential (answered 502); not an upstream transport failure. 0.03 s (le 0.05)
   gitRecord({ status: 502, duration_ms: 30, error: 'upstream_rejected_credential' }),
-  // git's first request of a command, answered with the 401 challenge: not a refusal. 0.001 s (le 0.005)
-  gitRecord({ status: 401, duration_ms: 1, error: 'workload_token_missing' }),
+  // git's first request of a command, answered with the 401 challenge: not a refusal, not in
+  // git_proxy_requests_total, counted in git_proxy_auth_challenges_total only.
+  gitRecord({ status: 401, duration_ms: 1, challenge: true }),
+  gitRecord({ status: 401, duration_ms: 1, challenge: true }),
   // refusals, counted by host and reason. 0.001 s each (le 0.005)
   gitRecord({ status: 401, duration_ms: 1, error: 'workload_token_invalid', token_error: 'expired' }),
   gitRecord({ status: 403, duration_ms: 1, error: 'repo_not_in_scope', instance_id: 'bot-1', workflow: 'triage', run_id: 'run-1' }),
@@ -254,10 +257,18 @@ test('run_id becomes a label only when enabled', () => {
     for (const s of own) assert.ok(s.labels.has('run_id'), `${s.name} carries run_id`);
     assert.ok(own.some((s) => s.labels.get('run_id') === 'run-42'), `${family}: run_id="run-42"`);
   }
-  // A record without a run_id gets run_id="".
-  assert.ok(samples.some((s) => s.name === 'model_gateway_requests_total' && s.labels.get('run_id') === ''));
+  // A record without a run_id gets run_id="none", as every unknown label value does.
+  assert.ok(samples.some((s) => s.name === 'model_gateway_requests_total' && s.labels.get('run_id') === 'none'));
   // Never on the histograms, the gauges, the git or the process families.
   for (const s of samples) if (!modelFamilies.includes(s.family)) assert.ok(!s.labels.has('run_id'), s.name);
+});
+
+test('an unknown identity is labelled "none" in every family, like an unknown provider, model or host', () => {
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 50, seriesTtlMs: 0, runIdLabel: true, prices: PRICES });
+  metrics.model(modelRecord({ instance_id: null, workflow: null, run_id: null, provider: null, model: null, status: 401, duration_ms: 1 }));
+  const { samples } = parseExposition(metrics.registry.expose());
+  const values = new Set(samples.filter((s) => s.family.startsWith('model_gateway_')).flatMap((s) => ['provider', 'model', 'instance_id', 'workflow', 'run_id'].filter((l) => s.labels.has(l)).map((l) => s.labels.get(l))));
+  assert.deepEqual([...values], ['none']);
 });
 
 test('model, host and status labels take only values from the records (no raw request data)', () => {

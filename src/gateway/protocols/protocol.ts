@@ -51,10 +51,12 @@ export type RequestRefusal = {
   readonly ok: false;
   readonly error: ProxyError;
   readonly param: string | null;
-  /** Replaces the error's fixed message when the refusal can say more (never request data, except a bounded field name). */
+  /** Replaces the error's fixed message when the refusal can say more (request data only bounded: a field name, a model name). */
   readonly message?: string;
   /** A refused model name, bounded, for the log line only (never a metric label). */
   readonly refusedModel?: string;
+  /** The allowed model the refused request named (refused for another reason): its record says what it targeted. */
+  readonly model?: string;
 };
 
 /** Deployment policy the request checks apply. */
