@@ -160,7 +160,7 @@ function readBody(req: IncomingMessage, max: number, idleMs: number): Promise<Bu
  * Pure: where a bot token goes, as the protocol's own clients send it: the Anthropic SDKs and
  * Claude Code send `x-api-key`, the OpenAI SDKs `Authorization: Bearer` (both are accepted).
  */
-export function tokenHeaderHint(protocol: WireProtocol | undefined): string {
+function tokenHeaderHint(protocol: WireProtocol | undefined): string {
   return protocol?.kind === 'anthropic'
     ? "as x-api-key: $MODEL_PROXY_TOKEN (the Anthropic SDKs' api key; Authorization: Bearer works too)"
     : "as Authorization: Bearer $MODEL_PROXY_TOKEN (the OpenAI SDKs' api key; x-api-key works too)";
