@@ -108,7 +108,7 @@ function providerFromEnv(env: NodeJS.ProcessEnv, required: boolean): ProviderCon
   };
 }
 
-const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'keyEnv', 'keyFile', 'models', 'organization', 'project', 'caFile']);
+export const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'keyEnv', 'keyFile', 'models', 'organization', 'project', 'caFile']);
 
 /**
  * The --providers file: `{"providers": [{"name", "kind", "baseUrl", "keyEnv" | "keyFile",

@@ -20,7 +20,7 @@ export interface PriceTable {
   get(provider: string, model: string): ModelPrice | undefined;
 }
 
-const PRICE_FIELDS = new Set(['input', 'output', 'cached', 'reasoning', 'cache_write']);
+export const PRICE_FIELDS = new Set(['input', 'output', 'cached', 'reasoning', 'cache_write']);
 
 function parsePrice(e: unknown, where: string, fail: FieldFailure): ModelPrice {
   if (!isObject(e)) return fail(where, 'must be an object');

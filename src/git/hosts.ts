@@ -64,7 +64,7 @@ export function hostsFromEnv(env: NodeJS.ProcessEnv): HostConfig[] {
   return hosts;
 }
 
-const HOST_FIELDS = new Set([
+export const HOST_FIELDS = new Set([
   'host',
   'auth',
   'tokenEnv',

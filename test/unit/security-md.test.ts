@@ -1,14 +1,25 @@
-// SECURITY.md maps every security rule to the function that enforces it and the tests that
-// prove it. This keeps the map honest: every cited function is defined in the file named, and
-// every cited test exists, with that exact name, in the file named.
+// SECURITY.md maps every security rule to the function that enforces it and a test that proves
+// it, and docs/security-rules.md gives each rule in full with every function and test. This keeps
+// both honest: every cited function is defined in the file named, every cited test exists, with
+// that exact name, in the file named, and the two tables number the same rules.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 
 const ROOT = join(__dirname, '..', '..');
-const doc = readFileSync(join(ROOT, 'SECURITY.md'), 'utf8');
-const ruleRows = doc.split('\n').filter((line) => /^\| \d+ \|/.test(line));
+const short = readFileSync(join(ROOT, 'SECURITY.md'), 'utf8');
+const full = readFileSync(join(ROOT, 'docs', 'security-rules.md'), 'utf8');
+const doc = `${short}\n${full}`;
+const rowsOf = (text: string) => text.split('\n').filter((line) => /^\| \d+ \|/.test(line));
+const ruleRows = rowsOf(doc);
+
+test('SECURITY.md and docs/security-rules.md number the same rules, 1 to N', () => {
+  const numbers = (text: string) => rowsOf(text).map((row) => Number(/^\| (\d+) \|/.exec(row)![1]));
+  const inShort = numbers(short);
+  assert.deepEqual(inShort, Array.from({ length: inShort.length }, (_, i) => i + 1));
+  assert.deepEqual(numbers(full), inShort);
+});
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
