@@ -4,8 +4,10 @@
 // prints what happened. Everything it starts or creates is registered on a shared cleanup
 // list that runs on success, on failure and on Ctrl-C.
 //
-// Sections: gitDemo (the git credential-injecting proxy) and modelDemo (the model gateway),
-// each an `async function xxxDemo(ctx: DemoContext)` called from main().
+// Sections: gitDemo (the git credential-injecting proxy in network-policy mode), scopedGitDemo
+// (a workload token that names its repositories), modelDemo (the model gateway: chat
+// completions, a Responses stream, an Anthropic Messages call, a metrics scrape), each an
+// `async function xxxDemo(ctx: DemoContext)` called from main(), then tryByHand().
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,6 +18,9 @@ import { gitEnv, makeGitHome, runGit, type GitResult } from '../test/support/git
 import { startGitServer } from '../test/support/git-server.ts';
 import { assertNoSecrets, BUNDLE, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../test/support/proxy-process.ts';
 import { sseEvent, chunk, startModelUpstream, USAGE } from '../test/support/model-upstream.ts';
+import { startResponsesUpstream } from '../test/support/responses-upstream.ts';
+import { startAnthropicUpstream } from '../test/support/anthropic-upstream.ts';
+import { send } from '../test/support/http-client.ts';
 import { makeTestPki } from '../test/support/tls.ts';
 
 /** The whole demo must finish within this; a hang is reported as a failure. */
@@ -180,6 +185,67 @@ async function gitDemo(ctx: DemoContext): Promise<void> {
   ctx.print('  the token never left the proxy: it is in no workload file, no git output, no proxy log line');
 }
 
+async function scopedGitDemo(ctx: DemoContext): Promise<void> {
+  ctx.print('');
+  ctx.print('scoped git access demo (a workload token that names its repositories)');
+  const token = `demo_${randomBytes(20).toString('hex')}`;
+  const signingKey = randomBytes(32).toString('hex');
+  const pki = makeTestPki();
+  ctx.defer('remove the throwaway CA', () => pki.cleanup());
+  const server = await startGitServer({ pki, auth: { type: 'bearer', token } });
+  ctx.defer('stop the git server', () => server.close());
+  server.createBareRepo('demo/hello.git');
+  server.createBareRepo('demo/secret.git');
+  const env = { GIT_HOST_A: server.hostKey, GIT_HOST_A_TOKEN: token, NODE_EXTRA_CA_CERTS: pki.caFile, GIT_PROXY_SIGNING_KEY: signingKey };
+  let proxy: ProxyProcess;
+  try {
+    proxy = await startProxy({ env });
+  } catch (err) {
+    throw new DemoFailure(`the proxy did not start: ${(err as Error).message}`);
+  }
+  ctx.defer('stop the scoped proxy', async () => void (await proxy.stop()));
+  const proxyHost = `127.0.0.1:${proxy.ports.git}`;
+
+  // The orchestrator mints a token for one repository, read-only; the workload gets a git
+  // configuration with a credential helper that reads it from a variable.
+  const minted = await runProxyCommand(['mint-token', '--instance-id', 'demo-bot', '--workflow', 'demo', '--run-id', 'run-1', '--ttl', '10m', '--git-repo', `${server.hostKey}/demo/hello:read`], env);
+  check(minted.code === 0, `mint-token --git-repo failed: ${minted.stderr.trim()}`);
+  const generated = await runProxyCommand(['git-config', '--proxy-host', proxyHost, '--workload-token-env', 'GIT_WORKLOAD_TOKEN'], { GIT_HOST_A: server.hostKey });
+  check(generated.code === 0, `git-config failed: ${generated.stderr.trim()}`);
+  ctx.print(`  token      mint-token --git-repo ${server.hostKey}/demo/hello:read (10 min), in $GIT_WORKLOAD_TOKEN`);
+  const workload = makeGitHome();
+  ctx.defer('remove the scoped workload HOME', () => workload.cleanup());
+  const configFile = join(workload.home, 'git-auth-proxy.gitconfig');
+  writeFileSync(configFile, generated.stdout);
+  const gitEnvExtra = { GIT_WORKLOAD_TOKEN: minted.stdout.trim() };
+  const git = (args: string[], cwd?: string) => runGit(args, { cwd, home: workload.home, env: gitEnvExtra });
+  check((await git(['config', '--global', '--add', 'include.path', configFile])).code === 0, 'configuring the workload git failed');
+  const work = ctx.tempDir('git-scoped');
+  const clone = join(work, 'hello');
+  const cloned = await git(['clone', '--quiet', `https://${server.hostKey}/demo/hello.git`, clone]);
+  check(cloned.code === 0, `the clone in scope failed:\n${cloned.stderr}`);
+  ctx.print('  clone      demo/hello: ok');
+  writeFileSync(join(clone, 'f.txt'), 'a change\n');
+  await git(['add', 'f.txt'], clone);
+  await git(['commit', '--quiet', '-m', 'c'], clone);
+  const pushed = await git(['push', '--quiet', 'origin', 'main'], clone);
+  check(pushed.code !== 0, 'a push with a read-only token succeeded');
+  ctx.print(`  push       refused: ${firstProxyLine(pushed.stderr)}`);
+  const other = await git(['clone', '--quiet', `https://${server.hostKey}/demo/secret.git`, join(work, 'secret')]);
+  check(other.code !== 0, 'a clone outside the scope succeeded');
+  ctx.print(`  clone      demo/secret: refused: ${firstProxyLine(other.stderr)}`);
+  try {
+    assertNoSecrets(proxy.output() + generated.stdout + pushed.stderr + other.stderr, [token], 'the proxy log or git output');
+  } catch (err) {
+    throw new DemoFailure((err as Error).message);
+  }
+}
+
+/** The proxy's own line in what git printed (`remote: git-auth-proxy: ...`). */
+function firstProxyLine(stderr: string): string {
+  return /git-auth-proxy: ([^\n]+)/.exec(stderr)?.[1]?.trim() ?? stderr.trim().split('\n')[0] ?? '';
+}
+
 /** Sends one streamed chat completion as a bot would; calls onText for each content delta. */
 function streamChat(port: number, token: string, model: string, onText: (text: string) => void): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -237,16 +303,31 @@ async function modelDemo(ctx: DemoContext): Promise<void> {
   });
   ctx.print(`  upstream   ${upstream.baseUrl} (fake OpenAI-compatible API, throwaway CA, demands the API key)`);
 
-  const env = { UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_API_KEY: apiKey, UPSTREAM_ALLOWED_MODELS: model, UPSTREAM_CA_FILE: pki.caFile, MODEL_PROXY_SIGNING_KEY: signingKey };
+  // Two more providers beside it, from a providers file: a fake Responses API (what Codex
+  // speaks) and a fake Anthropic Messages API (what Claude Code speaks).
+  const [responsesUpstream, anthropicUpstream] = await Promise.all([startResponsesUpstream(pki), startAnthropicUpstream(pki)]);
+  ctx.defer('stop the Responses and Messages upstreams', async () => void (await Promise.all([responsesUpstream.close(), anthropicUpstream.close()])));
+  const providersFile = join(ctx.tempDir('providers'), 'providers.json');
+  writeFileSync(
+    providersFile,
+    JSON.stringify({
+      providers: [
+        { name: 'codex-provider', kind: 'openai', baseUrl: responsesUpstream.baseUrl, keyEnv: 'RESPONSES_KEY', models: ['demo-codex'], caFile: pki.caFile },
+        { name: 'anthropic', kind: 'anthropic', baseUrl: anthropicUpstream.baseUrl, keyEnv: 'ANTHROPIC_KEY', models: ['demo-claude'], caFile: pki.caFile },
+      ],
+    }),
+  );
+  const otherKeys = { RESPONSES_KEY: `sk-demo-${randomBytes(12).toString('hex')}`, ANTHROPIC_KEY: `sk-ant-demo-${randomBytes(12).toString('hex')}` };
+  const env = { UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_API_KEY: apiKey, UPSTREAM_ALLOWED_MODELS: model, UPSTREAM_CA_FILE: pki.caFile, MODEL_PROXY_SIGNING_KEY: signingKey, ...otherKeys };
   let gateway: ProxyProcess;
   try {
-    gateway = await startProxy({ env, args: ['--model-gateway-listen', '127.0.0.1:0'], listeners: ['model'] });
+    gateway = await startProxy({ env, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', providersFile], listeners: ['model'] });
   } catch (err) {
     throw new DemoFailure(`the gateway did not start: ${(err as Error).message}`);
   }
   ctx.defer('stop the gateway', async () => void (await gateway.stop()));
   const port = gateway.ports.model!;
-  ctx.print(`  gateway    http://127.0.0.1:${port}/v1 (dist/proxy.js), allowed models: ${model}`);
+  ctx.print(`  gateway    http://127.0.0.1:${port}/v1 (dist/proxy.js), allowed models: ${model} (chat), demo-codex (Responses), demo-claude (Messages)`);
 
   const minted = await runProxyCommand(['mint-token', '--instance-id', 'demo-bot', '--workflow', 'demo', '--run-id', 'run-1', '--ttl', '10m'], { MODEL_PROXY_SIGNING_KEY: signingKey });
   check(minted.code === 0, `mint-token failed: ${minted.stderr.trim()}`);
@@ -267,12 +348,53 @@ async function modelDemo(ctx: DemoContext): Promise<void> {
   const refused = await streamChat(port, botToken, 'gpt-expensive', () => {});
   const code = (JSON.parse(refused.body) as { error: { code: string } }).error.code;
   ctx.print(`  refused    model "gpt-expensive" -> ${refused.status} ${code}; a request without the bot token -> ${(await streamChat(port, 'none', model, () => {})).status}`);
+
+  // A Responses stream, as Codex sends it (store: false, the whole history in input).
+  const auth = { 'content-type': 'application/json', authorization: `Bearer ${botToken}` };
+  const responses = await send(port, 'POST', '/v1/responses', { headers: auth, body: JSON.stringify({ model: 'demo-codex', stream: true, store: false, input: [{ role: 'user', content: [{ type: 'input_text', text: 'Say hello.' }] }] }) });
+  check(responses.status === 200, `the Responses stream got ${responses.status}: ${responses.body.toString()}`);
+  const eventTypes = [...responses.body.toString().matchAll(/^event: (\S+)$/gm)].map((m) => m[1]);
+  const responsesRecord = await gateway.waitForRecord((r) => r.event === 'request' && r.api === 'responses', 'the record of the Responses stream');
+  ctx.print(`  responses  ${eventTypes.length} events, ${eventTypes[0]} ... ${eventTypes.at(-1)}; recorded input ${String(responsesRecord.input_tokens)} · output ${String(responsesRecord.output_tokens)} tokens, usage complete: ${String(responsesRecord.usage_complete)}`);
+
+  // An Anthropic Messages call, as Claude Code sends it: the bot token as x-api-key.
+  const messages = await send(port, 'POST', '/v1/messages', {
+    headers: { 'content-type': 'application/json', 'x-api-key': botToken, 'anthropic-version': '2023-06-01' },
+    body: JSON.stringify({ model: 'demo-claude', max_tokens: 64, messages: [{ role: 'user', content: 'Say hello.' }] }),
+  });
+  check(messages.status === 200, `the Messages call got ${messages.status}: ${messages.body.toString()}`);
+  const messagesRecord = await gateway.waitForRecord((r) => r.event === 'request' && r.api === 'messages', 'the record of the Messages call');
+  const text = (JSON.parse(messages.body.toString()) as { content?: { text?: string }[] }).content?.[0]?.text ?? '';
+  ctx.print(`  messages   ${JSON.stringify(text.slice(0, 60))}; provider ${String(messagesRecord.provider)}, input ${String(messagesRecord.input_tokens)} (cache reads ${String(messagesRecord.cached_tokens)}) · output ${String(messagesRecord.output_tokens)} tokens`);
+
+  // The same requests as Prometheus sees them.
+  const scrape = (await send(gateway.ports.metrics!, 'GET', '/metrics')).body.toString();
+  const lines = scrape.split('\n').filter((l) => l.startsWith('model_gateway_requests_total{'));
+  check(lines.length >= 3, `the metrics scrape lacks the requests:\n${scrape.slice(0, 500)}`);
+  ctx.print(`  metrics    GET :${gateway.ports.metrics}/metrics:`);
+  for (const line of lines) ctx.print(`             ${line}`);
+
   try {
-    assertNoSecrets(reply.body + refused.body + gateway.output(), [apiKey, botToken, signingKey], 'a response or the gateway log');
+    assertNoSecrets(reply.body + refused.body + responses.body.toString() + messages.body.toString() + scrape + gateway.output(), [apiKey, botToken, signingKey, ...Object.values(otherKeys)], 'a response, the metrics or the gateway log');
   } catch (err) {
     throw new DemoFailure((err as Error).message);
   }
-  ctx.print('  the API key never left the gateway: it is in no response and no log line');
+  ctx.print('  the API keys never left the gateway: they are in no response, metric or log line');
+}
+
+/** How to run the same by hand, against real upstreams (printed last). */
+function tryByHand(ctx: DemoContext): void {
+  for (const line of [
+    '',
+    'try it by hand (see README.md, "Five minutes to production"):',
+    '  npm run build',
+    '  UPSTREAM_API_KEY=sk-... UPSTREAM_ALLOWED_MODELS=gpt-5.1 MODEL_PROXY_SIGNING_KEY=$(openssl rand -hex 32) node dist/proxy.js',
+    '  TOKEN=$(MODEL_PROXY_SIGNING_KEY=... node dist/proxy.js mint-token --instance-id me --workflow try --run-id 1)',
+    '  curl -s localhost:8450/v1/chat/completions -H "authorization: Bearer $TOKEN" -H content-type:application/json \\',
+    '       -d \'{"model":"gpt-5.1","messages":[{"role":"user","content":"hi"}]}\'',
+    '  GIT_HOST_A_TOKEN=ghp_... node dist/proxy.js &  then  node dist/proxy.js git-config --proxy-host localhost:8447',
+    '  curl -s localhost:9464/metrics | grep -E "^(model_gateway|git_proxy)_requests_total"',
+  ]) ctx.print(line);
 }
 
 async function main(): Promise<void> {
@@ -290,7 +412,10 @@ async function main(): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   try {
     await Promise.race([
-      gitDemo(ctx).then(() => modelDemo(ctx)),
+      gitDemo(ctx)
+        .then(() => scopedGitDemo(ctx))
+        .then(() => modelDemo(ctx))
+        .then(() => tryByHand(ctx)),
       new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new DemoFailure(`did not finish within ${DEMO_TIMEOUT_MS / 1000} s`)), DEMO_TIMEOUT_MS);
       }),
