@@ -5,10 +5,10 @@ import { agentProviders, AGENTS, botClaims, renderAgentConfig, type AgentName } 
 import { asUsageError, parseCommandLine, usage, UsageError, type CommandLine, type ServeOptions } from './config/cli.ts';
 import { createUpstreamAgent } from './http/forward.ts';
 import { createGatewayHandler, sendGatewayError } from './gateway/handler.ts';
-import type { Provider } from './gateway/providers.ts';
+import { keyHeader, type Provider } from './gateway/providers.ts';
 import { hostedToolsPolicy } from './gateway/protocols/tools.ts';
 import { PROTOCOLS } from './gateway/protocols/table.ts';
-import { parseGatewayEnv, type GatewayConfig } from './gateway/config.ts';
+import { parseGatewayEnv, type GatewayConfig, type ProviderConfig } from './gateway/config.ts';
 import { gitWorkloadConfig } from './git/config.ts';
 import { createGitHandler, sendGitError, type GitUpstream } from './git/proxy.ts';
 import { isBasicUsername } from './git/credentials.ts';
@@ -23,6 +23,10 @@ import { literalSecret, secretSource } from './config/secret.ts';
 import { startListener, writeProxyError, type Listener } from './http/server.ts';
 import { descriptorWarning, softOpenFilesLimit } from './http/connection-caps.ts';
 import { VERSION } from './config/version.ts';
+import type { CredentialSource } from './gateway/credentials/source.ts';
+import { staticKeySource } from './gateway/credentials/static-key.ts';
+import { awsSource } from './gateway/credentials/aws.ts';
+import { exchangeAtTokenEndpoint, googleServiceAccountSource } from './gateway/credentials/google.ts';
 
 const env = process.env;
 // Log lines never block the event loop; a reader 8 MiB behind loses lines, counted in metrics.
@@ -65,12 +69,30 @@ function loadGateway(options: ServeOptions): GatewayConfig {
   return file === undefined ? parseGatewayEnv(env) : parseGatewayEnv(env, { text: readTextFile(file, '--providers:'), name: file });
 }
 
-function openProviders(gateway: GatewayConfig): Provider[] {
+function openProviders(gateway: GatewayConfig, onRefresh: (provider: string, outcome: { ok: true } | { ok: false; reason: string }) => void): Provider[] {
   return gateway.providers.map((config) => ({
     config,
     agent: createUpstreamAgent({ ca: config.caFile ? readTextFile(config.caFile, `provider ${config.name}: CA file`) : undefined, tlsInsecureSkipVerify: false }),
-    key: config.key ? secretSource(env, config.key) : undefined,
+    credential: openCredential(config, (outcome) => onRefresh(config.name, outcome)),
   }));
+}
+
+/** A provider's credential source, from its configuration (the credential-source table). */
+function openCredential(config: ProviderConfig, onRefresh: (outcome: { ok: true } | { ok: false; reason: string }) => void): CredentialSource {
+  const c = config.credential;
+  switch (c.type) {
+    case 'key':
+      return staticKeySource(c.key ? secretSource(env, c.key) : undefined, keyHeader(config.kind));
+    case 'aws-sigv4':
+      return awsSource({ accessKeyId: secretSource(env, c.accessKeyId), secretAccessKey: secretSource(env, c.secretAccessKey), sessionToken: c.sessionToken ? secretSource(env, c.sessionToken) : undefined, region: c.region, service: c.service });
+    case 'google-service-account': {
+      const source = googleServiceAccountSource({ readKeyFile: () => readFileSync(c.keyFile, 'utf8'), scope: c.scope, exchange: exchangeAtTokenEndpoint, onRefresh });
+      // The first token at once, then ahead of each expiry, so that no call waits on one.
+      void source.refresh(Date.now());
+      setInterval(() => void source.refreshIfDue(Date.now()), 30_000).unref();
+      return source;
+    }
+  }
 }
 
 function loadPrices(): PriceTable {
@@ -188,7 +210,10 @@ async function serve(options: ServeOptions): Promise<void> {
   }
 
   if (gateway.enabled) {
-    const providers = openProviders(gateway);
+    const providers = openProviders(gateway, (provider, outcome) => {
+      metrics?.credentialRefresh(provider, outcome.ok);
+      if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });
+    });
     const model = await startListener({
       name: 'model',
       flag: 'model-gateway-listen',
@@ -236,7 +261,8 @@ async function serve(options: ServeOptions): Promise<void> {
         upstream: `https://${p.config.upstream.host}${p.config.upstream.basePath}`,
         models: p.config.models,
         // Presence only; a key's value is never logged.
-        key: p.key?.read().ok ? 'present' : 'missing',
+        credential: p.credential.type,
+        key: p.credential.present() ? 'present' : 'missing',
       })),
       apis: PROTOCOLS.map((p) => p.api),
       hosted_tools: [...hostedTools],

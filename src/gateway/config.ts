@@ -3,10 +3,11 @@
 // env and file text in, a validated config out; a bad value stops start-up naming the variable
 // or the file and field.
 import type { SecretRef } from '../config/secret.ts';
-import { entryReader, parseConfigJson } from '../config/config-file.ts';
+import { entryReader, parseConfigJson, type FieldFailure } from '../config/config-file.ts';
 import { isObject } from '../http/json.ts';
 import { parseSigningKey } from '../auth/jwt.ts';
 import type { ProviderKind } from './protocols/protocol.ts';
+import { CLOUD_PLATFORM_SCOPE } from './credentials/google.ts';
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 export const DEFAULT_PROVIDER = 'openai';
@@ -29,7 +30,8 @@ export interface ProviderConfig {
   readonly upstream: UpstreamBase;
   /** Model IDs served by this provider; each belongs to exactly one provider. */
   readonly models: readonly string[];
-  readonly key: SecretRef | undefined;
+  /** Where its credential comes from (see ./credentials/): a static key, a Google service account, AWS keys. */
+  readonly credential: CredentialConfig;
   /** Sent in the kind's own headers (OpenAI: OpenAI-Organization, OpenAI-Project). */
   readonly organization: string | undefined;
   readonly project: string | undefined;
@@ -37,6 +39,14 @@ export interface ProviderConfig {
   /** Where it was configured, for start-up messages: `UPSTREAM_*` or `FILE: providers[i]`. */
   readonly origin: string;
 }
+
+export type CredentialConfig =
+  /** An API key, in the header the kind reads it from (undefined: none configured). */
+  | { readonly type: 'key'; readonly key: SecretRef | undefined }
+  /** A service-account key file; the gateway mints access tokens for `scope`. */
+  | { readonly type: 'google-service-account'; readonly keyFile: string; readonly scope: string }
+  /** AWS keys; every call signed with SigV4 for `region` and `service`. */
+  | { readonly type: 'aws-sigv4'; readonly accessKeyId: SecretRef; readonly secretAccessKey: SecretRef; readonly sessionToken: SecretRef | undefined; readonly region: string; readonly service: string };
 
 export interface GatewayConfig {
   readonly providers: readonly ProviderConfig[];
@@ -100,7 +110,7 @@ function providerFromEnv(env: NodeJS.ProcessEnv, required: boolean): ProviderCon
     kind: 'openai',
     upstream: parseBaseUrl(env.UPSTREAM_BASE_URL || DEFAULT_BASE_URL),
     models: parseAllowedModels(env.UPSTREAM_ALLOWED_MODELS),
-    key,
+    credential: { type: 'key', key },
     organization: optionalHeaderValue(env, 'UPSTREAM_ORGANIZATION'),
     project: optionalHeaderValue(env, 'UPSTREAM_PROJECT'),
     caFile: env.UPSTREAM_CA_FILE || undefined,
@@ -108,7 +118,42 @@ function providerFromEnv(env: NodeJS.ProcessEnv, required: boolean): ProviderCon
   };
 }
 
-export const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'keyEnv', 'keyFile', 'models', 'organization', 'project', 'caFile']);
+export const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'keyEnv', 'keyFile', 'credential', 'models', 'organization', 'project', 'caFile']);
+/** The fields of a provider's `credential` object, by its `type`. */
+export const CREDENTIAL_FIELDS: Readonly<Record<Exclude<CredentialConfig['type'], 'key'>, ReadonlySet<string>>> = {
+  'google-service-account': new Set(['type', 'keyFile', 'scope']),
+  'aws-sigv4': new Set(['type', 'accessKeyIdEnv', 'accessKeyIdFile', 'secretAccessKeyEnv', 'secretAccessKeyFile', 'sessionTokenEnv', 'sessionTokenFile', 'region', 'service']),
+};
+const AWS_REGION = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
+const SCOPE_URL = /^https:\/\/www\.googleapis\.com\/auth\/[a-z0-9._-]+$/;
+
+/** A provider's credential: `keyEnv`/`keyFile` (a static key), or a `credential` object naming its type. */
+function parseCredential(entry: Record<string, unknown>, at: (f: string) => string, secretRef: (e: string, f: string) => SecretRef, fail: FieldFailure): CredentialConfig {
+  if (entry.credential === undefined) return { type: 'key', key: secretRef('keyEnv', 'keyFile') };
+  if (entry.keyEnv !== undefined || entry.keyFile !== undefined) return fail(at('credential'), 'give either keyEnv/keyFile (a static key) or credential, not both');
+  const c = isObject(entry.credential) ? entry.credential : {};
+  const type = c.type;
+  if (type !== 'google-service-account' && type !== 'aws-sigv4') return fail(`${at('credential')}.type`, 'must be "google-service-account" or "aws-sigv4"');
+  const reader = entryReader(c, at('credential'), CREDENTIAL_FIELDS[type], fail);
+  if (type === 'google-service-account') {
+    const scope = reader.str('scope') ?? CLOUD_PLATFORM_SCOPE;
+    if (!SCOPE_URL.test(scope)) fail(reader.at('scope'), 'must be a https://www.googleapis.com/auth/... scope');
+    return { type, keyFile: reader.str('keyFile') ?? fail(reader.at('keyFile'), 'is required (the mounted service-account JSON key)'), scope };
+  }
+  const region = reader.str('region') ?? fail(reader.at('region'), 'is required (e.g. us-east-1)');
+  if (!AWS_REGION.test(region)) fail(reader.at('region'), `"${region}" is not an AWS region`);
+  const service = reader.str('service') ?? 'bedrock';
+  if (!/^[a-z0-9-]{1,32}$/.test(service)) fail(reader.at('service'), `"${service}" is not an AWS service name`);
+  const hasToken = c.sessionTokenEnv !== undefined || c.sessionTokenFile !== undefined;
+  return {
+    type,
+    accessKeyId: reader.secretRef('accessKeyIdEnv', 'accessKeyIdFile'),
+    secretAccessKey: reader.secretRef('secretAccessKeyEnv', 'secretAccessKeyFile'),
+    sessionToken: hasToken ? reader.secretRef('sessionTokenEnv', 'sessionTokenFile') : undefined,
+    region,
+    service,
+  };
+}
 
 /**
  * The --providers file: `{"providers": [{"name", "kind", "baseUrl", "keyEnv" | "keyFile",
@@ -126,7 +171,7 @@ function parseProvidersFile(text: string, fileName: string): ProviderConfig[] {
     if (!PROVIDER.test(name)) fail(at('name'), `"${name}" must be lower-case letters, digits, - or _ (at most 64)`);
     const kind = str('kind') ?? fail(at('kind'), 'is required ("openai" or "anthropic")');
     if (kind !== 'openai' && kind !== 'anthropic') fail(at('kind'), `"${kind}" must be "openai" or "anthropic"`);
-    const key = secretRef('keyEnv', 'keyFile');
+    const credential = parseCredential(entry, at, secretRef, fail);
     const models = entry.models;
     if (!Array.isArray(models) || models.length === 0) return fail(at('models'), 'must be a non-empty array of model IDs');
     for (const [j, m] of models.entries()) {
@@ -145,7 +190,7 @@ function parseProvidersFile(text: string, fileName: string): ProviderConfig[] {
       kind: providerKind,
       upstream: parseBaseUrl(str('baseUrl') ?? KIND_DEFAULT_BASE_URL[providerKind], `${fileName}: ${at('baseUrl')}`),
       models: models as string[],
-      key,
+      credential,
       organization: header('organization'),
       project: header('project'),
       caFile: str('caFile'),
@@ -191,6 +236,6 @@ export function parseGatewayEnv(env: NodeJS.ProcessEnv, providersFile?: { readon
   return {
     providers,
     signingKey: parseSigningKey('MODEL_PROXY_SIGNING_KEY', env.MODEL_PROXY_SIGNING_KEY),
-    enabled: fromFile.length > 0 || fromEnv?.key !== undefined || enabledByFlag,
+    enabled: fromFile.length > 0 || (fromEnv?.credential.type === 'key' && fromEnv.credential.key !== undefined) || enabledByFlag,
   };
 }

@@ -343,23 +343,28 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       return reject(ERRORS.modelNotOnRoute, 'model', `model "${checked.model}" is served by ${routesOfKind(provider.config.kind, deps.protocols)} (provider ${provider.config.name}), not by this route`);
     }
 
-    // Rule 3: the key, read now (it may have rotated).
-    if (!provider.key) return reject(ERRORS.upstreamKeyMissing);
-    const key = provider.key.read();
-    if (!key.ok) return reject(key.reason === 'missing' ? ERRORS.upstreamKeyMissing : ERRORS.upstreamKeyInvalid);
-    const apiKey = key.value;
-
+    // Rule 3: the credential, from the provider's source, for this very call: a key read now
+    // (it may have rotated), a minted access token, or a signature over the bytes to be sent.
     const { upstream } = provider.config;
+    const path = upstreamPath(upstream.basePath, route.route, route.query);
+    const contentType = req.headers['content-type'];
+    const auth = await provider.credential.authenticate({ method: 'POST', target: path, host: upstream.host, contentType, body }, Date.now());
+    if (!auth.ok) {
+      deps.log({ event: 'credential_error', listener: 'model', provider: provider.config.name, credential: provider.credential.type, reason: auth.reason });
+      const message = auth.error === ERRORS.upstreamCredentialFailed ? `the gateway could not produce its credential for provider ${provider.config.name} (${auth.reason}); the operator must check it` : undefined;
+      return reject(auth.error, null, message);
+    }
+    const secrets = auth.secrets;
     const target = {
       agent: provider.agent,
       hostname: upstream.hostname,
       port: upstream.port,
       method: 'POST',
-      path: upstreamPath(upstream.basePath, route.route, route.query),
+      path,
       headers: gatewayUpstreamHeaders(req.headers, proto, {
         host: upstream.host,
         provider: provider.config,
-        apiKey,
+        credential: auth.headers,
         clientRequestId: requestId,
       }),
     };
@@ -427,7 +432,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     async function relay(upstreamRes: IncomingMessage, status: number, exchange: Exchange): Promise<void> {
       // Rule 8: credential-bearing headers removed, by name and by value. The correlation id
       // is ours (set on the response at the start), whatever the upstream echoes.
-      const headers = scrubResponseHeaders(upstreamRes.rawHeaders, [apiKey]);
+      const headers = scrubResponseHeaders(upstreamRes.rawHeaders, secrets);
       const pairs: string[] = [];
       for (let i = 0; i < headers.length; i += 2) {
         if (headers[i]!.toLowerCase() === 'x-client-request-id') continue;
@@ -448,7 +453,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       if (status >= 400) {
         // Upstreams echo keys in error messages: read the error whole, undo any compression
         // (asked for none, a CDN may apply it all the same), redact every form of the key.
-        const relayed = await relayRedactedBody(res, upstreamRes, pairs, [apiKey], exchange);
+        const relayed = await relayRedactedBody(res, upstreamRes, pairs, secrets, exchange);
         if (!relayed.ok) {
           sendError(ERRORS.upstreamProtocol);
           return logDone(ERRORS.upstreamProtocol.status, relayed.reason);
@@ -465,7 +470,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       }
       const isStream = mediaType(upstreamRes.headers['content-type']) === 'text/event-stream';
       // Every relayed body is redacted on its way, holding back at most one partial event.
-      const rewrite = new StreamRedactor([apiKey], isStream);
+      const rewrite = new StreamRedactor(secrets, isStream);
 
       if (isStream) {
         tally.stream = true;

@@ -2,17 +2,17 @@
 // on the upstream leg. Pure, but for the HTTPS agent and secret source each provider carries.
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Agent } from 'node:https';
-import type { SecretSource } from '../config/secret.ts';
 import { assertHeaderValue } from '../http/headers.ts';
 import type { ProviderConfig } from './config.ts';
 import type { ProviderKind, WireProtocol } from './protocols/protocol.ts';
+import type { CredentialSource } from './credentials/source.ts';
 
 export interface Provider {
   readonly config: ProviderConfig;
   /** Its own keep-alive pool and trust store. */
   readonly agent: Agent;
-  /** Its key, read at request time (undefined: none configured). */
-  readonly key: SecretSource | undefined;
+  /** Its credential source: the headers that authenticate each call (./credentials/). */
+  readonly credential: CredentialSource;
 }
 
 interface KindRules {
@@ -28,11 +28,19 @@ const PROVIDER_KINDS: Readonly<Record<ProviderKind, KindRules>> = {
   anthropic: { credentialHeader: (key) => ['x-api-key', key], organizationHeader: undefined, projectHeader: undefined },
 };
 
-/** The upstream credential and account headers for a provider, each value checked for CR/LF. */
-export function providerHeaders(config: Pick<ProviderConfig, 'kind' | 'organization' | 'project'>, key: string): OutgoingHttpHeaders {
+/** Where a static key goes for a kind: `Authorization: Bearer` (OpenAI) or `x-api-key` (Anthropic). */
+export function keyHeader(kind: ProviderKind): (key: string) => readonly [string, string] {
+  return PROVIDER_KINDS[kind].credentialHeader;
+}
+
+/**
+ * The upstream credential headers a source produced and the provider's account headers, each
+ * value checked for CR/LF.
+ */
+export function providerHeaders(config: Pick<ProviderConfig, 'kind' | 'organization' | 'project'>, credential: Readonly<Record<string, string>>): OutgoingHttpHeaders {
   const rules = PROVIDER_KINDS[config.kind];
-  const [name, value] = rules.credentialHeader(key);
-  const out: OutgoingHttpHeaders = { [name]: assertHeaderValue(name, value) };
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(credential)) out[name] = assertHeaderValue(name, value);
   if (config.organization && rules.organizationHeader) out[rules.organizationHeader] = assertHeaderValue(rules.organizationHeader, config.organization);
   if (config.project && rules.projectHeader) out[rules.projectHeader] = assertHeaderValue(rules.projectHeader, config.project);
   return out;

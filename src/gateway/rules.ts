@@ -169,7 +169,8 @@ export interface GatewayUpstreamHeaderInput {
   readonly host: string;
   /** The provider's kind decides where the key and the account headers go. */
   readonly provider: Pick<ProviderConfig, 'kind' | 'organization' | 'project'>;
-  readonly apiKey: string;
+  /** The headers the provider's credential source produced for this call. */
+  readonly credential: Readonly<Record<string, string>>;
   readonly clientRequestId: string;
 }
 
@@ -186,7 +187,7 @@ export function gatewayUpstreamHeaders(incoming: IncomingHttpHeaders, protocol: 
   // Only what the usage inspector can read: identity, so usage is never lost to an encoding.
   out['accept-encoding'] = 'identity';
   out['x-client-request-id'] = assertHeaderValue('x-client-request-id', set.clientRequestId);
-  return Object.assign(out, providerHeaders(set.provider, set.apiKey));
+  return Object.assign(out, providerHeaders(set.provider, set.credential));
 }
 
 /** A protocol path under an SDK-style base path: `/v1` + `/chat/completions`, never `/v1/v1`. */

@@ -34,6 +34,7 @@ export const ERRORS = {
   upstreamUnreachable: def('upstream_unreachable', 502, 'the upstream could not be reached'),
   upstreamTls: def('upstream_tls', 502, 'the upstream TLS certificate could not be verified'),
   upstreamProtocol: def('upstream_protocol', 502, 'the upstream sent a malformed HTTP response'),
+  upstreamCredentialFailed: def('upstream_credential_failed', 502, "the gateway could not produce its credential for this provider (the log says which and why); the operator must check the provider's credential source"),
   upstreamEncoding: def('upstream_encoding', 502, 'the upstream compressed its answer though the proxy asked for none, so it could not be checked on its way; the operator must check what sits in front of the upstream (a CDN or load balancer compressing regardless of Accept-Encoding)'),
   upstreamTimeout: def('upstream_timeout', 504, 'the upstream did not answer in time'),
   notFound: def('not_found', 404, 'unknown path: this gateway serves POST /v1/chat/completions, POST /v1/responses, POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models and GET /v1/models/<model id>'),

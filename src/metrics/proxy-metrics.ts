@@ -79,6 +79,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     heapUsed: registry.gauge('nodejs_heap_size_used_bytes', 'V8 heap in use, in bytes.'),
     heapTotal: registry.gauge('nodejs_heap_size_total_bytes', 'V8 heap reserved, in bytes.'),
     connections: registry.gauge('proxy_active_connections', 'Open client connections per listener.', ['listener']),
+    credentialRefreshes: registry.counter('model_gateway_credential_refreshes_total', 'Refreshes of a minted provider credential (a Google access token), by outcome (ok, failed).', ['provider', 'outcome']),
     connectionsRefused: registry.counter('proxy_connections_refused_total', 'Client connections closed on arrival by --max-connections (reason total) or --max-connections-per-client (per_client).', ['listener', 'reason']),
     logDropped: registry.counter('proxy_log_lines_dropped_total', 'Log lines dropped because the stdout reader fell more than 8 MiB behind.'),
   };
@@ -129,6 +130,10 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     streams: {
       opened: (provider: string, model: string) => m.inFlight.add([provider, model], 1),
       closed: (provider: string, model: string) => m.inFlight.add([provider, model], -1),
+    },
+
+    credentialRefresh(provider: string, ok: boolean): void {
+      m.credentialRefreshes.inc([provider, ok ? 'ok' : 'failed']);
     },
 
     connectionRefused(listener: string, reason: 'total' | 'per_client'): void {

@@ -6,7 +6,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { usage } from '../../src/config/cli.ts';
-import { PROVIDER_FIELDS } from '../../src/gateway/config.ts';
+import { CREDENTIAL_FIELDS, PROVIDER_FIELDS } from '../../src/gateway/config.ts';
 import { PRICE_FIELDS } from '../../src/gateway/prices.ts';
 import { HOST_FIELDS } from '../../src/git/hosts.ts';
 
@@ -54,6 +54,7 @@ test('docs/configuration.md lists every field the hosts file, providers file and
     ['### Hosts file (`--git-hosts`)', HOST_FIELDS],
     ['### Providers file (`--providers`)', PROVIDER_FIELDS],
     ['### Price table (`MODEL_PRICES_FILE`)', PRICE_FIELDS],
+    ['#### `credential` (providers file)', new Set([...Object.keys(CREDENTIAL_FIELDS), ...Object.values(CREDENTIAL_FIELDS).flatMap((f) => [...f])])],
   ];
   const missing: string[] = [];
   for (const [heading, fields] of sections) {

@@ -121,19 +121,19 @@ const one = (env: NodeJS.ProcessEnv) => parseGatewayEnv({ MODEL_GATEWAY_ENABLED:
 test('UPSTREAM_API_KEY enables the gateway with an env key reference', () => {
   const c = parseGatewayEnv({ UPSTREAM_API_KEY: 'sk-x' });
   assert.equal(c.enabled, true);
-  assert.deepEqual(c.providers[0]!.key, { env: 'UPSTREAM_API_KEY' });
+  assert.deepEqual(c.providers[0]!.credential, { type: 'key', key: { env: 'UPSTREAM_API_KEY' } });
 });
 
 test('UPSTREAM_API_KEY_FILE enables the gateway with a file key reference', () => {
   const c = parseGatewayEnv({ UPSTREAM_API_KEY_FILE: '/run/secrets/key' });
   assert.equal(c.enabled, true);
-  assert.deepEqual(c.providers[0]!.key, { file: '/run/secrets/key' });
+  assert.deepEqual(c.providers[0]!.credential, { type: 'key', key: { file: '/run/secrets/key' } });
 });
 
 test('MODEL_GATEWAY_ENABLED=true enables the gateway without a key', () => {
   const c = parseGatewayEnv({ MODEL_GATEWAY_ENABLED: 'true' });
   assert.equal(c.enabled, true);
-  assert.equal(c.providers[0]!.key, undefined);
+  assert.deepEqual(c.providers[0]!.credential, { type: 'key', key: undefined });
 });
 
 test('without a key or MODEL_GATEWAY_ENABLED=true the gateway is disabled', () => {
@@ -231,7 +231,7 @@ test('a providers file with every field is read: kind, base URL (default per kin
   const c = providersOf({ providers: [OPENAI, ANTHROPIC] });
   assert.equal(c.enabled, true);
   assert.deepEqual(
-    c.providers.map((p) => ({ name: p.name, kind: p.kind, host: p.upstream.host, basePath: p.upstream.basePath, key: p.key, models: p.models, organization: p.organization, project: p.project, caFile: p.caFile })),
+    c.providers.map((p) => ({ name: p.name, kind: p.kind, host: p.upstream.host, basePath: p.upstream.basePath, key: p.credential.type === 'key' ? p.credential.key : p.credential, models: p.models, organization: p.organization, project: p.project, caFile: p.caFile })),
     [
       { name: 'openai', kind: 'openai', host: 'api.openai.com', basePath: '/v1', key: { file: '/run/openai/key' }, models: ['gpt-5', 'gpt-5-mini'], organization: 'org-1', project: 'proj_1', caFile: undefined },
       { name: 'anthropic', kind: 'anthropic', host: 'api.anthropic.com', basePath: '', key: { env: 'ANTHROPIC_UPSTREAM_KEY' }, models: ['claude-sonnet-4-5'], organization: undefined, project: undefined, caFile: '/etc/ca.pem' },

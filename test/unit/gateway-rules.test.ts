@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { keyHeader } from '../../src/gateway/providers.ts';
 import type { IncomingHttpHeaders } from 'node:http';
 import { ERRORS } from '../../src/http/errors.ts';
 import { anthropicMessages } from '../../src/gateway/protocols/anthropic-messages.ts';
@@ -38,7 +39,7 @@ function rejected(result: ReturnType<typeof validateChatRequest>): { code: strin
 
 const SET: GatewayUpstreamHeaderInput = {
   host: 'api.openai.com',
-  apiKey: 'sk-upstream-key',
+  credential: { authorization: 'Bearer sk-upstream-key' },
   clientRequestId: 'req-123',
   provider: { kind: 'openai', organization: undefined, project: undefined },
 };
@@ -450,7 +451,8 @@ test('configured organization and project replace the client values', () => {
 });
 
 test('an Anthropic-kind provider gets the key in x-api-key, and no Authorization', () => {
-  const out = gatewayUpstreamHeaders({ authorization: 'Bearer bot', 'x-api-key': 'bot' }, anthropicMessages, { ...SET, provider: { kind: 'anthropic', organization: undefined, project: undefined } });
+  const credential = Object.fromEntries([keyHeader('anthropic')('sk-upstream-key')]);
+  const out = gatewayUpstreamHeaders({ authorization: 'Bearer bot', 'x-api-key': 'bot' }, anthropicMessages, { ...SET, credential, provider: { kind: 'anthropic', organization: undefined, project: undefined } });
   assert.equal(out['x-api-key'], 'sk-upstream-key');
   assert.equal(out.authorization, undefined);
 });
@@ -498,7 +500,8 @@ test('gatewayUpstreamHeaders does not modify the incoming header object', () => 
 
 test('gatewayUpstreamHeaders throws on CR, LF or NUL in the key, host, request id, organization or project', () => {
   for (const bad of ['a\rb', 'a\nb', 'a\0b']) {
-    for (const field of ['apiKey', 'host', 'clientRequestId'] as const) {
+    assert.throws(() => upstreamHeaders({}, { ...SET, credential: { authorization: `Bearer ${bad}` } }), /refusing to set header/, `credential: ${JSON.stringify(bad)}`);
+    for (const field of ['host', 'clientRequestId'] as const) {
       assert.throws(() => upstreamHeaders({}, { ...SET, [field]: bad }), /refusing to set header/, `${field}: ${JSON.stringify(bad)}`);
     }
     for (const field of ['organization', 'project'] as const) {
@@ -509,7 +512,7 @@ test('gatewayUpstreamHeaders throws on CR, LF or NUL in the key, host, request i
 
 test('the header-injection error does not echo the key', () => {
   assert.throws(
-    () => upstreamHeaders({}, { ...SET, apiKey: 'sk-very-secret\r\nX-Evil: 1' }),
+    () => upstreamHeaders({}, { ...SET, credential: { authorization: 'Bearer sk-very-secret\r\nX-Evil: 1' } }),
     (err: Error) => !err.message.includes('sk-very-secret'),
   );
 });
@@ -596,7 +599,7 @@ test('every X-Forwarded-* header, credential-looking headers and Expect are drop
       expect: '100-continue',
       'user-agent': 'kept',
     },
-    { host: 'api.example', apiKey: 'sk-ours', clientRequestId: 'id', provider: { kind: 'openai', organization: undefined, project: undefined } },
+    { host: 'api.example', credential: { authorization: 'Bearer sk-ours' }, clientRequestId: 'id', provider: { kind: 'openai', organization: undefined, project: undefined } },
   );
   for (const name of ['x-forwarded-port', 'x-forwarded-prefix', 'x-forwarded-server', 'x-original-forwarded-for', 'openai-api-key', 'x-goog-api-key', 'x-auth-token', 'expect']) {
     assert.ok(!(name in out), name);

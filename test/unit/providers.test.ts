@@ -4,20 +4,23 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ProviderConfig } from '../../src/gateway/config.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
-import { providerHeaders, providersByModel, routesOfKind, type Provider } from '../../src/gateway/providers.ts';
+import { keyHeader, providerHeaders as headersWith, providersByModel, routesOfKind, type Provider } from '../../src/gateway/providers.ts';
+
+/** The headers for a static key: where the kind puts it (keyHeader), with the account headers. */
+const providerHeaders = (cfg: Parameters<typeof headersWith>[0], key: string) => headersWith(cfg, Object.fromEntries([keyHeader(cfg.kind)(key)]));
 
 const config = (name: string, kind: 'openai' | 'anthropic', models: string[]): ProviderConfig => ({
   name,
   kind,
   models,
   upstream: { hostname: `${name}.example`, port: 443, host: `${name}.example`, basePath: '' },
-  key: { env: 'K' },
+  credential: { type: 'key', key: { env: 'K' } },
   organization: undefined,
   project: undefined,
   caFile: undefined,
   origin: 'test',
 });
-const provider = (c: ProviderConfig): Provider => ({ config: c, agent: undefined as never, key: undefined });
+const provider = (c: ProviderConfig): Provider => ({ config: c, agent: undefined as never, credential: undefined as never });
 
 test('the model picks its provider', () => {
   const openai = provider(config('openai', 'openai', ['gpt-5', 'gpt-5-mini']));

@@ -126,6 +126,9 @@ function goldenExposition(): string {
   // connections closed on arrival by a cap: 3 on git for one client, 1 on model for the total
   for (let i = 0; i < 3; i++) metrics.connectionRefused('git', 'per_client');
   metrics.connectionRefused('model', 'total');
+  // a provider's minted credential: two refreshes, one failed
+  metrics.credentialRefresh('vertex', true);
+  metrics.credentialRefresh('vertex', false);
   return metrics.registry.expose();
 }
 
@@ -249,7 +252,8 @@ test('run_id becomes a label only when enabled', () => {
   on.model(modelRecord({ run_id: null, duration_ms: 10 }));
   const { types, samples } = parseExposition(on.registry.expose());
   // The counters; the latency histograms and the in-flight gauge never carry an identity.
-  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && types.get(f) === 'counter');
+  // The counters of requests (a provider's credential refreshes carry no identity).
+  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && types.get(f) === 'counter' && f !== 'model_gateway_credential_refreshes_total');
   assert.equal(modelFamilies.length, 7);
   for (const family of modelFamilies) {
     const own = samples.filter((s) => s.family === family);

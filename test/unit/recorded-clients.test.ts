@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
 import { checkRequestBody, gatewayUpstreamHeaders, routeGatewayRequest } from '../../src/gateway/rules.ts';
+import { keyHeader } from '../../src/gateway/providers.ts';
 
 const DIR = join(__dirname, '..', 'fixtures', 'recorded');
 interface Recorded {
@@ -51,7 +52,7 @@ for (const entry of INDEX) {
   });
 
   test(`recorded ${entry.file}: every ${entry.agent} header but the replaced ones goes upstream`, () => {
-    const out = gatewayUpstreamHeaders(rec.headers, route.protocol, { host: 'api.example', apiKey: 'sk-ours', clientRequestId: 'id-1', provider: { kind: route.protocol.kind, organization: undefined, project: undefined } });
+    const out = gatewayUpstreamHeaders(rec.headers, route.protocol, { host: 'api.example', credential: Object.fromEntries([keyHeader(route.protocol.kind)('sk-ours')]), clientRequestId: 'id-1', provider: { kind: route.protocol.kind, organization: undefined, project: undefined } });
     const lost = Object.keys(rec.headers).filter((name) => !REPLACED.has(name) && out[name] !== rec.headers[name]);
     assert.deepEqual(lost, []);
     assert.equal(route.protocol.kind === 'openai' ? out.authorization : out['x-api-key'], route.protocol.kind === 'openai' ? 'Bearer sk-ours' : 'sk-ours');

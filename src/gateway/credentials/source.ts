@@ -1,0 +1,31 @@
+// Credential sources: the table beside the protocol table. A provider names its protocol (its
+// kind) and its credential; a source has one job: given the outgoing call, the headers that
+// authenticate it, and the strings that must never come back to a workload. A static key is read
+// at request time; a Google service account mints an access token and keeps it fresh; AWS signs
+// each call over the exact bytes sent.
+import type { ProxyError } from '../../http/errors.ts';
+
+/** The call a source authenticates: what goes upstream, as it will be sent. */
+export interface OutgoingCall {
+  readonly method: string;
+  /** The path as sent, query included after `?`. */
+  readonly target: string;
+  /** The Host header value. */
+  readonly host: string;
+  /** The request's Content-Type as sent (signed by AWS). */
+  readonly contentType: string | undefined;
+  readonly body: Buffer;
+}
+
+export type Authenticated =
+  | { readonly ok: true; readonly headers: Readonly<Record<string, string>>; readonly secrets: readonly string[] }
+  /** `reason` says what failed (never a secret); the error is what the workload gets. */
+  | { readonly ok: false; readonly error: ProxyError; readonly reason: string };
+
+export interface CredentialSource {
+  /** For the listening line and the logs: which kind of credential. */
+  readonly type: 'key' | 'google-service-account' | 'aws-sigv4';
+  /** Presence only, at start-up: a value is never logged. */
+  present(): boolean;
+  authenticate(call: OutgoingCall, nowMs: number): Promise<Authenticated>;
+}

@@ -1,0 +1,138 @@
+// Credential sources through the BUILT gateway: an OpenAI-kind provider whose credential is a
+// Google service account (Vertex AI's OpenAI-compatible endpoint is such a pair) against a fake
+// token endpoint that verifies the assertion's signature and claims; one whose token endpoint
+// refuses (502 naming the provider, logged, counted); and an OpenAI-kind provider whose calls
+// are signed with AWS SigV4, against an upstream that checks each signature over what it received.
+import assert from 'node:assert/strict';
+import { createHash, generateKeyPairSync, randomBytes, verify } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { authorization } from '../../src/gateway/credentials/sigv4.ts';
+import { send } from '../support/http-client.ts';
+import { defaultCompletion, startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
+import { parseExposition } from '../support/prometheus.ts';
+import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { makeTestPki, type TestPki } from '../support/tls.ts';
+
+const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const AWS = { accessKeyId: 'AKIDTESTGATEWAY', secretAccessKey: `aws-secret-${randomBytes(12).toString('hex')}`, sessionToken: `session-${randomBytes(12).toString('hex')}` };
+let pki: TestPki;
+let vertex: ModelUpstream;
+let bedrock: ModelUpstream;
+let tokenServer: Server;
+let tokenUri: string;
+const assertions: Record<string, unknown>[] = [];
+let issued = 0;
+let gw: ProxyProcess;
+let dir: string;
+
+before(async () => {
+  pki = makeTestPki();
+  // The token endpoint: verifies the assertion as Google's does (signature, audience, lifetime).
+  tokenServer = createServer({ key: pki.keyPem, cert: pki.certPem }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const form = new URLSearchParams(Buffer.concat(chunks).toString());
+      const [h, p, s] = (form.get('assertion') ?? '').split('.') as [string, string, string];
+      const claims = JSON.parse(Buffer.from(p ?? '', 'base64url').toString() || '{}') as Record<string, number | string>;
+      const valid =
+        req.url === '/token' &&
+        form.get('grant_type') === 'urn:ietf:params:oauth:grant-type:jwt-bearer' &&
+        verify('RSA-SHA256', Buffer.from(`${h}.${p}`), publicKey, Buffer.from(s ?? '', 'base64url')) &&
+        claims.aud === tokenUri &&
+        (claims.exp as number) - (claims.iat as number) <= 3600;
+      assertions.push(claims);
+      if (!valid) return void res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":"invalid_grant","error_description":"Invalid JWT Signature."}');
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: `ya29.fake-${++issued}`, expires_in: 3599, token_type: 'Bearer' }));
+    });
+  });
+  await new Promise<void>((resolve) => tokenServer.listen(0, '127.0.0.1', resolve));
+  tokenUri = `https://127.0.0.1:${(tokenServer.address() as AddressInfo).port}/token`;
+  [vertex, bedrock] = await Promise.all([startModelUpstream(pki), startModelUpstream(pki)]);
+  dir = mkdtempSync(join(tmpdir(), 'credential-sources-'));
+  const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const saKey = (uri: string) => JSON.stringify({ type: 'service_account', private_key_id: 'k1', private_key: pem, client_email: 'gateway@proj.iam.gserviceaccount.com', token_uri: uri });
+  writeFileSync(join(dir, 'sa.json'), saKey(tokenUri));
+  writeFileSync(join(dir, 'sa-broken.json'), saKey(tokenUri.replace('/token', '/refuses')));
+  writeFileSync(join(dir, 'aws-id'), AWS.accessKeyId);
+  writeFileSync(join(dir, 'aws-secret'), `${AWS.secretAccessKey}\n`);
+  writeFileSync(
+    join(dir, 'providers.json'),
+    JSON.stringify({
+      providers: [
+        { name: 'vertex', kind: 'openai', baseUrl: vertex.baseUrl, credential: { type: 'google-service-account', keyFile: join(dir, 'sa.json') }, models: ['google/gemini-2.5-pro'], caFile: pki.caFile },
+        { name: 'vertex-broken', kind: 'openai', baseUrl: vertex.baseUrl, credential: { type: 'google-service-account', keyFile: join(dir, 'sa-broken.json') }, models: ['broken-model'], caFile: pki.caFile },
+        { name: 'bedrock', kind: 'openai', baseUrl: bedrock.baseUrl, credential: { type: 'aws-sigv4', accessKeyIdFile: join(dir, 'aws-id'), secretAccessKeyFile: join(dir, 'aws-secret'), sessionTokenEnv: 'AWS_SESSION_TOKEN', region: 'us-west-2' }, models: ['openai.gpt-oss-120b-1:0'], caFile: pki.caFile },
+      ],
+    }),
+  );
+  gw = await startProxy({
+    env: { NODE_EXTRA_CA_CERTS: pki.caFile, AWS_SESSION_TOKEN: AWS.sessionToken },
+    args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')],
+    listeners: ['model'],
+  });
+});
+
+after(async () => {
+  await gw?.stop();
+  await Promise.all([vertex?.close(), bedrock?.close(), new Promise((r) => tokenServer?.close(r))]);
+  pki?.cleanup();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const chat = (model: string) => send(gw.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }) });
+
+test('google service account: calls carry the minted access token; one token serves many calls; the assertion is signed by the key file and addressed to its token endpoint', async () => {
+  for (let i = 0; i < 3; i++) assert.equal((await chat('google/gemini-2.5-pro')).status, 200);
+  const seen = vertex.requests.filter((r) => r.body.includes('gemini')).map((r) => r.headers.authorization);
+  assert.deepEqual(seen, ['Bearer ya29.fake-1', 'Bearer ya29.fake-1', 'Bearer ya29.fake-1']);
+  const good = assertions.filter((c) => c.aud === tokenUri);
+  assert.equal(good.length, 1, 'one exchange for every call');
+  assert.deepEqual([good[0]!.iss, good[0]!.scope], ['gateway@proj.iam.gserviceaccount.com', 'https://www.googleapis.com/auth/cloud-platform']);
+  const listening = gw.records().find((r) => r.event === 'listening' && r.listener === 'model') as { providers: { name: string; credential: string; key: string }[] };
+  assert.deepEqual(listening.providers.map((p) => [p.name, p.credential, p.key]), [['vertex', 'google-service-account', 'present'], ['vertex-broken', 'google-service-account', 'present'], ['bedrock', 'aws-sigv4', 'present']]);
+});
+
+test('google service account: a token endpoint that refuses the assertion gives 502 upstream_credential_failed naming the provider and why, logged and counted; nothing is forwarded', async () => {
+  const before = vertex.requests.length;
+  const r = await chat('broken-model');
+  assert.equal(r.status, 502);
+  const error = (JSON.parse(r.body.toString()) as { error: { code: string; message: string } }).error;
+  assert.equal(error.code, 'upstream_credential_failed');
+  assert.match(error.message, /provider vertex-broken \(no valid Google access token \(the token endpoint answered 400: invalid_grant\)\)/);
+  assert.equal(vertex.requests.length, before);
+  await gw.waitForRecord((rec) => rec.event === 'credential_refresh_failed' && rec.provider === 'vertex-broken');
+  const metrics = parseExposition((await send(gw.ports.metrics!, 'GET', '/metrics')).body.toString());
+  assert.ok((metrics.find((s) => s.name === 'model_gateway_credential_refreshes_total' && s.labels.provider === 'vertex-broken' && s.labels.outcome === 'failed')?.value ?? 0) >= 1);
+  assert.equal(metrics.find((s) => s.name === 'model_gateway_credential_refreshes_total' && s.labels.provider === 'vertex' && s.labels.outcome === 'ok')?.value, 1);
+});
+
+test('aws sigv4: every call is signed over what the upstream receives (path, host, content type, date, session token, body hash), checked there; the secret never leaves the gateway', async () => {
+  let verified = 0;
+  const check = (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse, recorded: { url: string; body: Buffer }) => {
+    const h = req.headers;
+    const signedNames = /SignedHeaders=([^,]+)/.exec(String(h.authorization))?.[1]?.split(';') ?? [];
+    const [path, query = ''] = recorded.url.split('?') as [string, string?];
+    const expected = authorization(
+      { method: req.method!, path, query, headers: signedNames.map((n) => [n, String(h[n])] as const), payloadHash: String(h['x-amz-content-sha256']) },
+      { region: 'us-west-2', service: 'bedrock', amzDate: String(h['x-amz-date']) },
+      AWS,
+    );
+    const bodyHash = createHash('sha256').update(recorded.body).digest('hex');
+    if (h.authorization !== expected || h['x-amz-content-sha256'] !== bodyHash || !signedNames.includes('content-type') || h['x-amz-security-token'] !== AWS.sessionToken) {
+      res.writeHead(403, { 'content-type': 'application/json' }).end('{"message":"The request signature we calculated does not match the signature you provided."}');
+      return;
+    }
+    verified++;
+    defaultCompletion(req, res, recorded as never);
+  };
+  bedrock.script(check, check);
+  for (let i = 0; i < 2; i++) assert.equal((await chat('openai.gpt-oss-120b-1:0')).status, 200);
+  assert.equal(verified, 2);
+  assert.ok(!gw.output().includes(AWS.secretAccessKey) && !gw.output().includes(AWS.sessionToken), 'no secret in the log');
+});
