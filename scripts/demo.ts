@@ -388,10 +388,10 @@ function tryByHand(ctx: DemoContext): void {
     '',
     'try it by hand (see README.md, "Five minutes to production"):',
     '  npm run build',
-    '  UPSTREAM_API_KEY=sk-... UPSTREAM_ALLOWED_MODELS=gpt-5.1 MODEL_PROXY_SIGNING_KEY=$(openssl rand -hex 32) node dist/proxy.js',
+    '  UPSTREAM_API_KEY=sk-... UPSTREAM_ALLOWED_MODELS=gpt-5.5 MODEL_PROXY_SIGNING_KEY=$(openssl rand -hex 32) node dist/proxy.js',
     '  TOKEN=$(MODEL_PROXY_SIGNING_KEY=... node dist/proxy.js mint-token --instance-id me --workflow try --run-id 1)',
     '  curl -s localhost:8450/v1/chat/completions -H "authorization: Bearer $TOKEN" -H content-type:application/json \\',
-    '       -d \'{"model":"gpt-5.1","messages":[{"role":"user","content":"hi"}]}\'',
+    '       -d \'{"model":"gpt-5.5","messages":[{"role":"user","content":"hi"}]}\'',
     '  GIT_HOST_A_TOKEN=ghp_... node dist/proxy.js &  then  node dist/proxy.js git-config --proxy-host localhost:8447',
     '  curl -s localhost:9464/metrics | grep -E "^(model_gateway|git_proxy)_requests_total"',
   ]) ctx.print(line);
