@@ -14,10 +14,23 @@ export interface AgentConfigInput {
   readonly allowedModels: readonly string[];
   readonly model: string | undefined;
   readonly smallModel: string | undefined;
+  /** Claude Code in a cloud mode: the provider's kind, project and region (the paths name them). */
+  readonly cloud?: CloudMode;
 }
 
-/** The agents agent-config writes for, and the provider kind whose protocol each speaks. */
-const AGENT_KINDS = { opencode: 'openai', codex: 'openai', 'claude-code': 'anthropic' } as const satisfies Record<string, ProviderKind>;
+export interface CloudMode {
+  readonly kind: 'anthropic-vertex' | 'anthropic-bedrock';
+  readonly project: string | undefined;
+  readonly region: string;
+}
+
+/** The agents agent-config writes for, and the provider kinds whose protocol each speaks. */
+const AGENT_KINDS = {
+  opencode: ['openai'],
+  codex: ['openai'],
+  // Claude Code speaks the Messages API directly, or in its Vertex and Bedrock modes.
+  'claude-code': ['anthropic', 'anthropic-vertex', 'anthropic-bedrock'],
+} as const satisfies Record<string, readonly ProviderKind[]>;
 export type AgentName = keyof typeof AGENT_KINDS;
 export const AGENTS = Object.keys(AGENT_KINDS) as AgentName[];
 
@@ -25,13 +38,19 @@ export const AGENTS = Object.keys(AGENT_KINDS) as AgentName[];
  * An agent sees the models of the providers its protocol reaches (opencode and Codex the OpenAI
  * kind, Claude Code the Anthropic kind), named after the provider that owns its default model.
  */
-export function agentProviders(agent: AgentName, providers: readonly Pick<ProviderConfig, 'name' | 'kind' | 'models'>[], model: string | undefined): { provider: string; allowedModels: string[] } {
-  const kind = AGENT_KINDS[agent];
-  const own = providers.filter((p) => p.kind === kind);
-  if (own.length === 0) throw new Error(`agent-config: no ${kind} provider is configured (UPSTREAM_* or --providers), and ${agent} speaks only its protocol`);
+export function agentProviders(agent: AgentName, providers: readonly Pick<ProviderConfig, 'name' | 'kind' | 'models' | 'project' | 'region'>[], model: string | undefined): { provider: string; allowedModels: string[]; cloud?: CloudMode } {
+  const kinds: readonly ProviderKind[] = AGENT_KINDS[agent];
+  const reachable = providers.filter((p) => kinds.includes(p.kind));
+  if (reachable.length === 0) throw new Error(`agent-config: no ${kinds.join(' or ')} provider is configured (UPSTREAM_* or --providers), and ${agent} speaks only its protocol`);
+  const wanted = model ?? reachable[0]!.models[0];
+  const owner = reachable.find((p) => wanted !== undefined && p.models.includes(wanted)) ?? reachable[0]!;
+  // One mode per agent: the models of the providers of the owner's kind.
+  const own = reachable.filter((p) => p.kind === owner.kind);
   const allowedModels = own.flatMap((p) => p.models);
-  const wanted = model ?? allowedModels[0];
-  return { provider: (own.find((p) => wanted !== undefined && p.models.includes(wanted)) ?? own[0]!).name, allowedModels };
+  if (owner.kind === 'anthropic-vertex' || owner.kind === 'anthropic-bedrock') {
+    return { provider: owner.name, allowedModels, cloud: { kind: owner.kind, project: owner.project, region: owner.region ?? '' } };
+  }
+  return { provider: owner.name, allowedModels };
 }
 
 /** Checks what every agent's config needs: the gateway's address and the models, allowlisted. */
@@ -125,11 +144,20 @@ export function codexConfig(input: AgentConfigInput & { readonly webSearchAllowe
  */
 export function claudeCodeConfig(input: AgentConfigInput): Record<string, unknown> {
   const { origin, model, small } = resolve(input);
+  // In every mode the helper's output goes as `Authorization: Bearer` (recorded from Claude Code
+  // 2.1 in its Bedrock and Vertex modes), and Claude Code's own cloud authentication is skipped:
+  // the gateway holds the cloud credential.
+  const mode: Record<string, string> =
+    input.cloud?.kind === 'anthropic-bedrock'
+      ? { CLAUDE_CODE_USE_BEDROCK: '1', ANTHROPIC_BEDROCK_BASE_URL: origin, CLAUDE_CODE_SKIP_BEDROCK_AUTH: '1', AWS_REGION: input.cloud.region }
+      : input.cloud?.kind === 'anthropic-vertex'
+        ? { CLAUDE_CODE_USE_VERTEX: '1', ANTHROPIC_VERTEX_BASE_URL: `${origin}/v1`, CLAUDE_CODE_SKIP_VERTEX_AUTH: '1', ANTHROPIC_VERTEX_PROJECT_ID: input.cloud.project ?? '', CLOUD_ML_REGION: input.cloud.region }
+        : { ANTHROPIC_BASE_URL: origin };
   return {
     apiKeyHelper: 'printf %s "$MODEL_PROXY_TOKEN"',
     model,
     env: {
-      ANTHROPIC_BASE_URL: origin,
+      ...mode,
       // Background work (titles, summaries) asks for the "haiku" model: keep it on the allowlist.
       ANTHROPIC_DEFAULT_HAIKU_MODEL: small,
       CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',

@@ -11,8 +11,23 @@ import { CLOUD_PLATFORM_SCOPE } from './credentials/google.ts';
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 export const DEFAULT_PROVIDER = 'openai';
-/** Where each kind's API lives; its routes carry their own /v1 (Anthropic) or expect it in the base (OpenAI SDKs). */
-const KIND_DEFAULT_BASE_URL: Readonly<Record<ProviderKind, string>> = { openai: DEFAULT_BASE_URL, anthropic: 'https://api.anthropic.com' };
+/**
+ * Where each kind's API lives; its routes carry their own /v1 (Anthropic) or expect it in the base
+ * (OpenAI SDKs). The clouds' endpoints follow from the region.
+ */
+function kindDefaultBaseUrl(kind: ProviderKind, region: string | undefined): string {
+  switch (kind) {
+    case 'openai':
+      return DEFAULT_BASE_URL;
+    case 'anthropic':
+      return 'https://api.anthropic.com';
+    case 'anthropic-vertex':
+      return region === 'global' ? 'https://aiplatform.googleapis.com' : `https://${region}-aiplatform.googleapis.com`;
+    case 'anthropic-bedrock':
+      return `https://bedrock-runtime.${region}.amazonaws.com`;
+  }
+}
+const KINDS: readonly ProviderKind[] = ['openai', 'anthropic', 'anthropic-vertex', 'anthropic-bedrock'];
 
 export interface UpstreamBase {
   readonly hostname: string;
@@ -36,6 +51,8 @@ export interface ProviderConfig {
   readonly organization: string | undefined;
   readonly project: string | undefined;
   readonly caFile: string | undefined;
+  /** The cloud region (anthropic-vertex, anthropic-bedrock): requests must name it, and it picks the endpoint. */
+  readonly region: string | undefined;
   /** Where it was configured, for start-up messages: `UPSTREAM_*` or `FILE: providers[i]`. */
   readonly origin: string;
 }
@@ -114,11 +131,12 @@ function providerFromEnv(env: NodeJS.ProcessEnv, required: boolean): ProviderCon
     organization: optionalHeaderValue(env, 'UPSTREAM_ORGANIZATION'),
     project: optionalHeaderValue(env, 'UPSTREAM_PROJECT'),
     caFile: env.UPSTREAM_CA_FILE || undefined,
+    region: undefined,
     origin: 'UPSTREAM_*',
   };
 }
 
-export const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'keyEnv', 'keyFile', 'credential', 'models', 'organization', 'project', 'caFile']);
+export const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'keyEnv', 'keyFile', 'credential', 'models', 'organization', 'project', 'region', 'caFile']);
 /** The fields of a provider's `credential` object, by its `type`. */
 export const CREDENTIAL_FIELDS: Readonly<Record<Exclude<CredentialConfig['type'], 'key'>, ReadonlySet<string>>> = {
   'google-service-account': new Set(['type', 'keyFile', 'scope']),
@@ -169,8 +187,8 @@ function parseProvidersFile(text: string, fileName: string): ProviderConfig[] {
     const { entry, at, str, secretRef } = entryReader(raw, `providers[${i}]`, PROVIDER_FIELDS, fail);
     const name = str('name') ?? fail(at('name'), 'is required');
     if (!PROVIDER.test(name)) fail(at('name'), `"${name}" must be lower-case letters, digits, - or _ (at most 64)`);
-    const kind = str('kind') ?? fail(at('kind'), 'is required ("openai" or "anthropic")');
-    if (kind !== 'openai' && kind !== 'anthropic') fail(at('kind'), `"${kind}" must be "openai" or "anthropic"`);
+    const kind = str('kind') ?? fail(at('kind'), `is required (${KINDS.map((k) => `"${k}"`).join(', ')})`);
+    if (!(KINDS as readonly string[]).includes(kind)) fail(at('kind'), `"${kind}" must be one of ${KINDS.map((k) => `"${k}"`).join(', ')}`);
     const credential = parseCredential(entry, at, secretRef, fail);
     const models = entry.models;
     if (!Array.isArray(models) || models.length === 0) return fail(at('models'), 'must be a non-empty array of model IDs');
@@ -181,19 +199,27 @@ function parseProvidersFile(text: string, fileName: string): ProviderConfig[] {
     const header = (f: string): string | undefined => {
       const v = str(f);
       if (v !== undefined && !HEADER_VALUE.test(v)) fail(at(f), 'must be printable ASCII without line breaks');
-      if (v !== undefined && kind !== 'openai') fail(at(f), 'the anthropic kind has no organization or project header (an Anthropic key belongs to one workspace)');
+      // Vertex's project is the Google Cloud project its paths name.
+      if (v !== undefined && kind !== 'openai' && !(kind === 'anthropic-vertex' && f === 'project')) fail(at(f), `the ${kind} kind has no ${f} header (an Anthropic key belongs to one workspace)`);
       return v;
     };
     const providerKind = kind as ProviderKind;
+    const region = str('region');
+    const cloud = kind === 'anthropic-vertex' || kind === 'anthropic-bedrock';
+    if (cloud && region === undefined) fail(at('region'), `is required for the ${kind} kind: requests must name it, and it picks the endpoint`);
+    if (!cloud && region !== undefined) fail(at('region'), `the ${kind} kind has no region`);
+    if (region !== undefined && !/^(?:[a-z]{2,}(?:-[a-z]+)+-?\d{0,2}|global)$/.test(region)) fail(at('region'), `"${region}" is not a cloud region`);
+    if (kind === 'anthropic-vertex' && str('project') === undefined) fail(at('project'), 'is required for the anthropic-vertex kind (the Google Cloud project)');
     return {
       name,
       kind: providerKind,
-      upstream: parseBaseUrl(str('baseUrl') ?? KIND_DEFAULT_BASE_URL[providerKind], `${fileName}: ${at('baseUrl')}`),
+      upstream: parseBaseUrl(str('baseUrl') ?? kindDefaultBaseUrl(providerKind, region), `${fileName}: ${at('baseUrl')}`),
       models: models as string[],
       credential,
       organization: header('organization'),
       project: header('project'),
       caFile: str('caFile'),
+      region,
       origin: `${fileName}: providers[${i}]`,
     };
   });

@@ -16,7 +16,7 @@ import { elapsedMs, pathForLog, type LogSink } from '../http/log.ts';
 import { writeProxyError } from '../http/server.ts';
 import { providersByModel, routesOfKind, type Provider } from './providers.ts';
 import { openAiErrorBody } from './protocols/openai.ts';
-import type { ApiName, CallSummary, RequestPolicy, WireProtocol } from './protocols/protocol.ts';
+import { bounded, type ApiName, type CallSummary, type RequestPolicy, type WireProtocol } from './protocols/protocol.ts';
 import { nextRetryDelay, retryHintMs, type RetryPolicy } from './retry.ts';
 import {
   botToken,
@@ -32,6 +32,7 @@ import {
   type Identity,
 } from './rules.ts';
 import { SseFramer } from './sse.ts';
+import { EventStreamFramer, EventStreamGuard } from './eventstream.ts';
 
 /** What one model call did: the access log line, and what the metrics count. */
 export type ModelRequestRecord = {
@@ -323,7 +324,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       return;
     }
     tally.bytesIn = body.length;
-    const checked = checkRequestBody(body, proto, policy);
+    const checked = checkRequestBody(body, proto, policy, route.pathModel);
     if (!checked.ok) {
       tally.refusedModel = checked.refusedModel ?? null;
       // Refused for what it asked besides the model: its record names the model and provider.
@@ -345,8 +346,15 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
 
     // Rule 3: the credential, from the provider's source, for this very call: a key read now
     // (it may have rotated), a minted access token, or a signature over the bytes to be sent.
+    // A cloud route names its project and region: only the provider's own (never another
+    // project the provider's credential might reach), and the upstream path is built from them.
     const { upstream } = provider.config;
-    const path = upstreamPath(upstream.basePath, route.route, route.query);
+    const pathModel = route.pathModel;
+    const scope = { project: provider.config.project, region: provider.config.region };
+    if (pathModel && ((pathModel.project !== undefined && pathModel.project !== scope.project) || (pathModel.region !== undefined && pathModel.region !== scope.region))) {
+      return reject(ERRORS.cloudScopeNotAllowed, null, `the path names project ${bounded(pathModel.project ?? '')} and region ${bounded(pathModel.region ?? '')}; model ${checked.model} is served in project ${scope.project} and region ${scope.region} (provider ${provider.config.name})`);
+    }
+    const path = pathModel && route.route.upstreamPathFor ? `${upstream.basePath}${route.route.upstreamPathFor(scope, pathModel)}` : upstreamPath(upstream.basePath, route.route, route.query);
     const contentType = req.headers['content-type'];
     const auth = await provider.credential.authenticate({ method: 'POST', target: path, host: upstream.host, contentType, body }, Date.now());
     if (!auth.ok) {
@@ -468,9 +476,12 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         sendError(ERRORS.upstreamEncoding);
         return logDone(ERRORS.upstreamEncoding.status, 'upstream_encoded_body');
       }
-      const isStream = mediaType(upstreamRes.headers['content-type']) === 'text/event-stream';
-      // Every relayed body is redacted on its way, holding back at most one partial event.
-      const rewrite = new StreamRedactor(secrets, isStream);
+      const contentType = mediaType(upstreamRes.headers['content-type']);
+      const isEventStream = proto.streamFraming === 'aws-eventstream' && contentType === 'application/vnd.amazon.eventstream';
+      const isStream = contentType === 'text/event-stream' || isEventStream;
+      // Every relayed body is redacted on its way, holding back at most one partial event (a
+      // binary event-stream frame cannot be redacted inside: one carrying a secret cuts the stream).
+      const rewrite = isEventStream ? new EventStreamGuard(secrets) : new StreamRedactor(secrets, isStream);
 
       if (isStream) {
         tally.stream = true;
@@ -478,7 +489,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         // Rule 5: every chunk is written as it arrives; a copy goes to the protocol's reader.
         pairs.push('X-Accel-Buffering', 'no');
         const reader = proto.newStreamReader(() => performance.now());
-        const framer = new SseFramer(reader);
+        const framer = isEventStream ? new EventStreamFramer(reader) : new SseFramer(reader);
         const model = tally.model!;
         deps.streams?.opened(provider.config.name, model);
         try {
@@ -486,7 +497,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
             onChunk: (chunk) => framer.push(chunk),
             rewrite,
             flushHead: true,
-            endIsClean: proto.streamNeedsEndEvent ? () => reader.summary().terminated : undefined,
+            endIsClean: proto.streamNeedsEndEvent ? () => reader.summary().terminated && !(framer instanceof EventStreamFramer && framer.corrupt) : undefined,
           });
         } finally {
           deps.streams?.closed(provider.config.name, model);

@@ -26,6 +26,9 @@ interface KindRules {
 const PROVIDER_KINDS: Readonly<Record<ProviderKind, KindRules>> = {
   openai: { credentialHeader: (key) => ['authorization', `Bearer ${key}`], organizationHeader: 'openai-organization', projectHeader: 'openai-project' },
   anthropic: { credentialHeader: (key) => ['x-api-key', key], organizationHeader: undefined, projectHeader: undefined },
+  // The clouds take a bearer token (a Google access token; a Bedrock API key) when not signed.
+  'anthropic-vertex': { credentialHeader: (key) => ['authorization', `Bearer ${key}`], organizationHeader: undefined, projectHeader: undefined },
+  'anthropic-bedrock': { credentialHeader: (key) => ['authorization', `Bearer ${key}`], organizationHeader: undefined, projectHeader: undefined },
 };
 
 /** Where a static key goes for a kind: `Authorization: Bearer` (OpenAI) or `x-api-key` (Anthropic). */

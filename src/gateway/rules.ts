@@ -3,15 +3,15 @@
 // (./protocols/) say what differs per API; these rules are the same for all of them.
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { IDENTITY_VALUE } from '../auth/jwt.ts';
-import { ERRORS, type ProxyError } from '../http/errors.ts';
+import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';
 import { allowedRequestHeaders, assertHeaderValue, mediaType } from '../http/headers.ts';
 import { parseStrictJson, policyKeySet, type JsonLimits, type StrictJson } from '../http/json.ts';
 import type { ProviderConfig } from './config.ts';
 import { providerHeaders } from './providers.ts';
-import { bounded, refuse, type CheckedRequest, type ProtocolRoute, type RequestPolicy, type RequestRefusal, type WireProtocol } from './protocols/protocol.ts';
+import { bounded, refuse, type CheckedRequest, type PathModel, type ProtocolRoute, type RequestPolicy, type RequestRefusal, type WireProtocol } from './protocols/protocol.ts';
 
 export type GatewayRoute =
-  | { readonly ok: true; readonly kind: 'protocol'; readonly protocol: WireProtocol; readonly route: ProtocolRoute; readonly query: string }
+  | { readonly ok: true; readonly kind: 'protocol'; readonly protocol: WireProtocol; readonly route: ProtocolRoute; readonly query: string; readonly pathModel?: PathModel }
   | { readonly ok: true; readonly kind: 'models' }
   | { readonly ok: true; readonly kind: 'model'; readonly id: string }
   | { readonly ok: false; readonly error: ProxyError; readonly allow?: string; readonly protocol?: WireProtocol };
@@ -33,6 +33,15 @@ export function routeGatewayRequest(method: string, target: string, protocols: r
   const query = q < 0 ? '' : target.slice(q + 1);
   for (const protocol of protocols) {
     for (const route of protocol.routes) {
+      if (route.modelInPath) {
+        const m = route.modelInPath(path);
+        if (m === undefined) continue;
+        if ('error' in m) return { ok: false, error: withMessage(ERRORS.pathRejected, m.error), protocol };
+        if (method !== 'POST') return { ok: false, error: ERRORS.methodNotAllowed, allow: 'POST', protocol };
+        // The clouds' routes take no query: nothing to pass on, nothing to misread.
+        if (query !== '') return { ok: false, error: ERRORS.badQuery, protocol };
+        return { ok: true, kind: 'protocol', protocol, route, query, pathModel: m };
+      }
       if (path !== route.path) continue;
       if (method !== 'POST') return { ok: false, error: ERRORS.methodNotAllowed, allow: 'POST', protocol };
       if (!SAFE_QUERY.test(query)) return { ok: false, error: ERRORS.badQuery, protocol };
@@ -109,18 +118,24 @@ function strictJsonRefusal(parsed: Exclude<StrictJson, { ok: true }>): RequestRe
  * model than the one checked), an object, a model on the allowlist (here, so that no protocol
  * can leave it out), and then the protocol's own checks.
  */
-export function checkRequestBody(body: Buffer, protocol: WireProtocol, policy: RequestPolicy): CheckedRequest | RequestRefusal {
+export function checkRequestBody(body: Buffer, protocol: WireProtocol, policy: RequestPolicy, pathModel?: PathModel): CheckedRequest | RequestRefusal {
   const parsed = parseStrictJson(body, { limits: BODY_LIMITS, policyKeys: POLICY_KEYS });
   if (!parsed.ok) return strictJsonRefusal(parsed);
   const doc = parsed.value;
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return refuse(ERRORS.invalidJson, null);
   const req = doc as Record<string, unknown>;
-  if (typeof req.model !== 'string') return refuse(ERRORS.modelMissing, 'model');
-  if (!policy.allowedModels.has(req.model)) {
-    return { ...refuse(ERRORS.modelNotAllowed, 'model', `the model "${bounded(req.model)}" is not available through this gateway; GET /v1/models lists the models it serves`), refusedModel: bounded(req.model) };
+  // On the clouds' routes the model is in the path; one in the body too would be a second model
+  // for some reader to prefer.
+  if (pathModel !== undefined && req.model !== undefined) return refuse(ERRORS.modelInBody, 'model');
+  const model = pathModel?.model ?? req.model;
+  if (typeof model !== 'string') return refuse(ERRORS.modelMissing, 'model');
+  if (!policy.allowedModels.has(model)) {
+    return { ...refuse(ERRORS.modelNotAllowed, 'model', `the model "${bounded(model)}" is not available through this gateway; GET /v1/models lists the models it serves`), refusedModel: bounded(model) };
   }
   const refusal = protocol.checkRequest(req, policy);
-  return refusal ? { ...refusal, model: req.model } : { ok: true, model: req.model, stream: req.stream === true };
+  // Streamed when the body says so, or (Bedrock, Vertex) the path asks for a stream.
+  const stream = req.stream === true || pathModel?.action === 'invoke-with-response-stream' || pathModel?.action === 'streamRawPredict';
+  return refusal ? { ...refusal, model } : { ok: true, model, stream };
 }
 
 export interface Identity {

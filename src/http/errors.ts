@@ -39,6 +39,8 @@ export const ERRORS = {
   upstreamTimeout: def('upstream_timeout', 504, 'the upstream did not answer in time'),
   notFound: def('not_found', 404, 'unknown path: this gateway serves POST /v1/chat/completions, POST /v1/responses, POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models and GET /v1/models/<model id>'),
   storedStateNotRouted: def('stored_state_not_routed', 404, 'stored responses and conversations are not reachable through this gateway: every bot shares the upstream key, so none may read or continue what another stored; send the whole conversation in "input" (with "store": false)'),
+  modelInBody: def('model_in_body', 400, 'on this route the model is in the path; send the body without "model"'),
+  cloudScopeNotAllowed: def('cloud_scope_not_allowed', 403, "the project or region in the path is not this gateway's for that model; use the provider's (agent-config writes them)"),
   modelNotFound: def('model_not_found', 404, 'that model is not available through this gateway; GET /v1/models lists the models it serves'),
   badQuery: def('invalid_query', 400, 'the query string holds characters the gateway does not forward'),
   unauthenticated: def('invalid_bot_token', 401, 'a bot token is required: send Authorization: Bearer $MODEL_PROXY_TOKEN (or x-api-key)'),

@@ -280,8 +280,20 @@ export function relayResponse(res: ServerResponse, upstream: IncomingMessage, he
   const source = rewrite
     ? upstream.pipe(
         new Transform({
-          transform: (chunk: Buffer, _encoding, done) => done(null, rewrite.push(chunk)),
-          flush: (done) => done(null, rewrite.end()),
+          transform: (chunk: Buffer, _encoding, done) => {
+            try {
+              done(null, rewrite.push(chunk));
+            } catch (err) {
+              done(err as Error); // the rewrite refused what came: the relay is cut (below)
+            }
+          },
+          flush: (done) => {
+            try {
+              done(null, rewrite.end());
+            } catch (err) {
+              done(err as Error);
+            }
+          },
         }),
       )
     : upstream;
@@ -295,6 +307,12 @@ export function relayResponse(res: ServerResponse, upstream: IncomingMessage, he
       resolve(false);
     };
     upstream.once('error', (err) => broken(classifyUpstreamError(err)));
+    if (source !== upstream) {
+      source.once('error', () => {
+        upstream.destroy();
+        broken('protocol');
+      });
+    }
     upstream.once('close', () => {
       if (!upstream.complete) broken('reset');
     });

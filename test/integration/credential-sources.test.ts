@@ -4,16 +4,15 @@
 // refuses (502 naming the provider, logged, counted); and an OpenAI-kind provider whose calls
 // are signed with AWS SigV4, against an upstream that checks each signature over what it received.
 import assert from 'node:assert/strict';
-import { createHash, generateKeyPairSync, randomBytes, verify } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { authorization } from '../../src/gateway/credentials/sigv4.ts';
+import { sigV4Valid, startTokenEndpoint, type TokenEndpoint } from '../support/cloud-fakes.ts';
 import { send } from '../support/http-client.ts';
-import { defaultCompletion, startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
+import { defaultCompletion, startModelUpstream, type ModelRequest, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
 import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -23,36 +22,15 @@ const AWS = { accessKeyId: 'AKIDTESTGATEWAY', secretAccessKey: `aws-secret-${ran
 let pki: TestPki;
 let vertex: ModelUpstream;
 let bedrock: ModelUpstream;
-let tokenServer: Server;
+let tokens: TokenEndpoint;
 let tokenUri: string;
-const assertions: Record<string, unknown>[] = [];
-let issued = 0;
 let gw: ProxyProcess;
 let dir: string;
 
 before(async () => {
   pki = makeTestPki();
-  // The token endpoint: verifies the assertion as Google's does (signature, audience, lifetime).
-  tokenServer = createServer({ key: pki.keyPem, cert: pki.certPem }, (req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const form = new URLSearchParams(Buffer.concat(chunks).toString());
-      const [h, p, s] = (form.get('assertion') ?? '').split('.') as [string, string, string];
-      const claims = JSON.parse(Buffer.from(p ?? '', 'base64url').toString() || '{}') as Record<string, number | string>;
-      const valid =
-        req.url === '/token' &&
-        form.get('grant_type') === 'urn:ietf:params:oauth:grant-type:jwt-bearer' &&
-        verify('RSA-SHA256', Buffer.from(`${h}.${p}`), publicKey, Buffer.from(s ?? '', 'base64url')) &&
-        claims.aud === tokenUri &&
-        (claims.exp as number) - (claims.iat as number) <= 3600;
-      assertions.push(claims);
-      if (!valid) return void res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":"invalid_grant","error_description":"Invalid JWT Signature."}');
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: `ya29.fake-${++issued}`, expires_in: 3599, token_type: 'Bearer' }));
-    });
-  });
-  await new Promise<void>((resolve) => tokenServer.listen(0, '127.0.0.1', resolve));
-  tokenUri = `https://127.0.0.1:${(tokenServer.address() as AddressInfo).port}/token`;
+  tokens = await startTokenEndpoint(pki, publicKey);
+  tokenUri = tokens.uri;
   [vertex, bedrock] = await Promise.all([startModelUpstream(pki), startModelUpstream(pki)]);
   dir = mkdtempSync(join(tmpdir(), 'credential-sources-'));
   const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
@@ -80,7 +58,7 @@ before(async () => {
 
 after(async () => {
   await gw?.stop();
-  await Promise.all([vertex?.close(), bedrock?.close(), new Promise((r) => tokenServer?.close(r))]);
+  await Promise.all([vertex?.close(), bedrock?.close(), tokens?.close()]);
   pki?.cleanup();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
@@ -91,7 +69,7 @@ test('google service account: calls carry the minted access token; one token ser
   for (let i = 0; i < 3; i++) assert.equal((await chat('google/gemini-2.5-pro')).status, 200);
   const seen = vertex.requests.filter((r) => r.body.includes('gemini')).map((r) => r.headers.authorization);
   assert.deepEqual(seen, ['Bearer ya29.fake-1', 'Bearer ya29.fake-1', 'Bearer ya29.fake-1']);
-  const good = assertions.filter((c) => c.aud === tokenUri);
+  const good = tokens.assertions.filter((c) => c.aud === tokenUri);
   assert.equal(good.length, 1, 'one exchange for every call');
   assert.deepEqual([good[0]!.iss, good[0]!.scope], ['gateway@proj.iam.gserviceaccount.com', 'https://www.googleapis.com/auth/cloud-platform']);
   const listening = gw.records().find((r) => r.event === 'listening' && r.listener === 'model') as { providers: { name: string; credential: string; key: string }[] };
@@ -114,22 +92,13 @@ test('google service account: a token endpoint that refuses the assertion gives 
 
 test('aws sigv4: every call is signed over what the upstream receives (path, host, content type, date, session token, body hash), checked there; the secret never leaves the gateway', async () => {
   let verified = 0;
-  const check = (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse, recorded: { url: string; body: Buffer }) => {
-    const h = req.headers;
-    const signedNames = /SignedHeaders=([^,]+)/.exec(String(h.authorization))?.[1]?.split(';') ?? [];
-    const [path, query = ''] = recorded.url.split('?') as [string, string?];
-    const expected = authorization(
-      { method: req.method!, path, query, headers: signedNames.map((n) => [n, String(h[n])] as const), payloadHash: String(h['x-amz-content-sha256']) },
-      { region: 'us-west-2', service: 'bedrock', amzDate: String(h['x-amz-date']) },
-      AWS,
-    );
-    const bodyHash = createHash('sha256').update(recorded.body).digest('hex');
-    if (h.authorization !== expected || h['x-amz-content-sha256'] !== bodyHash || !signedNames.includes('content-type') || h['x-amz-security-token'] !== AWS.sessionToken) {
+  const check = (req: IncomingMessage, res: ServerResponse, recorded: ModelRequest) => {
+    if (!sigV4Valid(req, recorded.url, recorded.body, AWS, 'us-west-2', 'bedrock') || req.headers['x-amz-security-token'] !== AWS.sessionToken) {
       res.writeHead(403, { 'content-type': 'application/json' }).end('{"message":"The request signature we calculated does not match the signature you provided."}');
       return;
     }
     verified++;
-    defaultCompletion(req, res, recorded as never);
+    defaultCompletion(req, res, recorded);
   };
   bedrock.script(check, check);
   for (let i = 0; i < 2; i++) assert.equal((await chat('openai.gpt-oss-120b-1:0')).status, 200);

@@ -200,14 +200,40 @@ test('claudeCodeConfig points ANTHROPIC_BASE_URL at the gateway, prints the bot 
 
 test('each agent sees the models of the providers its protocol reaches only', () => {
   const providers = [
-    { name: 'openai', kind: 'openai', models: ['gpt-5', 'gpt-5-mini'] },
-    { name: 'anthropic', kind: 'anthropic', models: ['claude-sonnet-4-5'] },
-    { name: 'local', kind: 'openai', models: ['qwen3-coder'] },
+    { name: 'openai', kind: 'openai', models: ['gpt-5', 'gpt-5-mini'], project: undefined, region: undefined },
+    { name: 'anthropic', kind: 'anthropic', models: ['claude-sonnet-4-5'], project: undefined, region: undefined },
+    { name: 'local', kind: 'openai', models: ['qwen3-coder'], project: undefined, region: undefined },
   ] as const;
   assert.deepEqual(agentProviders('codex', providers, undefined), { provider: 'openai', allowedModels: ['gpt-5', 'gpt-5-mini', 'qwen3-coder'] });
   assert.deepEqual(agentProviders('opencode', providers, 'qwen3-coder'), { provider: 'local', allowedModels: ['gpt-5', 'gpt-5-mini', 'qwen3-coder'] });
   assert.deepEqual(agentProviders('claude-code', providers, undefined), { provider: 'anthropic', allowedModels: ['claude-sonnet-4-5'] });
-  assert.throws(() => agentProviders('claude-code', providers.filter((p) => p.kind === 'openai'), undefined), /no anthropic provider is configured/);
+  assert.throws(() => agentProviders('claude-code', providers.filter((p) => p.kind === 'openai'), undefined), /no anthropic or anthropic-vertex or anthropic-bedrock provider is configured/);
+});
+
+test('agent-config for Claude Code in its Bedrock or Vertex mode: the mode of the provider that owns the model, its region and project, skip-auth, the bot token from the helper (as recorded), the cloud models only', () => {
+  const providers = [
+    { name: 'anthropic', kind: 'anthropic', models: ['claude-sonnet-5'], project: undefined, region: undefined },
+    { name: 'bedrock', kind: 'anthropic-bedrock', models: ['us.anthropic.claude-opus-5-5', 'us.anthropic.claude-haiku-4-5-20251001-v1:0'], project: undefined, region: 'us-east-1' },
+    { name: 'vertex', kind: 'anthropic-vertex', models: ['claude-opus-5-5'], project: 'proj-1', region: 'us-east5' },
+  ] as const;
+  const bedrock = agentProviders('claude-code', providers, 'us.anthropic.claude-opus-5-5');
+  assert.deepEqual(bedrock, { provider: 'bedrock', allowedModels: ['us.anthropic.claude-opus-5-5', 'us.anthropic.claude-haiku-4-5-20251001-v1:0'], cloud: { kind: 'anthropic-bedrock', project: undefined, region: 'us-east-1' } });
+  const input = { provider: bedrock.provider, providerName: undefined, proxyHost: 'gw.ns.svc', allowedModels: bedrock.allowedModels, model: 'us.anthropic.claude-opus-5-5', smallModel: 'us.anthropic.claude-haiku-4-5-20251001-v1:0', cloud: bedrock.cloud };
+  assert.deepEqual(claudeCodeConfig(input), {
+    apiKeyHelper: 'printf %s "$MODEL_PROXY_TOKEN"',
+    model: 'us.anthropic.claude-opus-5-5',
+    env: { CLAUDE_CODE_USE_BEDROCK: '1', ANTHROPIC_BEDROCK_BASE_URL: 'http://gw.ns.svc:8450', CLAUDE_CODE_SKIP_BEDROCK_AUTH: '1', AWS_REGION: 'us-east-1', ANTHROPIC_DEFAULT_HAIKU_MODEL: 'us.anthropic.claude-haiku-4-5-20251001-v1:0', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1' },
+  });
+  const vertex = agentProviders('claude-code', providers, 'claude-opus-5-5');
+  assert.deepEqual((claudeCodeConfig({ ...input, ...vertex, model: 'claude-opus-5-5', smallModel: undefined }) as { env: Record<string, string> }).env, {
+    CLAUDE_CODE_USE_VERTEX: '1',
+    ANTHROPIC_VERTEX_BASE_URL: 'http://gw.ns.svc:8450/v1',
+    CLAUDE_CODE_SKIP_VERTEX_AUTH: '1',
+    ANTHROPIC_VERTEX_PROJECT_ID: 'proj-1',
+    CLOUD_ML_REGION: 'us-east5',
+    ANTHROPIC_DEFAULT_HAIKU_MODEL: 'claude-opus-5-5',
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+  });
 });
 
 test('renderAgentConfig prints Claude Code settings JSON for claude-code', () => {

@@ -18,6 +18,7 @@ const config = (name: string, kind: 'openai' | 'anthropic', models: string[]): P
   organization: undefined,
   project: undefined,
   caFile: undefined,
+  region: undefined,
   origin: 'test',
 });
 const provider = (c: ProviderConfig): Provider => ({ config: c, agent: undefined as never, credential: undefined as never });

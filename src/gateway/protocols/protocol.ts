@@ -9,8 +9,27 @@ import type { EventReader } from '../sse.ts';
 /** The bounded `api` label of logs and metrics. */
 export type ApiName = 'chat_completions' | 'responses' | 'messages';
 
-/** The kind of provider that serves a protocol: it decides the upstream auth header. */
-export type ProviderKind = 'openai' | 'anthropic';
+/**
+ * The kind of provider that serves a protocol: it decides the upstream auth header, and for the
+ * clouds' Anthropic routes the path (the model, and Vertex's project and region, are in it).
+ */
+export type ProviderKind = 'openai' | 'anthropic' | 'anthropic-vertex' | 'anthropic-bedrock';
+
+/** What a route whose path names the model read from it (Vertex, Bedrock). */
+export interface PathModel {
+  readonly model: string;
+  /** What is asked of the model: `rawPredict`, `streamRawPredict`, `invoke`, `invoke-with-response-stream`. */
+  readonly action: string;
+  /** Vertex: the project and region the path names; they must be the provider's. */
+  readonly project?: string;
+  readonly region?: string;
+}
+
+/** Where a cloud provider is: the project and region of its configuration. */
+export interface CloudScope {
+  readonly project: string | undefined;
+  readonly region: string | undefined;
+}
 
 export interface Usage {
   /** Input tokens, cached ones included (OpenAI's `prompt_tokens` / `input_tokens`). */
@@ -73,6 +92,13 @@ export interface ProtocolRoute {
   readonly upstreamPath: string;
   /** The answer carries no usage by design (a token count): none is expected or recorded. */
   readonly noUsage?: true;
+  /**
+   * For a route whose path names the model: the parse of a path (undefined: not this route; an
+   * error: this route, in a form the gateway does not accept). `path` is then a description.
+   */
+  readonly modelInPath?: (path: string) => PathModel | { readonly error: string } | undefined;
+  /** The upstream path for such a route, built from the provider's configuration and the parsed model, never from the raw path. */
+  readonly upstreamPathFor?: (scope: CloudScope, m: PathModel) => string;
 }
 
 export interface WireProtocol {
@@ -99,6 +125,8 @@ export interface WireProtocol {
    * that ends without it reaches the client as a broken connection, never as a clean end.
    */
   readonly streamNeedsEndEvent: boolean;
+  /** How a stream is framed when it is not SSE: Bedrock's binary AWS event stream. */
+  readonly streamFraming?: 'aws-eventstream';
   /** The body of an error the gateway makes itself on this protocol's routes. */
   errorBody(error: ProxyError, param: string | null, message: string): string;
 }

@@ -1,0 +1,83 @@
+// Fakes of the clouds' credential checks, for tests: a Google OAuth token endpoint that verifies
+// a service account's assertion (signature, audience, lifetime) before it issues a token, and the
+// SigV4 check an AWS service makes of a request as it received it.
+import { createHash, verify, type KeyObject } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { authorization, type AwsCredentials } from '../../src/gateway/credentials/sigv4.ts';
+import type { TestPki } from './tls.ts';
+import { crc32 } from 'node:zlib';
+
+const PRELUDE_BYTES = 12;
+
+export interface TokenEndpoint {
+  readonly uri: string;
+  /** The claims of every assertion received, valid or not. */
+  readonly assertions: Record<string, unknown>[];
+  /** Tokens issued so far (`ya29.fake-<n>`). */
+  issued(): number;
+  close(): Promise<void>;
+}
+
+/** Answers POST /token: a valid assertion gets `ya29.fake-<n>`, anything else 400 invalid_grant. */
+export async function startTokenEndpoint(pki: Pick<TestPki, 'keyPem' | 'certPem'>, publicKey: KeyObject): Promise<TokenEndpoint> {
+  const assertions: Record<string, unknown>[] = [];
+  let issued = 0;
+  let uri = '';
+  const server: Server = createServer({ key: pki.keyPem, cert: pki.certPem }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const form = new URLSearchParams(Buffer.concat(chunks).toString());
+      const [h, p, s] = (form.get('assertion') ?? '').split('.') as [string, string, string];
+      const claims = JSON.parse(Buffer.from(p ?? '', 'base64url').toString() || '{}') as Record<string, number | string>;
+      assertions.push(claims);
+      const valid =
+        req.url === '/token' &&
+        form.get('grant_type') === 'urn:ietf:params:oauth:grant-type:jwt-bearer' &&
+        verify('RSA-SHA256', Buffer.from(`${h}.${p}`), publicKey, Buffer.from(s ?? '', 'base64url')) &&
+        claims.aud === uri &&
+        (claims.exp as number) - (claims.iat as number) <= 3600;
+      if (!valid) return void res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":"invalid_grant","error_description":"Invalid JWT Signature."}');
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: `ya29.fake-${++issued}`, expires_in: 3599, token_type: 'Bearer' }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  uri = `https://127.0.0.1:${(server.address() as AddressInfo).port}/token`;
+  return { uri, assertions, issued: () => issued, close: () => new Promise((resolve) => server.close(() => resolve())) };
+}
+
+/** Whether a received request carries a valid SigV4 signature over what arrived (body hash included). */
+export function sigV4Valid(req: IncomingMessage, url: string, body: Buffer, credentials: AwsCredentials, region: string, service: string): boolean {
+  const h = req.headers;
+  const signed = /SignedHeaders=([^,]+)/.exec(String(h.authorization))?.[1]?.split(';') ?? [];
+  const [path, query = ''] = url.split('?') as [string, string?];
+  const expected = authorization({ method: req.method!, path, query, headers: signed.map((n) => [n, String(h[n])] as const), payloadHash: String(h['x-amz-content-sha256']) }, { region, service, amzDate: String(h['x-amz-date']) }, credentials);
+  return h.authorization === expected && h['x-amz-content-sha256'] === createHash('sha256').update(body).digest('hex') && signed.includes('content-type') && signed.includes('host');
+}
+
+/** One AWS event-stream frame, as Bedrock writes them: string headers (type 7) and a payload, with both CRCs. */
+export function encodeFrame(headers: Readonly<Record<string, string>>, payload: Buffer): Buffer {
+  const headerParts = Object.entries(headers).map(([name, value]) => {
+    const n = Buffer.from(name, 'utf8');
+    const v = Buffer.from(value, 'utf8');
+    const head = Buffer.alloc(1 + n.length + 1 + 2);
+    head.writeUInt8(n.length, 0);
+    n.copy(head, 1);
+    head.writeUInt8(7, 1 + n.length);
+    head.writeUInt16BE(v.length, 2 + n.length);
+    return Buffer.concat([head, v]);
+  });
+  const headerBytes = Buffer.concat(headerParts);
+  const total = PRELUDE_BYTES + headerBytes.length + payload.length + 4;
+  const prelude = Buffer.alloc(PRELUDE_BYTES);
+  prelude.writeUInt32BE(total, 0);
+  prelude.writeUInt32BE(headerBytes.length, 4);
+  prelude.writeUInt32BE(crc32(prelude.subarray(0, 8)), 8);
+  const body = Buffer.concat([prelude, headerBytes, payload]);
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32BE(crc32(body), 0);
+  return Buffer.concat([body, crc]);
+}
+
