@@ -20,8 +20,12 @@ export interface TokenEndpoint {
   close(): Promise<void>;
 }
 
-/** Answers POST /token: a valid assertion gets `ya29.fake-<n>`, anything else 400 invalid_grant. */
-export async function startTokenEndpoint(pki: Pick<TestPki, 'keyPem' | 'certPem'>, publicKey: KeyObject): Promise<TokenEndpoint> {
+/**
+ * Answers POST /token: an assertion signed by one of `publicKeys` gets `ya29.fake-<n>` (valid
+ * `expiresInSec`), anything else 400 invalid_grant.
+ */
+export async function startTokenEndpoint(pki: Pick<TestPki, 'keyPem' | 'certPem'>, publicKeys: KeyObject | readonly KeyObject[], expiresInSec = 3599): Promise<TokenEndpoint> {
+  const keys = Array.isArray(publicKeys) ? publicKeys : [publicKeys as KeyObject];
   const assertions: Record<string, unknown>[] = [];
   let issued = 0;
   let uri = '';
@@ -36,11 +40,11 @@ export async function startTokenEndpoint(pki: Pick<TestPki, 'keyPem' | 'certPem'
       const valid =
         req.url === '/token' &&
         form.get('grant_type') === 'urn:ietf:params:oauth:grant-type:jwt-bearer' &&
-        verify('RSA-SHA256', Buffer.from(`${h}.${p}`), publicKey, Buffer.from(s ?? '', 'base64url')) &&
+        keys.some((key) => verify('RSA-SHA256', Buffer.from(`${h}.${p}`), key, Buffer.from(s ?? '', 'base64url'))) &&
         claims.aud === uri &&
         (claims.exp as number) - (claims.iat as number) <= 3600;
       if (!valid) return void res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":"invalid_grant","error_description":"Invalid JWT Signature."}');
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: `ya29.fake-${++issued}`, expires_in: 3599, token_type: 'Bearer' }));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: `ya29.fake-${++issued}`, expires_in: expiresInSec, token_type: 'Bearer' }));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
