@@ -82,7 +82,7 @@ function openCredential(config: ProviderConfig, onRefresh: (outcome: { ok: true 
   const c = config.credential;
   switch (c.type) {
     case 'key':
-      return staticKeySource(c.key ? secretSource(env, c.key) : undefined, keyHeader(config.kind));
+      return staticKeySource(c.key ? secretSource(env, c.key) : undefined, c.header === undefined ? keyHeader(config.kind) : (key) => [c.header!, key]);
     case 'aws-sigv4':
       return awsSource({ accessKeyId: secretSource(env, c.accessKeyId), secretAccessKey: secretSource(env, c.secretAccessKey), sessionToken: c.sessionToken ? secretSource(env, c.sessionToken) : undefined, region: c.region, service: c.service });
     case 'google-service-account': {

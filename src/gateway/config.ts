@@ -58,8 +58,11 @@ export interface ProviderConfig {
 }
 
 export type CredentialConfig =
-  /** An API key, in the header the kind reads it from (undefined: none configured). */
-  | { readonly type: 'key'; readonly key: SecretRef | undefined }
+  /**
+   * An API key, in the header the kind reads it from (undefined: none configured), or in the
+   * named `header` (Azure AI Foundry reads `api-key`).
+   */
+  | { readonly type: 'key'; readonly key: SecretRef | undefined; readonly header?: string }
   /** A service-account key file; the gateway mints access tokens for `scope`. */
   | { readonly type: 'google-service-account'; readonly keyFile: string; readonly scope: string }
   /** AWS keys; every call signed with SigV4 for `region` and `service`. */
@@ -136,7 +139,7 @@ function providerFromEnv(env: NodeJS.ProcessEnv, required: boolean): ProviderCon
   };
 }
 
-export const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'keyEnv', 'keyFile', 'credential', 'models', 'organization', 'project', 'region', 'caFile']);
+export const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'keyEnv', 'keyFile', 'keyHeader', 'credential', 'models', 'organization', 'project', 'region', 'caFile']);
 /** The fields of a provider's `credential` object, by its `type`. */
 export const CREDENTIAL_FIELDS: Readonly<Record<Exclude<CredentialConfig['type'], 'key'>, ReadonlySet<string>>> = {
   'google-service-account': new Set(['type', 'keyFile', 'scope']),
@@ -146,8 +149,17 @@ const AWS_REGION = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
 const SCOPE_URL = /^https:\/\/www\.googleapis\.com\/auth\/[a-z0-9._-]+$/;
 
 /** A provider's credential: `keyEnv`/`keyFile` (a static key), or a `credential` object naming its type. */
+/** Headers a key may never be sent in: framing, routing, hop-by-hop, the client's identity. */
+const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'proxy-authorization', 'content-type', 'accept-encoding', 'x-client-request-id', 'cookie']);
+
 function parseCredential(entry: Record<string, unknown>, at: (f: string) => string, secretRef: (e: string, f: string) => SecretRef, fail: FieldFailure): CredentialConfig {
-  if (entry.credential === undefined) return { type: 'key', key: secretRef('keyEnv', 'keyFile') };
+  if (entry.credential === undefined) {
+    const header = entry.keyHeader;
+    if (header === undefined) return { type: 'key', key: secretRef('keyEnv', 'keyFile') };
+    if (typeof header !== 'string' || !/^[a-z][a-z0-9-]{0,63}$/.test(header) || RESERVED_HEADERS.has(header)) return fail(at('keyHeader'), 'must be a lower-case header name the key can go in (e.g. "api-key"), not a framing or routing header');
+    return { type: 'key', key: secretRef('keyEnv', 'keyFile'), header };
+  }
+  if (entry.keyHeader !== undefined) return fail(at('keyHeader'), 'names where a static key goes: it has no meaning with credential');
   if (entry.keyEnv !== undefined || entry.keyFile !== undefined) return fail(at('credential'), 'give either keyEnv/keyFile (a static key) or credential, not both');
   const c = isObject(entry.credential) ? entry.credential : {};
   const type = c.type;

@@ -23,6 +23,8 @@ let pki: TestPki;
 let tokens: TokenEndpoint;
 let vertex: AnthropicUpstream;
 let bedrock: AnthropicUpstream;
+let foundry: AnthropicUpstream;
+const FOUNDRY_KEY = `azure-${randomBytes(12).toString('hex')}`;
 let gw: ProxyProcess;
 let dir: string;
 const recorded = (file: string) => JSON.parse(readFileSync(join(__dirname, '..', 'fixtures', 'recorded-cloud', file), 'utf8')) as { url: string; headers: Record<string, string>; body: Record<string, unknown> };
@@ -30,7 +32,7 @@ const recorded = (file: string) => JSON.parse(readFileSync(join(__dirname, '..',
 before(async () => {
   pki = makeTestPki();
   tokens = await startTokenEndpoint(pki, publicKey);
-  [vertex, bedrock] = await Promise.all([startAnthropicUpstream(pki), startAnthropicUpstream(pki)]);
+  [vertex, bedrock, foundry] = await Promise.all([startAnthropicUpstream(pki), startAnthropicUpstream(pki), startAnthropicUpstream(pki)]);
   dir = mkdtempSync(join(tmpdir(), 'cloud-routes-'));
   writeFileSync(join(dir, 'sa.json'), JSON.stringify({ type: 'service_account', private_key: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), client_email: 'gw@proj-1.iam.gserviceaccount.com', token_uri: tokens.uri }));
   writeFileSync(
@@ -38,16 +40,17 @@ before(async () => {
     JSON.stringify({
       providers: [
         { name: 'vertex', kind: 'anthropic-vertex', baseUrl: vertex.baseUrl.replace(/\/v1$/, ''), project: 'proj-1', region: 'us-east5', credential: { type: 'google-service-account', keyFile: join(dir, 'sa.json') }, models: [MODEL], caFile: pki.caFile },
+        { name: 'foundry', kind: 'anthropic', baseUrl: `${foundry.baseUrl.replace(/\/v1$/, '')}/anthropic`, keyEnv: 'FOUNDRY_KEY', keyHeader: 'api-key', models: ['claude-sonnet-5'], caFile: pki.caFile },
         { name: 'bedrock', kind: 'anthropic-bedrock', baseUrl: bedrock.baseUrl.replace(/\/v1$/, ''), region: 'us-east-1', credential: { type: 'aws-sigv4', accessKeyIdEnv: 'AWS_ID', secretAccessKeyEnv: 'AWS_SECRET', region: 'us-east-1' }, models: [BEDROCK_MODEL], caFile: pki.caFile },
       ],
     }),
   );
-  gw = await startProxy({ env: { NODE_EXTRA_CA_CERTS: pki.caFile, AWS_ID: AWS.accessKeyId, AWS_SECRET: AWS.secretAccessKey }, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')], listeners: ['model'] });
+  gw = await startProxy({ env: { NODE_EXTRA_CA_CERTS: pki.caFile, AWS_ID: AWS.accessKeyId, AWS_SECRET: AWS.secretAccessKey, FOUNDRY_KEY }, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')], listeners: ['model'] });
 });
 
 after(async () => {
   await gw?.stop();
-  await Promise.all([vertex?.close(), bedrock?.close(), tokens?.close()]);
+  await Promise.all([vertex?.close(), bedrock?.close(), foundry?.close(), tokens?.close()]);
   pki?.cleanup();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
@@ -113,4 +116,16 @@ test('bedrock: a path model with an encoded separator is refused (403 path_rejec
   const res = await post('/model/us.anthropic%2Fclaude/invoke', { anthropic_version: 'bedrock-2023-05-31', max_tokens: 8, messages: [] });
   assert.equal(res.status, 403);
   assert.equal(bedrock.requests.length, before);
+});
+
+test('azure ai foundry: Claude Code\'s recorded Foundry-mode request is the Messages route; the provider\'s key goes in api-key (keyHeader) under its /anthropic base path, and never in x-api-key', async () => {
+  const rec = recorded('claude-code-2.1.330-foundry-1.json');
+  foundry.script(streamHandler(textTranscript('hello from foundry', { model: 'claude-sonnet-5' })));
+  const res = await post(rec.url, { ...rec.body, model: 'claude-sonnet-5' });
+  assert.equal(res.status, 200);
+  const seen = foundry.requests.at(-1)!;
+  assert.equal(seen.url, '/anthropic/v1/messages?beta=true');
+  assert.equal(seen.headers['api-key'], FOUNDRY_KEY);
+  assert.equal(seen.headers['x-api-key'], undefined);
+  assert.equal(seen.headers.authorization, undefined);
 });

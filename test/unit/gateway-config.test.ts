@@ -255,6 +255,8 @@ test('every mistake in a providers file stops start-up naming the file and the f
     [{ providers: [{ ...ANTHROPIC, region: 'us-east-1' }] }, /^providers\.json: providers\[0\]\.region: the anthropic kind has no region/],
     [{ providers: [{ ...ANTHROPIC, keyEnv: undefined, credential: { type: 'aws-sigv4', accessKeyIdEnv: 'A', secretAccessKeyEnv: 'S' } }] }, /^providers\.json: providers\[0\]\.credential\.region: is required/],
     [{ providers: [{ ...ANTHROPIC, credential: { type: 'google-service-account', keyFile: '/k.json' } }] }, /^providers\.json: providers\[0\]\.credential: give either keyEnv\/keyFile \(a static key\) or credential, not both/],
+    [{ providers: [{ ...ANTHROPIC, keyHeader: 'Host' }] }, /^providers\.json: providers\[0\]\.keyHeader: must be a lower-case header name/],
+    [{ providers: [{ ...ANTHROPIC, keyHeader: 'content-length' }] }, /^providers\.json: providers\[0\]\.keyHeader: must be a lower-case header name/],
     [{ providers: [{ ...ANTHROPIC, keyEnv: undefined, credential: { type: 'vault' } }] }, /^providers\.json: providers\[0\]\.credential\.type: must be "google-service-account" or "aws-sigv4"/],
     [{ providers: [{ ...ANTHROPIC, kind: undefined }] }, /^providers\.json: providers\[0\]\.kind: is required/],
     [{ providers: [{ ...ANTHROPIC, keyEnv: undefined }] }, /^providers\.json: providers\[0\]\.keyEnv: exactly one of keyEnv and keyFile is required/],
