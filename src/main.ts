@@ -25,8 +25,10 @@ import { descriptorWarning, softOpenFilesLimit } from './http/connection-caps.ts
 import { VERSION } from './config/version.ts';
 import type { CredentialSource } from './gateway/credentials/source.ts';
 import { staticKeySource } from './gateway/credentials/static-key.ts';
-import { awsSource } from './gateway/credentials/aws.ts';
-import { exchangeAtTokenEndpoint, googleServiceAccountSource } from './gateway/credentials/google.ts';
+import { awsSource, awsWebIdentitySource } from './gateway/credentials/aws.ts';
+import { exchangeAtTokenEndpoint, fetchMetadataJson, googleMetadataSource, googleServiceAccountSource } from './gateway/credentials/google.ts';
+import { fetchBody } from './gateway/credentials/fetch.ts';
+import type { MintedSource } from './gateway/credentials/minted.ts';
 
 const env = process.env;
 // Log lines never block the event loop; a reader 8 MiB behind loses lines, counted in metrics.
@@ -85,14 +87,20 @@ function openCredential(config: ProviderConfig, onRefresh: (outcome: { ok: true 
       return staticKeySource(c.key ? secretSource(env, c.key) : undefined, c.header === undefined ? keyHeader(config.kind) : (key) => [c.header!, key]);
     case 'aws-sigv4':
       return awsSource({ accessKeyId: secretSource(env, c.accessKeyId), secretAccessKey: secretSource(env, c.secretAccessKey), sessionToken: c.sessionToken ? secretSource(env, c.sessionToken) : undefined, region: c.region, service: c.service });
-    case 'google-service-account': {
-      const source = googleServiceAccountSource({ readKeyFile: () => readFileSync(c.keyFile, 'utf8'), scope: c.scope, exchange: exchangeAtTokenEndpoint, onRefresh });
-      // The first token at once, then ahead of each expiry, so that no call waits on one.
-      void source.refresh(Date.now());
-      setInterval(() => void source.refreshIfDue(Date.now()), 30_000).unref();
-      return source;
-    }
+    case 'google-service-account':
+      return kept(googleServiceAccountSource({ readKeyFile: () => readFileSync(c.keyFile, 'utf8'), scope: c.scope, exchange: exchangeAtTokenEndpoint, onRefresh }));
+    case 'google-metadata':
+      return kept(googleMetadataSource({ metadataHost: env.GCE_METADATA_HOST || 'metadata.google.internal', fetchJson: fetchMetadataJson, onRefresh }));
+    case 'aws-web-identity':
+      return kept(awsWebIdentitySource({ roleArn: c.roleArn, readTokenFile: () => readFileSync(c.tokenFile, 'utf8'), stsEndpoint: c.stsEndpoint, region: c.region, service: c.service, assume: (url, form) => fetchBody(url, { form }), onRefresh }));
   }
+}
+
+/** A minted credential's first fetch at once, then refreshes ahead of each expiry, so that no call waits on one. */
+function kept(source: MintedSource): CredentialSource {
+  void source.refresh(Date.now());
+  setInterval(() => void source.refreshIfDue(Date.now()), 30_000).unref();
+  return source;
 }
 
 function loadPrices(): PriceTable {

@@ -65,6 +65,10 @@ export type CredentialConfig =
   | { readonly type: 'key'; readonly key: SecretRef | undefined; readonly header?: string }
   /** A service-account key file; the gateway mints access tokens for `scope`. */
   | { readonly type: 'google-service-account'; readonly keyFile: string; readonly scope: string }
+  /** The metadata server's token (GKE workload identity, Compute Engine). */
+  | { readonly type: 'google-metadata' }
+  /** EKS IRSA: the projected token traded at STS for temporary credentials; calls signed with them. */
+  | { readonly type: 'aws-web-identity'; readonly roleArn: string; readonly tokenFile: string; readonly region: string; readonly service: string; readonly stsEndpoint: string }
   /** AWS keys; every call signed with SigV4 for `region` and `service`. */
   | { readonly type: 'aws-sigv4'; readonly accessKeyId: SecretRef; readonly secretAccessKey: SecretRef; readonly sessionToken: SecretRef | undefined; readonly region: string; readonly service: string };
 
@@ -144,6 +148,8 @@ export const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'keyEnv', 'ke
 export const CREDENTIAL_FIELDS: Readonly<Record<Exclude<CredentialConfig['type'], 'key'>, ReadonlySet<string>>> = {
   'google-service-account': new Set(['type', 'keyFile', 'scope']),
   'aws-sigv4': new Set(['type', 'accessKeyIdEnv', 'accessKeyIdFile', 'secretAccessKeyEnv', 'secretAccessKeyFile', 'sessionTokenEnv', 'sessionTokenFile', 'region', 'service']),
+  'google-metadata': new Set(['type']),
+  'aws-web-identity': new Set(['type', 'roleArn', 'tokenFile', 'region', 'service', 'stsEndpoint']),
 };
 const AWS_REGION = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
 const SCOPE_URL = /^https:\/\/www\.googleapis\.com\/auth\/[a-z0-9._-]+$/;
@@ -163,8 +169,10 @@ function parseCredential(entry: Record<string, unknown>, at: (f: string) => stri
   if (entry.keyEnv !== undefined || entry.keyFile !== undefined) return fail(at('credential'), 'give either keyEnv/keyFile (a static key) or credential, not both');
   const c = isObject(entry.credential) ? entry.credential : {};
   const type = c.type;
-  if (type !== 'google-service-account' && type !== 'aws-sigv4') return fail(`${at('credential')}.type`, 'must be "google-service-account" or "aws-sigv4"');
-  const reader = entryReader(c, at('credential'), CREDENTIAL_FIELDS[type], fail);
+  const types = Object.keys(CREDENTIAL_FIELDS) as (keyof typeof CREDENTIAL_FIELDS)[];
+  if (typeof type !== 'string' || !(types as string[]).includes(type)) return fail(`${at('credential')}.type`, `must be one of ${types.map((t) => `"${t}"`).join(', ')}`);
+  const reader = entryReader(c, at('credential'), CREDENTIAL_FIELDS[type as keyof typeof CREDENTIAL_FIELDS], fail);
+  if (type === 'google-metadata') return { type };
   if (type === 'google-service-account') {
     const scope = reader.str('scope') ?? CLOUD_PLATFORM_SCOPE;
     if (!SCOPE_URL.test(scope)) fail(reader.at('scope'), 'must be a https://www.googleapis.com/auth/... scope');
@@ -174,9 +182,17 @@ function parseCredential(entry: Record<string, unknown>, at: (f: string) => stri
   if (!AWS_REGION.test(region)) fail(reader.at('region'), `"${region}" is not an AWS region`);
   const service = reader.str('service') ?? 'bedrock';
   if (!/^[a-z0-9-]{1,32}$/.test(service)) fail(reader.at('service'), `"${service}" is not an AWS service name`);
+  if (type === 'aws-web-identity') {
+    // The EKS pod identity webhook puts both in the pod's environment (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE): the file names them.
+    const roleArn = reader.str('roleArn') ?? fail(reader.at('roleArn'), 'is required (the role the pod may assume; EKS puts it in AWS_ROLE_ARN)');
+    if (!/^arn:aws[a-z-]*:iam::\d{12}:role\/[\w+=,.@\/-]{1,512}$/.test(roleArn)) fail(reader.at('roleArn'), `"${roleArn}" is not an IAM role ARN`);
+    const stsEndpoint = reader.str('stsEndpoint') ?? `https://sts.${region}.amazonaws.com/`;
+    if (!/^https:\/\/[^/?#@]+\/$/.test(stsEndpoint)) fail(reader.at('stsEndpoint'), 'must be an https URL ending in /');
+    return { type: 'aws-web-identity', roleArn, tokenFile: reader.str('tokenFile') ?? fail(reader.at('tokenFile'), 'is required (EKS puts its path in AWS_WEB_IDENTITY_TOKEN_FILE)'), region, service, stsEndpoint };
+  }
   const hasToken = c.sessionTokenEnv !== undefined || c.sessionTokenFile !== undefined;
   return {
-    type,
+    type: 'aws-sigv4',
     accessKeyId: reader.secretRef('accessKeyIdEnv', 'accessKeyIdFile'),
     secretAccessKey: reader.secretRef('secretAccessKeyEnv', 'secretAccessKeyFile'),
     sessionToken: hasToken ? reader.secretRef('sessionTokenEnv', 'sessionTokenFile') : undefined,

@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -26,17 +27,42 @@ let tokens: TokenEndpoint;
 let tokenUri: string;
 let gw: ProxyProcess;
 let dir: string;
+/** The metadata server (plain HTTP, as on GKE) and STS (HTTPS), with what they were asked. */
+let metadata: import('node:http').Server;
+let sts: import('node:https').Server;
+const metadataAsked: (string | undefined)[] = [];
+const stsForms: URLSearchParams[] = [];
+const TEMP = { accessKeyId: 'ASIATEMPORARY', secretAccessKey: `temp-secret-${randomBytes(8).toString('hex')}`, sessionToken: `temp-token-${randomBytes(8).toString('hex')}` };
 
 before(async () => {
   pki = makeTestPki();
   tokens = await startTokenEndpoint(pki, publicKey);
   tokenUri = tokens.uri;
   [vertex, bedrock] = await Promise.all([startModelUpstream(pki), startModelUpstream(pki)]);
+  metadata = createHttpServer((req, res) => {
+    metadataAsked.push(req.headers['metadata-flavor'] as string | undefined);
+    if (req.url !== '/computeMetadata/v1/instance/service-accounts/default/token' || req.headers['metadata-flavor'] !== 'Google') return void res.writeHead(403).end();
+    res.writeHead(200, { 'content-type': 'application/json', 'metadata-flavor': 'Google' }).end('{"access_token":"ya29.metadata-1","expires_in":3599,"token_type":"Bearer"}');
+  });
+  sts = createHttpsServer({ key: pki.keyPem, cert: pki.certPem }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const form = new URLSearchParams(Buffer.concat(chunks).toString());
+      stsForms.push(form);
+      if (form.get('WebIdentityToken') !== 'eks-projected-token') return void res.writeHead(400, { 'content-type': 'text/xml' }).end('<ErrorResponse><Error><Code>InvalidIdentityToken</Code></Error></ErrorResponse>');
+      const expiry = new Date(Date.now() + 3600_000).toISOString();
+      res.writeHead(200, { 'content-type': 'text/xml' }).end(`<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult><Credentials><AccessKeyId>${TEMP.accessKeyId}</AccessKeyId><SecretAccessKey>${TEMP.secretAccessKey}</SecretAccessKey><SessionToken>${TEMP.sessionToken}</SessionToken><Expiration>${expiry}</Expiration></Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>`);
+    });
+  });
+  await Promise.all([new Promise<void>((r) => metadata.listen(0, '127.0.0.1', r)), new Promise<void>((r) => sts.listen(0, '127.0.0.1', r))]);
+  const portOf = (s: { address(): unknown }) => (s.address() as { port: number }).port;
   dir = mkdtempSync(join(tmpdir(), 'credential-sources-'));
   const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
   const saKey = (uri: string) => JSON.stringify({ type: 'service_account', private_key_id: 'k1', private_key: pem, client_email: 'gateway@proj.iam.gserviceaccount.com', token_uri: uri });
   writeFileSync(join(dir, 'sa.json'), saKey(tokenUri));
   writeFileSync(join(dir, 'sa-broken.json'), saKey(tokenUri.replace('/token', '/refuses')));
+  writeFileSync(join(dir, 'eks-token'), 'eks-projected-token\n');
   writeFileSync(join(dir, 'aws-id'), AWS.accessKeyId);
   writeFileSync(join(dir, 'aws-secret'), `${AWS.secretAccessKey}\n`);
   writeFileSync(
@@ -45,12 +71,14 @@ before(async () => {
       providers: [
         { name: 'vertex', kind: 'openai', baseUrl: vertex.baseUrl, credential: { type: 'google-service-account', keyFile: join(dir, 'sa.json') }, models: ['google/gemini-2.5-pro'], caFile: pki.caFile },
         { name: 'vertex-broken', kind: 'openai', baseUrl: vertex.baseUrl, credential: { type: 'google-service-account', keyFile: join(dir, 'sa-broken.json') }, models: ['broken-model'], caFile: pki.caFile },
+        { name: 'gke', kind: 'openai', baseUrl: vertex.baseUrl, credential: { type: 'google-metadata' }, models: ['gke-model'], caFile: pki.caFile },
+        { name: 'eks', kind: 'openai', baseUrl: bedrock.baseUrl, credential: { type: 'aws-web-identity', roleArn: 'arn:aws:iam::123456789012:role/gateway', tokenFile: join(dir, 'eks-token'), region: 'us-west-2', stsEndpoint: `https://127.0.0.1:${portOf(sts)}/` }, models: ['eks-model'], caFile: pki.caFile },
         { name: 'bedrock', kind: 'openai', baseUrl: bedrock.baseUrl, credential: { type: 'aws-sigv4', accessKeyIdFile: join(dir, 'aws-id'), secretAccessKeyFile: join(dir, 'aws-secret'), sessionTokenEnv: 'AWS_SESSION_TOKEN', region: 'us-west-2' }, models: ['openai.gpt-oss-120b-1:0'], caFile: pki.caFile },
       ],
     }),
   );
   gw = await startProxy({
-    env: { NODE_EXTRA_CA_CERTS: pki.caFile, AWS_SESSION_TOKEN: AWS.sessionToken },
+    env: { NODE_EXTRA_CA_CERTS: pki.caFile, AWS_SESSION_TOKEN: AWS.sessionToken, GCE_METADATA_HOST: `127.0.0.1:${portOf(metadata)}` },
     args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')],
     listeners: ['model'],
   });
@@ -58,7 +86,7 @@ before(async () => {
 
 after(async () => {
   await gw?.stop();
-  await Promise.all([vertex?.close(), bedrock?.close(), tokens?.close()]);
+  await Promise.all([vertex?.close(), bedrock?.close(), tokens?.close(), new Promise((r) => metadata?.close(r)), new Promise((r) => sts?.close(r))]);
   pki?.cleanup();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
@@ -73,7 +101,7 @@ test('google service account: calls carry the minted access token; one token ser
   assert.equal(good.length, 1, 'one exchange for every call');
   assert.deepEqual([good[0]!.iss, good[0]!.scope], ['gateway@proj.iam.gserviceaccount.com', 'https://www.googleapis.com/auth/cloud-platform']);
   const listening = gw.records().find((r) => r.event === 'listening' && r.listener === 'model') as { providers: { name: string; credential: string; key: string }[] };
-  assert.deepEqual(listening.providers.map((p) => [p.name, p.credential, p.key]), [['vertex', 'google-service-account', 'present'], ['vertex-broken', 'google-service-account', 'present'], ['bedrock', 'aws-sigv4', 'present']]);
+  assert.deepEqual(listening.providers.map((p) => [p.name, p.credential, p.key]), [['vertex', 'google-service-account', 'present'], ['vertex-broken', 'google-service-account', 'present'], ['gke', 'google-metadata', 'present'], ['eks', 'aws-web-identity', 'present'], ['bedrock', 'aws-sigv4', 'present']]);
 });
 
 test('google service account: a token endpoint that refuses the assertion gives 502 upstream_credential_failed naming the provider and why, logged and counted; nothing is forwarded', async () => {
@@ -104,4 +132,25 @@ test('aws sigv4: every call is signed over what the upstream receives (path, hos
   for (let i = 0; i < 2; i++) assert.equal((await chat('openai.gpt-oss-120b-1:0')).status, 200);
   assert.equal(verified, 2);
   assert.ok(!gw.output().includes(AWS.secretAccessKey) && !gw.output().includes(AWS.sessionToken), 'no secret in the log');
+});
+
+test('google metadata server (GKE workload identity): calls carry the metadata server\'s token, asked for with Metadata-Flavor: Google, once for many calls', async () => {
+  for (let i = 0; i < 2; i++) assert.equal((await chat('gke-model')).status, 200);
+  assert.deepEqual(vertex.requests.filter((r) => r.body.includes('gke-model')).map((r) => r.headers.authorization), ['Bearer ya29.metadata-1', 'Bearer ya29.metadata-1']);
+  assert.deepEqual(metadataAsked, ['Google']);
+});
+
+test('aws web identity (EKS IRSA): the projected token is traded at STS once; calls are signed with the temporary credentials, checked by the upstream', async () => {
+  let verified = 0;
+  const check = (req: IncomingMessage, res: ServerResponse, recorded: ModelRequest) => {
+    if (!sigV4Valid(req, recorded.url, recorded.body, TEMP, 'us-west-2', 'bedrock') || req.headers['x-amz-security-token'] !== TEMP.sessionToken) return void res.writeHead(403).end('{}');
+    verified++;
+    defaultCompletion(req, res, recorded);
+  };
+  bedrock.script(check, check);
+  for (let i = 0; i < 2; i++) assert.equal((await chat('eks-model')).status, 200);
+  assert.equal(verified, 2);
+  assert.equal(stsForms.length, 1);
+  assert.deepEqual([stsForms[0]!.get('Action'), stsForms[0]!.get('RoleArn')], ['AssumeRoleWithWebIdentity', 'arn:aws:iam::123456789012:role/gateway']);
+  assert.ok(!gw.output().includes(TEMP.secretAccessKey) && !gw.output().includes(TEMP.sessionToken));
 });

@@ -5,8 +5,9 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, verify } from 'node:crypto';
 import { test } from 'node:test';
-import { sigV4Headers } from '../../src/gateway/credentials/aws.ts';
-import { assertionJwt, googleServiceAccountSource, parseServiceAccountKey, tokenAction, type TokenExchange } from '../../src/gateway/credentials/google.ts';
+import { awsWebIdentitySource, parseAssumeRoleAnswer, sigV4Headers } from '../../src/gateway/credentials/aws.ts';
+import { assertionJwt, googleMetadataSource, googleServiceAccountSource, parseServiceAccountKey, type TokenExchange } from '../../src/gateway/credentials/google.ts';
+import { mintedAction as tokenAction } from '../../src/gateway/credentials/minted.ts';
 import { canonicalRequest, sha256Hex } from '../../src/gateway/credentials/sigv4.ts';
 
 const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -32,8 +33,8 @@ test('google: a key file that is not a service account, lacks a field or names a
   assert.deepEqual(parseServiceAccountKey('not json'), { error: 'is not a JSON object' });
 });
 
-test('google: a token is used until five minutes before it expires, then used while a refresh runs, and waited for once expired (tokenAction)', () => {
-  const held = { token: 't', expiresAtMs: 3_600_000 };
+test('google: a token is used until five minutes before it expires, then used while a refresh runs, and waited for once expired (mintedAction)', () => {
+  const held = { value: 't', expiresAtMs: 3_600_000 };
   assert.equal(tokenAction(undefined, 0), 'wait');
   assert.equal(tokenAction(held, 0), 'use');
   assert.equal(tokenAction(held, 3_600_000 - 5 * 60_000), 'use_and_refresh');
@@ -112,4 +113,53 @@ test('aws: the signature covers method, path, query, host, content type, date, s
   const other = (over: Partial<typeof CALL>) => sigV4Headers({ ...CALL, target: '/model/us.anthropic.claude-haiku-4-5-20251001-v1%3A0/invoke?x=1', ...over }, at, 'us-east-1', 'bedrock', creds).authorization;
   for (const over of [{ body: Buffer.from('{"model":"n"}') }, { target: '/model/other/invoke?x=1' }, { contentType: 'text/plain' }]) assert.notEqual(other(over), h.authorization, JSON.stringify(over));
   assert.match(canonicalRequest({ method: 'POST', path: '/model/a%3A0/invoke', query: '', headers: [['host', 'h']], payloadHash: '' }), /\/model\/a%253A0\/invoke/);
+});
+
+test('aws web identity: STS\'s AssumeRoleWithWebIdentity answer gives the temporary credentials and their expiry; an error answer gives STS\'s code only (parseAssumeRoleAnswer)', () => {
+  const ok = '<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleWithWebIdentityResult><Credentials><AccessKeyId>ASIATEMP</AccessKeyId><SecretAccessKey>temp/secret+key</SecretAccessKey><SessionToken>FwoGZXIvYXdzEtoken</SessionToken><Expiration>2026-11-24T15:00:00Z</Expiration></Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>';
+  assert.deepEqual(parseAssumeRoleAnswer(ok, 200), { value: { accessKeyId: 'ASIATEMP', secretAccessKey: 'temp/secret+key', sessionToken: 'FwoGZXIvYXdzEtoken' }, expiresAtMs: Date.parse('2026-11-24T15:00:00Z') });
+  assert.throws(() => parseAssumeRoleAnswer('<ErrorResponse><Error><Code>InvalidIdentityToken</Code><Message>token eyJhbGciOi expired</Message></Error></ErrorResponse>', 400), (e: Error) => e.message === 'STS answered 400: InvalidIdentityToken');
+  assert.throws(() => parseAssumeRoleAnswer('<x/>', 200), /without credentials/);
+});
+
+test('aws web identity: the projected token (re-read at each refresh) is traded once for credentials that sign every call (awsWebIdentitySource)', async () => {
+  let tokenFile = 'projected-token-1';
+  const forms: Record<string, string>[] = [];
+  const source = awsWebIdentitySource({
+    roleArn: 'arn:aws:iam::123456789012:role/gateway',
+    readTokenFile: () => `${tokenFile}\n`,
+    stsEndpoint: 'https://sts.example/',
+    region: 'us-east-1',
+    service: 'bedrock',
+    assume: async (_url, form) => {
+      forms.push(form);
+      const expiry = new Date(Date.UTC(2026, 10, 24, 13)).toISOString();
+      return { status: 200, body: Buffer.from(`<Credentials><AccessKeyId>ASIA${forms.length}</AccessKeyId><SecretAccessKey>s${forms.length}</SecretAccessKey><SessionToken>t${forms.length}</SessionToken><Expiration>${expiry}</Expiration></Credentials>`) };
+    },
+    onRefresh: () => {},
+  });
+  const at = Date.UTC(2026, 10, 24, 12);
+  const a = await source.authenticate(CALL, at);
+  const b = await source.authenticate(CALL, at + 1000);
+  assert.ok(a.ok && b.ok);
+  assert.equal(forms.length, 1);
+  assert.deepEqual({ ...forms[0], WebIdentityToken: forms[0]!.WebIdentityToken }, { Action: 'AssumeRoleWithWebIdentity', Version: '2011-06-15', RoleArn: 'arn:aws:iam::123456789012:role/gateway', RoleSessionName: 'credential-proxy', DurationSeconds: '3600', WebIdentityToken: 'projected-token-1' });
+  assert.match(a.headers.authorization!, /Credential=ASIA1\//);
+  assert.equal(a.headers['x-amz-security-token'], 't1');
+  assert.deepEqual(a.secrets, ['s1', 't1']);
+  tokenFile = 'projected-token-2';
+  await source.refresh(at + 2000);
+  assert.equal(forms[1]!.WebIdentityToken, 'projected-token-2', 'the rotated projected token is read at the refresh');
+});
+
+test('google metadata: the token comes from the metadata server with Metadata-Flavor: Google, and is kept (googleMetadataSource)', async () => {
+  const asked: [string, Record<string, string>][] = [];
+  const source = googleMetadataSource({ metadataHost: '169.254.169.254', fetchJson: async (url, headers) => (asked.push([url, headers]), { access_token: 'ya29.md', expires_in: 3599, token_type: 'Bearer' }), onRefresh: () => {} });
+  const r = await source.authenticate(CALL, 0);
+  await source.authenticate(CALL, 1000);
+  assert.deepEqual(r.ok && r.headers, { authorization: 'Bearer ya29.md' });
+  assert.deepEqual(asked, [['http://169.254.169.254/computeMetadata/v1/instance/service-accounts/default/token', { 'metadata-flavor': 'Google' }]]);
+  const broken = googleMetadataSource({ metadataHost: 'x', fetchJson: async () => ({ error: 'no' }), onRefresh: () => {} });
+  const refused = await broken.authenticate(CALL, 0);
+  assert.ok(!refused.ok && /without access_token/.test(refused.reason));
 });

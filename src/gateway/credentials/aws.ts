@@ -5,6 +5,7 @@ import type { SecretSource } from '../../config/secret.ts';
 import { ERRORS } from '../../http/errors.ts';
 import { amzDate, authorization, sha256Hex } from './sigv4.ts';
 import type { Authenticated, CredentialSource, OutgoingCall } from './source.ts';
+import { mintedSource, type Minted, type MintedSource } from './minted.ts';
 
 export interface AwsSourceConfig {
   readonly accessKeyId: SecretSource;
@@ -47,4 +48,63 @@ export function awsSource(config: AwsSourceConfig): CredentialSource {
       return { ok: true, headers: sigV4Headers(call, nowMs, config.region, config.service, credentials), secrets: [secret.value, ...(credentials.sessionToken ? [credentials.sessionToken] : [])] };
     },
   };
+}
+
+/** Pure: the temporary credentials in STS's AssumeRoleWithWebIdentity answer (XML), or why not. */
+export function parseAssumeRoleAnswer(xml: string, status: number): Minted<{ accessKeyId: string; secretAccessKey: string; sessionToken: string }> {
+  const field = (name: string) => new RegExp(`<${name}>([^<]{1,4096})</${name}>`).exec(xml)?.[1];
+  if (status !== 200) {
+    // STS's own error code only (e.g. InvalidIdentityToken), never the body as a whole.
+    const code = field('Code');
+    throw new Error(`STS answered ${status}${code && /^[A-Za-z.]{1,64}$/.test(code) ? `: ${code}` : ''}`);
+  }
+  const accessKeyId = field('AccessKeyId');
+  const secretAccessKey = field('SecretAccessKey');
+  const sessionToken = field('SessionToken');
+  const expiration = Date.parse(field('Expiration') ?? '');
+  if (!accessKeyId || !secretAccessKey || !sessionToken || Number.isNaN(expiration)) throw new Error('STS answered without credentials');
+  return { value: { accessKeyId, secretAccessKey, sessionToken }, expiresAtMs: expiration };
+}
+
+export interface WebIdentityOptions {
+  readonly roleArn: string;
+  /** The projected service-account token (EKS IRSA), re-read at each refresh. */
+  readonly readTokenFile: () => string;
+  /** `https://sts.<region>.amazonaws.com/`. */
+  readonly stsEndpoint: string;
+  readonly region: string;
+  readonly service: string;
+  readonly assume: (endpoint: string, form: Record<string, string>) => Promise<{ status: number; body: Buffer }>;
+  readonly onRefresh: (outcome: { ok: true } | { ok: false; reason: string }) => void;
+}
+
+/**
+ * Web identity (EKS IRSA): the projected token traded at STS (AssumeRoleWithWebIdentity) for
+ * temporary credentials, kept and refreshed before they expire; every call signed with them.
+ */
+export function awsWebIdentitySource(opts: WebIdentityOptions): MintedSource {
+  return mintedSource({
+    type: 'aws-web-identity',
+    what: 'AWS web-identity credentials',
+    async mint() {
+      const res = await opts.assume(opts.stsEndpoint, {
+        Action: 'AssumeRoleWithWebIdentity',
+        Version: '2011-06-15',
+        RoleArn: opts.roleArn,
+        RoleSessionName: 'credential-proxy',
+        DurationSeconds: '3600',
+        WebIdentityToken: opts.readTokenFile().trim(),
+      });
+      return parseAssumeRoleAnswer(res.body.toString('utf8'), res.status);
+    },
+    use: (credentials, call, nowMs) => ({ headers: sigV4Headers(call, nowMs, opts.region, opts.service, credentials), secrets: [credentials.secretAccessKey, credentials.sessionToken] }),
+    present: () => {
+      try {
+        return opts.readTokenFile().trim() !== '';
+      } catch {
+        return false;
+      }
+    },
+    onRefresh: opts.onRefresh,
+  });
 }

@@ -5,17 +5,12 @@
 // failed refresh keeps serving the current token until it expires; after that, a call is answered
 // 502 naming the provider and the reason.
 import { createPrivateKey, sign } from 'node:crypto';
-import { request } from 'node:https';
-import { ERRORS } from '../../http/errors.ts';
+import { fetchBody } from './fetch.ts';
 import { isObject, parseStrictJson } from '../../http/json.ts';
-import type { Authenticated, CredentialSource } from './source.ts';
+import { mintedSource, type MintedSource } from './minted.ts';
 
 /** The scope Vertex AI and the other Google Cloud APIs accept. */
 export const CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
-/** Refreshed this long before it expires (Google's tokens live an hour). */
-const REFRESH_AHEAD_MS = 5 * 60_000;
-/** A token this close to its expiry is not sent (clock skew, the call's own duration). */
-const EXPIRY_MARGIN_MS = 30_000;
 /** The longest an assertion may live (Google's limit). */
 const ASSERTION_LIFETIME_SEC = 3600;
 
@@ -53,43 +48,30 @@ export function assertionJwt(key: ServiceAccountKey, scope: string, nowSec: numb
   return `${input}.${sign('RSA-SHA256', Buffer.from(input), createPrivateKey(key.privateKeyPem)).toString('base64url')}`;
 }
 
-export interface AccessToken {
-  readonly token: string;
-  readonly expiresAtMs: number;
-}
-
 /** Trades an assertion for a token at the token endpoint (the side effect, injected for tests). */
 export type TokenExchange = (tokenUri: string, assertion: string) => Promise<{ accessToken: string; expiresInSec: number }>;
 
 /** The token endpoint over HTTPS (verified TLS), bounded in time and size. */
-export const exchangeAtTokenEndpoint: TokenExchange = (tokenUri, assertion) =>
-  new Promise((resolve, reject) => {
-    const body = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion }).toString();
-    const req = request(tokenUri, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) }, timeout: 10_000 }, (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (c: Buffer) => {
-        size += c.length;
-        if (size > 64 * 1024) res.destroy(new Error('the token endpoint answered more than 64 KiB'));
-        else chunks.push(c);
-      });
-      res.on('error', reject);
-      res.on('end', () => {
-        const parsed = parseStrictJson(Buffer.concat(chunks));
-        const doc = parsed.ok && isObject(parsed.value) ? parsed.value : undefined;
-        if (res.statusCode !== 200 || typeof doc?.access_token !== 'string' || typeof doc.expires_in !== 'number') {
-          // The endpoint's own error code only (e.g. invalid_grant), never the body as a whole.
-          const code = typeof doc?.error === 'string' && /^[a-z_]{1,64}$/.test(doc.error) ? `: ${doc.error}` : '';
-          reject(new Error(`the token endpoint answered ${res.statusCode}${code}`));
-          return;
-        }
-        resolve({ accessToken: doc.access_token, expiresInSec: doc.expires_in });
-      });
-    });
-    req.on('timeout', () => req.destroy(new Error('the token endpoint did not answer within 10 s')));
-    req.on('error', reject);
-    req.end(body);
-  });
+export const exchangeAtTokenEndpoint: TokenExchange = async (tokenUri, assertion) => {
+  const res = await fetchBody(tokenUri, { form: { grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion } });
+  const parsed = parseStrictJson(res.body);
+  const doc = parsed.ok && isObject(parsed.value) ? parsed.value : undefined;
+  if (res.status !== 200 || typeof doc?.access_token !== 'string' || typeof doc.expires_in !== 'number') {
+    // The endpoint's own error code only (e.g. invalid_grant), never the body as a whole.
+    const code = typeof doc?.error === 'string' && /^[a-z_]{1,64}$/.test(doc.error) ? `: ${doc.error}` : '';
+    throw new Error(`the token endpoint answered ${res.status}${code}`);
+  }
+  return { accessToken: doc.access_token, expiresInSec: doc.expires_in };
+};
+
+/** The metadata server's JSON (link-local plain HTTP, as Google's libraries use it). */
+export async function fetchMetadataJson(url: string, headers: Record<string, string>): Promise<unknown> {
+  const res = await fetchBody(url, { headers });
+  if (res.status !== 200) throw new Error(`the metadata server answered ${res.status}`);
+  const parsed = parseStrictJson(res.body);
+  if (!parsed.ok) throw new Error('the metadata server answered with something else than JSON');
+  return parsed.value;
+}
 
 export interface GoogleSourceOptions {
   readonly readKeyFile: () => string;
@@ -99,35 +81,19 @@ export interface GoogleSourceOptions {
   readonly onRefresh: (outcome: { ok: true } | { ok: false; reason: string }) => void;
 }
 
-/** Pure: what to do with the token held at `nowMs`: use it, use it and refresh ahead, or wait for one. */
-export function tokenAction(held: AccessToken | undefined, nowMs: number): 'use' | 'use_and_refresh' | 'wait' {
-  if (held === undefined || nowMs >= held.expiresAtMs - EXPIRY_MARGIN_MS) return 'wait';
-  return nowMs >= held.expiresAtMs - REFRESH_AHEAD_MS ? 'use_and_refresh' : 'use';
-}
+const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` }, secrets: [token] });
 
-export function googleServiceAccountSource(opts: GoogleSourceOptions): CredentialSource & { refresh(nowMs: number): Promise<void>; refreshIfDue(nowMs: number): Promise<void> } {
-  let held: AccessToken | undefined;
-  let inFlight: Promise<void> | undefined;
-  let lastError = 'no token yet';
-  const refresh = (nowMs: number): Promise<void> => {
-    inFlight ??= (async () => {
-      try {
-        const key = parseServiceAccountKey(opts.readKeyFile());
-        if ('error' in key) throw new Error(`the service-account key file ${key.error}`);
-        const got = await opts.exchange(key.tokenUri, assertionJwt(key, opts.scope, Math.floor(nowMs / 1000)));
-        held = { token: got.accessToken, expiresAtMs: nowMs + got.expiresInSec * 1000 };
-        opts.onRefresh({ ok: true });
-      } catch (err) {
-        lastError = (err as Error).message;
-        opts.onRefresh({ ok: false, reason: lastError });
-      } finally {
-        inFlight = undefined;
-      }
-    })();
-    return inFlight;
-  };
-  return {
+export function googleServiceAccountSource(opts: GoogleSourceOptions): MintedSource {
+  return mintedSource<string>({
     type: 'google-service-account',
+    what: 'Google access token',
+    async mint(nowMs) {
+      const key = parseServiceAccountKey(opts.readKeyFile());
+      if ('error' in key) throw new Error(`the service-account key file ${key.error}`);
+      const got = await opts.exchange(key.tokenUri, assertionJwt(key, opts.scope, Math.floor(nowMs / 1000)));
+      return { value: got.accessToken, expiresAtMs: nowMs + got.expiresInSec * 1000 };
+    },
+    use: bearer,
     present: () => {
       try {
         return !('error' in parseServiceAccountKey(opts.readKeyFile()));
@@ -135,16 +101,27 @@ export function googleServiceAccountSource(opts: GoogleSourceOptions): Credentia
         return false;
       }
     },
-    refresh,
-    refreshIfDue: (nowMs) => (tokenAction(held, nowMs) === 'use' ? Promise.resolve() : refresh(nowMs)),
-    async authenticate(_call, nowMs): Promise<Authenticated> {
-      const action = tokenAction(held, nowMs);
-      if (action === 'use_and_refresh') void refresh(nowMs);
-      if (action === 'wait') {
-        await refresh(nowMs);
-        if (tokenAction(held, nowMs) === 'wait') return { ok: false, error: ERRORS.upstreamCredentialFailed, reason: `no valid Google access token (${lastError})` };
-      }
-      return { ok: true, headers: { authorization: `Bearer ${held!.token}` }, secrets: [held!.token] };
+    onRefresh: opts.onRefresh,
+  });
+}
+
+/**
+ * The metadata server's token for the service account the workload runs as (GKE workload
+ * identity, Compute Engine): plain HTTP to the link-local metadata address, as Google's own
+ * libraries do (`GCE_METADATA_HOST` moves it, e.g. for tests), with `Metadata-Flavor: Google`.
+ */
+export function googleMetadataSource(opts: { readonly metadataHost: string; readonly fetchJson: (url: string, headers: Record<string, string>) => Promise<unknown>; readonly onRefresh: GoogleSourceOptions['onRefresh'] }): MintedSource {
+  return mintedSource<string>({
+    type: 'google-metadata',
+    what: 'Google access token from the metadata server',
+    async mint(nowMs) {
+      const doc = await opts.fetchJson(`http://${opts.metadataHost}/computeMetadata/v1/instance/service-accounts/default/token`, { 'metadata-flavor': 'Google' });
+      const token = isObject(doc) ? doc : {};
+      if (typeof token.access_token !== 'string' || typeof token.expires_in !== 'number') throw new Error('the metadata server answered without access_token and expires_in');
+      return { value: token.access_token, expiresAtMs: nowMs + token.expires_in * 1000 };
     },
-  };
+    use: bearer,
+    present: () => true,
+    onRefresh: opts.onRefresh,
+  });
 }

@@ -1,0 +1,71 @@
+// A credential the gateway mints and keeps: fetched once, used until shortly before it expires,
+// refreshed ahead of expiry with one refresh in flight at a time (so no call waits on it once the
+// first is in), the current one kept in use when a refresh fails until it expires. Google access
+// tokens (service account, metadata server) and AWS temporary credentials (web identity) share it.
+import { ERRORS } from '../../http/errors.ts';
+import type { Authenticated, CredentialSource, OutgoingCall } from './source.ts';
+
+/** Refreshed this long before it expires (Google's tokens and STS credentials live an hour). */
+const REFRESH_AHEAD_MS = 5 * 60_000;
+/** One this close to its expiry is not sent (clock skew, the call's own duration). */
+const EXPIRY_MARGIN_MS = 30_000;
+
+export interface Minted<T> {
+  readonly value: T;
+  readonly expiresAtMs: number;
+}
+
+/** Pure: what to do with what is held at `nowMs`: use it, use it and refresh ahead, or wait for one. */
+export function mintedAction(held: { readonly expiresAtMs: number } | undefined, nowMs: number): 'use' | 'use_and_refresh' | 'wait' {
+  if (held === undefined || nowMs >= held.expiresAtMs - EXPIRY_MARGIN_MS) return 'wait';
+  return nowMs >= held.expiresAtMs - REFRESH_AHEAD_MS ? 'use_and_refresh' : 'use';
+}
+
+export interface MintedSourceOptions<T> {
+  readonly type: CredentialSource['type'];
+  /** What is minted, for the refusal's reason: "Google access token", "AWS web-identity credentials". */
+  readonly what: string;
+  /** Fetches a fresh one (the side effect). */
+  readonly mint: (nowMs: number) => Promise<Minted<T>>;
+  /** The headers and secrets of one call with it. */
+  readonly use: (value: T, call: OutgoingCall, nowMs: number) => { headers: Record<string, string>; secrets: readonly string[] };
+  readonly present: () => boolean;
+  readonly onRefresh: (outcome: { ok: true } | { ok: false; reason: string }) => void;
+}
+
+export type MintedSource = CredentialSource & { refresh(nowMs: number): Promise<void>; refreshIfDue(nowMs: number): Promise<void> };
+
+export function mintedSource<T>(opts: MintedSourceOptions<T>): MintedSource {
+  let held: Minted<T> | undefined;
+  let inFlight: Promise<void> | undefined;
+  let lastError = 'none fetched yet';
+  const refresh = (nowMs: number): Promise<void> => {
+    inFlight ??= (async () => {
+      try {
+        held = await opts.mint(nowMs);
+        opts.onRefresh({ ok: true });
+      } catch (err) {
+        lastError = (err as Error).message;
+        opts.onRefresh({ ok: false, reason: lastError });
+      } finally {
+        inFlight = undefined;
+      }
+    })();
+    return inFlight;
+  };
+  return {
+    type: opts.type,
+    present: opts.present,
+    refresh,
+    refreshIfDue: (nowMs) => (mintedAction(held, nowMs) === 'use' ? Promise.resolve() : refresh(nowMs)),
+    async authenticate(call, nowMs): Promise<Authenticated> {
+      const action = mintedAction(held, nowMs);
+      if (action === 'use_and_refresh') void refresh(nowMs);
+      if (action === 'wait') {
+        await refresh(nowMs);
+        if (mintedAction(held, nowMs) === 'wait') return { ok: false, error: ERRORS.upstreamCredentialFailed, reason: `no valid ${opts.what} (${lastError})` };
+      }
+      return { ok: true, ...opts.use(held!.value, call, nowMs) };
+    },
+  };
+}
