@@ -74,7 +74,7 @@ function loadGateway(options: ServeOptions): GatewayConfig {
 function openProviders(gateway: GatewayConfig, onRefresh: (provider: string, outcome: { ok: true } | { ok: false; reason: string }) => void): Provider[] {
   return gateway.providers.map((config) => ({
     config,
-    agent: createUpstreamAgent({ ca: config.caFile ? readTextFile(config.caFile, `provider ${config.name}: CA file`) : undefined, tlsInsecureSkipVerify: false }),
+    agent: createUpstreamAgent({ ca: config.caFile ? readTextFile(config.caFile, `provider ${config.name}: CA file`) : undefined, tlsInsecureSkipVerify: false, plainHttp: config.upstream.plainHttp }),
     credential: openCredential(config, (outcome) => onRefresh(config.name, outcome)),
   }));
 }
@@ -83,6 +83,8 @@ function openProviders(gateway: GatewayConfig, onRefresh: (provider: string, out
 function openCredential(config: ProviderConfig, onRefresh: (outcome: { ok: true } | { ok: false; reason: string }) => void): CredentialSource {
   const c = config.credential;
   switch (c.type) {
+    case 'none':
+      return { type: 'none', present: () => true, authenticate: async () => ({ ok: true, headers: {}, secrets: [] }) };
     case 'key':
       return staticKeySource(c.key ? secretSource(env, c.key) : undefined, c.header === undefined ? keyHeader(config.kind) : (key) => [c.header!, key]);
     case 'aws-sigv4':
@@ -252,6 +254,11 @@ async function serve(options: ServeOptions): Promise<void> {
     if (!gateway.signingKey) {
       log({ event: 'warning', listener: 'model', message: 'MODEL_PROXY_SIGNING_KEY is not set: bots are not authenticated (network-policy mode); identity headers are informational only' });
     }
+    for (const p of providers) {
+      if (!p.config.upstream.plainHttp) continue;
+      const clear = p.credential.type !== 'none';
+      log({ event: 'warning', listener: 'model', provider: p.config.name, message: `provider ${p.config.name} is reached over plain http (allowPlainHttp)${clear ? ', and its credential travels in clear (allowCredentialOverPlainHttp)' : ''}: only for a server inside the cluster` });
+    }
     if (providers.every((p) => p.config.models.length === 0)) {
       log({ event: 'warning', listener: 'model', message: 'no model is allowed (UPSTREAM_ALLOWED_MODELS is empty): every model request will be refused until it lists the model IDs bots may use' });
     }
@@ -266,7 +273,7 @@ async function serve(options: ServeOptions): Promise<void> {
       providers: providers.map((p) => ({
         name: p.config.name,
         kind: p.config.kind,
-        upstream: `https://${p.config.upstream.host}${p.config.upstream.basePath}`,
+        upstream: `${p.config.upstream.plainHttp ? 'http' : 'https'}://${p.config.upstream.host}${p.config.upstream.basePath}`,
         models: p.config.models,
         // Presence only; a key's value is never logged.
         credential: p.credential.type,

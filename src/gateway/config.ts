@@ -36,6 +36,8 @@ export interface UpstreamBase {
   readonly host: string;
   /** Path prefix without trailing slash, e.g. `/v1` or `/openai/v1`. */
   readonly basePath: string;
+  /** http: an in-cluster model server the operator opted in (`allowPlainHttp`); https otherwise. */
+  readonly plainHttp: boolean;
 }
 
 export interface ProviderConfig {
@@ -65,6 +67,8 @@ export type CredentialConfig =
   | { readonly type: 'key'; readonly key: SecretRef | undefined; readonly header?: string }
   /** A service-account key file; the gateway mints access tokens for `scope`. */
   | { readonly type: 'google-service-account'; readonly keyFile: string; readonly scope: string }
+  /** No credential: a model server in the cluster that needs none. */
+  | { readonly type: 'none' }
   /** The metadata server's token (GKE workload identity, Compute Engine). */
   | { readonly type: 'google-metadata' }
   /** EKS IRSA: the projected token traded at STS for temporary credentials; calls signed with them. */
@@ -85,7 +89,7 @@ const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$/;
 const HEADER_VALUE = /^[\x20-\x7e]{1,256}$/;
 
 /** Like an OpenAI SDK baseURL: https only, no credentials, query or fragment. `where` names the setting in errors. */
-export function parseBaseUrl(text: string, where = 'UPSTREAM_BASE_URL'): UpstreamBase {
+export function parseBaseUrl(text: string, where = 'UPSTREAM_BASE_URL', allowPlainHttp = false): UpstreamBase {
   // The value is echoed to help with typos, but never a userinfo part: it may hold a password.
   const shown = text.replace(/\/\/[^/]*@/, '//***@');
   const fail = (why: string): never => {
@@ -97,16 +101,18 @@ export function parseBaseUrl(text: string, where = 'UPSTREAM_BASE_URL'): Upstrea
   } catch {
     return fail('is not a URL');
   }
-  if (url.protocol !== 'https:') fail('must use https');
+  const plainHttp = url.protocol === 'http:' && allowPlainHttp;
+  if (url.protocol !== 'https:' && !plainHttp) fail(url.protocol === 'http:' ? 'must use https (a provider in the cluster that speaks only http needs "allowPlainHttp": true)' : 'must use https');
   if (url.username || url.password) fail('must not carry credentials');
   if (url.search || url.hash || text.includes('?') || text.includes('#')) fail('must not have a query or fragment');
   const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-  const port = url.port ? Number(url.port) : 443;
+  const port = url.port ? Number(url.port) : plainHttp ? 80 : 443;
   return {
     hostname,
     port,
     host: url.port ? `${url.hostname}:${url.port}` : url.hostname,
     basePath: url.pathname.replace(/\/+$/, ''),
+    plainHttp,
   };
 }
 
@@ -143,12 +149,13 @@ function providerFromEnv(env: NodeJS.ProcessEnv, required: boolean): ProviderCon
   };
 }
 
-export const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'keyEnv', 'keyFile', 'keyHeader', 'credential', 'models', 'organization', 'project', 'region', 'caFile']);
+export const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'allowPlainHttp', 'allowCredentialOverPlainHttp', 'keyEnv', 'keyFile', 'keyHeader', 'credential', 'models', 'organization', 'project', 'region', 'caFile']);
 /** The fields of a provider's `credential` object, by its `type`. */
 export const CREDENTIAL_FIELDS: Readonly<Record<Exclude<CredentialConfig['type'], 'key'>, ReadonlySet<string>>> = {
   'google-service-account': new Set(['type', 'keyFile', 'scope']),
   'aws-sigv4': new Set(['type', 'accessKeyIdEnv', 'accessKeyIdFile', 'secretAccessKeyEnv', 'secretAccessKeyFile', 'sessionTokenEnv', 'sessionTokenFile', 'region', 'service']),
   'google-metadata': new Set(['type']),
+  none: new Set(['type']),
   'aws-web-identity': new Set(['type', 'roleArn', 'tokenFile', 'region', 'service', 'stsEndpoint']),
 };
 const AWS_REGION = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
@@ -172,7 +179,7 @@ function parseCredential(entry: Record<string, unknown>, at: (f: string) => stri
   const types = Object.keys(CREDENTIAL_FIELDS) as (keyof typeof CREDENTIAL_FIELDS)[];
   if (typeof type !== 'string' || !(types as string[]).includes(type)) return fail(`${at('credential')}.type`, `must be one of ${types.map((t) => `"${t}"`).join(', ')}`);
   const reader = entryReader(c, at('credential'), CREDENTIAL_FIELDS[type as keyof typeof CREDENTIAL_FIELDS], fail);
-  if (type === 'google-metadata') return { type };
+  if (type === 'google-metadata' || type === 'none') return { type };
   if (type === 'google-service-account') {
     const scope = reader.str('scope') ?? CLOUD_PLATFORM_SCOPE;
     if (!SCOPE_URL.test(scope)) fail(reader.at('scope'), 'must be a https://www.googleapis.com/auth/... scope');
@@ -232,6 +239,11 @@ function parseProvidersFile(text: string, fileName: string): ProviderConfig[] {
       return v;
     };
     const providerKind = kind as ProviderKind;
+    const flag = (f: string): boolean => {
+      const v = entry[f];
+      if (v !== undefined && typeof v !== 'boolean') fail(at(f), 'must be true or false');
+      return v === true;
+    };
     const region = str('region');
     const cloud = kind === 'anthropic-vertex' || kind === 'anthropic-bedrock';
     if (cloud && region === undefined) fail(at('region'), `is required for the ${kind} kind: requests must name it, and it picks the endpoint`);
@@ -241,7 +253,7 @@ function parseProvidersFile(text: string, fileName: string): ProviderConfig[] {
     return {
       name,
       kind: providerKind,
-      upstream: parseBaseUrl(str('baseUrl') ?? kindDefaultBaseUrl(providerKind, region), `${fileName}: ${at('baseUrl')}`),
+      upstream: plainHttpChecked(parseBaseUrl(str('baseUrl') ?? kindDefaultBaseUrl(providerKind, region), `${fileName}: ${at('baseUrl')}`, flag('allowPlainHttp')), credential, flag('allowCredentialOverPlainHttp'), at, fail),
       models: models as string[],
       credential,
       organization: header('organization'),
@@ -251,6 +263,19 @@ function parseProvidersFile(text: string, fileName: string): ProviderConfig[] {
       origin: `${fileName}: providers[${i}]`,
     };
   });
+}
+
+/**
+ * A plain-http provider carries no credential in clear unless the operator said so twice: the
+ * `allowPlainHttp` opt-in lets a model server in the cluster be reached without TLS, and only a
+ * second, separate `allowCredentialOverPlainHttp` lets a credential travel that way.
+ */
+function plainHttpChecked(upstream: UpstreamBase, credential: CredentialConfig, credentialAllowed: boolean, at: (f: string) => string, fail: FieldFailure): UpstreamBase {
+  if (!upstream.plainHttp && credentialAllowed) fail(at('allowCredentialOverPlainHttp'), 'has no meaning for an https provider');
+  if (upstream.plainHttp && credential.type !== 'none' && !credentialAllowed) {
+    fail(at('credential'), 'would travel in clear over plain http: give the provider "credential": {"type": "none"} (a server that needs none), or say so with "allowCredentialOverPlainHttp": true');
+  }
+  return upstream;
 }
 
 /** Every provider once by name, every model in exactly one provider; the clash is named. */

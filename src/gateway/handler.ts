@@ -365,6 +365,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     const secrets = auth.secrets;
     const target = {
       agent: provider.agent,
+      plainHttp: upstream.plainHttp,
       hostname: upstream.hostname,
       port: upstream.port,
       method: 'POST',

@@ -1,7 +1,7 @@
 // The providers at run time: which provider serves a model, and what each kind of provider needs
 // on the upstream leg. Pure, but for the HTTPS agent and secret source each provider carries.
 import type { OutgoingHttpHeaders } from 'node:http';
-import type { Agent } from 'node:https';
+import type { Agent } from 'node:http';
 import { assertHeaderValue } from '../http/headers.ts';
 import type { ProviderConfig } from './config.ts';
 import type { ProviderKind, WireProtocol } from './protocols/protocol.ts';

@@ -2,7 +2,7 @@
 // code. Every decision is made by a pure function (route, access, credential, headers); this
 // file only puts them in order and writes the access log line.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Agent } from 'node:https';
+import type { Agent } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { injectCredential } from './credentials.ts';
 import { ERRORS, errorForUpstreamFailure, withMessage, type ProxyError, type UpstreamError } from '../http/errors.ts';

@@ -1,8 +1,8 @@
 // The upstream leg, shared by both listeners: open an HTTPS request on a keep-alive agent,
 // stream the body into it, relay the response back. Which headers cross is decided by the
 // caller (headers.ts); this file only moves bytes and reports how it went.
-import type { ClientRequest, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { Agent, request as httpsRequest, type AgentOptions } from 'node:https';
+import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import { Agent, request as httpsRequest } from 'node:https';
 import { isIP, type Socket } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { pipeline, Transform } from 'node:stream';
@@ -18,6 +18,8 @@ export interface UpstreamAgentOptions {
   readonly tlsInsecureSkipVerify: boolean;
   /** How long a pooled connection may sit unused before we close it (POOL_IDLE_MS). */
   readonly poolIdleMs?: number;
+  /** An in-cluster model server its operator opted in over plain HTTP (no TLS, no CA). */
+  readonly plainHttp?: boolean;
 }
 
 /**
@@ -34,15 +36,11 @@ const POOL_IDLE_MS = 4000;
  * (keepSocketAlive, the documented hook), and a free socket whose upstream sent its FIN (it is
  * closing the connection) is destroyed at once, so the pool never hands it to the next request.
  */
-class UpstreamPool extends Agent {
-  private readonly idleMs: number;
+function pooled<TBase extends new (...args: any[]) => HttpAgent>(Base: TBase) {
+  return class UpstreamPool extends Base {
+  idleMs = POOL_IDLE_MS;
   private readonly free = new WeakSet<Socket>();
   private readonly watched = new WeakSet<Socket>();
-
-  constructor(options: AgentOptions, idleMs: number) {
-    super(options);
-    this.idleMs = idleMs;
-  }
 
   override keepSocketAlive(socket: Socket): boolean {
     // Node returns whether the socket may be kept (false when the server's hint is too short);
@@ -67,29 +65,32 @@ class UpstreamPool extends Agent {
     socket.setTimeout(0);
     super.reuseSocket(socket, request);
   }
+  };
 }
+
+/** The pools: HTTPS for every upstream but an in-cluster model server its operator opted in over plain HTTP. */
+const HttpsUpstreamPool = pooled(Agent);
+const HttpUpstreamPool = pooled(HttpAgent);
 
 /**
  * One keep-alive pool per upstream: TLS sessions and sockets are reused across requests. The
  * TLS context (trust store) is built once here, not for every new connection, and it keeps the
  * CA text out of the key the agent computes for each request.
  */
-export function createUpstreamAgent(options: UpstreamAgentOptions): Agent {
+export function createUpstreamAgent(options: UpstreamAgentOptions): HttpAgent {
   // highWaterMark reaches the TLS socket (Node >= 20.1), though @types/node's AgentOptions omits it.
-  const agentOptions: AgentOptions & { highWaterMark: number } = {
-    keepAlive: true,
-    scheduling: 'lifo',
-    maxFreeSockets: 64,
-    noDelay: true,
-    highWaterMark: STREAM_HIGH_WATER_MARK,
-    secureContext: createSecureContext(options.ca === undefined ? {} : { ca: options.ca }),
-    rejectUnauthorized: !options.tlsInsecureSkipVerify,
-  };
-  return new UpstreamPool(agentOptions, options.poolIdleMs ?? POOL_IDLE_MS);
+  const common = { keepAlive: true, scheduling: 'lifo' as const, maxFreeSockets: 64, noDelay: true, highWaterMark: STREAM_HIGH_WATER_MARK };
+  const pool = options.plainHttp
+    ? new HttpUpstreamPool(common)
+    : new HttpsUpstreamPool({ ...common, secureContext: createSecureContext(options.ca === undefined ? {} : { ca: options.ca }), rejectUnauthorized: !options.tlsInsecureSkipVerify });
+  pool.idleMs = options.poolIdleMs ?? POOL_IDLE_MS;
+  return pool;
 }
 
 export interface UpstreamTarget {
-  readonly agent: Agent;
+  readonly agent: HttpAgent;
+  /** Plain HTTP (an in-cluster model server the operator opted in); HTTPS otherwise. */
+  readonly plainHttp?: boolean;
   readonly hostname: string;
   readonly port: number;
   readonly method: string;
@@ -182,11 +183,12 @@ export function openUpstream(
   body: ForwardBody,
   exchange: Exchange,
 ): UpstreamCall {
-  const request = httpsRequest({
+  const send = target.plainHttp ? httpRequest : httpsRequest;
+  const request = send({
     agent: target.agent,
     host: target.hostname,
     port: target.port,
-    servername: isIP(target.hostname) ? undefined : target.hostname,
+    ...(target.plainHttp ? {} : { servername: isIP(target.hostname) ? undefined : target.hostname }),
     method: target.method,
     path: target.path,
     headers: bodyFraming(target.headers, body),

@@ -29,6 +29,9 @@ let gw: ProxyProcess;
 let dir: string;
 /** The metadata server (plain HTTP, as on GKE) and STS (HTTPS), with what they were asked. */
 let metadata: import('node:http').Server;
+/** An in-cluster model server that speaks plain http and needs no key (vLLM, Ollama). */
+let inCluster: import('node:http').Server;
+const inClusterSeen: IncomingMessage[] = [];
 let sts: import('node:https').Server;
 const metadataAsked: (string | undefined)[] = [];
 const stsForms: URLSearchParams[] = [];
@@ -55,7 +58,14 @@ before(async () => {
       res.writeHead(200, { 'content-type': 'text/xml' }).end(`<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult><Credentials><AccessKeyId>${TEMP.accessKeyId}</AccessKeyId><SecretAccessKey>${TEMP.secretAccessKey}</SecretAccessKey><SessionToken>${TEMP.sessionToken}</SessionToken><Expiration>${expiry}</Expiration></Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>`);
     });
   });
-  await Promise.all([new Promise<void>((r) => metadata.listen(0, '127.0.0.1', r)), new Promise<void>((r) => sts.listen(0, '127.0.0.1', r))]);
+  inCluster = createHttpServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      inClusterSeen.push(req);
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'c1', object: 'chat.completion', model: 'qwen3-coder', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } }));
+    });
+  });
+  await Promise.all([new Promise<void>((r) => metadata.listen(0, '127.0.0.1', r)), new Promise<void>((r) => sts.listen(0, '127.0.0.1', r)), new Promise<void>((r) => inCluster.listen(0, '127.0.0.1', r))]);
   const portOf = (s: { address(): unknown }) => (s.address() as { port: number }).port;
   dir = mkdtempSync(join(tmpdir(), 'credential-sources-'));
   const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
@@ -71,6 +81,7 @@ before(async () => {
       providers: [
         { name: 'vertex', kind: 'openai', baseUrl: vertex.baseUrl, credential: { type: 'google-service-account', keyFile: join(dir, 'sa.json') }, models: ['google/gemini-2.5-pro'], caFile: pki.caFile },
         { name: 'vertex-broken', kind: 'openai', baseUrl: vertex.baseUrl, credential: { type: 'google-service-account', keyFile: join(dir, 'sa-broken.json') }, models: ['broken-model'], caFile: pki.caFile },
+        { name: 'vllm', kind: 'openai', baseUrl: `http://127.0.0.1:${portOf(inCluster)}/v1`, allowPlainHttp: true, credential: { type: 'none' }, models: ['qwen3-coder'] },
         { name: 'gke', kind: 'openai', baseUrl: vertex.baseUrl, credential: { type: 'google-metadata' }, models: ['gke-model'], caFile: pki.caFile },
         { name: 'eks', kind: 'openai', baseUrl: bedrock.baseUrl, credential: { type: 'aws-web-identity', roleArn: 'arn:aws:iam::123456789012:role/gateway', tokenFile: join(dir, 'eks-token'), region: 'us-west-2', stsEndpoint: `https://127.0.0.1:${portOf(sts)}/` }, models: ['eks-model'], caFile: pki.caFile },
         { name: 'bedrock', kind: 'openai', baseUrl: bedrock.baseUrl, credential: { type: 'aws-sigv4', accessKeyIdFile: join(dir, 'aws-id'), secretAccessKeyFile: join(dir, 'aws-secret'), sessionTokenEnv: 'AWS_SESSION_TOKEN', region: 'us-west-2' }, models: ['openai.gpt-oss-120b-1:0'], caFile: pki.caFile },
@@ -86,7 +97,7 @@ before(async () => {
 
 after(async () => {
   await gw?.stop();
-  await Promise.all([vertex?.close(), bedrock?.close(), tokens?.close(), new Promise((r) => metadata?.close(r)), new Promise((r) => sts?.close(r))]);
+  await Promise.all([vertex?.close(), bedrock?.close(), tokens?.close(), new Promise((r) => metadata?.close(r)), new Promise((r) => sts?.close(r)), new Promise((r) => inCluster?.close(r))]);
   pki?.cleanup();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
@@ -101,7 +112,7 @@ test('google service account: calls carry the minted access token; one token ser
   assert.equal(good.length, 1, 'one exchange for every call');
   assert.deepEqual([good[0]!.iss, good[0]!.scope], ['gateway@proj.iam.gserviceaccount.com', 'https://www.googleapis.com/auth/cloud-platform']);
   const listening = gw.records().find((r) => r.event === 'listening' && r.listener === 'model') as { providers: { name: string; credential: string; key: string }[] };
-  assert.deepEqual(listening.providers.map((p) => [p.name, p.credential, p.key]), [['vertex', 'google-service-account', 'present'], ['vertex-broken', 'google-service-account', 'present'], ['gke', 'google-metadata', 'present'], ['eks', 'aws-web-identity', 'present'], ['bedrock', 'aws-sigv4', 'present']]);
+  assert.deepEqual(listening.providers.map((p) => [p.name, p.credential, p.key]), [['vertex', 'google-service-account', 'present'], ['vertex-broken', 'google-service-account', 'present'], ['vllm', 'none', 'present'], ['gke', 'google-metadata', 'present'], ['eks', 'aws-web-identity', 'present'], ['bedrock', 'aws-sigv4', 'present']]);
 });
 
 test('google service account: a token endpoint that refuses the assertion gives 502 upstream_credential_failed naming the provider and why, logged and counted; nothing is forwarded', async () => {
@@ -153,4 +164,14 @@ test('aws web identity (EKS IRSA): the projected token is traded at STS once; ca
   assert.equal(stsForms.length, 1);
   assert.deepEqual([stsForms[0]!.get('Action'), stsForms[0]!.get('RoleArn')], ['AssumeRoleWithWebIdentity', 'arn:aws:iam::123456789012:role/gateway']);
   assert.ok(!gw.output().includes(TEMP.secretAccessKey) && !gw.output().includes(TEMP.sessionToken));
+});
+
+test('plain http: an in-cluster model server opted in with allowPlainHttp and credential none is reached over http with no credential header, and start-up warns about it', async () => {
+  const res = await chat('qwen3-coder');
+  assert.equal(res.status, 200);
+  const seen = inClusterSeen.at(-1)!;
+  assert.equal(seen.url, '/v1/chat/completions');
+  assert.deepEqual([seen.headers.authorization, seen.headers['x-api-key']], [undefined, undefined]);
+  const warning = gw.records().find((r) => r.event === 'warning' && r.provider === 'vllm');
+  assert.match(String(warning?.message), /reached over plain http \(allowPlainHttp\): only for a server inside the cluster/);
 });

@@ -13,7 +13,7 @@ import { MIN_SIGNING_KEY_BYTES } from '../../src/auth/jwt.ts';
 
 test('the default base URL is api.openai.com on 443 under /v1', () => {
   assert.equal(DEFAULT_BASE_URL, 'https://api.openai.com/v1');
-  assert.deepEqual(parseBaseUrl(DEFAULT_BASE_URL), { hostname: 'api.openai.com', port: 443, host: 'api.openai.com', basePath: '/v1' });
+  assert.deepEqual(parseBaseUrl(DEFAULT_BASE_URL), { hostname: 'api.openai.com', port: 443, host: 'api.openai.com', basePath: '/v1', plainHttp: false });
 });
 
 test('trailing slashes are stripped from the base path', () => {
@@ -33,6 +33,7 @@ test('a custom port is kept in port and in the Host value', () => {
     port: 8443,
     host: 'llm.example.com:8443',
     basePath: '/v1',
+    plainHttp: false,
   });
 });
 
@@ -255,9 +256,13 @@ test('every mistake in a providers file stops start-up naming the file and the f
     [{ providers: [{ ...ANTHROPIC, region: 'us-east-1' }] }, /^providers\.json: providers\[0\]\.region: the anthropic kind has no region/],
     [{ providers: [{ ...ANTHROPIC, keyEnv: undefined, credential: { type: 'aws-sigv4', accessKeyIdEnv: 'A', secretAccessKeyEnv: 'S' } }] }, /^providers\.json: providers\[0\]\.credential\.region: is required/],
     [{ providers: [{ ...ANTHROPIC, credential: { type: 'google-service-account', keyFile: '/k.json' } }] }, /^providers\.json: providers\[0\]\.credential: give either keyEnv\/keyFile \(a static key\) or credential, not both/],
+    [{ providers: [{ ...ANTHROPIC, baseUrl: 'http://llm.svc/v1' }] }, /^providers\.json: providers\[0\]\.baseUrl: "http:\/\/llm\.svc\/v1" must use https \(a provider in the cluster that speaks only http needs "allowPlainHttp": true\)/],
+    [{ providers: [{ ...ANTHROPIC, baseUrl: 'http://llm.svc/v1', allowPlainHttp: true }] }, /^providers\.json: providers\[0\]\.credential: would travel in clear over plain http/],
+    [{ providers: [{ ...ANTHROPIC, allowCredentialOverPlainHttp: true }] }, /^providers\.json: providers\[0\]\.allowCredentialOverPlainHttp: has no meaning for an https provider/],
+    [{ providers: [{ ...ANTHROPIC, allowPlainHttp: 'yes' }] }, /^providers\.json: providers\[0\]\.allowPlainHttp: must be true or false/],
     [{ providers: [{ ...ANTHROPIC, keyHeader: 'Host' }] }, /^providers\.json: providers\[0\]\.keyHeader: must be a lower-case header name/],
     [{ providers: [{ ...ANTHROPIC, keyHeader: 'content-length' }] }, /^providers\.json: providers\[0\]\.keyHeader: must be a lower-case header name/],
-    [{ providers: [{ ...ANTHROPIC, keyEnv: undefined, credential: { type: 'vault' } }] }, /^providers\.json: providers\[0\]\.credential\.type: must be "google-service-account" or "aws-sigv4"/],
+    [{ providers: [{ ...ANTHROPIC, keyEnv: undefined, credential: { type: 'vault' } }] }, /^providers\.json: providers\[0\]\.credential\.type: must be one of "google-service-account", "aws-sigv4", "google-metadata", "none", "aws-web-identity"/],
     [{ providers: [{ ...ANTHROPIC, kind: undefined }] }, /^providers\.json: providers\[0\]\.kind: is required/],
     [{ providers: [{ ...ANTHROPIC, keyEnv: undefined }] }, /^providers\.json: providers\[0\]\.keyEnv: exactly one of keyEnv and keyFile is required/],
     [{ providers: [{ ...ANTHROPIC, keyFile: '/k' }] }, /^providers\.json: providers\[0\]\.keyEnv: exactly one of keyEnv and keyFile is required/],
@@ -290,4 +295,13 @@ test('the UPSTREAM_* shorthand stands beside a providers file (a legacy route be
 test('a key given twice in one object of a configuration file stops start-up naming it', () => {
   const twice = `{"providers":[{"name":"a","kind":"anthropic","keyEnv":"K","models":["m"],"kind":"openai"}]}`;
   assert.throws(() => providersOf(twice), /^Error: providers\.json: \(file\): the key "kind" appears twice in one object; keep one$/);
+});
+
+test('plain http: a provider in the cluster is reached over http only with allowPlainHttp, and carries a credential there only with the second opt-in', () => {
+  const none = providersOf({ providers: [{ name: 'vllm', kind: 'openai', baseUrl: 'http://vllm.models.svc:8000/v1', allowPlainHttp: true, credential: { type: 'none' }, models: ['qwen3-coder'] }] }).providers[0]!;
+  assert.deepEqual([none.upstream.plainHttp, none.upstream.port, none.upstream.host, none.credential], [true, 8000, 'vllm.models.svc:8000', { type: 'none' }]);
+  const keyed = providersOf({ providers: [{ name: 'tgi', kind: 'openai', baseUrl: 'http://tgi.svc/v1', allowPlainHttp: true, allowCredentialOverPlainHttp: true, keyEnv: 'K', models: ['m'] }] }).providers[0]!;
+  assert.deepEqual([keyed.upstream.plainHttp, keyed.upstream.port], [true, 80]);
+  const https = providersOf({ providers: [{ name: 'o', kind: 'openai', baseUrl: 'https://api.example/v1', allowPlainHttp: true, keyEnv: 'K', models: ['m2'] }] }).providers[0]!;
+  assert.equal(https.upstream.plainHttp, false, 'the opt-in allows http, it does not make https plain');
 });

@@ -13,7 +13,7 @@ const config = (name: string, kind: 'openai' | 'anthropic', models: string[]): P
   name,
   kind,
   models,
-  upstream: { hostname: `${name}.example`, port: 443, host: `${name}.example`, basePath: '' },
+  upstream: { hostname: `${name}.example`, port: 443, host: `${name}.example`, basePath: '', plainHttp: false },
   credential: { type: 'key', key: { env: 'K' } },
   organization: undefined,
   project: undefined,
