@@ -202,7 +202,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       model: null as string | null,
       refusedModel: null as string | null,
       /** The route's answer carries usage (not a token count). */
-      usageExpected: route.ok && route.kind === 'protocol' && !route.route.noUsage,
+      usageExpected: route.ok && route.kind === 'protocol' && !route.route.noUsage && route.pathModel?.countTokens !== true,
       stream: false,
       /** An SSE relay began: only then can a stream be interrupted. */
       relaying: false,

@@ -126,8 +126,9 @@ export function checkRequestBody(body: Buffer, protocol: WireProtocol, policy: R
   const req = doc as Record<string, unknown>;
   // On the clouds' routes the model is in the path; one in the body too would be a second model
   // for some reader to prefer.
-  if (pathModel !== undefined && req.model !== undefined) return refuse(ERRORS.modelInBody, 'model');
-  const model = pathModel?.model ?? req.model;
+  const fromPath = pathModel !== undefined && pathModel.countTokens !== true;
+  if (fromPath && req.model !== undefined) return refuse(ERRORS.modelInBody, 'model');
+  const model = fromPath ? pathModel.model : req.model;
   if (typeof model !== 'string') return refuse(ERRORS.modelMissing, 'model');
   if (!policy.allowedModels.has(model)) {
     return { ...refuse(ERRORS.modelNotAllowed, 'model', `the model "${bounded(model)}" is not available through this gateway; GET /v1/models lists the models it serves`), refusedModel: bounded(model) };

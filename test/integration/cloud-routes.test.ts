@@ -129,3 +129,12 @@ test('azure ai foundry: Claude Code\'s recorded Foundry-mode request is the Mess
   assert.equal(seen.headers['x-api-key'], undefined);
   assert.equal(seen.headers.authorization, undefined);
 });
+
+test('vertex: a token count goes to the provider\'s count-tokens path with the body\'s (allowed) model, and records no usage', async () => {
+  vertex.script((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"input_tokens":7}'));
+  const res = await post('/v1/projects/proj-1/locations/us-east5/publishers/anthropic/models/count-tokens:rawPredict', { anthropic_version: 'vertex-2023-10-16', model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
+  assert.equal(res.status, 200);
+  assert.equal(vertex.requests.at(-1)!.url, '/v1/projects/proj-1/locations/us-east5/publishers/anthropic/models/count-tokens:rawPredict');
+  const record = await gw.waitForRecord((r) => r.event === 'request' && String(r.path).includes('count-tokens'));
+  assert.deepEqual([record.model, record.usage_complete], [MODEL, null]);
+});

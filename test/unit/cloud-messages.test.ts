@@ -101,3 +101,15 @@ test('event stream guard: whole frames pass at once, a partial frame waits for i
   const leak = chunkFrame({ type: 'error', error: { message: 'bad signature for aws-secret-key-0123456789' } });
   assert.throws(() => guard.push(leak), /carries a credential/);
 });
+
+test('cloud routes: Vertex\'s token count (models/count-tokens:rawPredict) takes its model from the body, and carries no usage', () => {
+  const m = parseVertexPath('/v1/projects/proj-123/locations/us-east5/publishers/anthropic/models/count-tokens:rawPredict');
+  assert.deepEqual(m, { model: '', action: 'rawPredict', project: 'proj-123', region: 'us-east5', countTokens: true });
+  const vertex = PROTOCOLS.find((p) => p.kind === 'anthropic-vertex')!;
+  const policy = { allowedModels: new Set(['claude-opus-5-5']), hostedTools: new Set<string>() };
+  const body = { anthropic_version: 'vertex-2023-10-16', model: 'claude-opus-5-5', messages: [{ role: 'user', content: 'hi' }] };
+  assert.deepEqual(checkRequestBody(Buffer.from(JSON.stringify(body)), vertex, policy, m as never), { ok: true, model: 'claude-opus-5-5', stream: false });
+  const other = checkRequestBody(Buffer.from(JSON.stringify({ ...body, model: 'claude-secret' })), vertex, policy, m as never);
+  assert.equal(!other.ok && other.error.code, 'model_not_allowed');
+  assert.equal(vertex.routes[0]!.upstreamPathFor!({ project: 'p', region: 'r' }, m as never), '/v1/projects/p/locations/r/publishers/anthropic/models/count-tokens:rawPredict');
+});

@@ -21,6 +21,11 @@ export function parseVertexPath(path: string): PathModel | { readonly error: str
   const m = VERTEX.exec(path);
   if (!m) return path.includes('/publishers/anthropic/models/') ? { error: 'not a Vertex AI Anthropic route this gateway serves (…/models/{model}:rawPredict or :streamRawPredict)' } : undefined;
   const [, project, region, model, action] = m as unknown as [string, string, string, string, string];
+  // The token count names no model in its path: the body's is checked (and no usage recorded).
+  if (model === 'count-tokens' && action === 'rawPredict') {
+    if (!GCP_PROJECT.test(project) || !GCP_REGION.test(region)) return { error: 'the project or region in the path is not in its canonical form' };
+    return { model: '', action, project, region, countTokens: true };
+  }
   if (!GCP_PROJECT.test(project) || !GCP_REGION.test(region) || !MODEL_ID.test(model) || model.includes(':')) return { error: 'the project, region or model in the path is not in its canonical form' };
   return { model, action, project, region };
 }
@@ -43,7 +48,7 @@ export const vertexMessages: WireProtocol = {
       path: '/v1/projects/{project}/locations/{region}/publishers/anthropic/models/{model}:rawPredict|:streamRawPredict',
       upstreamPath: '',
       modelInPath: parseVertexPath,
-      upstreamPathFor: (scope: CloudScope, m: PathModel) => `/v1/projects/${scope.project}/locations/${scope.region}/publishers/anthropic/models/${m.model}:${m.action}`,
+      upstreamPathFor: (scope: CloudScope, m: PathModel) => `/v1/projects/${scope.project}/locations/${scope.region}/publishers/anthropic/models/${m.countTokens ? 'count-tokens' : m.model}:${m.action}`,
     },
   ],
 };

@@ -23,6 +23,8 @@ export interface PathModel {
   /** Vertex: the project and region the path names; they must be the provider's. */
   readonly project?: string;
   readonly region?: string;
+  /** Vertex's token count (`models/count-tokens:rawPredict`): the model is the body's, and there is no usage. */
+  readonly countTokens?: true;
 }
 
 /** Where a cloud provider is: the project and region of its configuration. */
