@@ -1,15 +1,17 @@
 // `npm run e2e:cloud`: the real Claude Code (pinned, installed outside the tree like the other
 // agents) in its Bedrock and Vertex modes, configured by `agent-config` only, through the BUILT
-// gateway, against fakes that check the gateway's credentials for real: a fake Bedrock runtime
-// that verifies every SigV4 signature with AWS's own signer (@smithy/signature-v4, installed into
-// the e2e cache, never a dependency of the project), a fake Google token endpoint that verifies
-// the service account's assertion, and a fake Vertex AI. The service-account key file is then
+// gateway, against fakes that check the gateway's credentials for real: a fake STS that trades an
+// EKS-style projected token for temporary credentials (the gateway's aws-web-identity source), a
+// fake Bedrock runtime that verifies every SigV4 signature made with them using AWS's own signer
+// (@smithy/signature-v4, installed into the e2e cache, never a dependency of the project), a fake
+// Google token endpoint that verifies the service account's assertion, and a fake Vertex AI. The service-account key file is then
 // rotated (another key) and picked up by the next token refresh, without a restart. Exits non-zero
 // on any failure; everything it starts is stopped.
 import { spawn } from 'node:child_process';
 import { createHash, createHmac, generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +24,8 @@ import { runProxyCommand, startProxy } from '../test/support/proxy-process.ts';
 import { makeTestPki } from '../test/support/tls.ts';
 
 const SIGNER = '@smithy/signature-v4@5.7.5';
-const AWS = { accessKeyId: 'AKIDE2ECLOUD', secretAccessKey: `e2e-secret-${Date.now()}` };
+/** What the fake STS hands out for the projected token: the credentials that must sign every call. */
+const AWS = { accessKeyId: 'ASIAE2ECLOUD', secretAccessKey: `e2e-secret-${Date.now()}`, sessionToken: `e2e-session-${Date.now()}` };
 const REGION = 'us-east-1';
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
@@ -54,10 +57,24 @@ async function main(): Promise<void> {
   // sets off a background refresh, and a rotated key is used by the next token.
   const tokens = await startTokenEndpoint(pki, [first.publicKey, second.publicKey], 300);
   const [bedrock, vertex] = await Promise.all([startAnthropicUpstream(pki), startAnthropicUpstream(pki)]);
-  const stops: (() => Promise<unknown>)[] = [() => tokens.close(), () => bedrock.close(), () => vertex.close()];
+  let stsCalls = 0;
+  const sts = createHttpsServer({ key: pki.keyPem, cert: pki.certPem }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const form = new URLSearchParams(Buffer.concat(chunks).toString());
+      if (form.get('Action') !== 'AssumeRoleWithWebIdentity' || form.get('WebIdentityToken') !== 'eks-projected-token') return void res.writeHead(400).end('<ErrorResponse><Error><Code>InvalidIdentityToken</Code></Error></ErrorResponse>');
+      stsCalls++;
+      res.writeHead(200, { 'content-type': 'text/xml' }).end(`<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult><Credentials><AccessKeyId>${AWS.accessKeyId}</AccessKeyId><SecretAccessKey>${AWS.secretAccessKey}</SecretAccessKey><SessionToken>${AWS.sessionToken}</SessionToken><Expiration>${new Date(Date.now() + 3600_000).toISOString()}</Expiration></Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>`);
+    });
+  });
+  await new Promise<void>((resolve) => sts.listen(0, '127.0.0.1', resolve));
+  const stsEndpoint = `https://127.0.0.1:${(sts.address() as { port: number }).port}/`;
+  const stops: (() => Promise<unknown>)[] = [() => tokens.close(), () => bedrock.close(), () => vertex.close(), () => new Promise((r) => sts.close(r))];
   try {
     const saKey = (pair: typeof first, email: string) => JSON.stringify({ type: 'service_account', private_key: pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), client_email: email, token_uri: tokens.uri });
     writeFileSync(join(dir, 'sa.json'), saKey(first, 'first@proj-1.iam.gserviceaccount.com'));
+    writeFileSync(join(dir, 'eks-token'), 'eks-projected-token\n');
 
     let verifiedByAws = 0;
     const bedrockAnswer = async (req: IncomingMessage, res: ServerResponse, r: ModelRequest) => {
@@ -85,12 +102,12 @@ async function main(): Promise<void> {
       join(dir, 'providers.json'),
       JSON.stringify({
         providers: [
-          { name: 'bedrock', kind: 'anthropic-bedrock', baseUrl: bedrock.baseUrl.replace(/\/v1$/, ''), region: REGION, credential: { type: 'aws-sigv4', accessKeyIdEnv: 'AWS_ID', secretAccessKeyEnv: 'AWS_SECRET', region: REGION }, models: ['us.anthropic.claude-opus-5-5'], caFile: pki.caFile },
+          { name: 'bedrock', kind: 'anthropic-bedrock', baseUrl: bedrock.baseUrl.replace(/\/v1$/, ''), region: REGION, credential: { type: 'aws-web-identity', roleArn: 'arn:aws:iam::123456789012:role/e2e-gateway', tokenFile: join(dir, 'eks-token'), region: REGION, stsEndpoint }, models: ['us.anthropic.claude-opus-5-5'], caFile: pki.caFile },
           { name: 'vertex', kind: 'anthropic-vertex', baseUrl: vertex.baseUrl.replace(/\/v1$/, ''), project: 'proj-1', region: 'us-east5', credential: { type: 'google-service-account', keyFile: join(dir, 'sa.json') }, models: ['claude-opus-5-5'], caFile: pki.caFile },
         ],
       }),
     );
-    const env = { NODE_EXTRA_CA_CERTS: pki.caFile, AWS_ID: AWS.accessKeyId, AWS_SECRET: AWS.secretAccessKey, MODEL_PROXY_SIGNING_KEY: `e2e-cloud-${'k'.repeat(32)}` };
+    const env = { NODE_EXTRA_CA_CERTS: pki.caFile, MODEL_PROXY_SIGNING_KEY: `e2e-cloud-${'k'.repeat(32)}` };
     const gw = await startProxy({ env, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')], listeners: ['model'] });
     stops.unshift(() => gw.stop());
     const token = (await runProxyCommand(['mint-token', '--instance-id', 'cc-cloud', '--workflow', 'e2e', '--run-id', 'r1'], env)).stdout.trim();
@@ -118,7 +135,8 @@ async function main(): Promise<void> {
 
     const bedrockOut = await runClaude('bedrock', 'us.anthropic.claude-opus-5-5');
     if (!bedrockOut.includes('E2E-BEDROCK-OK') || verifiedByAws < 1) throw new Error(`Bedrock mode: "${bedrockOut}", signatures verified by AWS's signer: ${verifiedByAws}`);
-    log(`bedrock    claude -p → "${bedrockOut}"; ${verifiedByAws} call(s) signed, each verified by ${SIGNER}`);
+    if (stsCalls !== 1) throw new Error(`STS was asked ${stsCalls} times`);
+    log(`bedrock    claude -p → "${bedrockOut}"; credentials from STS (web identity, ${stsCalls} exchange); ${verifiedByAws} call(s) signed with them, each verified by ${SIGNER}`);
 
     const vertexOut = await runClaude('vertex', 'claude-opus-5-5');
     if (!vertexOut.includes('E2E-VERTEX-OK')) throw new Error(`Vertex mode: "${vertexOut}"`);
@@ -133,7 +151,7 @@ async function main(): Promise<void> {
     log(`rotation   the key file now holds another service account: assertions from ${[...new Set(issuers)].join(' then ')}, no restart`);
     const records = gw.records().filter((r) => r.event === 'request' && r.status === 200);
     log(`records    ${records.map((r) => `${String(r.provider)} ${String(r.model)} in=${String(r.input_tokens)} out=${String(r.output_tokens)}`).join(' · ')}`);
-    if (gw.output().includes(AWS.secretAccessKey)) throw new Error('the AWS secret reached the gateway log');
+    if (gw.output().includes(AWS.secretAccessKey) || gw.output().includes(AWS.sessionToken)) throw new Error('an AWS secret reached the gateway log');
     log('e2e:cloud ok');
   } finally {
     for (const stop of stops) await stop().catch(() => {});
