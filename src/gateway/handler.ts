@@ -33,6 +33,7 @@ import {
 } from './rules.ts';
 import { SseFramer } from './sse.ts';
 import { EventStreamFramer, EventStreamGuard } from './eventstream.ts';
+import type { CredentialSource } from './credentials/source.ts';
 
 /** What one model call did: the access log line, and what the metrics count. */
 export type ModelRequestRecord = {
@@ -42,6 +43,8 @@ export type ModelRequestRecord = {
   readonly upstream_request_id: string | null;
   /** The provider the model belongs to (null when refused before the model was known). */
   readonly provider: string | null;
+  /** The cloud whose credential the provider uses (`aws`, `google`; null for a key or none). */
+  readonly cloud: 'aws' | 'google' | null;
   /** The wire protocol (null for the catalog and for paths no protocol serves). */
   readonly api: ApiName | null;
   /** Only ever an allowlisted model ID (null when refused before or by the allowlist). */
@@ -171,6 +174,13 @@ function missingTokenHint(protocol: WireProtocol | undefined): string {
   return `a bot token is required: send the one mint-token made ${tokenHeaderHint(protocol)}`;
 }
 
+/** Pure: the cloud a credential source belongs to, for the record. */
+function cloudOf(type: CredentialSource['type']): 'aws' | 'google' | null {
+  if (type === 'aws-sigv4' || type === 'aws-web-identity') return 'aws';
+  if (type === 'google-service-account' || type === 'google-metadata') return 'google';
+  return null;
+}
+
 /** An error the listener itself makes on the gateway port (bad HTTP version, a handler bug). */
 export function sendGatewayError(req: IncomingMessage, res: ServerResponse, error: ProxyError): void {
   writeProxyError(req, res, error.status, 'application/json', openAiErrorBody(error, null, error.message));
@@ -239,6 +249,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         request_id: requestId,
         upstream_request_id: tally.upstreamRequestId ?? null,
         provider: tally.provider?.config.name ?? null,
+        cloud: tally.provider ? cloudOf(tally.provider.credential.type) : null,
         api: protocol?.api ?? null,
         model: tally.model,
         refused_model: tally.refusedModel,

@@ -67,7 +67,7 @@ test('vertex: Claude Code\'s recorded streamRawPredict goes to the provider\'s o
   assert.equal(seen.url, `/v1/projects/proj-1/locations/us-east5/publishers/anthropic/models/${MODEL}:streamRawPredict`);
   assert.equal(seen.headers.authorization, 'Bearer ya29.fake-1');
   const record = await gw.waitForRecord((r) => r.event === 'request' && r.provider === 'vertex' && r.status === 200);
-  assert.deepEqual([record.model, record.stream, record.usage_complete], [MODEL, true, true]);
+  assert.deepEqual([record.model, record.stream, record.usage_complete, record.cloud], [MODEL, true, true, 'google']);
 });
 
 test('vertex: a path naming another project or region is refused (403 cloud_scope_not_allowed) and not forwarded; a model in the body too is 400 model_in_body', async () => {
@@ -108,7 +108,7 @@ test('bedrock: Claude Code\'s recorded invoke-with-response-stream is signed (ch
   assert.equal(bedrock.requests.at(-1)!.url, `/model/${BEDROCK_MODEL}/invoke-with-response-stream`);
   assert.deepEqual(res.body, wire, 'relayed byte for byte');
   const record = await gw.waitForRecord((r) => r.event === 'request' && r.provider === 'bedrock' && r.status === 200);
-  assert.deepEqual([record.model, record.input_tokens, record.output_tokens, record.usage_complete, record.finish_reason], [BEDROCK_MODEL, 30, 4, true, 'end_turn']);
+  assert.deepEqual([record.model, record.input_tokens, record.output_tokens, record.usage_complete, record.finish_reason, record.cloud], [BEDROCK_MODEL, 30, 4, true, 'end_turn', 'aws']);
 });
 
 test('bedrock: a path model with an encoded separator is refused (403 path_rejected) and not forwarded', async () => {

@@ -10,6 +10,7 @@ export function modelRecord(over: Partial<ModelRequestRecord> = {}): ModelReques
     request_id: 'req-0001',
     upstream_request_id: null,
     provider: 'openai',
+    cloud: null,
     api: 'chat_completions',
     model: 'gpt-4o',
     refused_model: null,
