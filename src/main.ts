@@ -29,6 +29,8 @@ import { awsSource, awsWebIdentitySource } from './gateway/credentials/aws.ts';
 import { exchangeAtTokenEndpoint, fetchMetadataJson, googleMetadataSource, googleServiceAccountSource } from './gateway/credentials/google.ts';
 import { fetchBody } from './gateway/credentials/fetch.ts';
 import type { MintedSource } from './gateway/credentials/minted.ts';
+import { LocalLimits } from './limits/admission.ts';
+import { parseLimitsFile } from './limits/policy.ts';
 
 const env = process.env;
 // Log lines never block the event loop; a reader 8 MiB behind loses lines, counted in metrics.
@@ -220,6 +222,7 @@ async function serve(options: ServeOptions): Promise<void> {
   }
 
   if (gateway.enabled) {
+    const limits = openLimits(options, gateway);
     const providers = openProviders(gateway, (provider, outcome) => {
       metrics?.credentialRefresh(provider, outcome.ok);
       if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });
@@ -245,6 +248,8 @@ async function serve(options: ServeOptions): Promise<void> {
         timeouts: upstreamTimeouts,
         retry: { maxRetries: options.upstreamMaxRetries, budgetMs: options.upstreamRetryBudgetMs, baseDelayMs: 500 },
         maxBodyBytes: options.maxRequestBodyBytes,
+        limits,
+        prices,
         maxTokenLifetimeSec,
         log,
       }),
@@ -304,6 +309,16 @@ async function serve(options: ServeOptions): Promise<void> {
   });
   listeners.push(metricsListener);
   log({ event: 'listening', listener: 'metrics', address: metricsListener.address, version: VERSION });
+}
+
+/**
+ * The limits (--limits), held in this process. They apply per verified identity, so they need
+ * MODEL_PROXY_SIGNING_KEY: an identity from headers is the caller's say-so.
+ */
+function openLimits(options: ServeOptions, gateway: GatewayConfig): LocalLimits | undefined {
+  if (options.limitsFile === undefined) return undefined;
+  if (!gateway.signingKey) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (without it, identities are the callers\' own headers)');
+  return new LocalLimits(parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile));
 }
 
 /** RLIMIT_NOFILE's soft limit where /proc tells it (Linux); undefined elsewhere. */

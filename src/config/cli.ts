@@ -38,6 +38,8 @@ export interface ServeOptions {
   readonly metricsRunIdLabel: boolean;
   /** --providers: the model gateway's providers file. */
   readonly providersFile: string | undefined;
+  /** --limits: the model gateway's limits file. */
+  readonly limitsFile: string | undefined;
   /** --allow-hosted-tools, split; the names are checked against the gateway's list by main. */
   readonly allowHostedTools: readonly string[];
 }
@@ -93,6 +95,7 @@ const FLAGS = {
   'max-request-body': { default: '32MiB', commands: SERVE, help: 'largest model request body, any route (413 beyond)' },
   'upstream-max-retries': { default: '2', commands: SERVE, help: 'model gateway: retries after a 429 or a failed connect, before any byte reached the client' },
   'upstream-retry-budget': { default: '30s', commands: SERVE, help: 'model gateway: total time retries of one request may wait' },
+  limits: { default: undefined, commands: SERVE, help: 'model gateway: JSON file of the limits enforced per workload (requests in progress, per minute, tokens per minute, money per run and per workflow per day); needs MODEL_PROXY_SIGNING_KEY' },
   providers: { default: undefined, commands: ['serve', 'agent-config'], help: 'JSON file of model gateway providers (see README, "Several providers"); the UPSTREAM_* variables are the one-provider shorthand' },
   'allow-hosted-tools': { default: '', commands: ['serve', 'agent-config'], help: 'model gateway: provider-run tools allowed, comma-separated (web_search, web_fetch, file_search, code_interpreter, code_execution, image_generation, mcp, shell, tool_search; url_content: images, documents and files given by URL); none by default' },
   'max-token-lifetime': { default: '24h', commands: ['serve', 'mint-token'], help: 'longest bot or workload token lifetime (exp - iat) the proxy accepts and mint-token issues' },
@@ -208,6 +211,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       metricsSeriesTtlMs: duration('metrics-series-ttl'),
       metricsRunIdLabel: values['metrics-run-id-label'] === true,
       providersFile: str('providers'),
+      limitsFile: str('limits'),
       allowHostedTools: str('allow-hosted-tools')!.split(',').map((t) => t.trim()).filter((t) => t !== ''),
     },
     mint: {

@@ -34,6 +34,8 @@ import {
 import { SseFramer } from './sse.ts';
 import { EventStreamFramer, EventStreamGuard } from './eventstream.ts';
 import type { CredentialSource } from './credentials/source.ts';
+import type { LocalLimits, Reservation } from '../limits/admission.ts';
+import { costUsd, type PriceTable } from './prices.ts';
 
 /** What one model call did: the access log line, and what the metrics count. */
 export type ModelRequestRecord = {
@@ -80,6 +82,12 @@ export type ModelRequestRecord = {
   /** Response body bytes relayed to the client. */
   readonly bytes_out: number;
   readonly error: string | null;
+  /** The limit that refused the call (--limits), else null. */
+  readonly limit: string | null;
+  /** What the call was charged against its limits, in USD (null without --limits or a price). */
+  readonly charged_usd: number | null;
+  /** The charge was estimated from the bytes relayed: the upstream reported no (complete) usage. */
+  readonly charge_estimated: boolean | null;
 };
 
 export interface GatewayDeps {
@@ -98,6 +106,10 @@ export interface GatewayDeps {
   readonly timeouts: UpstreamTimeouts;
   readonly retry: RetryPolicy;
   readonly maxBodyBytes: number;
+  /** --limits: admission before a call is forwarded, its charge when it is over; undefined: none. */
+  readonly limits?: LocalLimits;
+  /** Prices, to charge a call against a money budget. */
+  readonly prices?: PriceTable;
   readonly maxTokenLifetimeSec: number;
   readonly log: LogSink;
 }
@@ -174,6 +186,22 @@ function missingTokenHint(protocol: WireProtocol | undefined): string {
   return `a bot token is required: send the one mint-token made ${tokenHeaderHint(protocol)}`;
 }
 
+/**
+ * Charges a call to its limits when it is over: its tokens and cost from the upstream's usage, or,
+ * without (complete) usage, estimated from the bytes relayed (about 4 bytes a token), marked so.
+ */
+function chargeCall(reservation: Reservation, summary: CallSummary | undefined, bytesIn: number, bytesOut: number, prices: PriceTable | undefined, provider: string | undefined, model: string | null): { usd: number | null; estimated: boolean } {
+  const usage = summary?.usage;
+  const estimated = !(summary?.usageComplete === true && usage && usage.inputTokens !== null && usage.outputTokens !== null);
+  const input = estimated ? Math.ceil(bytesIn / 4) : usage!.inputTokens!;
+  const output = estimated ? Math.ceil(bytesOut / 4) : usage!.outputTokens!;
+  const price = provider && model ? prices?.get(provider, model) : undefined;
+  const counts = estimated ? { input, output, reasoning: null, cached: null, cache_write: null } : { input, output, reasoning: usage!.reasoningTokens, cached: usage!.cachedTokens, cache_write: usage!.cacheWriteTokens };
+  const usd = price ? (costUsd(price, counts) ?? null) : null;
+  reservation.release({ tokens: input + output, costUsd: usd ?? 0 });
+  return { usd, estimated };
+}
+
 /** Pure: the cloud a credential source belongs to, for the record. */
 function cloudOf(type: CredentialSource['type']): 'aws' | 'google' | null {
   if (type === 'aws-sigv4' || type === 'aws-web-identity') return 'aws';
@@ -222,6 +250,9 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       rateLimited: 0,
       upstreamRequestId: undefined as string | undefined,
       bytesIn: 0,
+      limit: null as string | null,
+      reservation: undefined as Reservation | undefined,
+      charge: undefined as { usd: number | null; estimated: boolean } | undefined,
     };
     // Each upstream attempt has its own Exchange, so a retried attempt's bytes and failure never
     // mix into the final one's. Outside an attempt (reading the body, waiting to retry) a client
@@ -239,6 +270,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     if (protocol && protocol.upstreamRequestIdHeader !== 'x-request-id') res.setHeader(protocol.upstreamRequestIdHeader, requestId);
 
     const logDone = (status: number, error?: string) => {
+      if (tally.reservation) tally.charge = chargeCall(tally.reservation, tally.summary, tally.bytesIn, attempt?.bytesOut ?? 0, deps.prices, tally.provider?.config.name, tally.model);
       const summary = tally.summary;
       const usage = summary?.usage ?? null;
       const failure = attempt?.failure ?? client.failure;
@@ -278,6 +310,9 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         bytes_in: tally.bytesIn,
         bytes_out: attempt?.bytesOut ?? 0,
         error: error ?? failure ?? summary?.streamError ?? null,
+        limit: tally.limit,
+        charged_usd: tally.charge?.usd ?? null,
+        charge_estimated: tally.charge ? tally.charge.estimated : null,
       });
     };
     const errorBody = protocol?.errorBody ?? openAiErrorBody;
@@ -353,6 +388,22 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     tally.provider = provider;
     if (provider.config.kind !== proto.kind) {
       return reject(ERRORS.modelNotOnRoute, 'model', `model "${checked.model}" is served by ${routesOfKind(provider.config.kind, deps.protocols)} (provider ${provider.config.name}), not by this route`);
+    }
+
+    // Limits (--limits): admitted before anything is forwarded, charged in logDone when it is over,
+    // whichever way that is (answered, refused upstream, cut, abandoned).
+    if (deps.limits) {
+      const who = { instanceId: tally.identity.instanceId ?? 'none', workflow: tally.identity.workflow ?? 'none', runId: tally.identity.runId ?? 'none' };
+      const admitted = deps.limits.admit(who, body.length, Date.now());
+      if (!admitted.ok) {
+        tally.limit = admitted.kind;
+        if ('retryAfterSec' in admitted) {
+          res.setHeader('retry-after', String(admitted.retryAfterSec));
+          return reject(ERRORS.limitRateExceeded, null, `${admitted.message}; retry after ${admitted.retryAfterSec} s`);
+        }
+        return reject(proto.kind === 'openai' ? ERRORS.budgetSpentOpenAi : ERRORS.budgetSpentAnthropic, null, admitted.message);
+      }
+      tally.reservation = admitted.reservation;
     }
 
     // Rule 3: the credential, from the provider's source, for this very call: a key read now

@@ -6,10 +6,12 @@ export interface ProxyError {
   readonly code: string;
   readonly status: number;
   readonly message: string;
+  /** The error type a protocol's clients act on, when the status alone does not say it (insufficient_quota, billing_error). */
+  readonly type?: string;
 }
 
-function def(code: string, status: number, message: string): ProxyError {
-  return Object.freeze({ code, status, message });
+function def(code: string, status: number, message: string, type?: string): ProxyError {
+  return Object.freeze(type === undefined ? { code, status, message } : { code, status, message, type });
 }
 
 export const ERRORS = {
@@ -34,6 +36,11 @@ export const ERRORS = {
   upstreamUnreachable: def('upstream_unreachable', 502, 'the upstream could not be reached'),
   upstreamTls: def('upstream_tls', 502, 'the upstream TLS certificate could not be verified'),
   upstreamProtocol: def('upstream_protocol', 502, 'the upstream sent a malformed HTTP response'),
+  limitRateExceeded: def('rate_limit_exceeded', 429, 'a limit of this workload is reached for now (the operator sets them in --limits); retry after the time Retry-After says'),
+  // A spent budget is final: answered the way each agent treats as "stop", not "retry" (Codex
+  // stops on a 429 insufficient_quota, Claude Code on a 402 billing_error).
+  budgetSpentOpenAi: def('insufficient_quota', 429, 'the budget of this workload is spent (the operator sets it in --limits)', 'insufficient_quota'),
+  budgetSpentAnthropic: def('budget_spent', 402, 'the budget of this workload is spent (the operator sets it in --limits)', 'billing_error'),
   upstreamCredentialFailed: def('upstream_credential_failed', 502, "the gateway could not produce its credential for this provider (the log says which and why); the operator must check the provider's credential source"),
   upstreamEncoding: def('upstream_encoding', 502, 'the upstream compressed its answer though the proxy asked for none, so it could not be checked on its way; the operator must check what sits in front of the upstream (a CDN or load balancer compressing regardless of Accept-Encoding)'),
   upstreamTimeout: def('upstream_timeout', 504, 'the upstream did not answer in time'),

@@ -79,6 +79,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     heapUsed: registry.gauge('nodejs_heap_size_used_bytes', 'V8 heap in use, in bytes.'),
     heapTotal: registry.gauge('nodejs_heap_size_total_bytes', 'V8 heap reserved, in bytes.'),
     connections: registry.gauge('proxy_active_connections', 'Open client connections per listener.', ['listener']),
+    limitRefusals: registry.counter('model_gateway_limit_refusals_total', 'Model calls refused by a limit of --limits, by kind (concurrency, requests_per_minute, tokens_per_minute, run_budget, workflow_budget).', ['provider', 'model', 'workflow', 'kind']),
     credentialRefreshes: registry.counter('model_gateway_credential_refreshes_total', 'Refreshes of a minted provider credential (a Google access token), by outcome (ok, failed).', ['provider', 'outcome']),
     connectionsRefused: registry.counter('proxy_connections_refused_total', 'Client connections closed on arrival by --max-connections (reason total) or --max-connections-per-client (per_client).', ['listener', 'reason']),
     logDropped: registry.counter('proxy_log_lines_dropped_total', 'Log lines dropped because the stdout reader fell more than 8 MiB behind.'),
@@ -105,6 +106,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
       if (r.retries > 0) m.retries.inc(w, r.retries);
       if (r.interrupted !== null) m.interruptions.inc([...w, r.interrupted]);
       if (r.status >= 200 && r.status < 300 && r.usage_complete === false) m.usageIncomplete.inc(w);
+      if (r.limit !== null) m.limitRefusals.inc([r.provider ?? NONE, r.model ?? NONE, r.workflow ?? NONE, r.limit]);
       const counts = { input: r.input_tokens, output: r.output_tokens, reasoning: r.reasoning_tokens, cached: r.cached_tokens, cache_write: r.cache_write_tokens };
       for (const [type, n] of Object.entries(counts)) if (n !== null && n > 0) m.tokens.inc([...w, type], n);
       const price = r.model === null || r.provider === null ? undefined : opts.prices.get(r.provider, r.model);

@@ -38,6 +38,9 @@ export function modelRecord(over: Partial<ModelRequestRecord> = {}): ModelReques
     bytes_in: 0,
     bytes_out: 0,
     error: null,
+    limit: null,
+    charged_usd: null,
+    charge_estimated: null,
     ...over,
   };
 }

@@ -41,6 +41,7 @@ test('every option has its documented default, durations in milliseconds', () =>
     metricsSeriesTtlMs: 3_600_000,
     metricsRunIdLabel: false,
     providersFile: undefined,
+    limitsFile: undefined,
     allowHostedTools: [],
   });
 });
@@ -99,6 +100,7 @@ test('"--flag value" and "--flag=value" give the same options', () => {
     metricsSeriesTtlMs: 3_600_000,
     metricsRunIdLabel: false,
     providersFile: undefined,
+    limitsFile: undefined,
     allowHostedTools: [],
   };
   assert.deepEqual(spaced.options, expected);

@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import { usage } from '../../src/config/cli.ts';
 import { CREDENTIAL_FIELDS, PROVIDER_FIELDS } from '../../src/gateway/config.ts';
 import { PRICE_FIELDS } from '../../src/gateway/prices.ts';
+import { LIMITS_FIELDS } from '../../src/limits/policy.ts';
 import { HOST_FIELDS } from '../../src/git/hosts.ts';
 
 const ROOT = join(__dirname, '..', '..');
@@ -54,6 +55,7 @@ test('docs/configuration.md lists every field the hosts file, providers file and
     ['### Hosts file (`--git-hosts`)', HOST_FIELDS],
     ['### Providers file (`--providers`)', PROVIDER_FIELDS],
     ['### Price table (`MODEL_PRICES_FILE`)', PRICE_FIELDS],
+    ['### Limits file (`--limits`)', new Set(Object.entries(LIMITS_FIELDS).flatMap(([section, fields]) => [...fields].map((f) => (section === '(file)' ? f : `${section}.${f}`))).filter((f) => f.includes('.')))],
     ['#### `credential` (providers file)', new Set([...Object.keys(CREDENTIAL_FIELDS), ...Object.values(CREDENTIAL_FIELDS).flatMap((f) => [...f])])],
   ];
   const missing: string[] = [];

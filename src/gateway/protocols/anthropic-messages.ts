@@ -191,7 +191,7 @@ function anthropicErrorType(status: number): string {
 
 /** `{"type":"error","error":{"type","message"}}`, as Anthropic answers, so Claude Code shows it. */
 export function anthropicErrorBody(error: ProxyError, param: string | null, message: string): string {
-  return JSON.stringify({ type: 'error', error: { type: anthropicErrorType(error.status), message: param === null ? message : `${param}: ${message}` } });
+  return JSON.stringify({ type: 'error', error: { type: error.type ?? anthropicErrorType(error.status), message: param === null ? message : `${param}: ${message}` } });
 }
 
 export const anthropicMessages: WireProtocol = {

@@ -17,7 +17,7 @@ export function openAiErrorType(status: number): string {
 
 /** `{"error":{"message","type","code","param"}}`, as OpenAI answers. */
 export function openAiErrorBody(error: ProxyError, param: string | null, message: string): string {
-  return JSON.stringify({ error: { message, type: openAiErrorType(error.status), code: error.code, param } });
+  return JSON.stringify({ error: { message, type: error.type ?? openAiErrorType(error.status), code: error.code, param } });
 }
 
 /**

@@ -1,0 +1,106 @@
+// Limits per workload through the BUILT gateway (--limits): a spent run budget is answered the way
+// each agent stops on (OpenAI routes: 429 insufficient_quota; the Messages route: 402
+// billing_error), naming the budget, the spend and the limit; a concurrency limit is a 429 with
+// Retry-After; a call's slot comes back however the call ends, a client that leaves included.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { startAnthropicUpstream, type AnthropicUpstream } from '../support/anthropic-upstream.ts';
+import { send } from '../support/http-client.ts';
+import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
+import { parseExposition } from '../support/prometheus.ts';
+import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { makeTestPki, type TestPki } from '../support/tls.ts';
+
+const SIGNING_KEY = randomBytes(32).toString('hex');
+let pki: TestPki;
+let openai: ModelUpstream;
+let anthropic: AnthropicUpstream;
+let gw: ProxyProcess;
+let dir: string;
+
+before(async () => {
+  pki = makeTestPki();
+  [openai, anthropic] = await Promise.all([startModelUpstream(pki), startAnthropicUpstream(pki)]);
+  dir = mkdtempSync(join(tmpdir(), 'limits-'));
+  writeFileSync(join(dir, 'providers.json'), JSON.stringify({ providers: [
+    { name: 'openai', kind: 'openai', baseUrl: openai.baseUrl, keyEnv: 'K1', models: ['gpt-test', 'gpt-unpriced'], caFile: pki.caFile },
+    { name: 'anthropic', kind: 'anthropic', baseUrl: anthropic.baseUrl, keyEnv: 'K2', models: ['claude-test'], caFile: pki.caFile },
+  ] }));
+  // A dollar a thousand tokens: one call spends the run's budget.
+  writeFileSync(join(dir, 'prices.json'), JSON.stringify({ providers: { openai: { 'gpt-test': { input: 1000, output: 1000 } }, anthropic: { 'claude-test': { input: 1000, output: 1000 } } } }));
+  writeFileSync(join(dir, 'limits.json'), JSON.stringify({ perInstance: { concurrent: 1 }, perRun: { budgetUsd: 0.01 } }));
+  gw = await startProxy({
+    env: { K1: 'sk-1', K2: 'sk-2', MODEL_PROXY_SIGNING_KEY: SIGNING_KEY, MODEL_PRICES_FILE: join(dir, 'prices.json') },
+    args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json'), '--limits', join(dir, 'limits.json')],
+    listeners: ['model'],
+  });
+});
+
+after(async () => {
+  await gw?.stop();
+  await Promise.all([openai?.close(), anthropic?.close()]);
+  pki?.cleanup();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const mint = async (instance: string, run: string) => {
+  const r = await runProxyCommand(['mint-token', '--instance-id', instance, '--workflow', 'w', '--run-id', run], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
+  assert.equal(r.code, 0, r.stderr);
+  return r.stdout.trim();
+};
+const chat = (token: string, model = 'gpt-test') => send(gw.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }) });
+const messages = (token: string) => send(gw.ports.model!, 'POST', '/v1/messages', { headers: { 'content-type': 'application/json', 'x-api-key': token, 'anthropic-version': '2023-06-01' }, body: JSON.stringify({ model: 'claude-test', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }) });
+
+test('limits: once a run has spent its budget, the next call is refused as final: 429 insufficient_quota on the OpenAI routes, 402 billing_error on the Messages route, naming the budget, the spend and the limit; another run goes on', async () => {
+  const token = await mint('bot-budget', 'run-spent');
+  assert.equal((await chat(token)).status, 200, 'the first call is admitted and charged');
+  const before = openai.requests.length + anthropic.requests.length;
+  const openaiRefusal = await chat(token);
+  assert.equal(openaiRefusal.status, 429);
+  const e = (JSON.parse(openaiRefusal.body.toString()) as { error: { type: string; code: string; message: string } }).error;
+  assert.deepEqual([e.type, e.code], ['insufficient_quota', 'insufficient_quota']);
+  assert.match(e.message, /this run's budget is spent: \$\d+\.\d\d of \$0\.01/);
+  assert.equal(openaiRefusal.headers['retry-after'], undefined, 'final: no Retry-After');
+  const anthropicRefusal = await messages(token);
+  assert.equal(anthropicRefusal.status, 402);
+  assert.equal((JSON.parse(anthropicRefusal.body.toString()) as { error: { type: string } }).error.type, 'billing_error');
+  assert.equal(openai.requests.length + anthropic.requests.length, before, 'nothing was forwarded');
+  assert.equal((await chat(await mint('bot-other', 'run-fresh'))).status, 200, 'another run is not held');
+  const charged = gw.records().find((r) => r.event === 'request' && r.instance_id === 'bot-budget' && r.status === 200);
+  assert.ok(Number(charged?.charged_usd) > 0.01 && charged?.charge_estimated === false, JSON.stringify(charged));
+  const refused = gw.records().filter((r) => r.event === 'request' && r.limit === 'run_budget');
+  assert.equal(refused.length, 2);
+  const metrics = parseExposition((await send(gw.ports.metrics!, 'GET', '/metrics')).body.toString());
+  assert.equal(metrics.filter((s) => s.name === 'model_gateway_limit_refusals_total' && s.labels.kind === 'run_budget').reduce((n, s) => n + s.value, 0), 2);
+});
+
+test('limits: a call over the concurrency limit gets 429 with Retry-After; the slot of a call whose client left comes back (an unpriced model: no money is charged)', async () => {
+  const token = await mint('bot-busy', 'run-busy');
+  let arrived!: () => void;
+  const held = new Promise<void>((r) => (arrived = r));
+  openai.script(() => arrived()); // never answered: the first call stays in progress
+  const first = request({ host: '127.0.0.1', port: gw.ports.model!, method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` } });
+  first.on('error', () => {});
+  first.end(JSON.stringify({ model: 'gpt-unpriced', messages: [{ role: 'user', content: 'hi' }] }));
+  await held;
+  const second = await chat(token, 'gpt-unpriced');
+  assert.equal(second.status, 429);
+  assert.equal(second.headers['retry-after'], '1');
+  assert.equal((JSON.parse(second.body.toString()) as { error: { code: string } }).error.code, 'rate_limit_exceeded');
+  first.destroy(); // the client leaves
+  await gw.waitForRecord((r) => r.event === 'request' && r.instance_id === 'bot-busy' && r.status === 0);
+  assert.equal((await chat(token, 'gpt-unpriced')).status, 200, 'its slot came back');
+  const aborted = gw.records().find((r) => r.event === 'request' && r.instance_id === 'bot-busy' && r.status === 0);
+  assert.deepEqual([aborted?.charge_estimated, aborted?.charged_usd], [true, null], 'charged by estimate (tokens), no price');
+});
+
+test('limits: --limits without MODEL_PROXY_SIGNING_KEY stops start-up (identities would be the callers\' own headers)', async () => {
+  const r = await runProxyCommand(['--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--providers', join(dir, 'providers.json'), '--limits', join(dir, 'limits.json')], { K1: 'sk-1', K2: 'sk-2' });
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY/);
+});

@@ -1,0 +1,68 @@
+// Limits per workload: the file, the admission verdict, and the in-process store's accounting
+// (a slot is given back exactly once, money is charged to the run and the workflow's day).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { admissionVerdict, estimateTokens, LocalLimits } from '../../src/limits/admission.ts';
+import { parseLimitsFile } from '../../src/limits/policy.ts';
+
+const POLICY = { concurrent: 2, requestsPerMinute: 3, tokensPerMinute: 1000, runBudgetUsd: 1, workflowBudgetUsdPerDay: 10 };
+const IDLE = { inFlight: 0, requestsLastMinute: 0, tokensLastMinute: 0, runSpentUsd: 0, workflowSpentUsdToday: 0 };
+const WHO = { instanceId: 'bot-1', workflow: 'triage', runId: 'run-1' };
+
+test('limits file: every field is read; an unknown one or a negative value stops start-up naming it (parseLimitsFile)', () => {
+  assert.deepEqual(parseLimitsFile('{"perInstance":{"concurrent":4,"requestsPerMinute":60,"tokensPerMinute":400000},"perRun":{"budgetUsd":5},"perWorkflow":{"budgetUsdPerDay":200}}', 'limits.json'), { concurrent: 4, requestsPerMinute: 60, tokensPerMinute: 400000, runBudgetUsd: 5, workflowBudgetUsdPerDay: 200 });
+  assert.deepEqual(parseLimitsFile('{}', 'l.json'), { concurrent: 0, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 });
+  assert.throws(() => parseLimitsFile('{"perInstance":{"concurent":4}}', 'l.json'), /^Error: l\.json: perInstance\.concurent: unknown field/);
+  assert.throws(() => parseLimitsFile('{"perRun":{"budgetUsd":-1}}', 'l.json'), /perRun\.budgetUsd: must be a number ≥ 0/);
+  assert.throws(() => parseLimitsFile('{"perInstance":{"concurrent":1.5}}', 'l.json'), /perInstance\.concurrent: must be a whole number/);
+  assert.throws(() => parseLimitsFile('{"perTeam":{}}', 'l.json'), /perTeam: unknown field/);
+});
+
+test('limits: a spent budget is final and named with the amounts; rate and concurrency limits are transient with a Retry-After (admissionVerdict)', () => {
+  assert.deepEqual(admissionVerdict(POLICY, IDLE, 10, 0), { ok: true });
+  const run = admissionVerdict(POLICY, { ...IDLE, runSpentUsd: 1.2 }, 10, 0);
+  assert.ok(!run.ok && run.kind === 'run_budget' && !('retryAfterSec' in run) && /\$1\.20 of \$1\.00/.test(run.message));
+  const wf = admissionVerdict(POLICY, { ...IDLE, workflowSpentUsdToday: 10 }, 10, 0);
+  assert.ok(!wf.ok && wf.kind === 'workflow_budget');
+  const busy = admissionVerdict(POLICY, { ...IDLE, inFlight: 2 }, 10, 0);
+  assert.ok(!busy.ok && busy.kind === 'concurrency' && 'retryAfterSec' in busy && busy.retryAfterSec === 1);
+  const rpm = admissionVerdict(POLICY, { ...IDLE, requestsLastMinute: 3 }, 10, 45_000);
+  assert.ok(!rpm.ok && rpm.kind === 'requests_per_minute' && 'retryAfterSec' in rpm && rpm.retryAfterSec === 15, JSON.stringify(rpm));
+  const tpm = admissionVerdict(POLICY, { ...IDLE, tokensLastMinute: 900 }, 200, 0);
+  assert.ok(!tpm.ok && tpm.kind === 'tokens_per_minute');
+  assert.deepEqual(admissionVerdict(POLICY, IDLE, 5000, 0), { ok: true }, 'one call larger than the window alone still starts: the limit paces, never blocks for good');
+  assert.deepEqual(admissionVerdict({ concurrent: 0, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 }, { ...IDLE, inFlight: 1e6, runSpentUsd: 1e6 }, 1e9, 0), { ok: true }, '0 means no limit');
+  assert.equal(estimateTokens(4001), 1001);
+});
+
+test('limits: a slot is given back once however often it is released, and money is charged to the run and the workflow (LocalLimits)', () => {
+  const limits = new LocalLimits(POLICY);
+  const a = limits.admit(WHO, 400, 0);
+  const b = limits.admit(WHO, 400, 1);
+  assert.ok(a.ok && b.ok);
+  const c = limits.admit(WHO, 400, 2);
+  assert.ok(!c.ok && c.kind === 'concurrency');
+  a.reservation.release({ tokens: 120, costUsd: 0.6 });
+  a.reservation.release({ tokens: 120, costUsd: 0.6 });
+  assert.equal(limits.inFlight(), 1);
+  const d = limits.admit(WHO, 400, 3);
+  assert.ok(d.ok, 'the slot came back');
+  b.reservation.release({ tokens: 10, costUsd: 0.5 });
+  d.reservation.release({ tokens: 10, costUsd: 0 });
+  assert.equal(limits.inFlight(), 0);
+  const spent = limits.admit(WHO, 10, 4);
+  assert.ok(!spent.ok && spent.kind === 'run_budget', 'the run spent $1.10 of $1.00');
+  assert.ok(limits.admit({ ...WHO, runId: 'run-2', instanceId: 'bot-2' }, 10, 5).ok, 'another run of the workflow goes on');
+});
+
+test('limits: the per-minute windows slide: a call older than 60 s no longer counts', () => {
+  const limits = new LocalLimits({ ...POLICY, concurrent: 0, runBudgetUsd: 0 });
+  for (let i = 0; i < 3; i++) {
+    const r = limits.admit(WHO, 4, i * 1000);
+    assert.ok(r.ok);
+    r.reservation.release({ tokens: 1, costUsd: 0 });
+  }
+  const fourth = limits.admit(WHO, 4, 30_000);
+  assert.ok(!fourth.ok && fourth.kind === 'requests_per_minute' && 'retryAfterSec' in fourth && fourth.retryAfterSec === 30);
+  assert.ok(limits.admit(WHO, 4, 60_001).ok);
+});
