@@ -21,6 +21,13 @@ export interface BotClaims {
    * both listeners without either accepting the other's tokens.
    */
   git?: readonly string[];
+  /** Limits the orchestrator lowered for this run (never above --limits: the gateway takes the lower). */
+  limits?: RunLimits;
+}
+
+export interface RunLimits {
+  readonly budget_usd?: number;
+  readonly max_concurrent?: number;
 }
 
 export type VerifyResult = { ok: true; claims: BotClaims } | { ok: false; reason: string };
@@ -61,8 +68,9 @@ export function parseSigningKey(variable: string, value: string | undefined): Bu
 export function signBotToken(claims: BotClaims, key: Buffer): string {
   requireStrongKey(key);
   // Copy the known claims only, so nothing else the caller's object carries gets signed.
-  const { sub, workflow, run_id, iat, exp, git } = claims;
-  const payload = git === undefined ? { sub, workflow, run_id, iat, exp } : { sub, workflow, run_id, iat, exp, git: [...git] };
+  const { sub, workflow, run_id, iat, exp, git, limits } = claims;
+  const payload: Record<string, unknown> = git === undefined ? { sub, workflow, run_id, iat, exp } : { sub, workflow, run_id, iat, exp, git: [...git] };
+  if (limits !== undefined) payload.limits = { ...limits };
   const signingInput = `${HEADER_SEGMENT}.${base64urlJson(payload)}`;
   return `${signingInput}.${hmacSha256(signingInput, key).toString('base64url')}`;
 }
@@ -146,11 +154,27 @@ function verifyToken(token: string, key: Buffer, opts: VerifyOptions): VerifyRes
   }
   // The loop above has checked that these are strings.
   const { sub, workflow, run_id } = payload as Record<(typeof STRING_CLAIMS)[number], string>;
+  const limits = parseRunLimits(payload.limits);
+  if (limits === 'invalid') return reject('invalid claim limits');
+  const base = limits === undefined ? { sub, workflow, run_id, iat, exp } : { sub, workflow, run_id, iat, exp, limits };
   const { git } = payload;
-  if (git === undefined) return { ok: true, claims: { sub, workflow, run_id, iat, exp } };
+  if (git === undefined) return { ok: true, claims: base };
   if (!Array.isArray(git) || git.length === 0 || git.length > MAX_GIT_SCOPE_ENTRIES) return reject('invalid claim git');
   if (!git.every((entry: unknown) => typeof entry === 'string' && GIT_SCOPE_ENTRY.test(entry))) return reject('invalid claim git');
-  return { ok: true, claims: { sub, workflow, run_id, iat, exp, git: git as string[] } };
+  return { ok: true, claims: { ...base, git: git as string[] } };
+}
+
+/** Pure: the `limits` claim: an object of `budget_usd` (> 0) and `max_concurrent` (a whole number ≥ 1), nothing else. */
+function parseRunLimits(value: unknown): RunLimits | undefined | 'invalid' {
+  if (value === undefined) return undefined;
+  if (!isObject(value)) return 'invalid';
+  const out: { budget_usd?: number; max_concurrent?: number } = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (k === 'budget_usd' && typeof v === 'number' && Number.isFinite(v) && v > 0) out.budget_usd = v;
+    else if (k === 'max_concurrent' && Number.isSafeInteger(v) && (v as number) >= 1) out.max_concurrent = v as number;
+    else return 'invalid';
+  }
+  return out;
 }
 
 function requireStrongKey(key: Buffer): void {

@@ -51,6 +51,9 @@ export interface MintOptions {
   readonly ttlMs: number;
   /** `--git-repo host/path:read|write`, repeatable: a token for the git proxy with this scope. */
   readonly gitRepos: readonly string[];
+  /** Limits the token lowers for its run (the gateway applies the lower of these and --limits). */
+  readonly budgetUsd: number | undefined;
+  readonly maxConcurrent: number | undefined;
 }
 
 export interface AgentConfigOptions {
@@ -117,6 +120,8 @@ const FLAGS = {
   workflow: { default: undefined, commands: ['mint-token'], help: 'the workflow (claim workflow)' },
   'run-id': { default: undefined, commands: ['mint-token'], help: 'the run (claim run_id)' },
   ttl: { default: '1h', commands: ['mint-token'], help: 'token lifetime' },
+  'budget-usd': { default: undefined, commands: ['mint-token'], help: "the run's money budget in USD (lowers --limits' perRun.budgetUsd for this run, never raises it)" },
+  'max-concurrent': { default: undefined, commands: ['mint-token'], help: "model calls the run's instance may have in progress (lowers --limits' perInstance.concurrent, never raises it)" },
   'git-repo': { default: undefined, commands: ['mint-token'], multiple: true, help: 'repeatable: host/path:read|write (* only as a whole last segment); makes a git proxy token (GIT_PROXY_SIGNING_KEY)' },
   agent: { default: 'opencode', commands: ['agent-config'], help: 'the agent to configure: opencode (opencode.json), codex (config.toml) or claude-code (settings.json)' },
   'proxy-host': { default: undefined, commands: ['git-config', 'agent-config'], help: 'the proxy host[:port] as workloads reach it (default $GIT_AUTH_PROXY_HOST / $MODEL_GATEWAY_PROXY_HOST)' },
@@ -220,6 +225,8 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       runId: str('run-id'),
       ttlMs: duration('ttl'),
       gitRepos: (values['git-repo'] as string[] | undefined) ?? [],
+      budgetUsd: str('budget-usd') === undefined ? undefined : asUsageError(() => parsePositiveAmount('budget-usd', str('budget-usd')!)),
+      maxConcurrent: str('max-concurrent') === undefined ? undefined : asUsageError(() => parseCount('max-concurrent', str('max-concurrent')!, 1, 10_000)),
     },
     agent: {
       agent: str('agent')!,
@@ -259,6 +266,12 @@ function unknownFlagAsUsageError<T>(fn: () => T): T {
     const name = flag.replace(/^-+/, '').split('=')[0]!;
     throw new UsageError(`unknown flag ${flag}${suggestion(name, [...FLAG_NAMES, 'help', 'version'], '--')}`);
   }
+}
+
+/** An amount of money: a decimal number above 0 (`5`, `0.25`). */
+function parsePositiveAmount(flag: string, text: string): number {
+  if (!/^\d+(?:\.\d+)?$/.test(text) || Number(text) <= 0) throw new Error(`--${flag}: "${text}" must be an amount above 0 (e.g. 5 or 0.25)`);
+  return Number(text);
 }
 
 /** `fn`'s result; its error becomes a UsageError, so that the usage text follows the message. */

@@ -178,6 +178,8 @@ export interface MintInput {
   readonly ttlSec: number;
   readonly maxLifetimeSec: number;
   readonly nowSec: number;
+  readonly budgetUsd?: number;
+  readonly maxConcurrent?: number;
 }
 
 
@@ -194,5 +196,7 @@ export function botClaims(input: MintInput): BotClaims {
   if (input.ttlSec < 1 || input.ttlSec > input.maxLifetimeSec) {
     throw new Error(`mint-token: --ttl must be between 1s and the gateway's --max-token-lifetime (${input.maxLifetimeSec}s)`);
   }
-  return { sub, workflow, run_id, iat: input.nowSec, exp: input.nowSec + input.ttlSec };
+  const claims: BotClaims = { sub, workflow, run_id, iat: input.nowSec, exp: input.nowSec + input.ttlSec };
+  if (input.budgetUsd === undefined && input.maxConcurrent === undefined) return claims;
+  return { ...claims, limits: { ...(input.budgetUsd === undefined ? {} : { budget_usd: input.budgetUsd }), ...(input.maxConcurrent === undefined ? {} : { max_concurrent: input.maxConcurrent }) } };
 }

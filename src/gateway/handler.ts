@@ -34,7 +34,7 @@ import {
 import { SseFramer } from './sse.ts';
 import { EventStreamFramer, EventStreamGuard } from './eventstream.ts';
 import type { CredentialSource } from './credentials/source.ts';
-import type { LocalLimits, Reservation } from '../limits/admission.ts';
+import type { LocalLimits, Reservation, Who } from '../limits/admission.ts';
 import { costUsd, type PriceTable } from './prices.ts';
 
 /** What one model call did: the access log line, and what the metrics count. */
@@ -251,6 +251,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       upstreamRequestId: undefined as string | undefined,
       bytesIn: 0,
       limit: null as string | null,
+      lowered: undefined as Who['lowered'],
       reservation: undefined as Reservation | undefined,
       charge: undefined as { usd: number | null; estimated: boolean } | undefined,
     };
@@ -338,6 +339,8 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       });
       if (!verified.ok) return reject(ERRORS.unauthenticated, null, `the bot token was refused (${verified.reason}): send a valid one, from mint-token, ${tokenHeaderHint(protocol)}`);
       tally.identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id };
+      const lowered = verified.claims.limits;
+      if (lowered) tally.lowered = { budgetUsd: lowered.budget_usd, concurrent: lowered.max_concurrent };
     } else {
       const fromHeaders = identityFromHeaders(req.headers);
       if ('error' in fromHeaders) return reject(fromHeaders.error, fromHeaders.param);
@@ -393,7 +396,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     // Limits (--limits): admitted before anything is forwarded, charged in logDone when it is over,
     // whichever way that is (answered, refused upstream, cut, abandoned).
     if (deps.limits) {
-      const who = { instanceId: tally.identity.instanceId ?? 'none', workflow: tally.identity.workflow ?? 'none', runId: tally.identity.runId ?? 'none' };
+      const who = { instanceId: tally.identity.instanceId ?? 'none', workflow: tally.identity.workflow ?? 'none', runId: tally.identity.runId ?? 'none', lowered: tally.lowered };
       const admitted = deps.limits.admit(who, body.length, Date.now());
       if (!admitted.ok) {
         tally.limit = admitted.kind;

@@ -9,6 +9,15 @@ export interface Who {
   readonly instanceId: string;
   readonly workflow: string;
   readonly runId: string;
+  /** What the bot token lowered for this run (never raises: the lower of the two applies). */
+  readonly lowered?: { readonly budgetUsd?: number; readonly concurrent?: number };
+}
+
+/** Pure: a run's limits: the file's, lowered by its token (0 in the file means none, so the token's applies). */
+export function effectivePolicy(policy: LimitsPolicy, lowered: Who['lowered']): LimitsPolicy {
+  if (lowered === undefined) return policy;
+  const lower = (file: number, token: number | undefined) => (token === undefined ? file : file === 0 ? token : Math.min(file, token));
+  return { ...policy, runBudgetUsd: lower(policy.runBudgetUsd, lowered.budgetUsd), concurrent: lower(policy.concurrent, lowered.concurrent) };
 }
 
 /** What the state holds for the verdict, at `nowMs`. */
@@ -84,7 +93,7 @@ export class LocalLimits {
     const workflowKey = `${day}\u0000${who.workflow}`;
     const estimate = estimateTokens(bodyBytes);
     const verdict = admissionVerdict(
-      this.#policy,
+      effectivePolicy(this.#policy, who.lowered),
       {
         inFlight: state.inFlight,
         requestsLastMinute: state.window.length,

@@ -33,7 +33,7 @@ before(async () => {
   ] }));
   // A dollar a thousand tokens: one call spends the run's budget.
   writeFileSync(join(dir, 'prices.json'), JSON.stringify({ providers: { openai: { 'gpt-test': { input: 1000, output: 1000 } }, anthropic: { 'claude-test': { input: 1000, output: 1000 } } } }));
-  writeFileSync(join(dir, 'limits.json'), JSON.stringify({ perInstance: { concurrent: 1 }, perRun: { budgetUsd: 0.01 } }));
+  writeFileSync(join(dir, 'limits.json'), JSON.stringify({ perInstance: { concurrent: 2 }, perRun: { budgetUsd: 0.01 } }));
   gw = await startProxy({
     env: { K1: 'sk-1', K2: 'sk-2', MODEL_PROXY_SIGNING_KEY: SIGNING_KEY, MODEL_PRICES_FILE: join(dir, 'prices.json') },
     args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json'), '--limits', join(dir, 'limits.json')],
@@ -48,8 +48,8 @@ after(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-const mint = async (instance: string, run: string) => {
-  const r = await runProxyCommand(['mint-token', '--instance-id', instance, '--workflow', 'w', '--run-id', run], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
+const mint = async (instance: string, run: string, extra: string[] = []) => {
+  const r = await runProxyCommand(['mint-token', '--instance-id', instance, '--workflow', 'w', '--run-id', run, ...extra], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
   assert.equal(r.code, 0, r.stderr);
   return r.stdout.trim();
 };
@@ -80,7 +80,8 @@ test('limits: once a run has spent its budget, the next call is refused as final
 });
 
 test('limits: a call over the concurrency limit gets 429 with Retry-After; the slot of a call whose client left comes back (an unpriced model: no money is charged)', async () => {
-  const token = await mint('bot-busy', 'run-busy');
+  // The file allows 2 in progress; this run's token lowers it to 1 (mint-token --max-concurrent).
+  const token = await mint('bot-busy', 'run-busy', ['--max-concurrent', '1']);
   let arrived!: () => void;
   const held = new Promise<void>((r) => (arrived = r));
   openai.script(() => arrived()); // never answered: the first call stays in progress

@@ -2,7 +2,7 @@
 // (a slot is given back exactly once, money is charged to the run and the workflow's day).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { admissionVerdict, estimateTokens, LocalLimits } from '../../src/limits/admission.ts';
+import { admissionVerdict, effectivePolicy, estimateTokens, LocalLimits } from '../../src/limits/admission.ts';
 import { parseLimitsFile } from '../../src/limits/policy.ts';
 
 const POLICY = { concurrent: 2, requestsPerMinute: 3, tokensPerMinute: 1000, runBudgetUsd: 1, workflowBudgetUsdPerDay: 10 };
@@ -65,4 +65,11 @@ test('limits: the per-minute windows slide: a call older than 60 s no longer cou
   const fourth = limits.admit(WHO, 4, 30_000);
   assert.ok(!fourth.ok && fourth.kind === 'requests_per_minute' && 'retryAfterSec' in fourth && fourth.retryAfterSec === 30);
   assert.ok(limits.admit(WHO, 4, 60_001).ok);
+});
+
+test('limits: a bot token lowers its run\'s budget and concurrency, never raises them (effectivePolicy)', () => {
+  assert.deepEqual(effectivePolicy(POLICY, { budgetUsd: 0.5, concurrent: 1 }), { ...POLICY, runBudgetUsd: 0.5, concurrent: 1 });
+  assert.deepEqual(effectivePolicy(POLICY, { budgetUsd: 50, concurrent: 99 }), POLICY, 'above the file: the file holds');
+  assert.deepEqual(effectivePolicy({ ...POLICY, runBudgetUsd: 0 }, { budgetUsd: 3 }).runBudgetUsd, 3, 'no limit in the file: the token\'s applies');
+  assert.equal(effectivePolicy(POLICY, undefined), POLICY);
 });
