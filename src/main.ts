@@ -29,7 +29,9 @@ import { awsSource, awsWebIdentitySource } from './gateway/credentials/aws.ts';
 import { exchangeAtTokenEndpoint, fetchMetadataJson, googleMetadataSource, googleServiceAccountSource } from './gateway/credentials/google.ts';
 import { fetchBody } from './gateway/credentials/fetch.ts';
 import type { MintedSource } from './gateway/credentials/minted.ts';
-import { LocalLimits } from './limits/admission.ts';
+import { LocalLimits, type LimitsStore } from './limits/admission.ts';
+import { RedisLimits } from './limits/redis-store.ts';
+import { RespClient } from './limits/resp.ts';
 import { parseLimitsFile } from './limits/policy.ts';
 
 const env = process.env;
@@ -222,7 +224,7 @@ async function serve(options: ServeOptions): Promise<void> {
   }
 
   if (gateway.enabled) {
-    const limits = openLimits(options, gateway);
+    const limits = openLimits(options, gateway, log, metrics);
     const providers = openProviders(gateway, (provider, outcome) => {
       metrics?.credentialRefresh(provider, outcome.ok);
       if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });
@@ -315,10 +317,30 @@ async function serve(options: ServeOptions): Promise<void> {
  * The limits (--limits), held in this process. They apply per verified identity, so they need
  * MODEL_PROXY_SIGNING_KEY: an identity from headers is the caller's say-so.
  */
-function openLimits(options: ServeOptions, gateway: GatewayConfig): LocalLimits | undefined {
+function openLimits(options: ServeOptions, gateway: GatewayConfig, log: LogSink, metrics: { limitsStore(up: boolean): void; limitsStoreError(): void } | undefined): LimitsStore | undefined {
   if (options.limitsFile === undefined) return undefined;
   if (!gateway.signingKey) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (without it, identities are the callers\' own headers)');
-  return new LocalLimits(parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile));
+  const policy = parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile);
+  if (options.limitsStore === 'memory') return new LocalLimits(policy);
+  const store = asUsageError(() => parseStoreUrl(options.limitsStore));
+  const password = options.limitsStorePasswordFile === undefined ? undefined : readTextFile(options.limitsStorePasswordFile, '--limits-store-password-file:').replace(/[\r\n]+$/, '');
+  metrics?.limitsStore(false);
+  const client = new RespClient({
+    ...store,
+    password,
+    onState: (up, why) => {
+      metrics?.limitsStore(up);
+      log({ event: 'limits_store', state: up ? 'up' : 'down', store: `${store.host}:${store.port}`, ...(why ? { reason: why } : {}), failure_policy: options.limitsStoreFailure });
+    },
+  });
+  return new RedisLimits(policy, client, options.limitsStoreFailure, () => metrics?.limitsStoreError());
+}
+
+/** Pure: `redis://HOST:PORT` or `rediss://HOST:PORT` (TLS), nothing else (a password comes from a file). */
+function parseStoreUrl(text: string): { host: string; port: number; tls: boolean } {
+  const m = /^(rediss?):\/\/([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})\/?$/.exec(text);
+  if (!m || Number(m[3]) > 65535) throw new Error(`--limits-store: "${text}" must be memory, redis://HOST:PORT or rediss://HOST:PORT (a password goes in --limits-store-password-file)`);
+  return { host: m[2]!.replace(/^\[|\]$/g, ''), port: Number(m[3]), tls: m[1] === 'rediss' };
 }
 
 /** RLIMIT_NOFILE's soft limit where /proc tells it (Linux); undefined elsewhere. */

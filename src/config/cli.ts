@@ -40,6 +40,10 @@ export interface ServeOptions {
   readonly providersFile: string | undefined;
   /** --limits: the model gateway's limits file. */
   readonly limitsFile: string | undefined;
+  /** --limits-store: `memory` (this process) or a redis:// / rediss:// URL shared by replicas. */
+  readonly limitsStore: string;
+  readonly limitsStorePasswordFile: string | undefined;
+  readonly limitsStoreFailure: 'open' | 'closed';
   /** --allow-hosted-tools, split; the names are checked against the gateway's list by main. */
   readonly allowHostedTools: readonly string[];
 }
@@ -99,6 +103,9 @@ const FLAGS = {
   'upstream-max-retries': { default: '2', commands: SERVE, help: 'model gateway: retries after a 429 or a failed connect, before any byte reached the client' },
   'upstream-retry-budget': { default: '30s', commands: SERVE, help: 'model gateway: total time retries of one request may wait' },
   limits: { default: undefined, commands: SERVE, help: 'model gateway: JSON file of the limits enforced per workload (requests in progress, per minute, tokens per minute, money per run and per workflow per day); needs MODEL_PROXY_SIGNING_KEY' },
+  'limits-store': { default: 'memory', commands: SERVE, help: 'model gateway: where the limits\' state is: memory (this process) or redis://HOST:PORT / rediss://HOST:PORT, shared by every replica' },
+  'limits-store-password-file': { default: undefined, commands: SERVE, help: 'model gateway: file holding the Redis password (re-read at each connection)' },
+  'limits-store-failure': { default: 'closed', commands: SERVE, help: 'model gateway: with the Redis store unreachable, closed refuses model calls (503) until it is back, open lets them through without limits' },
   providers: { default: undefined, commands: ['serve', 'agent-config'], help: 'JSON file of model gateway providers (see README, "Several providers"); the UPSTREAM_* variables are the one-provider shorthand' },
   'allow-hosted-tools': { default: '', commands: ['serve', 'agent-config'], help: 'model gateway: provider-run tools allowed, comma-separated (web_search, web_fetch, file_search, code_interpreter, code_execution, image_generation, mcp, shell, tool_search; url_content: images, documents and files given by URL); none by default' },
   'max-token-lifetime': { default: '24h', commands: ['serve', 'mint-token'], help: 'longest bot or workload token lifetime (exp - iat) the proxy accepts and mint-token issues' },
@@ -217,6 +224,9 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       metricsRunIdLabel: values['metrics-run-id-label'] === true,
       providersFile: str('providers'),
       limitsFile: str('limits'),
+      limitsStore: str('limits-store')!,
+      limitsStorePasswordFile: str('limits-store-password-file'),
+      limitsStoreFailure: asUsageError(() => oneOf('limits-store-failure', str('limits-store-failure')!, ['open', 'closed'] as const)),
       allowHostedTools: str('allow-hosted-tools')!.split(',').map((t) => t.trim()).filter((t) => t !== ''),
     },
     mint: {
@@ -266,6 +276,11 @@ function unknownFlagAsUsageError<T>(fn: () => T): T {
     const name = flag.replace(/^-+/, '').split('=')[0]!;
     throw new UsageError(`unknown flag ${flag}${suggestion(name, [...FLAG_NAMES, 'help', 'version'], '--')}`);
   }
+}
+
+function oneOf<T extends string>(flag: string, text: string, choices: readonly T[]): T {
+  if (!(choices as readonly string[]).includes(text)) throw new Error(`--${flag}: "${text}" must be ${choices.join(' or ')}`);
+  return text as T;
 }
 
 /** An amount of money: a decimal number above 0 (`5`, `0.25`). */

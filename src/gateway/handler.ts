@@ -34,7 +34,7 @@ import {
 import { SseFramer } from './sse.ts';
 import { EventStreamFramer, EventStreamGuard } from './eventstream.ts';
 import type { CredentialSource } from './credentials/source.ts';
-import type { LocalLimits, Reservation, Who } from '../limits/admission.ts';
+import type { LimitsStore, Reservation, Who } from '../limits/admission.ts';
 import { costUsd, type PriceTable } from './prices.ts';
 
 /** What one model call did: the access log line, and what the metrics count. */
@@ -107,7 +107,7 @@ export interface GatewayDeps {
   readonly retry: RetryPolicy;
   readonly maxBodyBytes: number;
   /** --limits: admission before a call is forwarded, its charge when it is over; undefined: none. */
-  readonly limits?: LocalLimits;
+  readonly limits?: LimitsStore;
   /** Prices, to charge a call against a money budget. */
   readonly prices?: PriceTable;
   readonly maxTokenLifetimeSec: number;
@@ -397,12 +397,13 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     // whichever way that is (answered, refused upstream, cut, abandoned).
     if (deps.limits) {
       const who = { instanceId: tally.identity.instanceId ?? 'none', workflow: tally.identity.workflow ?? 'none', runId: tally.identity.runId ?? 'none', lowered: tally.lowered };
-      const admitted = deps.limits.admit(who, body.length, Date.now());
+      const admitted = await deps.limits.admit(who, body.length, Date.now());
       if (!admitted.ok) {
         tally.limit = admitted.kind;
         if ('retryAfterSec' in admitted) {
           res.setHeader('retry-after', String(admitted.retryAfterSec));
-          return reject(ERRORS.limitRateExceeded, null, `${admitted.message}; retry after ${admitted.retryAfterSec} s`);
+          const error = admitted.kind === 'store_unavailable' ? ERRORS.limitsStoreUnavailable : ERRORS.limitRateExceeded;
+          return reject(error, null, `${admitted.message}; retry after ${admitted.retryAfterSec} s`);
         }
         return reject(proto.kind === 'openai' ? ERRORS.budgetSpentOpenAi : ERRORS.budgetSpentAnthropic, null, admitted.message);
       }

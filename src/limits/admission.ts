@@ -64,6 +64,18 @@ export function estimateTokens(bodyBytes: number): number {
   return Math.ceil(bodyBytes / 4);
 }
 
+/** What admission answers: the call's reservation, or why not. */
+export type Admission =
+  | { readonly ok: true; readonly reservation: Reservation }
+  | Exclude<Verdict, { ok: true }>
+  /** The shared store cannot be reached and the failure policy is `closed`. */
+  | { readonly ok: false; readonly kind: 'store_unavailable'; readonly retryAfterSec: number; readonly message: string };
+
+/** Where the limits' state is: this process (LocalLimits) or Redis, shared by replicas (RedisLimits). */
+export interface LimitsStore {
+  admit(who: Who, bodyBytes: number, nowMs: number): Admission | Promise<Admission>;
+}
+
 export interface Reservation {
   /** Charges the call (real or estimated tokens and cost) and frees its slot; only the first call counts. */
   release(charge: { readonly tokens: number; readonly costUsd: number }): void;
@@ -76,7 +88,7 @@ interface InstanceState {
 }
 
 /** The in-process store: one replica's view; state of idle identities is dropped as it ages out. */
-export class LocalLimits {
+export class LocalLimits implements LimitsStore {
   readonly #policy: LimitsPolicy;
   readonly #instances = new Map<string, InstanceState>();
   readonly #runSpent = new Map<string, number>();
@@ -86,7 +98,7 @@ export class LocalLimits {
     this.#policy = policy;
   }
 
-  admit(who: Who, bodyBytes: number, nowMs: number): { ok: true; reservation: Reservation } | Exclude<Verdict, { ok: true }> {
+  admit(who: Who, bodyBytes: number, nowMs: number): Admission {
     const state = this.#instances.get(who.instanceId) ?? { inFlight: 0, window: [] };
     while (state.window.length > 0 && nowMs - state.window[0]!.at >= 60_000) state.window.shift();
     const day = new Date(nowMs).toISOString().slice(0, 10);

@@ -80,6 +80,8 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     heapTotal: registry.gauge('nodejs_heap_size_total_bytes', 'V8 heap reserved, in bytes.'),
     connections: registry.gauge('proxy_active_connections', 'Open client connections per listener.', ['listener']),
     limitRefusals: registry.counter('model_gateway_limit_refusals_total', 'Model calls refused by a limit of --limits, by kind (concurrency, requests_per_minute, tokens_per_minute, run_budget, workflow_budget).', ['provider', 'model', 'workflow', 'kind']),
+    limitsStoreUp: registry.gauge('model_gateway_limits_store_up', 'Whether the shared limits store (Redis) is connected (1) or not (0).'),
+    limitsStoreErrors: registry.counter('model_gateway_limits_store_errors_total', 'Admissions or charges the limits store could not serve (the failure policy applied).'),
     credentialRefreshes: registry.counter('model_gateway_credential_refreshes_total', 'Refreshes of a minted provider credential (a Google access token), by outcome (ok, failed).', ['provider', 'outcome']),
     connectionsRefused: registry.counter('proxy_connections_refused_total', 'Client connections closed on arrival by --max-connections (reason total) or --max-connections-per-client (per_client).', ['listener', 'reason']),
     logDropped: registry.counter('proxy_log_lines_dropped_total', 'Log lines dropped because the stdout reader fell more than 8 MiB behind.'),
@@ -132,6 +134,14 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     streams: {
       opened: (provider: string, model: string) => m.inFlight.add([provider, model], 1),
       closed: (provider: string, model: string) => m.inFlight.add([provider, model], -1),
+    },
+
+    limitsStore(up: boolean): void {
+      m.limitsStoreUp.set([], up ? 1 : 0);
+    },
+
+    limitsStoreError(): void {
+      m.limitsStoreErrors.inc([]);
     },
 
     credentialRefresh(provider: string, ok: boolean): void {

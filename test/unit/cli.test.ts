@@ -42,6 +42,9 @@ test('every option has its documented default, durations in milliseconds', () =>
     metricsRunIdLabel: false,
     providersFile: undefined,
     limitsFile: undefined,
+    limitsStore: 'memory',
+    limitsStorePasswordFile: undefined,
+    limitsStoreFailure: 'closed',
     allowHostedTools: [],
   });
 });
@@ -101,6 +104,9 @@ test('"--flag value" and "--flag=value" give the same options', () => {
     metricsRunIdLabel: false,
     providersFile: undefined,
     limitsFile: undefined,
+    limitsStore: 'memory',
+    limitsStorePasswordFile: undefined,
+    limitsStoreFailure: 'closed',
     allowHostedTools: [],
   };
   assert.deepEqual(spaced.options, expected);

@@ -1,0 +1,131 @@
+// Limits shared by replicas through a real redis-server: two BUILT gateways sharing one Redis hold
+// one budget together; with Redis stopped, the failure policy applies (closed: 503 with
+// Retry-After, open: calls go through), logged and counted; Redis back, the gateway recovers
+// without a restart.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { send } from '../support/http-client.ts';
+import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
+import { parseExposition } from '../support/prometheus.ts';
+import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { startRedis, type RedisServer } from '../support/redis-server.ts';
+import { RespClient } from '../../src/limits/resp.ts';
+import { RedisLimits } from '../../src/limits/redis-store.ts';
+import { LocalLimits } from '../../src/limits/admission.ts';
+import { makeTestPki, type TestPki } from '../support/tls.ts';
+
+const SIGNING_KEY = randomBytes(32).toString('hex');
+let pki: TestPki;
+let upstream: ModelUpstream;
+let redis: RedisServer;
+let dir: string;
+let a: ProxyProcess;
+let b: ProxyProcess;
+let open: ProxyProcess;
+
+before(async () => {
+  pki = makeTestPki();
+  [upstream, redis] = await Promise.all([startModelUpstream(pki), startRedis()]);
+  dir = mkdtempSync(join(tmpdir(), 'limits-redis-'));
+  writeFileSync(join(dir, 'prices.json'), JSON.stringify({ 'gpt-test': { input: 1000, output: 1000 } }));
+  writeFileSync(join(dir, 'limits.json'), JSON.stringify({ perRun: { budgetUsd: 0.01 } }));
+  const env = { UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_API_KEY: 'sk-x', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile, MODEL_PROXY_SIGNING_KEY: SIGNING_KEY, MODEL_PRICES_FILE: join(dir, 'prices.json') };
+  const args = (failure: string) => ['--model-gateway-listen', '127.0.0.1:0', '--limits', join(dir, 'limits.json'), '--limits-store', `redis://127.0.0.1:${redis.port}`, '--limits-store-failure', failure];
+  [a, b, open] = await Promise.all([startProxy({ env, args: args('closed'), listeners: ['model'] }), startProxy({ env, args: args('closed'), listeners: ['model'] }), startProxy({ env, args: args('open'), listeners: ['model'] })]);
+  await Promise.all([a, b, open].map((gw) => gw.waitForRecord((r) => r.event === 'limits_store' && r.state === 'up')));
+});
+
+after(async () => {
+  await Promise.all([a?.stop(), b?.stop(), open?.stop()]);
+  await Promise.all([upstream?.close(), redis?.close()]);
+  pki?.cleanup();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const mint = async (run: string) => (await runProxyCommand(['mint-token', '--instance-id', `bot-${run}`, '--workflow', 'w', '--run-id', run], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY })).stdout.trim();
+const chat = (gw: ProxyProcess, token: string) => send(gw.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });
+
+test('limits in redis: two gateways sharing one redis-server hold one run budget together: spent through one, refused (insufficient_quota) through the other', async () => {
+  const token = await mint('shared-run');
+  assert.equal((await chat(a, token)).status, 200);
+  // The charge is written to Redis once the answer is over: read it there, as the other gateway will.
+  const client = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
+  let spent: unknown = null;
+  try {
+    while (!client.up) await new Promise((r) => setImmediate(r));
+    while (spent === null) spent = await client.command(['GET', 'lim:r:shared-run']);
+  } finally {
+    client.close();
+  }
+  const refused = await chat(b, token);
+  assert.equal(refused.status, 429, 'refused at once by the other gateway');
+  assert.equal((JSON.parse(refused.body.toString()) as { error: { code: string } }).error.code, 'insufficient_quota');
+  assert.match(refused.body.toString(), /this run's budget is spent: \$\d+\.\d\d of \$0\.01/);
+  // Total spend: the one call admitted while the budget had room (the bound: calls in flight × the largest call).
+  const charges = [a, b].flatMap((gw) => gw.records().filter((r) => r.event === 'request' && r.run_id === 'shared-run' && r.status === 200).map((r) => Number(r.charged_usd)));
+  assert.equal(charges.length, 1);
+  assert.equal(Number(spent), charges[0]);
+});
+
+test('limits in redis: with redis-server stopped, closed refuses (503 limits_store_unavailable, Retry-After) and open lets calls through, both logged and counted; restarted, the gateway recovers without a restart', async () => {
+  await redis.stop();
+  await Promise.all([a, open].map((gw) => gw.waitForRecord((r) => r.event === 'limits_store' && r.state === 'down')));
+  const closed = await chat(a, await mint('while-down-1'));
+  assert.equal(closed.status, 503);
+  assert.equal(closed.headers['retry-after'], '1');
+  assert.equal((JSON.parse(closed.body.toString()) as { error: { code: string } }).error.code, 'limits_store_unavailable');
+  assert.equal((await chat(open, await mint('while-down-2'))).status, 200, 'open: the call goes through, unlimited');
+  const metrics = parseExposition((await send(a.ports.metrics!, 'GET', '/metrics')).body.toString());
+  assert.equal(metrics.find((s) => s.name === 'model_gateway_limits_store_up')?.value, 0);
+  assert.ok((metrics.find((s) => s.name === 'model_gateway_limits_store_errors_total')?.value ?? 0) >= 1);
+  const ups = a.records().filter((r) => r.event === 'limits_store' && r.state === 'up').length;
+  await redis.start();
+  await a.waitForRecord((r) => r.event === 'limits_store' && r.state === 'up' && a.records().filter((x) => x.event === 'limits_store' && x.state === 'up').length > ups);
+  assert.equal((await chat(a, await mint('after-restart'))).status, 200, 'recovered without a restart');
+});
+
+test('limits in redis: the store\'s script gives the in-process verdicts, step by step (concurrency, per-minute calls and tokens, run and workflow budgets, lowered by the token)', async () => {
+  const policy = { concurrent: 2, requestsPerMinute: 4, tokensPerMinute: 300, runBudgetUsd: 1, workflowBudgetUsdPerDay: 1.5 };
+  const client = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
+  while (!client.up) await new Promise((r) => setImmediate(r));
+  const shared = new RedisLimits(policy, client, 'closed', () => {});
+  const local = new LocalLimits(policy);
+  const suffix = randomBytes(4).toString('hex');
+  const who = (run: string, lowered?: { concurrent?: number }) => ({ instanceId: `i-${run}-${suffix}`, workflow: `wf-${suffix}`, runId: `r-${run}-${suffix}`, lowered });
+  const steps: [ReturnType<typeof who>, number, number, { tokens: number; costUsd: number } | null][] = [
+    [who('a'), 400, 0, null], // admitted, held
+    [who('a'), 400, 10, null], // admitted, held
+    [who('a'), 40, 20, { tokens: 0, costUsd: 0 }], // concurrency
+    [who('b', { concurrent: 1 }), 40, 30, null], // lowered to 1: admitted, held
+    [who('b', { concurrent: 1 }), 40, 40, { tokens: 0, costUsd: 0 }], // concurrency (lowered)
+    [who('c'), 40, 50, { tokens: 100, costUsd: 1.2 }], // admitted, spends past the run budget
+    [who('c'), 40, 60, { tokens: 0, costUsd: 0 }], // run budget
+    [who('d'), 40, 70, { tokens: 100, costUsd: 0.5 }], // admitted: the workflow's day reaches 1.7
+    [who('e'), 40, 80, { tokens: 0, costUsd: 0 }], // workflow budget
+  ];
+  const other = (run: string) => ({ instanceId: `i-${run}-${suffix}`, workflow: `wf2-${suffix}`, runId: `r-${run}-${suffix}`, lowered: undefined });
+  for (let i = 0; i < 4; i++) steps.push([other('f'), 4, 100 + i, { tokens: 1, costUsd: 0 }]); // four calls in the minute
+  steps.push([other('f'), 4, 200, { tokens: 0, costUsd: 0 }]); // the fifth: requests_per_minute
+  steps.push([other('g'), 800, 300, { tokens: 250, costUsd: 0 }]); // 250 tokens used
+  steps.push([other('g'), 400, 400, { tokens: 0, costUsd: 0 }]); // 250 + 100 > 300: tokens_per_minute
+  const kinds: [string, string][] = [];
+  try {
+    for (const [w, bytes, now, charge] of steps) {
+      const [s, l] = [await shared.admit(w, bytes, now), local.admit(w, bytes, now)];
+      kinds.push([s.ok ? 'ok' : s.kind, l.ok ? 'ok' : l.kind]);
+      if (charge) {
+        if (s.ok) s.reservation.release(charge);
+        if (l.ok) l.reservation.release(charge);
+        await client.command(['PING']); // the release went first on the one connection
+      }
+    }
+  } finally {
+    client.close();
+  }
+  assert.deepEqual(kinds.map(([s]) => s), ['ok', 'ok', 'concurrency', 'ok', 'concurrency', 'ok', 'run_budget', 'ok', 'workflow_budget', 'ok', 'ok', 'ok', 'ok', 'requests_per_minute', 'ok', 'tokens_per_minute']);
+  assert.deepEqual(kinds.map(([s]) => s), kinds.map(([, l]) => l), 'the same verdicts as in process');
+});

@@ -1,0 +1,56 @@
+// A real redis-server (Debian's package, installed by .ci/run) for tests: on a free loopback port,
+// in its own directory, without persistence; stopped and started again on the same port.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface RedisServer {
+  readonly port: number;
+  stop(): Promise<void>;
+  start(): Promise<void>;
+  close(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Resolves once the port accepts connections. */
+async function accepting(port: number): Promise<void> {
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = connect(port, '127.0.0.1');
+      s.once('connect', () => (s.destroy(), resolve(true)));
+      s.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+export async function startRedis(): Promise<RedisServer> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'test-redis-'));
+  let child: ChildProcess | undefined;
+  const start = async () => {
+    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+    await accepting(port);
+  };
+  const stop = async () => {
+    const c = child;
+    child = undefined;
+    if (!c || c.exitCode !== null) return;
+    await new Promise((resolve) => {
+      c.once('exit', resolve);
+      c.kill('SIGKILL');
+    });
+  };
+  await start();
+  return { port, start, stop, close: async () => (await stop(), rmSync(dir, { recursive: true, force: true })) };
+}
