@@ -32,7 +32,7 @@ import type { MintedSource } from './gateway/credentials/minted.ts';
 import { LocalLimits, type LimitsStore } from './limits/admission.ts';
 import { RedisLimits } from './limits/redis-store.ts';
 import { RespClient } from './limits/resp.ts';
-import { parseLimitsFile } from './limits/policy.ts';
+import { parseLimitsFile, unpricedWarning, type LimitsPolicy } from './limits/policy.ts';
 
 const env = process.env;
 // Log lines never block the event loop; a reader 8 MiB behind loses lines, counted in metrics.
@@ -225,6 +225,8 @@ async function serve(options: ServeOptions): Promise<void> {
 
   if (gateway.enabled) {
     const limits = openLimits(options, gateway, log, metrics);
+    const unpriced = limits && unpricedWarning(limits.policy, gateway.providers.flatMap((p) => p.models.map((model) => ({ provider: p.name, model }))), (provider, model) => prices.get(provider, model) !== undefined);
+    if (unpriced) log({ event: 'warning', listener: 'model', message: unpriced });
     const providers = openProviders(gateway, (provider, outcome) => {
       metrics?.credentialRefresh(provider, outcome.ok);
       if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });
@@ -250,7 +252,7 @@ async function serve(options: ServeOptions): Promise<void> {
         timeouts: upstreamTimeouts,
         retry: { maxRetries: options.upstreamMaxRetries, budgetMs: options.upstreamRetryBudgetMs, baseDelayMs: 500 },
         maxBodyBytes: options.maxRequestBodyBytes,
-        limits,
+        limits: limits?.store,
         prices,
         maxTokenLifetimeSec,
         log,
@@ -317,11 +319,11 @@ async function serve(options: ServeOptions): Promise<void> {
  * The limits (--limits), held in this process. They apply per verified identity, so they need
  * MODEL_PROXY_SIGNING_KEY: an identity from headers is the caller's say-so.
  */
-function openLimits(options: ServeOptions, gateway: GatewayConfig, log: LogSink, metrics: { limitsStore(up: boolean): void; limitsStoreError(): void } | undefined): LimitsStore | undefined {
+function openLimits(options: ServeOptions, gateway: GatewayConfig, log: LogSink, metrics: { limitsStore(up: boolean): void; limitsStoreError(): void } | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
   if (options.limitsFile === undefined) return undefined;
   if (!gateway.signingKey) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (without it, identities are the callers\' own headers)');
   const policy = parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile);
-  if (options.limitsStore === 'memory') return new LocalLimits(policy);
+  if (options.limitsStore === 'memory') return { store: new LocalLimits(policy), policy };
   const store = asUsageError(() => parseStoreUrl(options.limitsStore));
   const password = options.limitsStorePasswordFile === undefined ? undefined : readTextFile(options.limitsStorePasswordFile, '--limits-store-password-file:').replace(/[\r\n]+$/, '');
   metrics?.limitsStore(false);
@@ -333,7 +335,7 @@ function openLimits(options: ServeOptions, gateway: GatewayConfig, log: LogSink,
       log({ event: 'limits_store', state: up ? 'up' : 'down', store: `${store.host}:${store.port}`, ...(why ? { reason: why } : {}), failure_policy: options.limitsStoreFailure });
     },
   });
-  return new RedisLimits(policy, client, options.limitsStoreFailure, () => metrics?.limitsStoreError());
+  return { store: new RedisLimits(policy, client, options.limitsStoreFailure, () => metrics?.limitsStoreError()), policy };
 }
 
 /** Pure: `redis://HOST:PORT` or `rediss://HOST:PORT` (TLS), nothing else (a password comes from a file). */

@@ -35,6 +35,7 @@ import { SseFramer } from './sse.ts';
 import { EventStreamFramer, EventStreamGuard } from './eventstream.ts';
 import type { CredentialSource } from './credentials/source.ts';
 import type { LimitsStore, Reservation, Who } from '../limits/admission.ts';
+import { unpricedCallReason } from '../limits/policy.ts';
 import { costUsd, type PriceTable } from './prices.ts';
 
 /** What one model call did: the access log line, and what the metrics count. */
@@ -396,6 +397,12 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     // Limits (--limits): admitted before anything is forwarded, charged in logDone when it is over,
     // whichever way that is (answered, refused upstream, cut, abandoned).
     if (deps.limits) {
+      const beta = req.headers['anthropic-beta'];
+      const unpriced = unpricedCallReason(deps.limits.policy, checked.serviceTier, typeof beta === 'string' ? beta : undefined);
+      if (unpriced) {
+        tally.limit = 'unpriced_call';
+        return reject(ERRORS.unpricedCall, null, unpriced);
+      }
       const who = { instanceId: tally.identity.instanceId ?? 'none', workflow: tally.identity.workflow ?? 'none', runId: tally.identity.runId ?? 'none', lowered: tally.lowered };
       const admitted = await deps.limits.admit(who, body.length, Date.now());
       if (!admitted.ok) {

@@ -136,7 +136,8 @@ export function checkRequestBody(body: Buffer, protocol: WireProtocol, policy: R
   const refusal = protocol.checkRequest(req, policy);
   // Streamed when the body says so, or (Bedrock, Vertex) the path asks for a stream.
   const stream = req.stream === true || pathModel?.action === 'invoke-with-response-stream' || pathModel?.action === 'streamRawPredict';
-  return refusal ? { ...refusal, model } : { ok: true, model, stream };
+  if (refusal) return { ...refusal, model };
+  return typeof req.service_tier === 'string' ? { ok: true, model, stream, serviceTier: req.service_tier } : { ok: true, model, stream };
 }
 
 export interface Identity {

@@ -39,6 +39,7 @@ export const ERRORS = {
   limitRateExceeded: def('rate_limit_exceeded', 429, 'a limit of this workload is reached for now (the operator sets them in --limits); retry after the time Retry-After says'),
   // A spent budget is final: answered the way each agent treats as "stop", not "retry" (Codex
   // stops on a 429 insufficient_quota, Claude Code on a 402 billing_error).
+  unpricedCall: def('price_not_counted', 400, 'the request asks for something billed at other rates than the budget counts'),
   limitsStoreUnavailable: def('limits_store_unavailable', 503, 'the store of the limits cannot be reached; retry after the time Retry-After says'),
   budgetSpentOpenAi: def('insufficient_quota', 429, 'the budget of this workload is spent (the operator sets it in --limits)', 'insufficient_quota'),
   budgetSpentAnthropic: def('budget_spent', 402, 'the budget of this workload is spent (the operator sets it in --limits)', 'billing_error'),

@@ -73,6 +73,8 @@ export type Admission =
 
 /** Where the limits' state is: this process (LocalLimits) or Redis, shared by replicas (RedisLimits). */
 export interface LimitsStore {
+  /** The file's limits (before any token lowers them). */
+  readonly policy: LimitsPolicy;
   admit(who: Who, bodyBytes: number, nowMs: number): Admission | Promise<Admission>;
 }
 
@@ -96,6 +98,10 @@ export class LocalLimits implements LimitsStore {
 
   constructor(policy: LimitsPolicy) {
     this.#policy = policy;
+  }
+
+  get policy(): LimitsPolicy {
+    return this.#policy;
   }
 
   admit(who: Who, bodyBytes: number, nowMs: number): Admission {

@@ -52,3 +52,30 @@ export function parseLimitsFile(text: string, fileName: string): LimitsPolicy {
     workflowBudgetUsdPerDay: num(workflow, 'perWorkflow', 'budgetUsdPerDay', false),
   };
 }
+
+/**
+ * Pure: the start-up warning when a money limit meets models without a price: their calls count
+ * tokens only, never money, so no budget holds them.
+ */
+export function unpricedWarning(policy: LimitsPolicy, models: readonly { readonly provider: string; readonly model: string }[], priced: (provider: string, model: string) => boolean): string | undefined {
+  if (policy.runBudgetUsd === 0 && policy.workflowBudgetUsdPerDay === 0) return undefined;
+  const unpriced = models.filter((m) => !priced(m.provider, m.model)).map((m) => `${m.provider}/${m.model}`);
+  if (unpriced.length === 0) return undefined;
+  return `--limits sets a money budget, but these models have no price in MODEL_PRICES_FILE, so their calls count tokens only and spend no budget: ${unpriced.join(', ')}`;
+}
+
+/** Service tiers priced as the price table's rates: anything else (priority) costs more than counted. */
+const PRICED_TIERS: ReadonlySet<string> = new Set(['auto', 'default', 'flex', 'standard_only']);
+/** Anthropic betas that bill differently from the rates (long context past 200k input tokens). */
+const PRICED_DIFFERENTLY_BETA = /(?:^|,)\s*context-1m-/;
+
+/**
+ * Pure: why a call cannot be charged at the price table's rates while a money budget applies
+ * (undefined: it can). A value that changes the price is refused rather than mischarged.
+ */
+export function unpricedCallReason(policy: LimitsPolicy, serviceTier: string | undefined, anthropicBeta: string | undefined): string | undefined {
+  if (policy.runBudgetUsd === 0 && policy.workflowBudgetUsdPerDay === 0) return undefined;
+  if (serviceTier !== undefined && !PRICED_TIERS.has(serviceTier)) return `"service_tier": "${serviceTier.slice(0, 32).replace(/[^\x20-\x7e]/g, '?')}" is billed at other rates than the budget counts; send auto or default, or leave it out`;
+  if (anthropicBeta !== undefined && PRICED_DIFFERENTLY_BETA.test(anthropicBeta)) return 'the anthropic-beta context-1m-* bills long prompts at other rates than the budget counts; leave it out';
+  return undefined;
+}

@@ -70,6 +70,10 @@ export class RedisLimits implements LimitsStore {
     this.#onError = onError;
   }
 
+  get policy(): LimitsPolicy {
+    return this.#policy;
+  }
+
   /** EVAL (Redis caches the script by its hash; EVALSHA would save the bytes, not the round trip). */
   async #eval(script: string, keys: readonly string[], args: readonly (string | number)[]): Promise<RespValue> {
     const reply = await this.#client.command(['EVAL', script, keys.length, ...keys, ...args]);

@@ -105,3 +105,12 @@ test('limits: --limits without MODEL_PROXY_SIGNING_KEY stops start-up (identitie
   assert.equal(r.code, 1);
   assert.match(r.stderr, /--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY/);
 });
+
+test('limits: under a money budget, "service_tier": "priority" (billed at other rates) is refused with 400 and never forwarded', async () => {
+  const before = openai.requests.length;
+  const token = await mint('bot-tier', 'run-tier');
+  const r = await send(gw.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ model: 'gpt-test', service_tier: 'priority', messages: [{ role: 'user', content: 'hi' }] }) });
+  assert.equal(r.status, 400);
+  assert.match(r.body.toString(), /price_not_counted/);
+  assert.equal(openai.requests.length, before);
+});

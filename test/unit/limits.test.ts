@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { admissionVerdict, effectivePolicy, estimateTokens, LocalLimits } from '../../src/limits/admission.ts';
-import { parseLimitsFile } from '../../src/limits/policy.ts';
+import { parseLimitsFile, unpricedCallReason, unpricedWarning } from '../../src/limits/policy.ts';
 
 const POLICY = { concurrent: 2, requestsPerMinute: 3, tokensPerMinute: 1000, runBudgetUsd: 1, workflowBudgetUsdPerDay: 10 };
 const IDLE = { inFlight: 0, requestsLastMinute: 0, tokensLastMinute: 0, runSpentUsd: 0, workflowSpentUsdToday: 0 };
@@ -72,4 +72,20 @@ test('limits: a bot token lowers its run\'s budget and concurrency, never raises
   assert.deepEqual(effectivePolicy(POLICY, { budgetUsd: 50, concurrent: 99 }), POLICY, 'above the file: the file holds');
   assert.deepEqual(effectivePolicy({ ...POLICY, runBudgetUsd: 0 }, { budgetUsd: 3 }).runBudgetUsd, 3, 'no limit in the file: the token\'s applies');
   assert.equal(effectivePolicy(POLICY, undefined), POLICY);
+});
+
+test('limits: start-up warns when a money limit meets models without a price, naming them (unpricedWarning)', () => {
+  const models = [{ provider: 'openai', model: 'gpt-test' }, { provider: 'local', model: 'qwen3-coder' }];
+  const priced = (p: string) => p === 'openai';
+  assert.match(unpricedWarning(POLICY, models, priced) ?? '', /no price in MODEL_PRICES_FILE.*: local\/qwen3-coder$/);
+  assert.equal(unpricedWarning({ ...POLICY, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 }, models, priced), undefined, 'no money limit: nothing to warn');
+  assert.equal(unpricedWarning(POLICY, models.slice(0, 1), priced), undefined);
+});
+
+test('limits: under a money budget, a value that bills at other rates is refused rather than mischarged: service_tier priority, the context-1m beta (unpricedCallReason)', () => {
+  assert.match(unpricedCallReason(POLICY, 'priority', undefined) ?? '', /"service_tier": "priority" is billed at other rates/);
+  for (const tier of ['auto', 'default', 'flex', undefined]) assert.equal(unpricedCallReason(POLICY, tier, undefined), undefined, String(tier));
+  assert.match(unpricedCallReason(POLICY, undefined, 'claude-code-20250219,context-1m-2025-08-07') ?? '', /context-1m/);
+  assert.equal(unpricedCallReason(POLICY, undefined, 'claude-code-20250219,interleaved-thinking-2025-05-14'), undefined);
+  assert.equal(unpricedCallReason({ ...POLICY, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 }, 'priority', undefined), undefined, 'no money limit: nothing is mischarged');
 });

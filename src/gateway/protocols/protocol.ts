@@ -67,7 +67,13 @@ export interface StreamReader extends EventReader {
   summary(): CallSummary;
 }
 
-export type CheckedRequest = { readonly ok: true; readonly model: string; readonly stream: boolean };
+export type CheckedRequest = {
+  readonly ok: true;
+  readonly model: string;
+  readonly stream: boolean;
+  /** The body's `service_tier` when it has one (it changes the price of a call). */
+  readonly serviceTier?: string;
+};
 export type RequestRefusal = {
   readonly ok: false;
   readonly error: ProxyError;
