@@ -23,6 +23,8 @@ import { literalSecret, secretSource } from './config/secret.ts';
 import { startListener, writeProxyError, type Listener } from './http/server.ts';
 import { descriptorWarning, softOpenFilesLimit } from './http/connection-caps.ts';
 import { VERSION } from './config/version.ts';
+import { addRevocation, revocationList, type Revocation } from './auth/revocations.ts';
+import { randomBytes } from 'node:crypto';
 import type { CredentialSource } from './gateway/credentials/source.ts';
 import { staticKeySource } from './gateway/credentials/static-key.ts';
 import { awsSource, awsWebIdentitySource } from './gateway/credentials/aws.ts';
@@ -189,6 +191,15 @@ async function serve(options: ServeOptions): Promise<void> {
     setInterval(() => metrics.registry.tick(performance.now()), clockTickMs(options.metricsSeriesTtlMs)).unref();
   }
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
+  // The deny list (--revocations): read at each token, again when it changed; an unreadable one
+  // refuses every token (logged once per distinct problem).
+  let lastRevocationError = '';
+  const revocations = options.revocationsFile === undefined ? undefined : revocationList(options.revocationsFile, (message) => {
+    if (message === lastRevocationError) return;
+    lastRevocationError = message;
+    log({ event: 'config_error', message });
+  });
+  const revoked = revocations && ((claims: { sub: string; run_id: string; jti?: string }, nowSec: number) => revocations.reason(claims, nowSec));
   const caps = { total: options.maxConnections, perClient: options.maxConnectionsPerClient };
   const capped = (listener: string) => ({ caps, onConnectionRefused: (reason: 'total' | 'per_client') => metrics?.connectionRefused(listener, reason) });
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs, bodyIdleMs: options.bodyTimeoutMs };
@@ -203,6 +214,7 @@ async function serve(options: ServeOptions): Promise<void> {
       log,
       handle: createGitHandler({
         hosts: gitUpstreams,
+        revoked,
         maxConcurrentPerWorkload: options.gitMaxConcurrentPerWorkload,
         workloadAuth: gitSigningKey && { key: gitSigningKey, maxLifetimeSec: maxTokenLifetimeSec },
         timeouts: upstreamTimeouts,
@@ -252,6 +264,7 @@ async function serve(options: ServeOptions): Promise<void> {
         timeouts: upstreamTimeouts,
         retry: { maxRetries: options.upstreamMaxRetries, budgetMs: options.upstreamRetryBudgetMs, baseDelayMs: 500 },
         maxBodyBytes: options.maxRequestBodyBytes,
+        revoked,
         limits: limits?.store,
         prices,
         maxTokenLifetimeSec,
@@ -354,8 +367,24 @@ function openFilesLimit(): number | undefined {
   }
 }
 
+/** Adds a run, an instance or a token to the deny list both listeners read, for as long as a token could live. */
+function revoke(cli: CommandLine): string {
+  const file = cli.options.revocationsFile;
+  if (file === undefined) throw new UsageError('revoke: --revocations FILE is required (the deny list the listeners read)');
+  const named = ([['run_id', cli.mint.runId], ['instance_id', cli.mint.instanceId], ['token_id', cli.mint.tokenId]] as const).filter(([, v]) => v !== undefined);
+  if (named.length !== 1) throw new UsageError('revoke: give exactly one of --run-id, --instance-id, --token-id');
+  const [key, value] = named[0]!;
+  const nowSec = Math.floor(Date.now() / 1000);
+  const until = nowSec + Math.floor(cli.options.maxTokenLifetimeMs / 1000) + 60;
+  const count = addRevocation(file, { [key]: value, until } as unknown as Revocation, nowSec);
+  return `revoked ${key} ${value} until ${new Date(until * 1000).toISOString()} (${count} entries in ${file}); both listeners refuse its tokens from their next request`;
+}
+
 /** A bot token for the gateway, or with --git-repo a workload token for the git proxy (never both in one). */
 function mintToken(cli: CommandLine): string {
+  // Its own id, printed on stderr, to revoke this token alone (`revoke --token-id`).
+  const jti = randomBytes(12).toString('base64url');
+  process.stderr.write(`mint-token: token id ${jti} (stop it before it expires: proxy.js revoke --revocations FILE --token-id ${jti})\n`);
   // A missing or malformed flag is a usage error (exit 2), like an unknown one.
   const claims = asUsageError(() =>
     botClaims({
@@ -372,11 +401,11 @@ function mintToken(cli: CommandLine): string {
     if (unknown === 'unchecked') process.stderr.write('mint-token: no git host is registered in this environment (GIT_HOST_A, GIT_HOST_B, --git-hosts): the scope\'s hosts were not checked against the registry\n');
     const key = parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY);
     if (!key) throw new Error('mint-token: --git-repo makes a token for the git proxy, and GIT_PROXY_SIGNING_KEY is not set');
-    return signBotToken({ ...claims, git }, key);
+    return signBotToken({ ...claims, git, jti }, key);
   }
   const gateway = parseGatewayEnv(env);
   if (!gateway.signingKey) throw new Error('mint-token: MODEL_PROXY_SIGNING_KEY is not set');
-  return signBotToken(claims, gateway.signingKey);
+  return signBotToken({ ...claims, jti }, gateway.signingKey);
 }
 
 async function main(argv: readonly string[]): Promise<void> {
@@ -418,6 +447,9 @@ async function main(argv: readonly string[]): Promise<void> {
     }
     case 'mint-token':
       process.stdout.write(`${mintToken(cli)}\n`);
+      return;
+    case 'revoke':
+      process.stdout.write(`${revoke(cli)}\n`);
       return;
     case 'serve':
       return serve(cli.options);

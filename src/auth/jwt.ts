@@ -23,6 +23,8 @@ export interface BotClaims {
   git?: readonly string[];
   /** Limits the orchestrator lowered for this run (never above --limits: the gateway takes the lower). */
   limits?: RunLimits;
+  /** The token's own id (mint-token sets one), for revoking this token alone. */
+  jti?: string;
 }
 
 export interface RunLimits {
@@ -68,9 +70,10 @@ export function parseSigningKey(variable: string, value: string | undefined): Bu
 export function signBotToken(claims: BotClaims, key: Buffer): string {
   requireStrongKey(key);
   // Copy the known claims only, so nothing else the caller's object carries gets signed.
-  const { sub, workflow, run_id, iat, exp, git, limits } = claims;
+  const { sub, workflow, run_id, iat, exp, git, limits, jti } = claims;
   const payload: Record<string, unknown> = git === undefined ? { sub, workflow, run_id, iat, exp } : { sub, workflow, run_id, iat, exp, git: [...git] };
   if (limits !== undefined) payload.limits = { ...limits };
+  if (jti !== undefined) payload.jti = jti;
   const signingInput = `${HEADER_SEGMENT}.${base64urlJson(payload)}`;
   return `${signingInput}.${hmacSha256(signingInput, key).toString('base64url')}`;
 }
@@ -156,7 +159,9 @@ function verifyToken(token: string, key: Buffer, opts: VerifyOptions): VerifyRes
   const { sub, workflow, run_id } = payload as Record<(typeof STRING_CLAIMS)[number], string>;
   const limits = parseRunLimits(payload.limits);
   if (limits === 'invalid') return reject('invalid claim limits');
-  const base = limits === undefined ? { sub, workflow, run_id, iat, exp } : { sub, workflow, run_id, iat, exp, limits };
+  const { jti } = payload;
+  if (jti !== undefined && (typeof jti !== 'string' || !IDENTITY_VALUE.test(jti))) return reject('invalid claim jti');
+  const base: BotClaims = { sub, workflow, run_id, iat, exp, ...(limits === undefined ? {} : { limits }), ...(jti === undefined ? {} : { jti: jti as string }) };
   const { git } = payload;
   if (git === undefined) return { ok: true, claims: base };
   if (!Array.isArray(git) || git.length === 0 || git.length > MAX_GIT_SCOPE_ENTRIES) return reject('invalid claim git');

@@ -8,8 +8,8 @@ export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
 
-export type Command = 'serve' | 'git-config' | 'agent-config' | 'mint-token' | 'help' | 'version';
-const COMMANDS: readonly Command[] = ['serve', 'git-config', 'agent-config', 'mint-token', 'help', 'version'];
+export type Command = 'serve' | 'git-config' | 'agent-config' | 'mint-token' | 'revoke' | 'help' | 'version';
+const COMMANDS: readonly Command[] = ['serve', 'git-config', 'agent-config', 'mint-token', 'revoke', 'help', 'version'];
 
 export interface ServeOptions {
   readonly gitListen: ListenAddress;
@@ -44,6 +44,8 @@ export interface ServeOptions {
   readonly limitsStore: string;
   readonly limitsStorePasswordFile: string | undefined;
   readonly limitsStoreFailure: 'open' | 'closed';
+  /** --revocations: the deny-list file both listeners read (and `revoke` writes). */
+  readonly revocationsFile: string | undefined;
   /** --allow-hosted-tools, split; the names are checked against the gateway's list by main. */
   readonly allowHostedTools: readonly string[];
 }
@@ -58,6 +60,8 @@ export interface MintOptions {
   /** Limits the token lowers for its run (the gateway applies the lower of these and --limits). */
   readonly budgetUsd: number | undefined;
   readonly maxConcurrent: number | undefined;
+  /** revoke --token-id: one token, by its id (mint-token prints it). */
+  readonly tokenId: string | undefined;
 }
 
 export interface AgentConfigOptions {
@@ -103,12 +107,14 @@ const FLAGS = {
   'upstream-max-retries': { default: '2', commands: SERVE, help: 'model gateway: retries after a 429 or a failed connect, before any byte reached the client' },
   'upstream-retry-budget': { default: '30s', commands: SERVE, help: 'model gateway: total time retries of one request may wait' },
   limits: { default: undefined, commands: SERVE, help: 'model gateway: JSON file of the limits enforced per workload (requests in progress, per minute, tokens per minute, money per run and per workflow per day); needs MODEL_PROXY_SIGNING_KEY' },
+  revocations: { default: undefined, commands: ['serve', 'revoke'], help: 'deny-list file of revoked runs, instances and tokens, re-read when it changes (both listeners; revoke writes it)' },
+  'token-id': { default: undefined, commands: ['revoke'], help: 'a token id (mint-token prints it): revoke that token alone' },
   'limits-store': { default: 'memory', commands: SERVE, help: 'model gateway: where the limits\' state is: memory (this process) or redis://HOST:PORT / rediss://HOST:PORT, shared by every replica' },
   'limits-store-password-file': { default: undefined, commands: SERVE, help: 'model gateway: file holding the Redis password (re-read at each connection)' },
   'limits-store-failure': { default: 'closed', commands: SERVE, help: 'model gateway: with the Redis store unreachable, closed refuses model calls (503) until it is back, open lets them through without limits' },
   providers: { default: undefined, commands: ['serve', 'agent-config'], help: 'JSON file of model gateway providers (see README, "Several providers"); the UPSTREAM_* variables are the one-provider shorthand' },
   'allow-hosted-tools': { default: '', commands: ['serve', 'agent-config'], help: 'model gateway: provider-run tools allowed, comma-separated (web_search, web_fetch, file_search, code_interpreter, code_execution, image_generation, mcp, shell, tool_search; url_content: images, documents and files given by URL); none by default' },
-  'max-token-lifetime': { default: '24h', commands: ['serve', 'mint-token'], help: 'longest bot or workload token lifetime (exp - iat) the proxy accepts and mint-token issues' },
+  'max-token-lifetime': { default: '24h', commands: ['serve', 'mint-token', 'revoke'], help: 'longest bot or workload token lifetime (exp - iat) the proxy accepts and mint-token issues' },
   'header-timeout': { default: '30s', commands: SERVE, help: 'time a client has to send its request head' },
   'idle-timeout': { default: '60s', commands: SERVE, help: 'idle keep-alive client connections are closed after this' },
   'body-timeout': { default: '60s', commands: SERVE, help: 'a request body with no byte arriving for this long is cut (408) and the connection closed; 0: off' },
@@ -123,9 +129,9 @@ const FLAGS = {
   'metrics-max-series': { default: '2000', commands: SERVE, help: 'most series one metric family may hold; further label sets fold into an overflow series' },
   'metrics-series-ttl': { default: '1h', commands: SERVE, help: 'a metric series not updated for this long is dropped (0: never), so the cap bounds identities active at once' },
   'metrics-run-id-label': { default: undefined, commands: SERVE, type: 'boolean', help: 'add run_id as a label to model metrics (unbounded; still under --metrics-max-series)' },
-  'instance-id': { default: undefined, commands: ['mint-token'], help: 'the workload instance (claim sub)' },
+  'instance-id': { default: undefined, commands: ['mint-token', 'revoke'], help: 'the workload instance (claim sub)' },
   workflow: { default: undefined, commands: ['mint-token'], help: 'the workflow (claim workflow)' },
-  'run-id': { default: undefined, commands: ['mint-token'], help: 'the run (claim run_id)' },
+  'run-id': { default: undefined, commands: ['mint-token', 'revoke'], help: 'the run (claim run_id)' },
   ttl: { default: '1h', commands: ['mint-token'], help: 'token lifetime' },
   'budget-usd': { default: undefined, commands: ['mint-token'], help: "the run's money budget in USD (lowers --limits' perRun.budgetUsd for this run, never raises it)" },
   'max-concurrent': { default: undefined, commands: ['mint-token'], help: "model calls the run's instance may have in progress (lowers --limits' perInstance.concurrent, never raises it)" },
@@ -154,6 +160,7 @@ export function usage(): string {
     '                                         print the workload git configuration',
     '       node proxy.js agent-config [--agent opencode|codex|claude-code] [--proxy-host H] [--model M] ...   print the agent\'s config',
     '       node proxy.js mint-token --instance-id I --workflow W --run-id R [--ttl 1h] [--git-repo host/path:read|write ...]',
+    '       node proxy.js revoke --revocations FILE (--run-id R | --instance-id I | --token-id T)',
     '       node proxy.js --help | --version',
     '',
     'flags (--flag value or --flag=value; a flag another command uses is an error):',
@@ -226,6 +233,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       limitsFile: str('limits'),
       limitsStore: str('limits-store')!,
       limitsStorePasswordFile: str('limits-store-password-file'),
+      revocationsFile: str('revocations'),
       limitsStoreFailure: asUsageError(() => oneOf('limits-store-failure', str('limits-store-failure')!, ['open', 'closed'] as const)),
       allowHostedTools: str('allow-hosted-tools')!.split(',').map((t) => t.trim()).filter((t) => t !== ''),
     },
@@ -236,6 +244,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       ttlMs: duration('ttl'),
       gitRepos: (values['git-repo'] as string[] | undefined) ?? [],
       budgetUsd: str('budget-usd') === undefined ? undefined : asUsageError(() => parsePositiveAmount('budget-usd', str('budget-usd')!)),
+      tokenId: str('token-id'),
       maxConcurrent: str('max-concurrent') === undefined ? undefined : asUsageError(() => parseCount('max-concurrent', str('max-concurrent')!, 1, 10_000)),
     },
     agent: {

@@ -107,6 +107,8 @@ export interface GatewayDeps {
   readonly timeouts: UpstreamTimeouts;
   readonly retry: RetryPolicy;
   readonly maxBodyBytes: number;
+  /** The deny list (--revocations): why a verified token is refused anyway, or undefined. */
+  readonly revoked?: (claims: { sub: string; run_id: string; jti?: string }, nowSec: number) => string | undefined;
   /** --limits: admission before a call is forwarded, its charge when it is over; undefined: none. */
   readonly limits?: LimitsStore;
   /** Prices, to charge a call against a money budget. */
@@ -339,6 +341,8 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         maxLifetimeSec: deps.maxTokenLifetimeSec,
       });
       if (!verified.ok) return reject(ERRORS.unauthenticated, null, `the bot token was refused (${verified.reason}): send a valid one, from mint-token, ${tokenHeaderHint(protocol)}`);
+      const why = deps.revoked?.(verified.claims, Math.floor(Date.now() / 1000));
+      if (why !== undefined) return reject(ERRORS.unauthenticated, null, `the bot token was refused (${why}): the operator stopped it before it expired`);
       tally.identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id };
       const lowered = verified.claims.limits;
       if (lowered) tally.lowered = { budgetUsd: lowered.budget_usd, concurrent: lowered.max_concurrent };

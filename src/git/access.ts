@@ -45,6 +45,8 @@ export interface GitIdentity {
   readonly instanceId: string;
   readonly workflow: string;
   readonly runId: string;
+  /** The token's own id, when mint-token gave it one (for the deny list). */
+  readonly tokenId?: string;
 }
 
 export interface AccessRequest {
@@ -106,7 +108,7 @@ export function decideGitAccess(req: AccessRequest, policy: AccessPolicy): Acces
       if (!entry.ok) return tokenRefused('invalid claim git');
       scope.push(entry.value);
     }
-    identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id };
+    identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id, ...(verified.claims.jti === undefined ? {} : { tokenId: verified.claims.jti }) };
   }
   if (policy.repos === undefined && !policy.readOnly && scope === undefined) return { ok: true, identity };
 

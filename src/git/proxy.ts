@@ -56,6 +56,8 @@ export interface GitProxyDeps {
   /** GIT_PROXY_SIGNING_KEY and the longest token lifetime; undefined: network-policy mode. */
   readonly workloadAuth: { readonly key: Buffer; readonly maxLifetimeSec: number } | undefined;
   readonly timeouts: UpstreamTimeouts;
+  /** The deny list (--revocations): why a verified token is refused anyway, or undefined. */
+  readonly revoked?: (claims: { sub: string; run_id: string; jti?: string }, nowSec: number) => string | undefined;
   /** Requests one workload instance (by its token) may have in progress at once; 0: no cap. */
   readonly maxConcurrentPerWorkload: number;
   /** Called once per request, when it is over. */
@@ -159,6 +161,12 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
     }
 
     if (identity !== undefined) {
+      const why = deps.revoked?.({ sub: identity.instanceId, run_id: identity.runId, jti: identity.tokenId }, Math.floor(Date.now() / 1000));
+      if (why !== undefined) {
+        tokenError = why;
+        res.setHeader('www-authenticate', assertHeaderValue('www-authenticate', WORKLOAD_CHALLENGE));
+        return reject(withMessage(ERRORS.workloadTokenInvalid, `the workload token was refused: ${why}`));
+      }
       const instance = identity.instanceId;
       if (!inProgress.tryAcquire(instance, deps.maxConcurrentPerWorkload)) {
         res.setHeader('retry-after', assertHeaderValue('retry-after', String(WORKLOAD_BUSY_RETRY_AFTER_S)));

@@ -45,6 +45,7 @@ test('every option has its documented default, durations in milliseconds', () =>
     limitsStore: 'memory',
     limitsStorePasswordFile: undefined,
     limitsStoreFailure: 'closed',
+    revocationsFile: undefined,
     allowHostedTools: [],
   });
 });
@@ -107,6 +108,7 @@ test('"--flag value" and "--flag=value" give the same options', () => {
     limitsStore: 'memory',
     limitsStorePasswordFile: undefined,
     limitsStoreFailure: 'closed',
+    revocationsFile: undefined,
     allowHostedTools: [],
   };
   assert.deepEqual(spaced.options, expected);
@@ -285,12 +287,12 @@ test('agent-config and mint-token are recognised commands', () => {
 });
 
 test('mint-token options default to undefined ids and a 1h ttl', () => {
-  assert.deepEqual(parseCommandLine(['mint-token']).mint, { instanceId: undefined, workflow: undefined, runId: undefined, ttlMs: 3_600_000, gitRepos: [], budgetUsd: undefined, maxConcurrent: undefined });
+  assert.deepEqual(parseCommandLine(['mint-token']).mint, { instanceId: undefined, workflow: undefined, runId: undefined, ttlMs: 3_600_000, gitRepos: [], budgetUsd: undefined, maxConcurrent: undefined, tokenId: undefined });
 });
 
 test('mint-token options are passed through, the ttl in milliseconds', () => {
   const cl = parseCommandLine(['mint-token', '--instance-id', 'bot-7', '--workflow=ci/review', '--run-id', 'run-42', '--ttl', '15m']);
-  assert.deepEqual(cl.mint, { instanceId: 'bot-7', workflow: 'ci/review', runId: 'run-42', ttlMs: 900_000, gitRepos: [], budgetUsd: undefined, maxConcurrent: undefined });
+  assert.deepEqual(cl.mint, { instanceId: 'bot-7', workflow: 'ci/review', runId: 'run-42', ttlMs: 900_000, gitRepos: [], budgetUsd: undefined, maxConcurrent: undefined, tokenId: undefined });
   assert.deepEqual(parseCommandLine(['mint-token', '--budget-usd', '2.5', '--max-concurrent', '3']).mint.budgetUsd, 2.5);
   assert.throws(() => parseCommandLine(['mint-token', '--budget-usd', '0']), /--budget-usd: "0" must be an amount above 0/);
 });

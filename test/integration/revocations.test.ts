@@ -1,0 +1,83 @@
+// Stopping a run before its tokens expire: `proxy.js revoke` writes the deny list that every
+// BUILT proxy reads (a shared file, as a mounted volume would be); the next request of the revoked
+// run is refused on both gateways and on the git listener, while other runs go on.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { send } from '../support/http-client.ts';
+import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
+import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+
+const KEY = randomBytes(32).toString('hex');
+let pki: TestPki;
+let model: ModelUpstream;
+let git: TestUpstream;
+let dir: string;
+let deny: string;
+let one: ProxyProcess;
+let two: ProxyProcess;
+
+before(async () => {
+  pki = makeTestPki();
+  [model, git] = await Promise.all([startModelUpstream(pki), startUpstream(pki)]);
+  dir = mkdtempSync(join(tmpdir(), 'revocations-'));
+  deny = join(dir, 'revoked.json');
+  const env = { UPSTREAM_BASE_URL: model.baseUrl, UPSTREAM_API_KEY: 'sk-x', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile, MODEL_PROXY_SIGNING_KEY: KEY, GIT_PROXY_SIGNING_KEY: KEY, GIT_HOST_A: git.hostKey, GIT_HOST_A_TOKEN: 'tok', NODE_EXTRA_CA_CERTS: pki.caFile };
+  const args = ['--model-gateway-listen', '127.0.0.1:0', '--git-auth-listen', '127.0.0.1:0', '--revocations', deny];
+  [one, two] = await Promise.all([startProxy({ env, args, listeners: ['model', 'git'] }), startProxy({ env, args, listeners: ['model', 'git'] })]);
+});
+
+after(async () => {
+  await Promise.all([one?.stop(), two?.stop()]);
+  await Promise.all([model?.close(), git?.close()]);
+  pki?.cleanup();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const mint = async (run: string, extra: string[] = []) => {
+  const r = await runProxyCommand(['mint-token', '--instance-id', `bot-${run}`, '--workflow', 'w', '--run-id', run, ...extra], { MODEL_PROXY_SIGNING_KEY: KEY, GIT_PROXY_SIGNING_KEY: KEY, GIT_HOST_A: git.hostKey });
+  assert.equal(r.code, 0, r.stderr);
+  return { token: r.stdout.trim(), id: /token id (\S+)/.exec(r.stderr)?.[1] };
+};
+const chat = (gw: ProxyProcess, token: string) => send(gw.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });
+const refs = (gw: ProxyProcess, token: string) => send(gw.ports.git!, 'GET', `/${git.hostKey}/org/repo.git/info/refs?service=git-upload-pack`, { headers: { authorization: `Basic ${Buffer.from(`x:${token}`).toString('base64')}` } });
+
+test('revoke: a run stopped mid-series is refused from its next request on both gateways and on the git listener, while other runs go on', async () => {
+  const stopped = await mint('run-stop');
+  const stoppedGit = await mint('run-stop', ['--git-repo', `${git.hostKey}/org/*:read`]);
+  const other = await mint('run-go');
+  for (const gw of [one, two]) assert.equal((await chat(gw, stopped.token)).status, 200, 'before: served');
+  assert.equal((await refs(one, stoppedGit.token)).status, 200);
+  const r = await runProxyCommand(['revoke', '--revocations', deny, '--run-id', 'run-stop']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^revoked run_id run-stop until .* \(1 entries in .*\); both listeners refuse its tokens from their next request/);
+  for (const gw of [one, two]) {
+    const refused = await chat(gw, stopped.token);
+    assert.equal(refused.status, 401);
+    assert.match(refused.body.toString(), /its run was revoked/);
+    assert.equal((await chat(gw, other.token)).status, 200, 'another run goes on');
+  }
+  const gitRefused = await refs(two, stoppedGit.token);
+  assert.equal(gitRefused.status, 401);
+  assert.match(gitRefused.body.toString(), /its run was revoked/);
+});
+
+test('revoke: one token alone, by the id mint-token printed; another token of the same run goes on', async () => {
+  const a = await mint('run-two-tokens');
+  const b = await mint('run-two-tokens');
+  assert.ok(a.id && b.id && a.id !== b.id);
+  assert.equal((await runProxyCommand(['revoke', '--revocations', deny, '--token-id', a.id!])).code, 0);
+  assert.match((await chat(one, a.token)).body.toString(), /the token was revoked/);
+  assert.equal((await chat(one, b.token)).status, 200);
+});
+
+test('revoke: a mistake is a usage error (exit 2): no deny list, or not exactly one of run, instance, token', async () => {
+  assert.equal((await runProxyCommand(['revoke', '--run-id', 'r'])).code, 2);
+  assert.equal((await runProxyCommand(['revoke', '--revocations', deny])).code, 2);
+  assert.equal((await runProxyCommand(['revoke', '--revocations', deny, '--run-id', 'r', '--instance-id', 'i'])).code, 2);
+});
