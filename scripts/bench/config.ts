@@ -1,6 +1,6 @@
 // Sizes and durations of `npm run bench`; BENCH_QUICK=1 shrinks everything for development,
 // and each figure can be set on its own (BENCH_PACK_MIB=128, ...). BENCH_ONLY=pack,refs runs
-// a subset (startup, pack, refs, model, messages, streams, open).
+// a subset (startup, limits, pack, refs, model, messages, streams, open).
 const QUICK = process.env.BENCH_QUICK === '1';
 
 function num(name: string, full: number, quick: number): number {
@@ -11,7 +11,7 @@ function num(name: string, full: number, quick: number): number {
   return v;
 }
 
-export const SCENARIOS = ['startup', 'pack', 'refs', 'model', 'messages', 'streams', 'open'] as const;
+export const SCENARIOS = ['startup', 'limits', 'pack', 'refs', 'model', 'messages', 'streams', 'open'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export function loadConfig() {
@@ -30,6 +30,7 @@ export function loadConfig() {
     refsRounds: num('BENCH_REFS_ROUNDS', 5, 2),
     refsWarmupMs: num('BENCH_REFS_WARMUP_MS', 1000, 300),
     refsSequential: num('BENCH_REFS_SEQUENTIAL', 2000, 300),
+    limitsCalls: num('BENCH_LIMITS_CALLS', 20_000, 5000),
     modelCalls: num('BENCH_MODEL_CALLS', 2000, 300),
     modelWarmup: num('BENCH_MODEL_WARMUP', 200, 50),
     modelRate: num('BENCH_MODEL_RATE', 1000, 1000),

@@ -13,6 +13,7 @@ import type { Ctx, ScenarioResult } from './context.ts';
 import { entry, startChild } from './ipc.ts';
 import { bundleHelp, launchNginx, launchProxy, nginxBinary, nginxVersion, proxyArgs, type NginxRun, type ProxyRun } from './procs.ts';
 import { svg, table, verdict, type Row } from './report.ts';
+import { limits } from './scenarios/limits.ts';
 import { messages } from './scenarios/messages.ts';
 import { model } from './scenarios/model.ts';
 import { openStreams } from './scenarios/open.ts';
@@ -100,6 +101,7 @@ export async function main(): Promise<number> {
 
     // Start-up first, while nothing else loads the machine.
     await run('startup', () => startup({ cfg, proxyEnv, proxyArgs: pa }));
+    await run('limits', () => limits({ calls: cfg.limitsCalls, rounds: 5 }));
 
     mainProxy = await launchProxy({ env: proxyEnv, ...pa, nodeArgs: cfg.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', OUT_DIR] : [] });
     const proxy = mainProxy;

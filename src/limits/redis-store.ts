@@ -3,7 +3,7 @@
 // where the state is), and one per charge. When the store cannot be reached the failure policy
 // decides: `closed` refuses calls until it is back (503, transient), `open` lets them through
 // unlimited; either is logged and counted while it lasts.
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { effectivePolicy, estimateTokens, type Admission, type LimitsStore, type Who } from './admission.ts';
 import type { LimitsPolicy } from './policy.ts';
 import { RespError, type RespClient, type RespValue } from './resp.ts';
@@ -55,6 +55,13 @@ end
 return 'OK'
 `;
 
+const shas = new Map<string, string>();
+function scriptSha(script: string): string {
+  let sha = shas.get(script);
+  if (sha === undefined) shas.set(script, (sha = createHash('sha1').update(script).digest('hex')));
+  return sha;
+}
+
 export type FailurePolicy = 'open' | 'closed';
 
 export class RedisLimits implements LimitsStore {
@@ -74,9 +81,15 @@ export class RedisLimits implements LimitsStore {
     return this.#policy;
   }
 
-  /** EVAL (Redis caches the script by its hash; EVALSHA would save the bytes, not the round trip). */
-  async #eval(script: string, keys: readonly string[], args: readonly (string | number)[]): Promise<RespValue> {
-    const reply = await this.#client.command(['EVAL', script, keys.length, ...keys, ...args]);
+  /**
+   * Runs a script by its SHA-1 (EVALSHA: the script's bytes are not sent on every call); a server
+   * that does not have it yet (a new or restarted Redis answers NOSCRIPT) is sent the whole script
+   * once (EVAL), which also caches it there. Still one round trip per call in the usual case.
+   */
+  async #runScript(script: string, keys: readonly string[], args: readonly (string | number)[]): Promise<RespValue> {
+    const tail = [keys.length, ...keys, ...args];
+    let reply = await this.#client.command(['EVALSHA', scriptSha(script), ...tail]);
+    if (reply instanceof RespError && reply.message.startsWith('NOSCRIPT')) reply = await this.#client.command(['EVAL', script, ...tail]);
     if (reply instanceof RespError) throw reply;
     return reply;
   }
@@ -89,7 +102,7 @@ export class RedisLimits implements LimitsStore {
     const estimate = estimateTokens(bodyBytes);
     let reply: RespValue;
     try {
-      reply = await this.#eval(ADMIT, keys, [nowMs, estimate, id, policy.concurrent, policy.requestsPerMinute, policy.tokensPerMinute, policy.runBudgetUsd, policy.workflowBudgetUsdPerDay]);
+      reply = await this.#runScript(ADMIT, keys, [nowMs, estimate, id, policy.concurrent, policy.requestsPerMinute, policy.tokensPerMinute, policy.runBudgetUsd, policy.workflowBudgetUsdPerDay]);
     } catch (err) {
       this.#onError((err as Error).message);
       if (this.#failure === 'closed') return { ok: false, kind: 'store_unavailable', retryAfterSec: 1, message: 'the limits store cannot be reached, and the operator chose to refuse calls until it is back (--limits-store-failure closed)' };
@@ -106,7 +119,7 @@ export class RedisLimits implements LimitsStore {
             release: ({ tokens, costUsd }) => {
               if (released) return;
               released = true;
-              this.#eval(RELEASE, keys, [id, estimate, Math.max(0, Math.round(tokens)), costUsd]).catch((err: Error) => this.#onError(err.message));
+              this.#runScript(RELEASE, keys, [id, estimate, Math.max(0, Math.round(tokens)), costUsd]).catch((err: Error) => this.#onError(err.message));
             },
           },
         };
