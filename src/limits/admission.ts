@@ -38,12 +38,17 @@ export type Verdict =
 
 const usd = (v: number) => `$${v.toFixed(2)}`;
 
+/** Pure: money as whole micro-dollars: every store adds integers, so two stores (or replicas) agree to the last digit on whether a budget is spent. */
+export function toMicroUsd(usd: number): number {
+  return Math.round(usd * 1e6);
+}
+
 /** Pure: whether a call that will bring `estimatedTokens` input tokens may start now. */
 export function admissionVerdict(policy: LimitsPolicy, usage: Usage, estimatedTokens: number, oldestInWindowAgeMs: number): Verdict {
-  if (policy.runBudgetUsd > 0 && usage.runSpentUsd >= policy.runBudgetUsd) {
+  if (policy.runBudgetUsd > 0 && toMicroUsd(usage.runSpentUsd) >= toMicroUsd(policy.runBudgetUsd)) {
     return { ok: false, kind: 'run_budget', message: `this run's budget is spent: ${usd(usage.runSpentUsd)} of ${usd(policy.runBudgetUsd)}; the run must stop (the operator sets it in --limits, the orchestrator may lower it per run)` };
   }
-  if (policy.workflowBudgetUsdPerDay > 0 && usage.workflowSpentUsdToday >= policy.workflowBudgetUsdPerDay) {
+  if (policy.workflowBudgetUsdPerDay > 0 && toMicroUsd(usage.workflowSpentUsdToday) >= toMicroUsd(policy.workflowBudgetUsdPerDay)) {
     return { ok: false, kind: 'workflow_budget', message: `this workflow's budget for today (UTC) is spent: ${usd(usage.workflowSpentUsdToday)} of ${usd(policy.workflowBudgetUsdPerDay)}; it starts again tomorrow` };
   }
   const windowWait = Math.max(1, Math.ceil((60_000 - oldestInWindowAgeMs) / 1000));
@@ -83,18 +88,60 @@ export interface Reservation {
   release(charge: { readonly tokens: number; readonly costUsd: number }): void;
 }
 
-interface InstanceState {
-  inFlight: number;
-  /** Each admitted call of the last minute: when, and its tokens (estimated, then actual). */
-  readonly window: { at: number; tokens: number }[];
+interface WindowEntry {
+  readonly at: number;
+  /** Estimated at admission, then the call's real tokens. */
+  tokens: number;
+  /** In the running sum still (false once it has slid out of the window). */
+  counted: boolean;
 }
 
-/** The in-process store: one replica's view; state of idle identities is dropped as it ages out. */
+interface InstanceState {
+  inFlight: number;
+  /** Each admitted call of the last minute, oldest first, from `head` on (a queue without shifts). */
+  window: WindowEntry[];
+  head: number;
+  /** The tokens of window[head..], kept as entries come and go (admission is O(1), not O(calls a minute)). */
+  tokens: number;
+}
+
+const WINDOW_MS = 60_000;
+/** How long a run's spend is kept after its last call: a bot token lives at most 24 h, so two days is past any of its calls. */
+const RUN_KEPT_MS = 48 * 3600_000;
+/** How often idle state is swept (instances with nothing in flight or in the window, other days' workflows, runs past RUN_KEPT_MS). */
+const SWEEP_EVERY_MS = 60_000;
+
+/** Drops the window's entries that are 60 s old or older, keeping the running sum. */
+function slide(state: InstanceState, nowMs: number): void {
+  const w = state.window;
+  while (state.head < w.length && nowMs - w[state.head]!.at >= WINDOW_MS) {
+    const gone = w[state.head++]!;
+    gone.counted = false;
+    state.tokens -= gone.tokens;
+  }
+  if (state.head === w.length) {
+    state.window = [];
+    state.head = 0;
+    state.tokens = 0;
+  } else if (state.head > 1024 && state.head * 2 > w.length) {
+    state.window = w.slice(state.head);
+    state.head = 0;
+  }
+}
+
+/**
+ * The in-process store: one replica's view. Admission costs the same however many calls the
+ * window holds, and state does not outlive its use: a sweep at most once a minute drops idle
+ * instances, other days' workflow totals and runs not seen for two days.
+ */
 export class LocalLimits implements LimitsStore {
   readonly #policy: LimitsPolicy;
   readonly #instances = new Map<string, InstanceState>();
-  readonly #runSpent = new Map<string, number>();
+  /** Micro-dollars spent per run, and when it was last charged. */
+  readonly #runSpent = new Map<string, { micro: number; lastMs: number }>();
+  /** Micro-dollars spent per workflow and UTC day. */
   readonly #workflowSpent = new Map<string, number>();
+  #lastSweepMs = 0;
 
   constructor(policy: LimitsPolicy) {
     this.#policy = policy;
@@ -105,27 +152,30 @@ export class LocalLimits implements LimitsStore {
   }
 
   admit(who: Who, bodyBytes: number, nowMs: number): Admission {
-    const state = this.#instances.get(who.instanceId) ?? { inFlight: 0, window: [] };
-    while (state.window.length > 0 && nowMs - state.window[0]!.at >= 60_000) state.window.shift();
+    if (nowMs - this.#lastSweepMs >= SWEEP_EVERY_MS) this.#sweep(nowMs);
+    const state = this.#instances.get(who.instanceId) ?? { inFlight: 0, window: [], head: 0, tokens: 0 };
+    slide(state, nowMs);
     const day = new Date(nowMs).toISOString().slice(0, 10);
     const workflowKey = `${day}\u0000${who.workflow}`;
     const estimate = estimateTokens(bodyBytes);
+    const inWindow = state.window.length - state.head;
     const verdict = admissionVerdict(
       effectivePolicy(this.#policy, who.lowered),
       {
         inFlight: state.inFlight,
-        requestsLastMinute: state.window.length,
-        tokensLastMinute: state.window.reduce((sum, e) => sum + e.tokens, 0),
-        runSpentUsd: this.#runSpent.get(who.runId) ?? 0,
-        workflowSpentUsdToday: this.#workflowSpent.get(workflowKey) ?? 0,
+        requestsLastMinute: inWindow,
+        tokensLastMinute: state.tokens,
+        runSpentUsd: (this.#runSpent.get(who.runId)?.micro ?? 0) / 1e6,
+        workflowSpentUsdToday: (this.#workflowSpent.get(workflowKey) ?? 0) / 1e6,
       },
       estimate,
-      state.window.length > 0 ? nowMs - state.window[0]!.at : 0,
+      inWindow > 0 ? nowMs - state.window[state.head]!.at : 0,
     );
     if (!verdict.ok) return verdict;
-    const entry = { at: nowMs, tokens: estimate };
+    const entry: WindowEntry = { at: nowMs, tokens: estimate, counted: true };
     state.inFlight++;
     state.window.push(entry);
+    state.tokens += estimate;
     this.#instances.set(who.instanceId, state);
     let released = false;
     return {
@@ -135,21 +185,35 @@ export class LocalLimits implements LimitsStore {
           if (released) return;
           released = true;
           state.inFlight--;
-          entry.tokens = Math.max(tokens, 0);
-          if (costUsd > 0) {
-            this.#runSpent.set(who.runId, (this.#runSpent.get(who.runId) ?? 0) + costUsd);
-            this.#workflowSpent.set(workflowKey, (this.#workflowSpent.get(workflowKey) ?? 0) + costUsd);
+          const actual = Math.max(tokens, 0);
+          if (entry.counted) state.tokens += actual - entry.tokens;
+          entry.tokens = actual;
+          const micro = toMicroUsd(costUsd);
+          if (micro > 0) {
+            const run = this.#runSpent.get(who.runId);
+            this.#runSpent.set(who.runId, { micro: (run?.micro ?? 0) + micro, lastMs: Math.max(run?.lastMs ?? 0, nowMs) });
+            this.#workflowSpent.set(workflowKey, (this.#workflowSpent.get(workflowKey) ?? 0) + micro);
           }
-          if (state.inFlight === 0 && state.window.length === 0) this.#instances.delete(who.instanceId);
         },
       },
     };
   }
 
-  /** Calls in progress, all instances together (tests: nothing leaks). */
-  inFlight(): number {
-    let n = 0;
-    for (const s of this.#instances.values()) n += s.inFlight;
-    return n;
+  #sweep(nowMs: number): void {
+    this.#lastSweepMs = nowMs;
+    for (const [id, state] of this.#instances) {
+      slide(state, nowMs);
+      if (state.inFlight === 0 && state.window.length === 0) this.#instances.delete(id);
+    }
+    const today = new Date(nowMs).toISOString().slice(0, 10);
+    for (const key of this.#workflowSpent.keys()) if (!key.startsWith(`${today}\u0000`)) this.#workflowSpent.delete(key);
+    for (const [run, spent] of this.#runSpent) if (nowMs - spent.lastMs >= RUN_KEPT_MS) this.#runSpent.delete(run);
+  }
+
+  /** What the store holds: calls in progress over all instances, and how many instances, runs and workflow-days it keeps (tests: nothing leaks, idle state goes). */
+  held(): { inFlight: number; instances: number; runs: number; workflowDays: number } {
+    let inFlight = 0;
+    for (const s of this.#instances.values()) inFlight += s.inFlight;
+    return { inFlight, instances: this.#instances.size, runs: this.#runSpent.size, workflowDays: this.#workflowSpent.size };
   }
 }

@@ -4,52 +4,71 @@
 // decides: `closed` refuses calls until it is back (503, transient), `open` lets them through
 // unlimited; either is logged and counted while it lasts.
 import { createHash, randomUUID } from 'node:crypto';
-import { effectivePolicy, estimateTokens, type Admission, type LimitsStore, type Who } from './admission.ts';
+import { effectivePolicy, estimateTokens, toMicroUsd, type Admission, type LimitsStore, type Who } from './admission.ts';
 import type { LimitsPolicy } from './policy.ts';
 import { RespError, type RespClient, type RespValue } from './resp.ts';
 
-/** Checks every limit and, when all pass, reserves the call; returns {'ok'} or {kind, detail}. */
+/**
+ * Checks every limit and, when all pass, reserves the call; returns {'ok'} or {kind, detail, wait}.
+ * Keys per instance: `:f` the calls in flight (a sorted set of reservation ids by start time, so
+ * the slots of a replica that died holding them lapse after an hour each), `:w` the calls of the
+ * last minute (members `id:tokens` by start time) and `:t` the running sum of their tokens. Each
+ * call costs O(log n) plus the entries that leave the window: never a pass over the whole window.
+ */
 const ADMIT = `
 local inst, run, wf = KEYS[1], KEYS[2], KEYS[3]
 local now, estimate, id = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local concurrent, rpm, tpm, runBudget, wfBudget = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local f, w, t = inst .. ':f', inst .. ':w', inst .. ':t'
 local runSpent = tonumber(redis.call('GET', run) or '0')
 if runBudget > 0 and runSpent >= runBudget then return {'run_budget', tostring(runSpent)} end
 local wfSpent = tonumber(redis.call('GET', wf) or '0')
 if wfBudget > 0 and wfSpent >= wfBudget then return {'workflow_budget', tostring(wfSpent)} end
-local inflight = tonumber(redis.call('GET', inst .. ':f') or '0')
-if concurrent > 0 and inflight >= concurrent then return {'concurrency', tostring(inflight)} end
-redis.call('ZREMRANGEBYSCORE', inst .. ':w', '-inf', now - 60000)
-local entries = redis.call('ZRANGE', inst .. ':w', 0, -1, 'WITHSCORES')
-local count, tokens, oldest = #entries / 2, 0, now
-for i = 1, #entries, 2 do
-  tokens = tokens + tonumber(string.match(entries[i], ':(%d+)$'))
-  if tonumber(entries[i + 1]) < oldest then oldest = tonumber(entries[i + 1]) end
+redis.call('ZREMRANGEBYSCORE', f, '-inf', now - 3600000)
+local inflight = redis.call('ZCARD', f)
+local old = redis.call('ZRANGEBYSCORE', w, '-inf', now - 60000)
+if #old > 0 then
+  local gone = 0
+  for i = 1, #old do gone = gone + tonumber(string.match(old[i], ':(%d+)$')) end
+  redis.call('ZREMRANGEBYSCORE', w, '-inf', now - 60000)
+  redis.call('DECRBY', t, gone)
+end
+local count = redis.call('ZCARD', w)
+local tokens, oldest = 0, now
+if count > 0 then
+  tokens = tonumber(redis.call('GET', t) or '0')
+  oldest = tonumber(redis.call('ZRANGE', w, 0, 0, 'WITHSCORES')[2])
 end
 local wait = math.max(1, math.ceil((60000 - (now - oldest)) / 1000))
+if concurrent > 0 and inflight >= concurrent then return {'concurrency', tostring(inflight)} end
 if rpm > 0 and count >= rpm then return {'requests_per_minute', tostring(count), tostring(wait)} end
 if tpm > 0 and tokens > 0 and tokens + estimate > tpm then return {'tokens_per_minute', tostring(tokens), tostring(wait)} end
-redis.call('INCR', inst .. ':f')
-redis.call('EXPIRE', inst .. ':f', 3600)
-redis.call('ZADD', inst .. ':w', now, id .. ':' .. estimate)
-redis.call('EXPIRE', inst .. ':w', 120)
+redis.call('ZADD', f, now, id)
+redis.call('EXPIRE', f, 3600)
+redis.call('ZADD', w, now, id .. ':' .. estimate)
+if count == 0 then redis.call('SET', t, estimate) else redis.call('INCRBY', t, estimate) end
+redis.call('EXPIRE', w, 120)
+redis.call('EXPIRE', t, 120)
 return {'ok'}
 `;
 
-/** Gives the slot back and charges the call: its tokens in the window, its cost to the run and the workflow's day. */
+/** Gives the slot back and charges the call: its real tokens in the window (while it is still there), its cost to the run and the workflow's day. */
 const RELEASE = `
 local inst, run, wf = KEYS[1], KEYS[2], KEYS[3]
-local id, estimate, tokens, cost = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-if tonumber(redis.call('GET', inst .. ':f') or '0') > 0 then redis.call('DECR', inst .. ':f') end
-local score = redis.call('ZSCORE', inst .. ':w', id .. ':' .. estimate)
+local id, estimate, tokens, cost = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local w = inst .. ':w'
+redis.call('ZREM', inst .. ':f', id)
+local member = id .. ':' .. ARGV[2]
+local score = redis.call('ZSCORE', w, member)
 if score then
-  redis.call('ZREM', inst .. ':w', id .. ':' .. estimate)
-  redis.call('ZADD', inst .. ':w', score, id .. ':' .. tokens)
+  redis.call('ZREM', w, member)
+  redis.call('ZADD', w, score, id .. ':' .. ARGV[3])
+  redis.call('INCRBY', inst .. ':t', tokens - estimate)
 end
 if cost > 0 then
-  redis.call('INCRBYFLOAT', run, cost)
+  redis.call('INCRBY', run, cost)
   redis.call('EXPIRE', run, 172800)
-  redis.call('INCRBYFLOAT', wf, cost)
+  redis.call('INCRBY', wf, cost)
   redis.call('EXPIRE', wf, 172800)
 end
 return 'OK'
@@ -102,14 +121,14 @@ export class RedisLimits implements LimitsStore {
     const estimate = estimateTokens(bodyBytes);
     let reply: RespValue;
     try {
-      reply = await this.#runScript(ADMIT, keys, [nowMs, estimate, id, policy.concurrent, policy.requestsPerMinute, policy.tokensPerMinute, policy.runBudgetUsd, policy.workflowBudgetUsdPerDay]);
+      reply = await this.#runScript(ADMIT, keys, [nowMs, estimate, id, policy.concurrent, policy.requestsPerMinute, policy.tokensPerMinute, toMicroUsd(policy.runBudgetUsd), toMicroUsd(policy.workflowBudgetUsdPerDay)]);
     } catch (err) {
       this.#onError((err as Error).message);
       if (this.#failure === 'closed') return { ok: false, kind: 'store_unavailable', retryAfterSec: 1, message: 'the limits store cannot be reached, and the operator chose to refuse calls until it is back (--limits-store-failure closed)' };
       return { ok: true, reservation: { release: () => {} } };
     }
     const [kind, detail, wait] = Array.isArray(reply) ? (reply as string[]) : ['error'];
-    const usd = (v: string | undefined) => `$${Number(v ?? 0).toFixed(2)}`;
+    const usd = (micro: string | undefined) => `$${(Number(micro ?? 0) / 1e6).toFixed(2)}`;
     switch (kind) {
       case 'ok': {
         let released = false;
@@ -119,15 +138,15 @@ export class RedisLimits implements LimitsStore {
             release: ({ tokens, costUsd }) => {
               if (released) return;
               released = true;
-              this.#runScript(RELEASE, keys, [id, estimate, Math.max(0, Math.round(tokens)), costUsd]).catch((err: Error) => this.#onError(err.message));
+              this.#runScript(RELEASE, keys, [id, estimate, Math.max(0, Math.round(tokens)), Math.max(0, toMicroUsd(costUsd))]).catch((err: Error) => this.#onError(err.message));
             },
           },
         };
       }
       case 'run_budget':
-        return { ok: false, kind, message: `this run's budget is spent: ${usd(detail)} of ${usd(String(policy.runBudgetUsd))}; the run must stop (the operator sets it in --limits, the orchestrator may lower it per run)` };
+        return { ok: false, kind, message: `this run's budget is spent: ${usd(detail)} of ${usd(String(toMicroUsd(policy.runBudgetUsd)))}; the run must stop (the operator sets it in --limits, the orchestrator may lower it per run)` };
       case 'workflow_budget':
-        return { ok: false, kind, message: `this workflow's budget for today (UTC) is spent: ${usd(detail)} of ${usd(String(policy.workflowBudgetUsdPerDay))}; it starts again tomorrow` };
+        return { ok: false, kind, message: `this workflow's budget for today (UTC) is spent: ${usd(detail)} of ${usd(String(toMicroUsd(policy.workflowBudgetUsdPerDay)))}; it starts again tomorrow` };
       case 'concurrency':
         return { ok: false, kind, retryAfterSec: 1, message: `this instance already has ${detail} model calls in progress, its limit; retry when one has finished` };
       case 'requests_per_minute':

@@ -16,6 +16,7 @@ import { startRedis, type RedisServer } from '../support/redis-server.ts';
 import { RespClient } from '../../src/limits/resp.ts';
 import { RedisLimits } from '../../src/limits/redis-store.ts';
 import { LocalLimits } from '../../src/limits/admission.ts';
+import { fuzzSeed, mulberry32 } from '../support/prng.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const SIGNING_KEY = randomBytes(32).toString('hex');
@@ -128,4 +129,59 @@ test('limits in redis: the store\'s script gives the in-process verdicts, step b
   }
   assert.deepEqual(kinds.map(([s]) => s), ['ok', 'ok', 'concurrency', 'ok', 'concurrency', 'ok', 'run_budget', 'ok', 'workflow_budget', 'ok', 'ok', 'ok', 'ok', 'requests_per_minute', 'ok', 'tokens_per_minute']);
   assert.deepEqual(kinds.map(([s]) => s), kinds.map(([, l]) => l), 'the same verdicts as in process');
+});
+
+const SEED = fuzzSeed(20_261_124);
+test(`limits in redis: the script and the in-process store agree over a random series (held and late charges, calls sliding out of the window, days turning; seed ${SEED})`, async () => {
+  const rng = mulberry32(SEED);
+  const policy = { concurrent: 4, requestsPerMinute: 5, tokensPerMinute: 2000, runBudgetUsd: 2, workflowBudgetUsdPerDay: 5 };
+  const client = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
+  while (!client.up) await new Promise((r) => setImmediate(r));
+  const shared = new RedisLimits(policy, client, 'closed', (e) => assert.fail(e));
+  const local = new LocalLimits(policy);
+  const suffix = randomBytes(4).toString('hex');
+  const held: { s: { release(c: { tokens: number; costUsd: number }): void }; l: { release(c: { tokens: number; costUsd: number }): void } }[] = [];
+  const differences: string[] = [];
+  const seen = new Set<string>();
+  let now = 1_800_000_000_000 - 3_600_000; // an hour before a UTC midnight: the workflow's day turns on the way
+  const releaseOne = async () => {
+    const [r] = held.splice(rng.int(held.length), 1);
+    const charge = { tokens: rng.int(900), costUsd: rng.chance(0.5) ? 0 : rng.int(40) / 100 };
+    r!.s.release(charge);
+    r!.l.release(charge);
+    await client.command(['PING']);
+  };
+  try {
+    for (let step = 0; step < 400; step++) {
+      now += rng.pick([0, 5, 500, 4000, 20_000, 61_000]);
+      if (held.length > 0 && rng.chance(0.45)) await releaseOne();
+      const n = rng.int(4);
+      // Instance 3 has a run and workflow of its own and sends bursts of small calls that end at
+      // once: it meets the calls-per-minute limit, where the others meet concurrency, tokens and money.
+      const small = n === 3;
+      const who = small
+        ? { instanceId: `i3-${suffix}`, workflow: `wf-small-${suffix}`, runId: `r-small-${suffix}`, lowered: undefined }
+        : { instanceId: `i${n}-${suffix}`, workflow: `wf${n % 2}-${suffix}`, runId: `r${rng.int(6)}-${suffix}`, lowered: rng.chance(0.2) ? { concurrent: 1, budgetUsd: 1 } : undefined };
+      for (let call = small ? rng.between(1, 7) : 1; call > 0; call--) {
+        const bytes = small ? 4 : rng.pick([4, 400, 2000, 6000]);
+        const [s, l] = [await shared.admit(who, bytes, now), local.admit(who, bytes, now)];
+        const view = (a: typeof s) => (a.ok ? 'ok' : `${a.kind}${'retryAfterSec' in a ? ` after ${a.retryAfterSec}` : ''}`);
+        if (view(s) !== view(l)) differences.push(`step ${step}: redis ${view(s)}, in process ${view(l)}`);
+        seen.add(l.ok ? 'ok' : l.kind);
+        if (s.ok && l.ok && small) {
+          s.reservation.release({ tokens: 1, costUsd: 0 });
+          l.reservation.release({ tokens: 1, costUsd: 0 });
+          await client.command(['PING']);
+        } else if (s.ok && l.ok) held.push({ s: s.reservation, l: l.reservation });
+        else if (s.ok) s.reservation.release({ tokens: 0, costUsd: 0 });
+        else if (l.ok) l.reservation.release({ tokens: 0, costUsd: 0 });
+      }
+    }
+    while (held.length > 0) await releaseOne();
+  } finally {
+    client.close();
+  }
+  assert.deepEqual(differences, [], `seed ${SEED}: reproduce with FUZZ_SEED=${SEED}`);
+  assert.deepEqual([...seen].sort(), ['concurrency', 'ok', 'requests_per_minute', 'run_budget', 'tokens_per_minute', 'workflow_budget'], 'the series reached every verdict');
+  assert.equal(local.held().inFlight, 0);
 });

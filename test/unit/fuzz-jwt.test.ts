@@ -161,7 +161,8 @@ function payload(rng: Rng): Piece {
   if (rng.chance(0.3)) entries.reverse();
   const p: Piece = { entries, invalid: false };
   // Neutral changes: still valid when signed with the right key.
-  if (rng.chance(0.3)) entries.push([rng.pick(['admin', 'role', 'aud', 'iss', 'jti', 'ünï', '__proto__']), rng.pick([true, 'admin', { exp: NOW + 999_999 }, 1])]);
+  if (rng.chance(0.3)) entries.push([rng.pick(['admin', 'role', 'aud', 'iss', 'ünï', '__proto__']), rng.pick([true, 'admin', { exp: NOW + 999_999 }, 1])]);
+  if (rng.chance(0.1)) set(entries, 'jti', `tok-${rng.int(1_000_000)}`); // a token id (revocation): kept
   if (rng.chance(0.2)) {
     const iat = NOW - 30 + rng.int(60); // within the clock skew either way
     set(entries, 'iat', iat);
@@ -176,7 +177,7 @@ function payload(rng: Rng): Piece {
   const invalidations = rng.chance(0.3) ? 0 : rng.chance(0.7) ? 1 : 2;
   for (let n = 0; n < invalidations; n++) {
     p.invalid = true;
-    switch (rng.int(14)) {
+    switch (rng.int(15)) {
       case 0: set(entries, 'exp', NOW - 30 - rng.int(1_000_000)); break; // expired, even with the skew
       case 1: set(entries, 'iat', NOW - 60); set(entries, 'exp', NOW + 3541 + rng.int(1_000_000_000)); break; // lifetime over an hour
       case 2: { const iat = NOW + 31 + rng.int(1_000_000); set(entries, 'iat', iat); set(entries, 'exp', iat + 60); break; } // issued in the future
@@ -191,6 +192,7 @@ function payload(rng: Rng): Piece {
       case 10: remove(entries, 'exp'); entries.push(['__proto__', { exp: NOW + 600 }]); break; // exp only on a "__proto__" key
       case 11: p.raw = rng.pick(NOT_OBJECTS); break;
       case 12: set(entries, 'exp', rng.pick([`${NOW + 600}`, `${NOW + 600}.0`, -1, 0])); break;
+      case 14: set(entries, 'jti', rng.pick(BAD_STRINGS)); break; // a token id must be an identity value
     }
   }
   return p;
@@ -226,9 +228,9 @@ test(`fuzz: ${ITERATIONS} rebuilt tokens: none verifies without the key, none th
     const decoded = `${headerJson} ${payloadJson}`;
     if (mode === 2 && !invalid) {
       // The control: the key holder signed valid claims, extra fields and all. Only the five
-      // known claims come back.
+      // known claims (and a token id) come back.
       const parsed = JSON.parse(payloadJson) as Record<string, unknown>;
-      const expected = { sub: parsed.sub, workflow: parsed.workflow, run_id: parsed.run_id, iat: parsed.iat, exp: parsed.exp };
+      const expected = { sub: parsed.sub, workflow: parsed.workflow, run_id: parsed.run_id, iat: parsed.iat, exp: parsed.exp, ...(parsed.jti === undefined ? {} : { jti: parsed.jti }) };
       if (!result.ok) failures.push(`#${i} valid claims signed with the key were refused (${result.reason}): ${decoded}`);
       else if (JSON.stringify(result.claims) !== JSON.stringify(expected)) failures.push(`#${i} claims ${JSON.stringify(result.claims)} for ${decoded}`);
       continue;

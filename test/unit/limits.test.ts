@@ -44,12 +44,12 @@ test('limits: a slot is given back once however often it is released, and money 
   assert.ok(!c.ok && c.kind === 'concurrency');
   a.reservation.release({ tokens: 120, costUsd: 0.6 });
   a.reservation.release({ tokens: 120, costUsd: 0.6 });
-  assert.equal(limits.inFlight(), 1);
+  assert.equal(limits.held().inFlight, 1);
   const d = limits.admit(WHO, 400, 3);
   assert.ok(d.ok, 'the slot came back');
   b.reservation.release({ tokens: 10, costUsd: 0.5 });
   d.reservation.release({ tokens: 10, costUsd: 0 });
-  assert.equal(limits.inFlight(), 0);
+  assert.equal(limits.held().inFlight, 0);
   const spent = limits.admit(WHO, 10, 4);
   assert.ok(!spent.ok && spent.kind === 'run_budget', 'the run spent $1.10 of $1.00');
   assert.ok(limits.admit({ ...WHO, runId: 'run-2', instanceId: 'bot-2' }, 10, 5).ok, 'another run of the workflow goes on');
@@ -65,6 +65,41 @@ test('limits: the per-minute windows slide: a call older than 60 s no longer cou
   const fourth = limits.admit(WHO, 4, 30_000);
   assert.ok(!fourth.ok && fourth.kind === 'requests_per_minute' && 'retryAfterSec' in fourth && fourth.retryAfterSec === 30);
   assert.ok(limits.admit(WHO, 4, 60_001).ok);
+});
+
+test('limits: the token window keeps a running sum: a call charged after it slid out of the window takes nothing from the calls still in it', () => {
+  const limits = new LocalLimits({ ...POLICY, concurrent: 0, runBudgetUsd: 0, requestsPerMinute: 0, tokensPerMinute: 1000 });
+  const early = limits.admit(WHO, 400, 0); // 100 tokens estimated, charged only after it has slid out
+  assert.ok(early.ok);
+  const later = limits.admit(WHO, 400, 30_000);
+  assert.ok(later.ok);
+  later.reservation.release({ tokens: 800, costUsd: 0 });
+  const blocked = limits.admit(WHO, 1200, 61_000); // the early call is gone from the window: 800 + 300 > 1000
+  assert.ok(!blocked.ok && blocked.kind === 'tokens_per_minute', 'the later call\'s real tokens count');
+  early.reservation.release({ tokens: 5000, costUsd: 0 });
+  const fits = limits.admit(WHO, 800, 61_500); // 800 + 200 = 1000: fits only if the late charge was not added
+  assert.ok(fits.ok, 'a charge for a call already out of the window does not count in it');
+});
+
+test('limits: state does not outlive its use: idle instances, other days\' workflow totals and runs unseen for two days are dropped (LocalLimits)', () => {
+  const limits = new LocalLimits({ ...POLICY, runBudgetUsd: 100, workflowBudgetUsdPerDay: 100 });
+  for (let i = 0; i < 50; i++) {
+    const r = limits.admit({ instanceId: `bot-${i}`, workflow: `wf-${i % 5}`, runId: `run-${i}` }, 40, 1000 + i);
+    assert.ok(r.ok);
+    r.reservation.release({ tokens: 10, costUsd: 0.01 });
+  }
+  const held = limits.admit({ instanceId: 'bot-held', workflow: 'wf-0', runId: 'run-held' }, 40, 2000);
+  assert.ok(held.ok);
+  assert.deepEqual(limits.held(), { inFlight: 1, instances: 51, runs: 50, workflowDays: 5 });
+  const nextDay = 86_400_000 + 1000;
+  const r = limits.admit({ instanceId: 'bot-new', workflow: 'wf-new', runId: 'run-new' }, 40, nextDay);
+  assert.ok(r.ok);
+  assert.deepEqual(limits.held(), { inFlight: 2, instances: 2, runs: 50, workflowDays: 0 }, 'the call still in flight keeps its instance; yesterday\'s totals go');
+  held.reservation.release({ tokens: 1, costUsd: 0 });
+  r.reservation.release({ tokens: 1, costUsd: 0.01 });
+  const twoDaysOn = nextDay + 2 * 86_400_000;
+  assert.ok(limits.admit({ instanceId: 'bot-x', workflow: 'wf-x', runId: 'run-x' }, 40, twoDaysOn).ok);
+  assert.deepEqual(limits.held(), { inFlight: 1, instances: 1, runs: 0, workflowDays: 0 });
 });
 
 test('limits: a bot token lowers its run\'s budget and concurrency, never raises them (effectivePolicy)', () => {
