@@ -34,7 +34,7 @@ import {
 import { SseFramer } from './sse.ts';
 import { EventStreamFramer, EventStreamGuard } from './eventstream.ts';
 import type { CredentialSource } from './credentials/source.ts';
-import type { LimitsStore, Reservation, Who } from '../limits/admission.ts';
+import { mayHaveCost, type LimitsStore, type Reservation, type Who } from '../limits/admission.ts';
 import { unpricedCallReason } from '../limits/policy.ts';
 import { costUsd, type PriceTable } from './prices.ts';
 
@@ -193,7 +193,11 @@ function missingTokenHint(protocol: WireProtocol | undefined): string {
  * Charges a call to its limits when it is over: its tokens and cost from the upstream's usage, or,
  * without (complete) usage, estimated from the bytes relayed (about 4 bytes a token), marked so.
  */
-function chargeCall(reservation: Reservation, summary: CallSummary | undefined, bytesIn: number, bytesOut: number, prices: PriceTable | undefined, provider: string | undefined, model: string | null): { usd: number | null; estimated: boolean } {
+function chargeCall(reservation: Reservation, summary: CallSummary | undefined, bytesIn: number, bytesOut: number, prices: PriceTable | undefined, provider: string | undefined, model: string | null, billable: boolean): { usd: number | null; estimated: boolean } {
+  if (!billable) {
+    reservation.release({ tokens: 0, costUsd: 0 });
+    return { usd: 0, estimated: false };
+  }
   const usage = summary?.usage;
   const estimated = !(summary?.usageComplete === true && usage && usage.inputTokens !== null && usage.outputTokens !== null);
   const input = estimated ? Math.ceil(bytesIn / 4) : usage!.inputTokens!;
@@ -274,10 +278,10 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     if (protocol && protocol.upstreamRequestIdHeader !== 'x-request-id') res.setHeader(protocol.upstreamRequestIdHeader, requestId);
 
     const logDone = (status: number, error?: string) => {
-      if (tally.reservation) tally.charge = chargeCall(tally.reservation, tally.summary, tally.bytesIn, attempt?.bytesOut ?? 0, deps.prices, tally.provider?.config.name, tally.model);
+      const failure = attempt?.failure ?? client.failure;
+      if (tally.reservation) tally.charge = chargeCall(tally.reservation, tally.summary, tally.bytesIn, attempt?.bytesOut ?? 0, deps.prices, tally.provider?.config.name, tally.model, mayHaveCost(tally.attempts, status, failure !== undefined));
       const summary = tally.summary;
       const usage = summary?.usage ?? null;
-      const failure = attempt?.failure ?? client.failure;
       const interrupted = failure === undefined ? null : failure === 'client_aborted' ? 'client' : failure === 'idle_timeout' ? 'idle_timeout' : 'upstream';
       deps.record({
         event: 'request',

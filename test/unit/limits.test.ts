@@ -2,7 +2,7 @@
 // (a slot is given back exactly once, money is charged to the run and the workflow's day).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { admissionVerdict, effectivePolicy, estimateTokens, LocalLimits } from '../../src/limits/admission.ts';
+import { admissionVerdict, effectivePolicy, estimateTokens, LocalLimits, mayHaveCost, toMicroUsd } from '../../src/limits/admission.ts';
 import { parseLimitsFile, unpricedCallReason, unpricedWarning } from '../../src/limits/policy.ts';
 
 const POLICY = { concurrent: 2, requestsPerMinute: 3, tokensPerMinute: 1000, runBudgetUsd: 1, workflowBudgetUsdPerDay: 10 };
@@ -123,4 +123,27 @@ test('limits: under a money budget, a value that bills at other rates is refused
   assert.match(unpricedCallReason(POLICY, undefined, 'claude-code-20250219,context-1m-2025-08-07') ?? '', /context-1m/);
   assert.equal(unpricedCallReason(POLICY, undefined, 'claude-code-20250219,interleaved-thinking-2025-05-14'), undefined);
   assert.equal(unpricedCallReason({ ...POLICY, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 }, 'priority', undefined), undefined, 'no money limit: nothing is mischarged');
+});
+
+test('limits: a call is charged unless nothing reached the upstream or it answered a complete error; a call cut after it was sent may have been billed (mayHaveCost)', () => {
+  assert.equal(mayHaveCost(0, 503, false), false, 'never forwarded');
+  assert.equal(mayHaveCost(1, 200, false), true);
+  assert.equal(mayHaveCost(1, 429, false), false, 'an upstream refusal: its retries do not eat the budget');
+  assert.equal(mayHaveCost(2, 500, false), false);
+  assert.equal(mayHaveCost(1, 0, true), true, 'the client left');
+  assert.equal(mayHaveCost(1, 502, true), true, 'reset after the request was sent');
+});
+
+test('limits: money is counted in whole micro-dollars, so every store and replica agrees on a spent budget (toMicroUsd)', () => {
+  let sum = 0;
+  for (let i = 0; i < 10; i++) sum += toMicroUsd(0.1);
+  assert.equal(sum, toMicroUsd(1), 'ten charges of $0.10 are $1.00 exactly');
+  const limits = new LocalLimits({ ...POLICY, concurrent: 0, runBudgetUsd: 0.8 });
+  for (const cost of [0.7, 0.1]) {
+    const r = limits.admit(WHO, 4, 0);
+    assert.ok(r.ok);
+    r.reservation.release({ tokens: 1, costUsd: cost });
+  }
+  const after = limits.admit(WHO, 4, 1);
+  assert.ok(!after.ok && after.kind === 'run_budget', '$0.70 + $0.10 spends a $0.80 budget (0.7 + 0.1 < 0.8 in floating point)');
 });
