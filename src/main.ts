@@ -332,7 +332,7 @@ async function serve(options: ServeOptions): Promise<void> {
  * The limits (--limits), held in this process. They apply per verified identity, so they need
  * MODEL_PROXY_SIGNING_KEY: an identity from headers is the caller's say-so.
  */
-function openLimits(options: ServeOptions, gateway: GatewayConfig, log: LogSink, metrics: { limitsStore(up: boolean): void; limitsStoreError(): void } | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
+function openLimits(options: ServeOptions, gateway: GatewayConfig, log: LogSink, metrics: { limitsStore(up: boolean): void; limitsStoreError(): void; limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void } | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
   if (options.limitsFile === undefined) return undefined;
   if (!gateway.signingKey) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (without it, identities are the callers\' own headers)');
   const policy = parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile);
@@ -348,7 +348,7 @@ function openLimits(options: ServeOptions, gateway: GatewayConfig, log: LogSink,
       log({ event: 'limits_store', state: up ? 'up' : 'down', store: `${store.host}:${store.port}`, ...(why ? { reason: why } : {}), failure_policy: options.limitsStoreFailure });
     },
   });
-  return { store: new RedisLimits(policy, client, options.limitsStoreFailure, () => metrics?.limitsStoreError()), policy };
+  return { store: new RedisLimits(policy, client, options.limitsStoreFailure, () => metrics?.limitsStoreError(), (op, seconds) => metrics?.limitsStoreRoundTrip(op, seconds)), policy };
 }
 
 /** Pure: `redis://HOST:PORT` or `rediss://HOST:PORT` (TLS), nothing else (a password comes from a file). */

@@ -88,12 +88,14 @@ export class RedisLimits implements LimitsStore {
   readonly #client: RespClient;
   readonly #failure: FailurePolicy;
   readonly #onError: (why: string) => void;
+  readonly #onRoundTrip: (op: 'admit' | 'charge', seconds: number) => void;
 
-  constructor(policy: LimitsPolicy, client: RespClient, failure: FailurePolicy, onError: (why: string) => void) {
+  constructor(policy: LimitsPolicy, client: RespClient, failure: FailurePolicy, onError: (why: string) => void, onRoundTrip: (op: 'admit' | 'charge', seconds: number) => void = () => {}) {
     this.#policy = policy;
     this.#client = client;
     this.#failure = failure;
     this.#onError = onError;
+    this.#onRoundTrip = onRoundTrip;
   }
 
   get policy(): LimitsPolicy {
@@ -105,11 +107,13 @@ export class RedisLimits implements LimitsStore {
    * that does not have it yet (a new or restarted Redis answers NOSCRIPT) is sent the whole script
    * once (EVAL), which also caches it there. Still one round trip per call in the usual case.
    */
-  async #runScript(script: string, keys: readonly string[], args: readonly (string | number)[]): Promise<RespValue> {
+  async #runScript(op: 'admit' | 'charge', script: string, keys: readonly string[], args: readonly (string | number)[]): Promise<RespValue> {
+    const began = performance.now();
     const tail = [keys.length, ...keys, ...args];
     let reply = await this.#client.command(['EVALSHA', scriptSha(script), ...tail]);
     if (reply instanceof RespError && reply.message.startsWith('NOSCRIPT')) reply = await this.#client.command(['EVAL', script, ...tail]);
     if (reply instanceof RespError) throw reply;
+    this.#onRoundTrip(op, (performance.now() - began) / 1000);
     return reply;
   }
 
@@ -121,7 +125,7 @@ export class RedisLimits implements LimitsStore {
     const estimate = estimateTokens(bodyBytes);
     let reply: RespValue;
     try {
-      reply = await this.#runScript(ADMIT, keys, [nowMs, estimate, id, policy.concurrent, policy.requestsPerMinute, policy.tokensPerMinute, toMicroUsd(policy.runBudgetUsd), toMicroUsd(policy.workflowBudgetUsdPerDay)]);
+      reply = await this.#runScript('admit', ADMIT, keys, [nowMs, estimate, id, policy.concurrent, policy.requestsPerMinute, policy.tokensPerMinute, toMicroUsd(policy.runBudgetUsd), toMicroUsd(policy.workflowBudgetUsdPerDay)]);
     } catch (err) {
       this.#onError((err as Error).message);
       if (this.#failure === 'closed') return { ok: false, kind: 'store_unavailable', retryAfterSec: 1, message: 'the limits store cannot be reached, and the operator chose to refuse calls until it is back (--limits-store-failure closed)' };
@@ -138,7 +142,7 @@ export class RedisLimits implements LimitsStore {
             release: ({ tokens, costUsd }) => {
               if (released) return;
               released = true;
-              this.#runScript(RELEASE, keys, [id, estimate, Math.max(0, Math.round(tokens)), Math.max(0, toMicroUsd(costUsd))]).catch((err: Error) => this.#onError(err.message));
+              this.#runScript('charge', RELEASE, keys, [id, estimate, Math.max(0, Math.round(tokens)), Math.max(0, toMicroUsd(costUsd))]).catch((err: Error) => this.#onError(err.message));
             },
           },
         };

@@ -15,6 +15,7 @@ import { costUsd, type PriceTable } from '../gateway/prices.ts';
 const GENAI_DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
 const GENAI_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
 // Git requests range from a millisecond ref advertisement to a many-minute push.
+const STORE_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 const GIT_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900];
 
 /**
@@ -81,6 +82,8 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     connections: registry.gauge('proxy_active_connections', 'Open client connections per listener.', ['listener']),
     limitRefusals: registry.counter('model_gateway_limit_refusals_total', 'Model calls refused by a limit of --limits, by kind (concurrency, requests_per_minute, tokens_per_minute, run_budget, workflow_budget).', ['provider', 'model', 'workflow', 'kind']),
     limitsStoreUp: registry.gauge('model_gateway_limits_store_up', 'Whether the shared limits store (Redis) is connected (1) or not (0).'),
+    limitCharged: registry.counter('model_gateway_limit_charged_usd_total', 'Money charged against the budgets of --limits, by workflow; estimated="true": the upstream reported no complete usage, so the charge is an estimate from the bytes relayed.', ['workflow', 'estimated']),
+    limitsStoreSeconds: registry.histogram('model_gateway_limits_store_seconds', 'Round trip of a command to the shared limits store (Redis), by operation (admit, charge).', ['op'], STORE_BUCKETS),
     limitsStoreErrors: registry.counter('model_gateway_limits_store_errors_total', 'Admissions or charges the limits store could not serve (the failure policy applied).'),
     credentialRefreshes: registry.counter('model_gateway_credential_refreshes_total', 'Refreshes of a minted provider credential (a Google access token), by outcome (ok, failed).', ['provider', 'outcome']),
     connectionsRefused: registry.counter('proxy_connections_refused_total', 'Client connections closed on arrival by --max-connections (reason total) or --max-connections-per-client (per_client).', ['listener', 'reason']),
@@ -109,6 +112,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
       if (r.interrupted !== null) m.interruptions.inc([...w, r.interrupted]);
       if (r.status >= 200 && r.status < 300 && r.usage_complete === false) m.usageIncomplete.inc(w);
       if (r.limit !== null) m.limitRefusals.inc([r.provider ?? NONE, r.model ?? NONE, r.workflow ?? NONE, r.limit]);
+      if (r.charged_usd !== null && r.charged_usd > 0) m.limitCharged.inc([r.workflow ?? NONE, String(r.charge_estimated === true)], r.charged_usd);
       const counts = { input: r.input_tokens, output: r.output_tokens, reasoning: r.reasoning_tokens, cached: r.cached_tokens, cache_write: r.cache_write_tokens };
       for (const [type, n] of Object.entries(counts)) if (n !== null && n > 0) m.tokens.inc([...w, type], n);
       const price = r.model === null || r.provider === null ? undefined : opts.prices.get(r.provider, r.model);
@@ -142,6 +146,10 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
 
     limitsStoreError(): void {
       m.limitsStoreErrors.inc([]);
+    },
+
+    limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void {
+      m.limitsStoreSeconds.observe([op], seconds);
     },
 
     credentialRefresh(provider: string, ok: boolean): void {

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
+import { parseExposition } from '../support/prometheus.ts';
 import { chunk, sseEvent, startModelUpstream, USAGE, type ModelUpstream } from '../support/model-upstream.ts';
 import { runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -178,4 +179,20 @@ test('limits: an answer too large for the usage reader (over 8 MiB) is charged a
   const r = await recordAndSlotBack('path-large', token);
   assert.equal(r.charge_estimated, true);
   assert.ok(Number(r.charged_usd) >= content.length / 4 / 1e6, `charged for the size, not the 2 tokens the body claims: ${JSON.stringify(r)}`);
+});
+
+test('limits: the money charged is counted by workflow, estimated charges apart (model_gateway_limit_charged_usd_total)', async () => {
+  // Each test above made two calls; their records reach this process a little after their answers.
+  const requests = () => gw.records().filter((r) => r.event === 'request');
+  for (let tries = 0; requests().length < 14; tries++) {
+    assert.ok(tries < 5000, `${requests().length} records`);
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  const records = requests().filter((r) => Number(r.charged_usd) > 0);
+  const sum = (estimated: boolean) => records.filter((r) => r.charge_estimated === estimated).reduce((n, r) => n + Number(r.charged_usd), 0);
+  const metrics = parseExposition((await send(gw.ports.metrics!, 'GET', '/metrics')).body.toString());
+  const series = (estimated: string) => metrics.find((m) => m.name === 'model_gateway_limit_charged_usd_total' && m.labels.workflow === 'w' && m.labels.estimated === estimated)?.value ?? 0;
+  assert.ok(sum(true) > 0 && sum(false) > 0);
+  assert.ok(Math.abs(series('true') - sum(true)) < 1e-9, `${series('true')} vs ${sum(true)}`);
+  assert.ok(Math.abs(series('false') - sum(false)) < 1e-9, `${series('false')} vs ${sum(false)}`);
 });

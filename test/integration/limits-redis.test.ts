@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
-import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
+import { defaultCompletion, startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
 import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
@@ -33,7 +33,7 @@ before(async () => {
   [upstream, redis] = await Promise.all([startModelUpstream(pki), startRedis()]);
   dir = mkdtempSync(join(tmpdir(), 'limits-redis-'));
   writeFileSync(join(dir, 'prices.json'), JSON.stringify({ 'gpt-test': { input: 1000, output: 1000 } }));
-  writeFileSync(join(dir, 'limits.json'), JSON.stringify({ perRun: { budgetUsd: 0.01 } }));
+  writeFileSync(join(dir, 'limits.json'), JSON.stringify({ perInstance: { concurrent: 4 }, perRun: { budgetUsd: 0.01 } }));
   const env = { UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_API_KEY: 'sk-x', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile, MODEL_PROXY_SIGNING_KEY: SIGNING_KEY, MODEL_PRICES_FILE: join(dir, 'prices.json') };
   const args = (failure: string) => ['--model-gateway-listen', '127.0.0.1:0', '--limits', join(dir, 'limits.json'), '--limits-store', `redis://127.0.0.1:${redis.port}`, '--limits-store-failure', failure];
   [a, b, open] = await Promise.all([startProxy({ env, args: args('closed'), listeners: ['model'] }), startProxy({ env, args: args('closed'), listeners: ['model'] }), startProxy({ env, args: args('open'), listeners: ['model'] })]);
@@ -69,7 +69,51 @@ test('limits in redis: two gateways sharing one redis-server hold one run budget
   // Total spend: the one call admitted while the budget had room (the bound: calls in flight × the largest call).
   const charges = [a, b].flatMap((gw) => gw.records().filter((r) => r.event === 'request' && r.run_id === 'shared-run' && r.status === 200).map((r) => Number(r.charged_usd)));
   assert.equal(charges.length, 1);
-  assert.equal(Number(spent), charges[0]);
+  assert.equal(Number(spent) / 1e6, charges[0], 'Redis holds the spend in micro-dollars');
+});
+
+test('limits in redis: calls racing through two gateways overshoot a run budget by no more than the stated bound (calls in flight × the largest call); the store holds exactly what was charged', async () => {
+  const token = await mint('race-run');
+  // Four calls of the instance are held at the upstream at once (its concurrency limit, shared by
+  // both gateways); the other four are refused by one limit or another before reaching it.
+  const held: (() => void)[] = [];
+  let allHeld!: () => void;
+  const fourHeld = new Promise<void>((r) => (allHeld = r));
+  upstream.script(...Array.from({ length: 4 }, () => (req: Parameters<Parameters<typeof upstream.script>[0]>[0], res: Parameters<Parameters<typeof upstream.script>[0]>[1], rec: Parameters<Parameters<typeof upstream.script>[0]>[2]) => {
+    held.push(() => defaultCompletion(req, res, rec));
+    if (held.length === 4) allHeld();
+  }));
+  const settled: Awaited<ReturnType<typeof chat>>[] = [];
+  const calls = Array.from({ length: 8 }, (_, i) => chat(i % 2 === 0 ? a : b, token).then((r) => (settled.push(r), r)));
+  await fourHeld;
+  while (settled.length < 4) await new Promise((r) => setImmediate(r)); // the refused four have been answered
+  for (const answer of held) answer();
+  const answers = await Promise.all(calls);
+  assert.deepEqual(answers.map((r) => r.status).sort(), [200, 200, 200, 200, 429, 429, 429, 429]);
+  const client = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
+  const charges = () => [a, b].flatMap((gw) => gw.records().filter((r) => r.event === 'request' && r.run_id === 'race-run' && r.status === 200).map((r) => Number(r.charged_usd)));
+  let spent = 0;
+  try {
+    while (!client.up) await new Promise((r) => setImmediate(r));
+    // The four records and their charges land once each answer is over; the store must hold their sum exactly.
+    const charged = () => (charges().length === 4 ? charges().reduce((x, y) => x + Math.round(y * 1e6), 0) : -1);
+    for (let tries = 0; spent !== charged(); tries++) {
+      assert.ok(tries < 10_000, `the store holds ${spent} micro-dollars, the records ${charged()}`);
+      await new Promise((r) => setTimeout(r, 1));
+      spent = Number(await client.command(['GET', 'lim:r:race-run']));
+    }
+  } finally {
+    client.close();
+  }
+  const largest = Math.max(...charges());
+  assert.ok(spent / 1e6 > 0.01, 'the budget was passed: calls already in flight when it ran out still finish');
+  assert.ok(spent / 1e6 <= 0.01 + 4 * largest, `spent $${spent / 1e6}: at most the budget ($0.01) + 4 calls in flight × $${largest}`);
+  assert.equal((await chat(a, token)).status, 429, 'and from now on the run is refused');
+  const metrics = parseExposition((await send(a.ports.metrics!, 'GET', '/metrics')).body.toString());
+  for (const op of ['admit', 'charge']) {
+    const count = metrics.find((m) => m.name === 'model_gateway_limits_store_seconds_count' && m.labels.op === op);
+    assert.ok(count && count.value > 0, `the store's round trips are measured (${op})`);
+  }
 });
 
 test('limits in redis: with redis-server stopped, closed refuses (503 limits_store_unavailable, Retry-After) and open lets calls through, both logged and counted; restarted, the gateway recovers without a restart', async () => {
