@@ -23,7 +23,8 @@ import { literalSecret, secretSource } from './config/secret.ts';
 import { startListener, writeProxyError, type Listener } from './http/server.ts';
 import { descriptorWarning, softOpenFilesLimit } from './http/connection-caps.ts';
 import { VERSION } from './config/version.ts';
-import { addRevocation, revocationList, type Revocation } from './auth/revocations.ts';
+import { addRevocation, revocationList, type Revocation, type RevocationCheck } from './auth/revocations.ts';
+import { addStoreRevocation, storeRevocations } from './auth/redis-revocations.ts';
 import { randomBytes } from 'node:crypto';
 import type { CredentialSource } from './gateway/credentials/source.ts';
 import { staticKeySource } from './gateway/credentials/static-key.ts';
@@ -191,15 +192,8 @@ async function serve(options: ServeOptions): Promise<void> {
     setInterval(() => metrics.registry.tick(performance.now()), clockTickMs(options.metricsSeriesTtlMs)).unref();
   }
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
-  // The deny list (--revocations): read at each token, again when it changed; an unreadable one
-  // refuses every token (logged once per distinct problem).
-  let lastRevocationError = '';
-  const revocations = options.revocationsFile === undefined ? undefined : revocationList(options.revocationsFile, (message) => {
-    if (message === lastRevocationError) return;
-    lastRevocationError = message;
-    log({ event: 'config_error', message });
-  });
-  const revoked = revocations && ((claims: { sub: string; run_id: string; jti?: string }, nowSec: number) => revocations.reason(claims, nowSec));
+  const storeClient = openStore(options, log, metrics);
+  const revoked = openRevocations(options, storeClient, log, metrics);
   const caps = { total: options.maxConnections, perClient: options.maxConnectionsPerClient };
   const capped = (listener: string) => ({ caps, onConnectionRefused: (reason: 'total' | 'per_client') => metrics?.connectionRefused(listener, reason) });
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs, bodyIdleMs: options.bodyTimeoutMs };
@@ -236,7 +230,7 @@ async function serve(options: ServeOptions): Promise<void> {
   }
 
   if (gateway.enabled) {
-    const limits = openLimits(options, gateway, log, metrics);
+    const limits = openLimits(options, gateway, storeClient, metrics);
     const unpriced = limits && unpricedWarning(limits.policy, gateway.providers.flatMap((p) => p.models.map((model) => ({ provider: p.name, model }))), (provider, model) => prices.get(provider, model) !== undefined);
     if (unpriced) log({ event: 'warning', listener: 'model', message: unpriced });
     const providers = openProviders(gateway, (provider, outcome) => {
@@ -328,19 +322,18 @@ async function serve(options: ServeOptions): Promise<void> {
   log({ event: 'listening', listener: 'metrics', address: metricsListener.address, version: VERSION });
 }
 
+type StoreMetrics = { limitsStore(up: boolean): void; limitsStoreError(): void; limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void };
+
 /**
- * The limits (--limits), held in this process. They apply per verified identity, so they need
- * MODEL_PROXY_SIGNING_KEY: an identity from headers is the caller's say-so.
+ * The store the replicas share (--limits-store redis://), when there is one: the limits' state and
+ * the deny list of revoked tokens. Its state changes are logged and counted.
  */
-function openLimits(options: ServeOptions, gateway: GatewayConfig, log: LogSink, metrics: { limitsStore(up: boolean): void; limitsStoreError(): void; limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void } | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
-  if (options.limitsFile === undefined) return undefined;
-  if (!gateway.signingKey) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (without it, identities are the callers\' own headers)');
-  const policy = parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile);
-  if (options.limitsStore === 'memory') return { store: new LocalLimits(policy), policy };
+function openStore(options: ServeOptions, log: LogSink, metrics: StoreMetrics | undefined): RespClient | undefined {
+  if (options.limitsStore === 'memory') return undefined;
   const store = asUsageError(() => parseStoreUrl(options.limitsStore));
   const password = options.limitsStorePasswordFile === undefined ? undefined : readTextFile(options.limitsStorePasswordFile, '--limits-store-password-file:').replace(/[\r\n]+$/, '');
   metrics?.limitsStore(false);
-  const client = new RespClient({
+  return new RespClient({
     ...store,
     password,
     onState: (up, why) => {
@@ -348,7 +341,38 @@ function openLimits(options: ServeOptions, gateway: GatewayConfig, log: LogSink,
       log({ event: 'limits_store', state: up ? 'up' : 'down', store: `${store.host}:${store.port}`, ...(why ? { reason: why } : {}), failure_policy: options.limitsStoreFailure });
     },
   });
+}
+
+/**
+ * The limits (--limits), held in this process or in the shared store. They apply per verified
+ * identity, so they need MODEL_PROXY_SIGNING_KEY: an identity from headers is the caller's say-so.
+ */
+function openLimits(options: ServeOptions, gateway: GatewayConfig, client: RespClient | undefined, metrics: StoreMetrics | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
+  if (options.limitsFile === undefined) return undefined;
+  if (!gateway.signingKey) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (without it, identities are the callers\' own headers)');
+  const policy = parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile);
+  if (client === undefined) return { store: new LocalLimits(policy), policy };
   return { store: new RedisLimits(policy, client, options.limitsStoreFailure, () => metrics?.limitsStoreError(), (op, seconds) => metrics?.limitsStoreRoundTrip(op, seconds)), policy };
+}
+
+/**
+ * The deny list both listeners read: the --revocations file (re-read when it changed; an
+ * unreadable one refuses every token, logged once per distinct problem) and, with a shared store,
+ * its keys (one round trip a token). A token either names is refused.
+ */
+function openRevocations(options: ServeOptions, client: RespClient | undefined, log: LogSink, metrics: StoreMetrics | undefined): RevocationCheck | undefined {
+  let lastError = '';
+  const file = options.revocationsFile === undefined ? undefined : revocationList(options.revocationsFile, (message) => {
+    if (message === lastError) return;
+    lastError = message;
+    log({ event: 'config_error', message });
+  });
+  const store = client === undefined ? undefined : storeRevocations(client, options.limitsStoreFailure, () => metrics?.limitsStoreError());
+  if (file === undefined && store === undefined) return undefined;
+  return (claims, nowSec) => {
+    const why = file?.reason(claims, nowSec);
+    return why !== undefined || store === undefined ? why : store.reason(claims);
+  };
 }
 
 /** Pure: `redis://HOST:PORT` or `rediss://HOST:PORT` (TLS), nothing else (a password comes from a file). */
@@ -367,24 +391,47 @@ function openFilesLimit(): number | undefined {
   }
 }
 
-/** Adds a run, an instance or a token to the deny list both listeners read, for as long as a token could live. */
-function revoke(cli: CommandLine): string {
-  const file = cli.options.revocationsFile;
-  if (file === undefined) throw new UsageError('revoke: --revocations FILE is required (the deny list the listeners read)');
+/**
+ * Adds a run, an instance or a token to the deny list both listeners read (the --revocations file,
+ * the shared store of --limits-store, or both), for as long as a token it names could live.
+ */
+async function revoke(cli: CommandLine): Promise<string> {
+  const { revocationsFile: file, limitsStore } = cli.options;
+  if (file === undefined && limitsStore === 'memory') throw new UsageError('revoke: give --revocations FILE (the deny-list file the listeners read) or --limits-store redis://HOST:PORT (the store they share), or both');
   const named = ([['run_id', cli.mint.runId], ['instance_id', cli.mint.instanceId], ['token_id', cli.mint.tokenId]] as const).filter(([, v]) => v !== undefined);
   if (named.length !== 1) throw new UsageError('revoke: give exactly one of --run-id, --instance-id, --token-id');
   const [key, value] = named[0]!;
   const nowSec = Math.floor(Date.now() / 1000);
   const until = nowSec + Math.floor(cli.options.maxTokenLifetimeMs / 1000) + 60;
-  const count = addRevocation(file, { [key]: value, until } as unknown as Revocation, nowSec);
-  return `revoked ${key} ${value} until ${new Date(until * 1000).toISOString()} (${count} entries in ${file}); both listeners refuse its tokens from their next request`;
+  const where: string[] = [];
+  if (file !== undefined) {
+    const count = addRevocation(file, { [key]: value, until } as unknown as Revocation, nowSec);
+    where.push(`${count} entries in ${file}`);
+  }
+  if (limitsStore !== 'memory') {
+    const store = asUsageError(() => parseStoreUrl(limitsStore));
+    const password = cli.options.limitsStorePasswordFile === undefined ? undefined : readTextFile(cli.options.limitsStorePasswordFile, '--limits-store-password-file:').replace(/[\r\n]+$/, '');
+    let connected!: () => void;
+    const up = new Promise<void>((resolve) => (connected = resolve));
+    const client = new RespClient({ ...store, password, onState: (isUp) => isUp && connected() });
+    try {
+      let timer: NodeJS.Timeout | undefined;
+      const gaveUp = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`revoke: the store at ${store.host}:${store.port} could not be reached within 5 s; nothing was revoked there`)), 5000)));
+      await Promise.race([up, gaveUp]).finally(() => clearTimeout(timer));
+      await addStoreRevocation(client, key, value!, until - nowSec);
+    } finally {
+      client.close();
+    }
+    where.push(`in the store at ${store.host}:${store.port}`);
+  }
+  return `revoked ${key} ${value} until ${new Date(until * 1000).toISOString()} (${where.join('; ')}); both listeners refuse its tokens from their next request`;
 }
 
 /** A bot token for the gateway, or with --git-repo a workload token for the git proxy (never both in one). */
 function mintToken(cli: CommandLine): string {
   // Its own id, printed on stderr, to revoke this token alone (`revoke --token-id`).
   const jti = randomBytes(12).toString('base64url');
-  process.stderr.write(`mint-token: token id ${jti} (stop it before it expires: proxy.js revoke --revocations FILE --token-id ${jti})\n`);
+  process.stderr.write(`mint-token: token id ${jti} (stop it before it expires: proxy.js revoke --token-id ${jti} with --revocations FILE or --limits-store URL)\n`);
   // A missing or malformed flag is a usage error (exit 2), like an unknown one.
   const claims = asUsageError(() =>
     botClaims({
@@ -449,7 +496,7 @@ async function main(argv: readonly string[]): Promise<void> {
       process.stdout.write(`${mintToken(cli)}\n`);
       return;
     case 'revoke':
-      process.stdout.write(`${revoke(cli)}\n`);
+      process.stdout.write(`${await revoke(cli)}\n`);
       return;
     case 'serve':
       return serve(cli.options);

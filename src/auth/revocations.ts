@@ -16,6 +16,9 @@ export interface Revocation {
 
 const KEYS = ['run_id', 'instance_id', 'token_id'] as const;
 
+/** What the listeners ask of the deny list: why a verified token is refused anyway, or undefined; a promise when the list is in the shared store. */
+export type RevocationCheck = (claims: { sub: string; run_id: string; jti?: string }, nowSec: number) => string | undefined | Promise<string | undefined>;
+
 /** Pure: the entries of a deny-list file; a malformed one is an error naming the entry. */
 export function parseRevocations(text: string): Revocation[] {
   const parsed = parseStrictJson(text);

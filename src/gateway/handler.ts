@@ -34,6 +34,7 @@ import {
 import { SseFramer } from './sse.ts';
 import { EventStreamFramer, EventStreamGuard } from './eventstream.ts';
 import type { CredentialSource } from './credentials/source.ts';
+import type { RevocationCheck } from '../auth/revocations.ts';
 import { mayHaveCost, type LimitsStore, type Reservation, type Who } from '../limits/admission.ts';
 import { unpricedCallReason } from '../limits/policy.ts';
 import { costUsd, type PriceTable } from './prices.ts';
@@ -108,7 +109,7 @@ export interface GatewayDeps {
   readonly retry: RetryPolicy;
   readonly maxBodyBytes: number;
   /** The deny list (--revocations): why a verified token is refused anyway, or undefined. */
-  readonly revoked?: (claims: { sub: string; run_id: string; jti?: string }, nowSec: number) => string | undefined;
+  readonly revoked?: RevocationCheck;
   /** --limits: admission before a call is forwarded, its charge when it is over; undefined: none. */
   readonly limits?: LimitsStore;
   /** Prices, to charge a call against a money budget. */
@@ -345,7 +346,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
         maxLifetimeSec: deps.maxTokenLifetimeSec,
       });
       if (!verified.ok) return reject(ERRORS.unauthenticated, null, `the bot token was refused (${verified.reason}): send a valid one, from mint-token, ${tokenHeaderHint(protocol)}`);
-      const why = deps.revoked?.(verified.claims, Math.floor(Date.now() / 1000));
+      const why = await deps.revoked?.(verified.claims, Math.floor(Date.now() / 1000));
       if (why !== undefined) return reject(ERRORS.unauthenticated, null, `the bot token was refused (${why}): the operator stopped it before it expired`);
       tally.identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id };
       const lowered = verified.claims.limits;

@@ -15,6 +15,7 @@ import { elapsedMs, pathForLog } from '../http/log.ts';
 import type { SecretSource } from '../config/secret.ts';
 import { writeProxyError } from '../http/server.ts';
 import { KeyedCounts } from '../http/connection-caps.ts';
+import type { RevocationCheck } from '../auth/revocations.ts';
 
 export interface GitUpstream {
   readonly config: HostConfig;
@@ -57,7 +58,7 @@ export interface GitProxyDeps {
   readonly workloadAuth: { readonly key: Buffer; readonly maxLifetimeSec: number } | undefined;
   readonly timeouts: UpstreamTimeouts;
   /** The deny list (--revocations): why a verified token is refused anyway, or undefined. */
-  readonly revoked?: (claims: { sub: string; run_id: string; jti?: string }, nowSec: number) => string | undefined;
+  readonly revoked?: RevocationCheck;
   /** Requests one workload instance (by its token) may have in progress at once; 0: no cap. */
   readonly maxConcurrentPerWorkload: number;
   /** Called once per request, when it is over. */
@@ -160,71 +161,85 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
       return reject(access.error);
     }
 
-    if (identity !== undefined) {
-      const why = deps.revoked?.({ sub: identity.instanceId, run_id: identity.runId, jti: identity.tokenId }, Math.floor(Date.now() / 1000));
+    const upstreamPath = parsed.upstreamPath;
+    if (identity === undefined) return forward();
+    const who = identity;
+    const verdict = deps.revoked?.({ sub: who.instanceId, run_id: who.runId, jti: who.tokenId }, Math.floor(Date.now() / 1000));
+    // The deny list in the shared store answers later: the request (its body unread, waiting in
+    // the socket) goes on when it has.
+    if (verdict instanceof Promise) void verdict.then((why) => admit(who, why), () => admit(who, 'the revocation list cannot be read'));
+    else admit(who, verdict);
+
+    /** The token is not revoked: a slot of the workload's concurrency, then the upstream. */
+    function admit(who: GitIdentity, why: string | undefined): void {
+      if (res.destroyed) return logDone(0, 'client_aborted');
       if (why !== undefined) {
         tokenError = why;
         res.setHeader('www-authenticate', assertHeaderValue('www-authenticate', WORKLOAD_CHALLENGE));
         return reject(withMessage(ERRORS.workloadTokenInvalid, `the workload token was refused: ${why}`));
       }
-      const instance = identity.instanceId;
+      const instance = who.instanceId;
       if (!inProgress.tryAcquire(instance, deps.maxConcurrentPerWorkload)) {
         res.setHeader('retry-after', assertHeaderValue('retry-after', String(WORKLOAD_BUSY_RETRY_AFTER_S)));
         return reject(ERRORS.workloadBusy);
       }
       res.once('close', () => inProgress.release(instance));
+      forward();
     }
 
-    const credential = injectCredential(upstream.config.authType, upstream.token.read(), upstream.username?.read());
-    if (!credential.ok) return reject(credential.error);
+    /** The credential added, the request sent upstream and its answer relayed. */
+    function forward(): void {
+      const credential = injectCredential(upstream.config.authType, upstream.token.read(), upstream.username?.read());
+      if (!credential.ok) return reject(credential.error);
 
-    const upstreamTarget = {
-      agent: upstream.agent,
-      hostname: upstream.config.hostname,
-      port: upstream.config.port,
-      method,
-      path: parsed.upstreamPath,
-      headers: gitUpstreamHeaders(req.headers, upstream.config.key, credential.authorization),
-    };
-    let call = openUpstream(upstreamTarget, deps.timeouts, method === 'POST' ? req : null, exchange);
-    let resent = false;
-    abortUpstreamOnClientClose(res, () => ({ request: call.request, exchange }));
+      const upstreamTarget = {
+        agent: upstream.agent,
+        hostname: upstream.config.hostname,
+        port: upstream.config.port,
+        method,
+        path: upstreamPath,
+        headers: gitUpstreamHeaders(req.headers, upstream.config.key, credential.authorization),
+      };
+      let call = openUpstream(upstreamTarget, deps.timeouts, method === 'POST' ? req : null, exchange);
+      let resent = false;
+      abortUpstreamOnClientClose(res, () => ({ request: call.request, exchange }));
 
-    const onResponse = async (upstreamRes: IncomingMessage): Promise<void> => {
-      const status = upstreamRes.statusCode ?? 502;
-      if (status === 401) {
-        // Our credential was refused: an operator problem the workload cannot fix. Relayed,
-        // the 401 would make git ask for a username; our own line says whose problem it is.
-        upstreamRes.resume();
-        return reject(upstreamCredentialRefused(upstream.config.key));
-      }
-      const headers = scrubResponseHeaders(upstreamRes.rawHeaders, credential.secrets);
-      if (status >= 200 && status < 300) {
-        await relayResponse(res, upstreamRes, headers, exchange);
-        return logDone(status, exchange.failure);
-      }
-      // Any other answer is an error page or a redirect: read whole and redacted, since a git
-      // host may echo the credential it was sent ("authorization was Bearer ...").
-      const relayed = await relayRedactedBody(res, upstreamRes, headers, credential.secrets, exchange);
-      if (!relayed.ok) return reject(ERRORS.upstreamProtocol);
-      logDone(status, exchange.failure);
-    };
-    const onFailure = (err: UpstreamError): void => {
-      // A ref discovery has no body and changes nothing: reset on a pooled connection (the host
-      // closed it as we reused it), it is sent once more. A POST never is: a push may already be
-      // applied, and the body it streamed is gone.
-      if (method === 'GET' && staleSocketReset(err.kind, call.request) && !resent && !res.destroyed) {
-        resent = true;
-        exchange.failure = undefined;
-        call = openUpstream(upstreamTarget, deps.timeouts, null, exchange);
-        call.response.then(onResponse, onFailure);
-        return;
-      }
-      const error = errorForUpstreamFailure(err.kind);
-      if (res.headersSent || res.destroyed) return logDone(0, exchange.failure);
-      sendGitError(req, res, error);
-      logDone(error.status, exchange.failure);
-    };
-    call.response.then(onResponse, onFailure);
+      const onResponse = async (upstreamRes: IncomingMessage): Promise<void> => {
+        const status = upstreamRes.statusCode ?? 502;
+        if (status === 401) {
+          // Our credential was refused: an operator problem the workload cannot fix. Relayed,
+          // the 401 would make git ask for a username; our own line says whose problem it is.
+          upstreamRes.resume();
+          return reject(upstreamCredentialRefused(upstream.config.key));
+        }
+        const headers = scrubResponseHeaders(upstreamRes.rawHeaders, credential.secrets);
+        if (status >= 200 && status < 300) {
+          await relayResponse(res, upstreamRes, headers, exchange);
+          return logDone(status, exchange.failure);
+        }
+        // Any other answer is an error page or a redirect: read whole and redacted, since a git
+        // host may echo the credential it was sent ("authorization was Bearer ...").
+        const relayed = await relayRedactedBody(res, upstreamRes, headers, credential.secrets, exchange);
+        if (!relayed.ok) return reject(ERRORS.upstreamProtocol);
+        logDone(status, exchange.failure);
+      };
+      const onFailure = (err: UpstreamError): void => {
+        // A ref discovery has no body and changes nothing: reset on a pooled connection (the host
+        // closed it as we reused it), it is sent once more. A POST never is: a push may already be
+        // applied, and the body it streamed is gone.
+        if (method === 'GET' && staleSocketReset(err.kind, call.request) && !resent && !res.destroyed) {
+          resent = true;
+          exchange.failure = undefined;
+          call = openUpstream(upstreamTarget, deps.timeouts, null, exchange);
+          call.response.then(onResponse, onFailure);
+          return;
+        }
+        const error = errorForUpstreamFailure(err.kind);
+        if (res.headersSent || res.destroyed) return logDone(0, exchange.failure);
+        sendGitError(req, res, error);
+        logDone(error.status, exchange.failure);
+      };
+      call.response.then(onResponse, onFailure);
+    }
   };
 }

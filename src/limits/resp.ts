@@ -68,6 +68,9 @@ export interface RespOptions {
   readonly timeoutMs?: number;
 }
 
+/** The largest reply kept while it is incomplete. */
+const MAX_REPLY_BYTES = 1024 * 1024;
+
 const BACKOFF_MS = [100, 200, 500, 1000, 2000, 5000];
 
 /** One connection, reconnected with backoff; a command sent while it is down fails at once. */
@@ -131,17 +134,25 @@ export class RespClient {
     socket.on('data', (chunk: Buffer) => {
       this.#buffer = this.#buffer.length === 0 ? chunk : Buffer.concat([this.#buffer, chunk]);
       let at = 0;
-      for (;;) {
-        const reply = parseReply(this.#buffer, at);
-        if (reply === undefined) break;
-        at = reply.next;
-        const waiter = this.#pending.shift();
-        if (waiter) {
-          clearTimeout(waiter.timer);
-          waiter.resolve(reply.value);
+      try {
+        for (;;) {
+          const reply = parseReply(this.#buffer, at);
+          if (reply === undefined) break;
+          at = reply.next;
+          const waiter = this.#pending.shift();
+          if (waiter) {
+            clearTimeout(waiter.timer);
+            waiter.resolve(reply.value);
+          }
         }
+      } catch (err) {
+        // Not Redis, or a broken one: the connection is dropped (and retried), never the process.
+        socket.destroy(err as Error);
+        return;
       }
       this.#buffer = this.#buffer.subarray(at);
+      // The limits' replies are a few bytes: one that keeps growing is not a reply we asked for.
+      if (this.#buffer.length > MAX_REPLY_BYTES) socket.destroy(new Error('the limits store sent a reply larger than 1 MiB'));
     });
     socket.on('error', () => {});
     socket.once('close', () => {

@@ -1,6 +1,7 @@
 // Stopping a run before its tokens expire: `proxy.js revoke` writes the deny list that every
-// BUILT proxy reads (a shared file, as a mounted volume would be); the next request of the revoked
-// run is refused on both gateways and on the git listener, while other runs go on.
+// BUILT proxy reads, a shared file (as a mounted volume would be) or the Redis store the replicas
+// share (--limits-store); the next request of the revoked run is refused on both gateways and on
+// the git listener, while other runs go on.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -10,6 +11,7 @@ import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { startRedis, type RedisServer } from '../support/redis-server.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 
@@ -21,20 +23,27 @@ let dir: string;
 let deny: string;
 let one: ProxyProcess;
 let two: ProxyProcess;
+let redis: RedisServer;
+/** Two more replicas whose deny list is in Redis (no file). */
+let three: ProxyProcess;
+let four: ProxyProcess;
 
 before(async () => {
   pki = makeTestPki();
-  [model, git] = await Promise.all([startModelUpstream(pki), startUpstream(pki)]);
+  [model, git, redis] = await Promise.all([startModelUpstream(pki), startUpstream(pki), startRedis()]);
   dir = mkdtempSync(join(tmpdir(), 'revocations-'));
   deny = join(dir, 'revoked.json');
   const env = { UPSTREAM_BASE_URL: model.baseUrl, UPSTREAM_API_KEY: 'sk-x', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile, MODEL_PROXY_SIGNING_KEY: KEY, GIT_PROXY_SIGNING_KEY: KEY, GIT_HOST_A: git.hostKey, GIT_HOST_A_TOKEN: 'tok', NODE_EXTRA_CA_CERTS: pki.caFile };
   const args = ['--model-gateway-listen', '127.0.0.1:0', '--git-auth-listen', '127.0.0.1:0', '--revocations', deny];
   [one, two] = await Promise.all([startProxy({ env, args, listeners: ['model', 'git'] }), startProxy({ env, args, listeners: ['model', 'git'] })]);
+  const storeArgs = ['--model-gateway-listen', '127.0.0.1:0', '--git-auth-listen', '127.0.0.1:0', '--limits-store', `redis://127.0.0.1:${redis.port}`];
+  [three, four] = await Promise.all([startProxy({ env, args: storeArgs, listeners: ['model', 'git'] }), startProxy({ env, args: storeArgs, listeners: ['model', 'git'] })]);
+  await Promise.all([three, four].map((p) => p.waitForRecord((r) => r.event === 'limits_store' && r.state === 'up')));
 });
 
 after(async () => {
-  await Promise.all([one?.stop(), two?.stop()]);
-  await Promise.all([model?.close(), git?.close()]);
+  await Promise.all([one?.stop(), two?.stop(), three?.stop(), four?.stop()]);
+  await Promise.all([model?.close(), git?.close(), redis?.close()]);
   pki?.cleanup();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
@@ -78,6 +87,53 @@ test('revoke: one token alone, by the id mint-token printed; another token of th
 
 test('revoke: a mistake is a usage error (exit 2): no deny list, or not exactly one of run, instance, token', async () => {
   assert.equal((await runProxyCommand(['revoke', '--run-id', 'r'])).code, 2);
+  assert.match((await runProxyCommand(['revoke', '--run-id', 'r'])).stderr, /give --revocations FILE .* or --limits-store redis:\/\/HOST:PORT/);
   assert.equal((await runProxyCommand(['revoke', '--revocations', deny])).code, 2);
   assert.equal((await runProxyCommand(['revoke', '--revocations', deny, '--run-id', 'r', '--instance-id', 'i'])).code, 2);
+});
+
+test('revoke through the shared store (--limits-store redis://): a run stopped mid-series is refused from its next request on both replicas and on the git listener; an instance too; other runs go on', async () => {
+  const store = `redis://127.0.0.1:${redis.port}`;
+  const stopped = await mint('run-store-stop');
+  const stoppedGit = await mint('run-store-stop', ['--git-repo', `${git.hostKey}/org/*:read`]);
+  const other = await mint('run-store-go');
+  for (const gw of [three, four]) assert.equal((await chat(gw, stopped.token)).status, 200, 'before: served');
+  assert.equal((await refs(three, stoppedGit.token)).status, 200);
+  const r = await runProxyCommand(['revoke', '--limits-store', store, '--run-id', 'run-store-stop']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^revoked run_id run-store-stop until .* \(in the store at 127\.0\.0\.1:\d+\); both listeners refuse/);
+  for (const gw of [three, four]) {
+    const refused = await chat(gw, stopped.token);
+    assert.equal(refused.status, 401);
+    assert.match(refused.body.toString(), /its run was revoked/);
+    assert.equal((await chat(gw, other.token)).status, 200, 'another run goes on');
+  }
+  const gitRefused = await refs(four, stoppedGit.token);
+  assert.equal(gitRefused.status, 401);
+  assert.match(gitRefused.body.toString(), /its run was revoked/);
+  assert.equal((await runProxyCommand(['revoke', '--limits-store', store, '--instance-id', 'bot-run-store-go'])).code, 0);
+  assert.match((await chat(three, other.token)).body.toString(), /its instance was revoked/);
+});
+
+test('revoke through the shared store: with the store down, a token that cannot be checked is refused (the default failure policy, closed) on both listeners; back, it is served again; revoke itself says it could not reach the store', async () => {
+  const { token } = await mint('run-store-outage');
+  const gitToken = (await mint('run-store-outage', ['--git-repo', `${git.hostKey}/org/*:read`])).token;
+  assert.equal((await chat(three, token)).status, 200);
+  await redis.stop();
+  try {
+    await three.waitForRecord((r) => r.event === 'limits_store' && r.state === 'down');
+    const refused = await chat(three, token);
+    assert.equal(refused.status, 401);
+    assert.match(refused.body.toString(), /the revocation store cannot be reached/);
+    assert.equal((await refs(three, gitToken)).status, 401);
+    const r = await runProxyCommand(['revoke', '--limits-store', `redis://127.0.0.1:${redis.port}`, '--run-id', 'x']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /could not be reached within 5 s; nothing was revoked there/);
+  } finally {
+    await redis.start();
+  }
+  const upLines = () => three.records().filter((r) => r.event === 'limits_store' && r.state === 'up').length;
+  const before = upLines();
+  await three.waitForRecord((r) => r.event === 'limits_store' && r.state === 'up' && upLines() > before, 'the store up again');
+  assert.equal((await chat(three, token)).status, 200, 'served again without a restart');
 });
