@@ -5,6 +5,10 @@
 //   tool   the fake asks for the agent's own shell tool to run `echo e2e-tool-ok`; the tool's
 //          output must come back to the upstream in the next request, and the final text
 //          must reach the agent's output.
+//   budget (gateway mode; Codex and Claude Code) the agent's run has already spent its budget
+//          (--limits, a token minted with --budget-usd): the gateway refuses its first call in
+//          the form that agent treats as final, and the agent must end within seconds, print
+//          the refusal, and send nothing upstream.
 // Every run is also traced (strace, when installed): a connection to anything but loopback
 // fails the turn, so that a bot configured this way has no way out but the gateway.
 //
@@ -46,6 +50,10 @@ const PROMPTS: Record<TurnName, string> = {
   plain: 'Say hello. (e2e plain turn)',
   tool: `Run \`${TOOL_COMMAND}\` with your shell tool and tell me what it printed. (${TOOL_TURN_MARKER})`,
 };
+/** The agents shown to stop on a spent budget (opencode is not: it has no "final" refusal to show). */
+const BUDGET_AGENTS: readonly string[] = ['codex', 'claude-code'];
+/** "Within seconds": an agent that retried a refusal as transient would take a minute or more. */
+const BUDGET_STOP_S = 20;
 /** One agent turn takes seconds; the default's slack is for a loaded machine. */
 const DEFAULT_TURN_TIMEOUT_S = 180;
 /** PATH for the agents: the system's, nothing from the developer's shell. */
@@ -62,7 +70,7 @@ interface Options {
 
 interface Row {
   agent: AgentSpec;
-  turn: TurnName | 'setup';
+  turn: TurnName | 'setup' | 'budget';
   ok: boolean;
   seconds: number;
   requests: number;
@@ -169,6 +177,40 @@ async function runTurn(agent: AgentSpec, turn: TurnName, config: string, token: 
     writeFileSync(join(root, 'upstream-requests.jsonl'), upstream.map((r) => JSON.stringify({ method: r.method, url: r.url, body: r.body.toString('utf8') })).join('\n'));
     row.details = [`-- ${agent.name} stdout --`, tail(result.stdout), `-- ${agent.name} stderr --`, tail(result.stderr), ...(gateway ? ['-- gateway output --', tail(gateway.output(), 8)] : [])].join('\n');
   }
+  return row;
+}
+
+/** The budget turn: a token whose run has spent its budget; the agent must stop at once, having sent nothing upstream. */
+async function runBudgetTurn(agent: AgentSpec, config: string, fake: { requests: ModelRequest[] }, runRoot: string, opts: Options, gateway: Gateway): Promise<Row> {
+  let token: string;
+  try {
+    token = await gateway.spentToken(agent);
+  } catch (err) {
+    if (!(err instanceof Unsupported)) throw err;
+    return { agent, turn: 'budget', ok: false, seconds: 0, requests: 0, note: err.message };
+  }
+  const root = join(runRoot, `${agent.name}-budget`);
+  const sandbox: Sandbox = { root, home: join(root, 'home'), work: join(root, 'work') };
+  mkdirSync(sandbox.home, { recursive: true });
+  mkdirSync(sandbox.work, { recursive: true });
+  const command = agent.prepare(sandbox, config, PROMPTS.plain);
+  const env = { PATH: SYSTEM_PATH, HOME: sandbox.home, MODEL_PROXY_TOKEN: token, ...command.env };
+  const from = fake.requests.length;
+  const refusedBefore = gateway.records().filter((r) => r.event === 'request' && r.limit === 'run_budget').length;
+  const result = await runAgent({ command: binPath(agent), args: command.args, env, cwd: sandbox.work, timeoutMs: opts.turnTimeoutMs, traceFile: opts.trace ? traceFileFor(root) : undefined, sandboxRoot: root });
+  const upstream = fake.requests.slice(from);
+  const refused = gateway.records().filter((r) => r.event === 'request' && r.limit === 'run_budget').length - refusedBefore;
+  const output = `${result.stdout}\n${result.stderr}`;
+  const problems: string[] = [];
+  if (result.timedOut) problems.push(`timed out after ${opts.turnTimeoutMs / 1000} s: it kept retrying`);
+  else if (result.ms / 1000 > BUDGET_STOP_S) problems.push(`took ${(result.ms / 1000).toFixed(1)} s to stop (more than ${BUDGET_STOP_S} s: it retried)`);
+  if (refused === 0) problems.push('the gateway refused nothing for the spent budget');
+  if (upstream.length > 0) problems.push(`${upstream.length} requests reached the upstream`);
+  if (!/quota exceeded|budget is spent/i.test(output)) problems.push('the agent did not print the refusal (a quota or budget message)');
+  if (result.egress && result.egress.length > 0) problems.push(`connections beyond loopback: ${result.egress.join(', ')}`);
+  const said = /quota exceeded[^\n]*|[^\n]*budget is spent[^\n]*/i.exec(output)?.[0]?.trim().slice(0, 80);
+  const row: Row = { agent, turn: 'budget', ok: problems.length === 0, seconds: result.ms / 1000, requests: upstream.length, note: problems.join('; ') || `stopped after ${refused} refused call${refused === 1 ? '' : 's'}: "${said}"` };
+  if (!row.ok) row.details = [`-- ${agent.name} stdout --`, tail(result.stdout), `-- ${agent.name} stderr --`, tail(result.stderr), '-- gateway output --', tail(gateway.output(), 8)].join('\n');
   return row;
 }
 
@@ -281,6 +323,10 @@ async function main(): Promise<number> {
       log(`  ${agent.name}: ${turn} turn via ${origin}`);
       turnStarts.push({ turn, from: recorders?.[agent.providerKind].requests.length ?? 0 });
       rows.push(await runTurn(agent, turn, config, token, fakeOf(agent), runRoot, opts, gateway));
+    }
+    if (gateway && BUDGET_AGENTS.includes(agent.name)) {
+      log(`  ${agent.name}: budget turn (a run whose budget is spent) via ${origin}`);
+      rows.push(await runBudgetTurn(agent, config, fakeOf(agent), runRoot, opts, gateway));
     }
     if (opts.record && recorders) {
       const files = saveRecording(agent, recorders[agent.providerKind], turnStarts, index);

@@ -1,11 +1,13 @@
 // Gateway mode: the built bundle (dist/proxy.js) between the agents and the HTTPS fakes, as in
 // production: one process with a provider per upstream kind (`--providers FILE`), the
 // configuration `proxy.js agent-config --agent <name>` prints, and a bot token from
-// `proxy.js mint-token`; the gateway holds the upstream keys.
+// `proxy.js mint-token`; the gateway holds the upstream keys. It runs with limits (--limits, a
+// price for every agent's model), so that a run whose budget is spent can be shown to the agents.
 import { randomBytes } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BUNDLE, runProxyCommand, startProxy, type ProxyProcess } from '../../test/support/proxy-process.ts';
+import { send } from '../../test/support/http-client.ts';
+import { BUNDLE, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../../test/support/proxy-process.ts';
 import type { AgentSpec } from './agents/types.ts';
 
 /** The gateway cannot serve an agent: reported as that agent's failed setup, not a crash. */
@@ -26,6 +28,9 @@ export interface Gateway {
   readonly keys: { openai: string; anthropic: string };
   /** The agent's configuration as agent-config prints it; Unsupported when that fails or the agent cannot use it. */
   configFor(agent: AgentSpec): Promise<string>;
+  /** A bot token of a run whose budget is already spent (one call in the agent's protocol spent it). */
+  spentToken(agent: AgentSpec): Promise<string>;
+  records(): LogRecord[];
   output(): string;
   stop(): Promise<void>;
 }
@@ -43,11 +48,18 @@ export async function startGateway(agents: readonly AgentSpec[], upstreams: Gate
     { name: 'anthropic', kind: 'anthropic', baseUrl: upstreams.anthropicBaseUrl, keyEnv: 'E2E_ANTHROPIC_UPSTREAM_KEY', models: modelsOf('anthropic'), caFile: upstreams.caFile },
   ].filter((p) => p.models.length > 0);
   writeFileSync(providersFile, `${JSON.stringify({ providers }, null, 2)}\n`);
-  const env = { MODEL_PROXY_SIGNING_KEY: signingKey, E2E_OPENAI_UPSTREAM_KEY: keys.openai, E2E_ANTHROPIC_UPSTREAM_KEY: keys.anthropic };
+  // $1 per million tokens each way; a run may spend $100 (the turns spend a fraction of a cent),
+  // unless its token lowers it.
+  const pricesFile = join(tempDir, 'prices.json');
+  const price = { input: 1, output: 1 };
+  writeFileSync(pricesFile, JSON.stringify({ providers: Object.fromEntries(providers.map((p) => [p.name, Object.fromEntries(p.models.map((m) => [m, price]))])) }));
+  const limitsFile = join(tempDir, 'limits.json');
+  writeFileSync(limitsFile, JSON.stringify({ perRun: { budgetUsd: 100 } }));
+  const env = { MODEL_PROXY_SIGNING_KEY: signingKey, E2E_OPENAI_UPSTREAM_KEY: keys.openai, E2E_ANTHROPIC_UPSTREAM_KEY: keys.anthropic, MODEL_PRICES_FILE: pricesFile };
 
   let proxy: ProxyProcess;
   try {
-    proxy = await startProxy({ env, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', providersFile], listeners: ['model'] });
+    proxy = await startProxy({ env, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', providersFile, '--limits', limitsFile], listeners: ['model'] });
   } catch (err) {
     throw new Unsupported(`the gateway did not start: ${(err as Error).message}`);
   }
@@ -64,6 +76,27 @@ export async function startGateway(agents: readonly AgentSpec[], upstreams: Gate
     botToken,
     keys,
     output: () => proxy.output(),
+    records: () => proxy.records(),
+
+    async spentToken(agent) {
+      // A budget of one micro-dollar: the first call, a few dozen tokens, spends it.
+      const run = `run-spent-${agent.name}-${Date.now()}`;
+      const r = await runProxyCommand(['mint-token', '--instance-id', `e2e-${agent.name}-budget`, '--workflow', 'e2e', '--run-id', run, '--ttl', '30m', '--budget-usd', '0.000001'], env);
+      if (r.code !== 0) throw new Unsupported(`proxy.js mint-token --budget-usd failed: ${r.stderr.trim()}`);
+      const token = r.stdout.trim();
+      const prompt = 'Say hello. (e2e plain turn)';
+      const call =
+        agent.protocol === 'messages'
+          ? { path: '/v1/messages', headers: { 'x-api-key': token, 'anthropic-version': '2023-06-01' }, body: { model: agent.model, max_tokens: 64, messages: [{ role: 'user', content: prompt }] } }
+          : agent.protocol === 'responses'
+            ? { path: '/v1/responses', headers: { authorization: `Bearer ${token}` }, body: { model: agent.model, input: prompt } }
+            : { path: '/v1/chat/completions', headers: { authorization: `Bearer ${token}` }, body: { model: agent.model, messages: [{ role: 'user', content: prompt }] } };
+      const spent = await send(proxy.ports.model!, 'POST', call.path, { headers: { 'content-type': 'application/json', ...call.headers }, body: JSON.stringify(call.body) });
+      if (spent.status !== 200) throw new Unsupported(`the call that spends the budget got ${spent.status}: ${spent.body.toString().slice(0, 200)}`);
+      const charged = await proxy.waitForRecord((rec) => rec.event === 'request' && rec.run_id === run, 'the spending call\'s record');
+      if (!(Number(charged.charged_usd) >= 0.000001)) throw new Unsupported(`the call that should spend the budget was charged ${String(charged.charged_usd)}`);
+      return token;
+    },
     stop: async () => void (await proxy.stop()),
 
     async configFor(agent) {

@@ -30,6 +30,8 @@ export interface BotClaims {
 export interface RunLimits {
   readonly budget_usd?: number;
   readonly max_concurrent?: number;
+  readonly requests_per_minute?: number;
+  readonly tokens_per_minute?: number;
 }
 
 export type VerifyResult = { ok: true; claims: BotClaims } | { ok: false; reason: string };
@@ -169,14 +171,14 @@ function verifyToken(token: string, key: Buffer, opts: VerifyOptions): VerifyRes
   return { ok: true, claims: { ...base, git: git as string[] } };
 }
 
-/** Pure: the `limits` claim: an object of `budget_usd` (> 0) and `max_concurrent` (a whole number ≥ 1), nothing else. */
+/** Pure: the `limits` claim: an object of `budget_usd` (> 0), `max_concurrent`, `requests_per_minute` and `tokens_per_minute` (whole numbers ≥ 1), nothing else. */
 function parseRunLimits(value: unknown): RunLimits | undefined | 'invalid' {
   if (value === undefined) return undefined;
   if (!isObject(value)) return 'invalid';
-  const out: { budget_usd?: number; max_concurrent?: number } = {};
+  const out: { -readonly [K in keyof RunLimits]: RunLimits[K] } = {};
   for (const [k, v] of Object.entries(value)) {
     if (k === 'budget_usd' && typeof v === 'number' && Number.isFinite(v) && v > 0) out.budget_usd = v;
-    else if (k === 'max_concurrent' && Number.isSafeInteger(v) && (v as number) >= 1) out.max_concurrent = v as number;
+    else if ((k === 'max_concurrent' || k === 'requests_per_minute' || k === 'tokens_per_minute') && Number.isSafeInteger(v) && (v as number) >= 1) out[k] = v as number;
     else return 'invalid';
   }
   return out;

@@ -7,6 +7,9 @@ import { RespError, type RespClient } from '../limits/resp.ts';
 
 export type RevocationKind = 'run_id' | 'instance_id' | 'token_id';
 
+/** What a check answers when the store cannot be reached and the failure policy is closed: a transient refusal (503), not a revoked token. */
+export const STORE_UNREACHABLE = 'the revocation store cannot be reached (--limits-store-failure closed)';
+
 const PREFIX: Record<RevocationKind, string> = { run_id: 'rev:run:', instance_id: 'rev:inst:', token_id: 'rev:tok:' };
 const REASON: Record<RevocationKind, string> = { run_id: 'its run was revoked', instance_id: 'its instance was revoked', token_id: 'the token was revoked' };
 
@@ -33,7 +36,7 @@ export function storeRevocations(client: RespClient, failure: 'open' | 'closed',
         return hit < 0 ? undefined : REASON[list[hit]![0]];
       } catch (err) {
         onError((err as Error).message);
-        return failure === 'closed' ? 'the revocation store cannot be reached (--limits-store-failure closed)' : undefined;
+        return failure === 'closed' ? STORE_UNREACHABLE : undefined;
       }
     },
   };

@@ -60,6 +60,8 @@ export interface MintOptions {
   /** Limits the token lowers for its run (the gateway applies the lower of these and --limits). */
   readonly budgetUsd: number | undefined;
   readonly maxConcurrent: number | undefined;
+  readonly requestsPerMinute: number | undefined;
+  readonly tokensPerMinute: number | undefined;
   /** revoke --token-id: one token, by its id (mint-token prints it). */
   readonly tokenId: string | undefined;
 }
@@ -135,6 +137,8 @@ const FLAGS = {
   ttl: { default: '1h', commands: ['mint-token'], help: 'token lifetime' },
   'budget-usd': { default: undefined, commands: ['mint-token'], help: "the run's money budget in USD (lowers --limits' perRun.budgetUsd for this run, never raises it)" },
   'max-concurrent': { default: undefined, commands: ['mint-token'], help: "model calls the run's instance may have in progress (lowers --limits' perInstance.concurrent, never raises it)" },
+  'requests-per-minute': { default: undefined, commands: ['mint-token'], help: "model calls the run's instance may make a minute (lowers --limits' perInstance.requestsPerMinute, never raises it)" },
+  'tokens-per-minute': { default: undefined, commands: ['mint-token'], help: "tokens the run's instance may use a minute (lowers --limits' perInstance.tokensPerMinute, never raises it)" },
   'git-repo': { default: undefined, commands: ['mint-token'], multiple: true, help: 'repeatable: host/path:read|write (* only as a whole last segment); makes a git proxy token (GIT_PROXY_SIGNING_KEY)' },
   agent: { default: 'opencode', commands: ['agent-config'], help: 'the agent to configure: opencode (opencode.json), codex (config.toml) or claude-code (settings.json)' },
   'proxy-host': { default: undefined, commands: ['git-config', 'agent-config'], help: 'the proxy host[:port] as workloads reach it (default $GIT_AUTH_PROXY_HOST / $MODEL_GATEWAY_PROXY_HOST)' },
@@ -246,6 +250,8 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       budgetUsd: str('budget-usd') === undefined ? undefined : asUsageError(() => parsePositiveAmount('budget-usd', str('budget-usd')!)),
       tokenId: str('token-id'),
       maxConcurrent: str('max-concurrent') === undefined ? undefined : asUsageError(() => parseCount('max-concurrent', str('max-concurrent')!, 1, 10_000)),
+      requestsPerMinute: str('requests-per-minute') === undefined ? undefined : asUsageError(() => parseCount('requests-per-minute', str('requests-per-minute')!, 1, 100_000_000)),
+      tokensPerMinute: str('tokens-per-minute') === undefined ? undefined : asUsageError(() => parseCount('tokens-per-minute', str('tokens-per-minute')!, 1, 1_000_000_000_000)),
     },
     agent: {
       agent: str('agent')!,

@@ -180,6 +180,8 @@ export interface MintInput {
   readonly nowSec: number;
   readonly budgetUsd?: number;
   readonly maxConcurrent?: number;
+  readonly requestsPerMinute?: number;
+  readonly tokensPerMinute?: number;
 }
 
 
@@ -197,6 +199,11 @@ export function botClaims(input: MintInput): BotClaims {
     throw new Error(`mint-token: --ttl must be between 1s and the gateway's --max-token-lifetime (${input.maxLifetimeSec}s)`);
   }
   const claims: BotClaims = { sub, workflow, run_id, iat: input.nowSec, exp: input.nowSec + input.ttlSec };
-  if (input.budgetUsd === undefined && input.maxConcurrent === undefined) return claims;
-  return { ...claims, limits: { ...(input.budgetUsd === undefined ? {} : { budget_usd: input.budgetUsd }), ...(input.maxConcurrent === undefined ? {} : { max_concurrent: input.maxConcurrent }) } };
+  const limits = {
+    ...(input.budgetUsd === undefined ? {} : { budget_usd: input.budgetUsd }),
+    ...(input.maxConcurrent === undefined ? {} : { max_concurrent: input.maxConcurrent }),
+    ...(input.requestsPerMinute === undefined ? {} : { requests_per_minute: input.requestsPerMinute }),
+    ...(input.tokensPerMinute === undefined ? {} : { tokens_per_minute: input.tokensPerMinute }),
+  };
+  return Object.keys(limits).length === 0 ? claims : { ...claims, limits };
 }

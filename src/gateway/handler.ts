@@ -35,6 +35,7 @@ import { SseFramer } from './sse.ts';
 import { EventStreamFramer, EventStreamGuard } from './eventstream.ts';
 import type { CredentialSource } from './credentials/source.ts';
 import type { RevocationCheck } from '../auth/revocations.ts';
+import { STORE_UNREACHABLE } from '../auth/redis-revocations.ts';
 import { mayHaveCost, type LimitsStore, type Reservation, type Who } from '../limits/admission.ts';
 import { unpricedCallReason } from '../limits/policy.ts';
 import { costUsd, type PriceTable } from './prices.ts';
@@ -347,10 +348,14 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       });
       if (!verified.ok) return reject(ERRORS.unauthenticated, null, `the bot token was refused (${verified.reason}): send a valid one, from mint-token, ${tokenHeaderHint(protocol)}`);
       const why = await deps.revoked?.(verified.claims, Math.floor(Date.now() / 1000));
+      if (why === STORE_UNREACHABLE) {
+        res.setHeader('retry-after', '1');
+        return reject(ERRORS.revocationStoreUnavailable);
+      }
       if (why !== undefined) return reject(ERRORS.unauthenticated, null, `the bot token was refused (${why}): the operator stopped it before it expired`);
       tally.identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id };
       const lowered = verified.claims.limits;
-      if (lowered) tally.lowered = { budgetUsd: lowered.budget_usd, concurrent: lowered.max_concurrent };
+      if (lowered) tally.lowered = { budgetUsd: lowered.budget_usd, concurrent: lowered.max_concurrent, requestsPerMinute: lowered.requests_per_minute, tokensPerMinute: lowered.tokens_per_minute };
     } else {
       const fromHeaders = identityFromHeaders(req.headers);
       if ('error' in fromHeaders) return reject(fromHeaders.error, fromHeaders.param);

@@ -16,6 +16,7 @@ import type { SecretSource } from '../config/secret.ts';
 import { writeProxyError } from '../http/server.ts';
 import { KeyedCounts } from '../http/connection-caps.ts';
 import type { RevocationCheck } from '../auth/revocations.ts';
+import { STORE_UNREACHABLE } from '../auth/redis-revocations.ts';
 
 export interface GitUpstream {
   readonly config: HostConfig;
@@ -173,6 +174,10 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
     /** The token is not revoked: a slot of the workload's concurrency, then the upstream. */
     function admit(who: GitIdentity, why: string | undefined): void {
       if (res.destroyed) return logDone(0, 'client_aborted');
+      if (why === STORE_UNREACHABLE) {
+        res.setHeader('retry-after', assertHeaderValue('retry-after', '1'));
+        return reject(ERRORS.revocationStoreUnavailable);
+      }
       if (why !== undefined) {
         tokenError = why;
         res.setHeader('www-authenticate', assertHeaderValue('www-authenticate', WORKLOAD_CHALLENGE));

@@ -10,14 +10,20 @@ export interface Who {
   readonly workflow: string;
   readonly runId: string;
   /** What the bot token lowered for this run (never raises: the lower of the two applies). */
-  readonly lowered?: { readonly budgetUsd?: number; readonly concurrent?: number };
+  readonly lowered?: { readonly budgetUsd?: number; readonly concurrent?: number; readonly requestsPerMinute?: number; readonly tokensPerMinute?: number };
 }
 
 /** Pure: a run's limits: the file's, lowered by its token (0 in the file means none, so the token's applies). */
 export function effectivePolicy(policy: LimitsPolicy, lowered: Who['lowered']): LimitsPolicy {
   if (lowered === undefined) return policy;
   const lower = (file: number, token: number | undefined) => (token === undefined ? file : file === 0 ? token : Math.min(file, token));
-  return { ...policy, runBudgetUsd: lower(policy.runBudgetUsd, lowered.budgetUsd), concurrent: lower(policy.concurrent, lowered.concurrent) };
+  return {
+    ...policy,
+    runBudgetUsd: lower(policy.runBudgetUsd, lowered.budgetUsd),
+    concurrent: lower(policy.concurrent, lowered.concurrent),
+    requestsPerMinute: lower(policy.requestsPerMinute, lowered.requestsPerMinute),
+    tokensPerMinute: lower(policy.tokensPerMinute, lowered.tokensPerMinute),
+  };
 }
 
 /** What the state holds for the verdict, at `nowMs`. */
@@ -36,7 +42,11 @@ export type Verdict =
   /** Final: the budget is spent. */
   | { readonly ok: false; readonly kind: 'run_budget' | 'workflow_budget'; readonly message: string };
 
-const usd = (v: number) => `$${v.toFixed(2)}`;
+/** Pure: an amount for a message: cents, or two significant digits below a cent (a tiny budget is not "$0.00"). */
+export function formatUsd(v: number): string {
+  return v === 0 || Math.abs(v) >= 0.01 ? `$${v.toFixed(2)}` : `$${Number(v.toPrecision(2))}`;
+}
+const usd = formatUsd;
 
 /** Pure: money as whole micro-dollars: every store adds integers, so two stores (or replicas) agree to the last digit on whether a budget is spent. */
 export function toMicroUsd(usd: number): number {

@@ -4,7 +4,7 @@
 // decides: `closed` refuses calls until it is back (503, transient), `open` lets them through
 // unlimited; either is logged and counted while it lasts.
 import { createHash, randomUUID } from 'node:crypto';
-import { effectivePolicy, estimateTokens, toMicroUsd, type Admission, type LimitsStore, type Who } from './admission.ts';
+import { effectivePolicy, estimateTokens, formatUsd, toMicroUsd, type Admission, type LimitsStore, type Who } from './admission.ts';
 import type { LimitsPolicy } from './policy.ts';
 import { RespError, type RespClient, type RespValue } from './resp.ts';
 
@@ -132,7 +132,7 @@ export class RedisLimits implements LimitsStore {
       return { ok: true, reservation: { release: () => {} } };
     }
     const [kind, detail, wait] = Array.isArray(reply) ? (reply as string[]) : ['error'];
-    const usd = (micro: string | undefined) => `$${(Number(micro ?? 0) / 1e6).toFixed(2)}`;
+    const usd = (micro: string | undefined) => formatUsd(Number(micro ?? 0) / 1e6);
     switch (kind) {
       case 'ok': {
         let released = false;

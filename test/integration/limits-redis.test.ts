@@ -116,21 +116,41 @@ test('limits in redis: calls racing through two gateways overshoot a run budget 
   }
 });
 
-test('limits in redis: with redis-server stopped, closed refuses (503 limits_store_unavailable, Retry-After) and open lets calls through, both logged and counted; restarted, the gateway recovers without a restart', async () => {
+test('limits in redis: with redis-server stopped, closed refuses (503 with Retry-After: the token cannot be checked for revocation, nor the call admitted) and open lets calls through, both logged and counted; restarted, the gateway recovers without a restart', async () => {
   await redis.stop();
-  await Promise.all([a, open].map((gw) => gw.waitForRecord((r) => r.event === 'limits_store' && r.state === 'down')));
-  const closed = await chat(a, await mint('while-down-1'));
-  assert.equal(closed.status, 503);
-  assert.equal(closed.headers['retry-after'], '1');
-  assert.equal((JSON.parse(closed.body.toString()) as { error: { code: string } }).error.code, 'limits_store_unavailable');
-  assert.equal((await chat(open, await mint('while-down-2'))).status, 200, 'open: the call goes through, unlimited');
-  const metrics = parseExposition((await send(a.ports.metrics!, 'GET', '/metrics')).body.toString());
-  assert.equal(metrics.find((s) => s.name === 'model_gateway_limits_store_up')?.value, 0);
-  assert.ok((metrics.find((s) => s.name === 'model_gateway_limits_store_errors_total')?.value ?? 0) >= 1);
   const ups = a.records().filter((r) => r.event === 'limits_store' && r.state === 'up').length;
-  await redis.start();
+  try {
+    await Promise.all([a, open].map((gw) => gw.waitForRecord((r) => r.event === 'limits_store' && r.state === 'down')));
+    const closed = await chat(a, await mint('while-down-1'));
+    assert.equal(closed.status, 503);
+    assert.equal(closed.headers['retry-after'], '1');
+    // The token is checked against the revocations in the same store before admission.
+    assert.equal((JSON.parse(closed.body.toString()) as { error: { code: string } }).error.code, 'revocation_store_unavailable');
+    assert.equal((await chat(open, await mint('while-down-2'))).status, 200, 'open: the call goes through, unlimited');
+    const metrics = parseExposition((await send(a.ports.metrics!, 'GET', '/metrics')).body.toString());
+    assert.equal(metrics.find((s) => s.name === 'model_gateway_limits_store_up')?.value, 0);
+    assert.ok((metrics.find((s) => s.name === 'model_gateway_limits_store_errors_total')?.value ?? 0) >= 1);
+  } finally {
+    await redis.start();
+  }
   await a.waitForRecord((r) => r.event === 'limits_store' && r.state === 'up' && a.records().filter((x) => x.event === 'limits_store' && x.state === 'up').length > ups);
   assert.equal((await chat(a, await mint('after-restart'))).status, 200, 'recovered without a restart');
+});
+
+test('limits in redis: admission with the store unreachable follows the failure policy: closed refuses (store_unavailable, retry after 1 s), open admits without a limit (RedisLimits)', async () => {
+  const policy = { concurrent: 1, requestsPerMinute: 1, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 };
+  const client = new RespClient({ host: '127.0.0.1', port: 1, tls: false, password: undefined, onState: () => {} }); // nothing listens on port 1
+  const errors: string[] = [];
+  try {
+    const who = { instanceId: 'i-down', workflow: 'w', runId: 'r-down' };
+    const closed = await new RedisLimits(policy, client, 'closed', (e) => errors.push(e)).admit(who, 4, Date.now());
+    assert.ok(!closed.ok && closed.kind === 'store_unavailable' && closed.retryAfterSec === 1);
+    const open = new RedisLimits(policy, client, 'open', (e) => errors.push(e));
+    for (let i = 0; i < 3; i++) assert.ok((await open.admit(who, 4, Date.now())).ok, 'open: no limit applies while the store is away');
+    assert.equal(errors.length, 4, 'each is reported (log line, metric)');
+  } finally {
+    client.close();
+  }
 });
 
 test('limits in redis: the store\'s script gives the in-process verdicts, step by step (concurrency, per-minute calls and tokens, run and workflow budgets, lowered by the token)', async () => {

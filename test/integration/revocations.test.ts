@@ -115,7 +115,7 @@ test('revoke through the shared store (--limits-store redis://): a run stopped m
   assert.match((await chat(three, other.token)).body.toString(), /its instance was revoked/);
 });
 
-test('revoke through the shared store: with the store down, a token that cannot be checked is refused (the default failure policy, closed) on both listeners; back, it is served again; revoke itself says it could not reach the store', async () => {
+test('revoke through the shared store: with the store down, a token that cannot be checked is refused as transient (503 with Retry-After, the default failure policy, closed) on both listeners; back, it is served again; revoke itself says it could not reach the store', async () => {
   const { token } = await mint('run-store-outage');
   const gitToken = (await mint('run-store-outage', ['--git-repo', `${git.hostKey}/org/*:read`])).token;
   assert.equal((await chat(three, token)).status, 200);
@@ -123,9 +123,12 @@ test('revoke through the shared store: with the store down, a token that cannot 
   try {
     await three.waitForRecord((r) => r.event === 'limits_store' && r.state === 'down');
     const refused = await chat(three, token);
-    assert.equal(refused.status, 401);
-    assert.match(refused.body.toString(), /the revocation store cannot be reached/);
-    assert.equal((await refs(three, gitToken)).status, 401);
+    assert.equal(refused.status, 503, 'transient: the token is not known to be revoked, only unchecked');
+    assert.equal(refused.headers['retry-after'], '1');
+    assert.match(refused.body.toString(), /revocation_store_unavailable/);
+    const gitRefused = await refs(three, gitToken);
+    assert.equal(gitRefused.status, 503);
+    assert.equal(gitRefused.headers['retry-after'], '1');
     const r = await runProxyCommand(['revoke', '--limits-store', `redis://127.0.0.1:${redis.port}`, '--run-id', 'x']);
     assert.equal(r.code, 1);
     assert.match(r.stderr, /could not be reached within 5 s; nothing was revoked there/);

@@ -287,14 +287,17 @@ test('agent-config and mint-token are recognised commands', () => {
 });
 
 test('mint-token options default to undefined ids and a 1h ttl', () => {
-  assert.deepEqual(parseCommandLine(['mint-token']).mint, { instanceId: undefined, workflow: undefined, runId: undefined, ttlMs: 3_600_000, gitRepos: [], budgetUsd: undefined, maxConcurrent: undefined, tokenId: undefined });
+  assert.deepEqual(parseCommandLine(['mint-token']).mint, { instanceId: undefined, workflow: undefined, runId: undefined, ttlMs: 3_600_000, gitRepos: [], budgetUsd: undefined, maxConcurrent: undefined, requestsPerMinute: undefined, tokensPerMinute: undefined, tokenId: undefined });
 });
 
 test('mint-token options are passed through, the ttl in milliseconds', () => {
   const cl = parseCommandLine(['mint-token', '--instance-id', 'bot-7', '--workflow=ci/review', '--run-id', 'run-42', '--ttl', '15m']);
-  assert.deepEqual(cl.mint, { instanceId: 'bot-7', workflow: 'ci/review', runId: 'run-42', ttlMs: 900_000, gitRepos: [], budgetUsd: undefined, maxConcurrent: undefined, tokenId: undefined });
+  assert.deepEqual(cl.mint, { instanceId: 'bot-7', workflow: 'ci/review', runId: 'run-42', ttlMs: 900_000, gitRepos: [], budgetUsd: undefined, maxConcurrent: undefined, requestsPerMinute: undefined, tokensPerMinute: undefined, tokenId: undefined });
   assert.deepEqual(parseCommandLine(['mint-token', '--budget-usd', '2.5', '--max-concurrent', '3']).mint.budgetUsd, 2.5);
   assert.throws(() => parseCommandLine(['mint-token', '--budget-usd', '0']), /--budget-usd: "0" must be an amount above 0/);
+  const rates = parseCommandLine(['mint-token', '--requests-per-minute', '30', '--tokens-per-minute', '200000']).mint;
+  assert.deepEqual([rates.requestsPerMinute, rates.tokensPerMinute], [30, 200_000]);
+  assert.throws(() => parseCommandLine(['mint-token', '--requests-per-minute', '0']), /--requests-per-minute/);
 });
 
 test('agent-config options default to opencode and undefined', () => {
@@ -349,7 +352,7 @@ test('a flag of another command is a UsageError naming the flag and the flags th
     [['git-config', '--git-auth-listen', ':1'], /^--git-auth-listen is not a flag of git-config \(git-config takes --git-hosts, --proxy-host, --workload-token-env\)$/],
     [['git-config', '--ttl', '1h'], /^--ttl is not a flag of git-config/],
     [['agent-config', '--git-hosts', 'h.json'], /^--git-hosts is not a flag of agent-config \(agent-config takes --providers, --allow-hosted-tools, --agent, --proxy-host, --provider-name, --model, --small-model\)$/],
-    [['mint-token', '--proxy-host', 'p'], /^--proxy-host is not a flag of mint-token \(mint-token takes --git-hosts, --max-token-lifetime, --instance-id, --workflow, --run-id, --ttl, --budget-usd, --max-concurrent, --git-repo\)$/],
+    [['mint-token', '--proxy-host', 'p'], /^--proxy-host is not a flag of mint-token \(mint-token takes --git-hosts, --max-token-lifetime, --instance-id, --workflow, --run-id, --ttl, --budget-usd, --max-concurrent, --requests-per-minute, --tokens-per-minute, --git-repo\)$/],
     [['serve', '--workload-token-env', 'T'], /^--workload-token-env is not a flag of serve/],
     [['--metrics-run-id-label', 'git-config'], /^--metrics-run-id-label is not a flag of git-config/],
   ];

@@ -294,14 +294,14 @@ test('parseSigningKey: unset or empty is no key; under 32 bytes is an error nami
   assert.deepEqual(parseSigningKey('GIT_PROXY_SIGNING_KEY', 'ü'.repeat(16)), Buffer.from('ü'.repeat(16)), '32 bytes in 16 characters');
 });
 
-test('a bot token may carry a limits claim (budget_usd > 0, max_concurrent ≥ 1, nothing else); any other form is refused', () => {
+test('a bot token may carry a limits claim (budget_usd > 0; max_concurrent, requests_per_minute, tokens_per_minute ≥ 1; nothing else); any other form is refused', () => {
   const now = 1_700_000_000;
   const base = { sub: 'bot', workflow: 'w', run_id: 'r', iat: now, exp: now + 60 };
   const opts = { nowSec: now, maxLifetimeSec: 3600 };
   const key = Buffer.alloc(32, 7);
-  const ok = verifyBotToken(signBotToken({ ...base, limits: { budget_usd: 2.5, max_concurrent: 2 } }, key), key, opts);
-  assert.deepEqual(ok.ok && ok.claims.limits, { budget_usd: 2.5, max_concurrent: 2 });
-  for (const limits of [{ budget_usd: 0 }, { budget_usd: -1 }, { max_concurrent: 0 }, { max_concurrent: 1.5 }, { budget_usd: 1, extra: 1 }, 'x']) {
+  const ok = verifyBotToken(signBotToken({ ...base, limits: { budget_usd: 2.5, max_concurrent: 2, requests_per_minute: 30, tokens_per_minute: 100_000 } }, key), key, opts);
+  assert.deepEqual(ok.ok && ok.claims.limits, { budget_usd: 2.5, max_concurrent: 2, requests_per_minute: 30, tokens_per_minute: 100_000 });
+  for (const limits of [{ budget_usd: 0 }, { budget_usd: -1 }, { max_concurrent: 0 }, { max_concurrent: 1.5 }, { requests_per_minute: 0 }, { tokens_per_minute: '5' }, { budget_usd: 1, extra: 1 }, 'x']) {
     const r = verifyBotToken(signBotToken({ ...base, limits: limits as never }, key), key, opts);
     assert.deepEqual(r, { ok: false, reason: 'invalid claim limits' }, JSON.stringify(limits));
   }

@@ -102,8 +102,10 @@ test('limits: state does not outlive its use: idle instances, other days\' workf
   assert.deepEqual(limits.held(), { inFlight: 1, instances: 1, runs: 0, workflowDays: 0 });
 });
 
-test('limits: a bot token lowers its run\'s budget and concurrency, never raises them (effectivePolicy)', () => {
+test('limits: a bot token lowers its run\'s budget, concurrency and per-minute rates, never raises them (effectivePolicy)', () => {
   assert.deepEqual(effectivePolicy(POLICY, { budgetUsd: 0.5, concurrent: 1 }), { ...POLICY, runBudgetUsd: 0.5, concurrent: 1 });
+  assert.deepEqual(effectivePolicy(POLICY, { requestsPerMinute: 1, tokensPerMinute: 10 }), { ...POLICY, requestsPerMinute: 1, tokensPerMinute: 10 });
+  assert.deepEqual(effectivePolicy(POLICY, { requestsPerMinute: 1e6, tokensPerMinute: 1e9 }), POLICY, 'rates above the file: the file holds');
   assert.deepEqual(effectivePolicy(POLICY, { budgetUsd: 50, concurrent: 99 }), POLICY, 'above the file: the file holds');
   assert.deepEqual(effectivePolicy({ ...POLICY, runBudgetUsd: 0 }, { budgetUsd: 3 }).runBudgetUsd, 3, 'no limit in the file: the token\'s applies');
   assert.equal(effectivePolicy(POLICY, undefined), POLICY);
