@@ -21,9 +21,11 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** Resolves once the port accepts connections. */
-async function accepting(port: number): Promise<void> {
-  for (;;) {
+/** Resolves once the port accepts connections; gives up when `gone()` says the server will not come, or after 10 s. */
+async function accepting(port: number, gone: () => boolean): Promise<void> {
+  for (const deadline = Date.now() + 10_000; ; ) {
+    if (gone()) return;
+    if (Date.now() > deadline) throw new Error(`redis-server did not accept connections on port ${port} within 10 s`);
     const ok = await new Promise<boolean>((resolve) => {
       const s = connect(port, '127.0.0.1');
       s.once('connect', () => (s.destroy(), resolve(true)));
@@ -39,8 +41,17 @@ export async function startRedis(): Promise<RedisServer> {
   const dir = mkdtempSync(join(tmpdir(), 'test-redis-'));
   let child: ChildProcess | undefined;
   const start = async () => {
-    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
-    await accepting(port);
+    const c = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+    child = c;
+    const missing = new Promise<never>((_, reject) =>
+      c.once('error', (err: NodeJS.ErrnoException) =>
+        reject(new Error(err.code === 'ENOENT' ? 'redis-server is not installed: the limits tests need it (Debian: apt-get install redis-server; .ci/run installs it)' : `redis-server did not start: ${err.message}`)),
+      ),
+    );
+    let failed = false;
+    missing.catch(() => (failed = true));
+    await Promise.race([accepting(port, () => failed || c.exitCode !== null), missing]);
+    if (c.exitCode !== null) throw new Error(`redis-server exited at start (${c.exitCode})`);
   };
   const stop = async () => {
     const c = child;
