@@ -36,7 +36,7 @@ import { EventStreamFramer, EventStreamGuard } from './eventstream.ts';
 import type { CredentialSource } from './credentials/source.ts';
 import type { RevocationCheck } from '../auth/revocations.ts';
 import { STORE_UNREACHABLE } from '../auth/redis-revocations.ts';
-import { mayHaveCost, type LimitsStore, type Reservation, type Who } from '../limits/admission.ts';
+import { effectivePolicy, mayHaveCost, type LimitsStore, type Reservation, type Who } from '../limits/admission.ts';
 import { unpricedCallReason } from '../limits/policy.ts';
 import { costUsd, type PriceTable } from './prices.ts';
 
@@ -412,7 +412,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     // whichever way that is (answered, refused upstream, cut, abandoned).
     if (deps.limits) {
       const beta = req.headers['anthropic-beta'];
-      const unpriced = unpricedCallReason(deps.limits.policy, checked.serviceTier, typeof beta === 'string' ? beta : undefined);
+      const unpriced = unpricedCallReason(effectivePolicy(deps.limits.policy, tally.lowered), checked.serviceTier, typeof beta === 'string' ? beta : undefined);
       if (unpriced) {
         tally.limit = 'unpriced_call';
         return reject(ERRORS.unpricedCall, null, unpriced);

@@ -3,7 +3,7 @@
 // is held here, in process (one replica). Overshoot is bounded: a call is admitted while the
 // budget has anything left, so the spend can pass the budget by at most the calls already in
 // flight (concurrent × the largest single call).
-import type { LimitsPolicy } from './policy.ts';
+import type { LimitsPolicy, Lowerable } from './policy.ts';
 
 export interface Who {
   readonly instanceId: string;
@@ -13,16 +13,24 @@ export interface Who {
   readonly lowered?: { readonly budgetUsd?: number; readonly concurrent?: number; readonly requestsPerMinute?: number; readonly tokensPerMinute?: number };
 }
 
-/** Pure: a run's limits: the file's, lowered by its token (0 in the file means none, so the token's applies). */
+/**
+ * Pure: a run's limits: the file's defaults, or what its token asks for within the file's ceiling
+ * (the default, unless the file gives a `max`; 0 means none, so the token's applies). A token
+ * never goes past the ceiling.
+ */
 export function effectivePolicy(policy: LimitsPolicy, lowered: Who['lowered']): LimitsPolicy {
   if (lowered === undefined) return policy;
-  const lower = (file: number, token: number | undefined) => (token === undefined ? file : file === 0 ? token : Math.min(file, token));
+  const pick = (key: Lowerable, token: number | undefined) => {
+    if (token === undefined) return policy[key];
+    const ceiling = policy.ceilings?.[key] ?? policy[key];
+    return ceiling === 0 ? token : Math.min(ceiling, token);
+  };
   return {
     ...policy,
-    runBudgetUsd: lower(policy.runBudgetUsd, lowered.budgetUsd),
-    concurrent: lower(policy.concurrent, lowered.concurrent),
-    requestsPerMinute: lower(policy.requestsPerMinute, lowered.requestsPerMinute),
-    tokensPerMinute: lower(policy.tokensPerMinute, lowered.tokensPerMinute),
+    runBudgetUsd: pick('runBudgetUsd', lowered.budgetUsd),
+    concurrent: pick('concurrent', lowered.concurrent),
+    requestsPerMinute: pick('requestsPerMinute', lowered.requestsPerMinute),
+    tokensPerMinute: pick('tokensPerMinute', lowered.tokensPerMinute),
   };
 }
 
@@ -33,17 +41,25 @@ export interface Usage {
   readonly tokensLastMinute: number;
   readonly runSpentUsd: number;
   readonly workflowSpentUsdToday: number;
+  /** Every workload together, when the policy has global limits. */
+  readonly global?: {
+    readonly inFlight: number;
+    readonly requestsLastMinute: number;
+    readonly tokensLastMinute: number;
+    readonly oldestInWindowAgeMs: number;
+    readonly spentUsdToday: number;
+  };
 }
 
 export type Verdict =
   | { readonly ok: true }
   /** Transient: retry after `retryAfterSec`. */
-  | { readonly ok: false; readonly kind: 'concurrency' | 'requests_per_minute' | 'tokens_per_minute'; readonly retryAfterSec: number; readonly message: string }
+  | { readonly ok: false; readonly kind: 'concurrency' | 'requests_per_minute' | 'tokens_per_minute' | 'global_concurrency' | 'global_requests_per_minute' | 'global_tokens_per_minute'; readonly retryAfterSec: number; readonly message: string }
   /** Final: the budget is spent. */
-  | { readonly ok: false; readonly kind: 'run_budget' | 'workflow_budget'; readonly message: string };
+  | { readonly ok: false; readonly kind: 'run_budget' | 'workflow_budget' | 'global_budget'; readonly message: string };
 
 /** Pure: an amount for a message: cents, or two significant digits below a cent (a tiny budget is not "$0.00"). */
-export function formatUsd(v: number): string {
+function formatUsd(v: number): string {
   return v === 0 || Math.abs(v) >= 0.01 ? `$${v.toFixed(2)}` : `$${Number(v.toPrecision(2))}`;
 }
 const usd = formatUsd;
@@ -61,17 +77,36 @@ export function admissionVerdict(policy: LimitsPolicy, usage: Usage, estimatedTo
   if (policy.workflowBudgetUsdPerDay > 0 && toMicroUsd(usage.workflowSpentUsdToday) >= toMicroUsd(policy.workflowBudgetUsdPerDay)) {
     return { ok: false, kind: 'workflow_budget', message: `this workflow's budget for today (UTC) is spent: ${usd(usage.workflowSpentUsdToday)} of ${usd(policy.workflowBudgetUsdPerDay)}; it starts again tomorrow` };
   }
-  const windowWait = Math.max(1, Math.ceil((60_000 - oldestInWindowAgeMs) / 1000));
-  if (policy.concurrent > 0 && usage.inFlight >= policy.concurrent) {
-    return { ok: false, kind: 'concurrency', retryAfterSec: 1, message: `this instance already has ${usage.inFlight} model calls in progress, its limit; retry when one has finished` };
+  const g = policy.global;
+  const gu = usage.global;
+  if (g && gu && g.budgetUsdPerDay > 0 && toMicroUsd(gu.spentUsdToday) >= toMicroUsd(g.budgetUsdPerDay)) {
+    return { ok: false, kind: 'global_budget', message: `the gateway's budget for today (UTC), shared by every workload, is spent: ${usd(gu.spentUsdToday)} of ${usd(g.budgetUsdPerDay)}; it starts again tomorrow` };
   }
-  if (policy.requestsPerMinute > 0 && usage.requestsLastMinute >= policy.requestsPerMinute) {
-    return { ok: false, kind: 'requests_per_minute', retryAfterSec: windowWait, message: `this instance made ${usage.requestsLastMinute} model calls in the last minute, its limit` };
+  const instance = windowVerdict('this instance', '', policy, { ...usage, oldestInWindowAgeMs }, estimatedTokens);
+  if (instance !== undefined || !g || !gu) return instance ?? { ok: true };
+  return windowVerdict('all workloads together', 'global_', g, gu, estimatedTokens) ?? { ok: true };
+}
+
+/** Pure: the checks of calls in progress and of the last minute, for one instance or for all. */
+function windowVerdict(
+  who: string,
+  prefix: '' | 'global_',
+  limits: { readonly concurrent: number; readonly requestsPerMinute: number; readonly tokensPerMinute: number },
+  usage: { readonly inFlight: number; readonly requestsLastMinute: number; readonly tokensLastMinute: number; readonly oldestInWindowAgeMs: number },
+  estimatedTokens: number,
+): Exclude<Verdict, { ok: true }> | undefined {
+  const whose = prefix === '' ? 'its limit' : "the gateway's global limit";
+  const windowWait = Math.max(1, Math.ceil((60_000 - usage.oldestInWindowAgeMs) / 1000));
+  if (limits.concurrent > 0 && usage.inFlight >= limits.concurrent) {
+    return { ok: false, kind: `${prefix}concurrency`, retryAfterSec: 1, message: `${who} already ${prefix === '' ? 'has' : 'have'} ${usage.inFlight} model calls in progress, ${whose}; retry when one has finished` };
   }
-  if (policy.tokensPerMinute > 0 && usage.tokensLastMinute + estimatedTokens > policy.tokensPerMinute && usage.tokensLastMinute > 0) {
-    return { ok: false, kind: 'tokens_per_minute', retryAfterSec: windowWait, message: `this instance used ${usage.tokensLastMinute} tokens in the last minute; with this call's ${estimatedTokens} it would pass its limit of ${policy.tokensPerMinute}` };
+  if (limits.requestsPerMinute > 0 && usage.requestsLastMinute >= limits.requestsPerMinute) {
+    return { ok: false, kind: `${prefix}requests_per_minute`, retryAfterSec: windowWait, message: `${who} made ${usage.requestsLastMinute} model calls in the last minute, ${whose}` };
   }
-  return { ok: true };
+  if (limits.tokensPerMinute > 0 && usage.tokensLastMinute + estimatedTokens > limits.tokensPerMinute && usage.tokensLastMinute > 0) {
+    return { ok: false, kind: `${prefix}tokens_per_minute`, retryAfterSec: windowWait, message: `${who} used ${usage.tokensLastMinute} tokens in the last minute; with this call's ${estimatedTokens} it would pass ${whose} of ${limits.tokensPerMinute}` };
+  }
+  return undefined;
 }
 
 /** Pure: input tokens estimated from a request body's size (about 4 bytes a token for text and JSON). */
@@ -161,6 +196,10 @@ export class LocalLimits implements LimitsStore {
   readonly #runSpent = new Map<string, { micro: number; lastMs: number }>();
   /** Micro-dollars spent per workflow and UTC day. */
   readonly #workflowSpent = new Map<string, number>();
+  /** Every workload together (kept only when the policy has global limits). */
+  readonly #global: InstanceState = { inFlight: 0, window: [], head: 0, tokens: 0 };
+  /** Micro-dollars spent by every workload, per UTC day. */
+  readonly #globalSpent = new Map<string, number>();
   #lastSweepMs = 0;
 
   constructor(policy: LimitsPolicy) {
@@ -179,6 +218,8 @@ export class LocalLimits implements LimitsStore {
     const workflowKey = `${day}\u0000${who.workflow}`;
     const estimate = estimateTokens(bodyBytes);
     const inWindow = state.window.length - state.head;
+    const all = this.#policy.global === undefined ? undefined : this.#global;
+    if (all) slide(all, nowMs);
     const verdict = admissionVerdict(
       effectivePolicy(this.#policy, who.lowered),
       {
@@ -187,6 +228,15 @@ export class LocalLimits implements LimitsStore {
         tokensLastMinute: state.tokens,
         runSpentUsd: (this.#runSpent.get(who.runId)?.micro ?? 0) / 1e6,
         workflowSpentUsdToday: (this.#workflowSpent.get(workflowKey) ?? 0) / 1e6,
+        ...(all && {
+          global: {
+            inFlight: all.inFlight,
+            requestsLastMinute: all.window.length - all.head,
+            tokensLastMinute: all.tokens,
+            oldestInWindowAgeMs: all.window.length > all.head ? nowMs - all.window[all.head]!.at : 0,
+            spentUsdToday: (this.#globalSpent.get(day) ?? 0) / 1e6,
+          },
+        }),
       },
       estimate,
       inWindow > 0 ? nowMs - state.window[state.head]!.at : 0,
@@ -197,6 +247,12 @@ export class LocalLimits implements LimitsStore {
     state.window.push(entry);
     state.tokens += estimate;
     this.#instances.set(who.instanceId, state);
+    const globalEntry: WindowEntry | undefined = all && { at: nowMs, tokens: estimate, counted: true };
+    if (all && globalEntry) {
+      all.inFlight++;
+      all.window.push(globalEntry);
+      all.tokens += estimate;
+    }
     let released = false;
     return {
       ok: true,
@@ -208,11 +264,17 @@ export class LocalLimits implements LimitsStore {
           const actual = Math.max(tokens, 0);
           if (entry.counted) state.tokens += actual - entry.tokens;
           entry.tokens = actual;
+          if (all && globalEntry) {
+            all.inFlight--;
+            if (globalEntry.counted) all.tokens += actual - globalEntry.tokens;
+            globalEntry.tokens = actual;
+          }
           const micro = toMicroUsd(costUsd);
           if (micro > 0) {
             const run = this.#runSpent.get(who.runId);
             this.#runSpent.set(who.runId, { micro: (run?.micro ?? 0) + micro, lastMs: Math.max(run?.lastMs ?? 0, nowMs) });
             this.#workflowSpent.set(workflowKey, (this.#workflowSpent.get(workflowKey) ?? 0) + micro);
+            if (all) this.#globalSpent.set(day, (this.#globalSpent.get(day) ?? 0) + micro);
           }
         },
       },
@@ -227,6 +289,7 @@ export class LocalLimits implements LimitsStore {
     }
     const today = new Date(nowMs).toISOString().slice(0, 10);
     for (const key of this.#workflowSpent.keys()) if (!key.startsWith(`${today}\u0000`)) this.#workflowSpent.delete(key);
+    for (const key of this.#globalSpent.keys()) if (key !== today) this.#globalSpent.delete(key);
     for (const [run, spent] of this.#runSpent) if (nowMs - spent.lastMs >= RUN_KEPT_MS) this.#runSpent.delete(run);
   }
 

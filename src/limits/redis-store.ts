@@ -4,72 +4,104 @@
 // decides: `closed` refuses calls until it is back (503, transient), `open` lets them through
 // unlimited; either is logged and counted while it lasts.
 import { createHash, randomUUID } from 'node:crypto';
-import { effectivePolicy, estimateTokens, formatUsd, toMicroUsd, type Admission, type LimitsStore, type Who } from './admission.ts';
+import { admissionVerdict, effectivePolicy, estimateTokens, toMicroUsd, type Admission, type LimitsStore, type Usage, type Who } from './admission.ts';
 import type { LimitsPolicy } from './policy.ts';
 import { RespError, type RespClient, type RespValue } from './resp.ts';
 
 /**
  * Checks every limit and, when all pass, reserves the call; returns {'ok'} or {kind, detail, wait}.
- * Keys per instance: `:f` the calls in flight (a sorted set of reservation ids by start time, so
- * the slots of a replica that died holding them lapse after an hour each), `:w` the calls of the
- * last minute (members `id:tokens` by start time) and `:t` the running sum of their tokens. Each
- * call costs O(log n) plus the entries that leave the window: never a pass over the whole window.
+ * Keys per instance (KEYS[1]) and, with global limits, for every workload together (KEYS[4]):
+ * `:f` the calls in flight (a sorted set of reservation ids by start time, so the slots of a
+ * replica that died holding them lapse after an hour each), `:w` the calls of the last minute
+ * (members `id:tokens` by start time) and `:t` the running sum of their tokens. Money: KEYS[2]
+ * the run's, KEYS[3] the workflow's day, KEYS[5] the day's over all, in micro-dollars. Each call
+ * costs O(log n) plus the entries that leave the window: never a pass over the whole window.
+ * The same verdicts, in the same order, as admissionVerdict.
  */
 const ADMIT = `
-local inst, run, wf = KEYS[1], KEYS[2], KEYS[3]
 local now, estimate, id = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local concurrent, rpm, tpm, runBudget, wfBudget = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local f, w, t = inst .. ':f', inst .. ':w', inst .. ':t'
-local runSpent = tonumber(redis.call('GET', run) or '0')
+local global = ARGV[9] == '1'
+local gConcurrent, gRpm, gTpm, gBudget = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
+local function slide(prefix)
+  local w, t = prefix .. ':w', prefix .. ':t'
+  local old = redis.call('ZRANGEBYSCORE', w, '-inf', now - 60000)
+  if #old > 0 then
+    local gone = 0
+    for i = 1, #old do gone = gone + tonumber(string.match(old[i], ':(%d+)$')) end
+    redis.call('ZREMRANGEBYSCORE', w, '-inf', now - 60000)
+    redis.call('DECRBY', t, gone)
+  end
+  local count = redis.call('ZCARD', w)
+  local tokens, oldest = 0, now
+  if count > 0 then
+    tokens = tonumber(redis.call('GET', t) or '0')
+    oldest = tonumber(redis.call('ZRANGE', w, 0, 0, 'WITHSCORES')[2])
+  end
+  redis.call('ZREMRANGEBYSCORE', prefix .. ':f', '-inf', now - 3600000)
+  return {redis.call('ZCARD', prefix .. ':f'), count, tokens, math.max(1, math.ceil((60000 - (now - oldest)) / 1000))}
+end
+local function check(kind, u, limC, limR, limT)
+  if limC > 0 and u[1] >= limC then return {kind .. 'concurrency', tostring(u[1])} end
+  if limR > 0 and u[2] >= limR then return {kind .. 'requests_per_minute', tostring(u[2]), tostring(u[4])} end
+  if limT > 0 and u[3] > 0 and u[3] + estimate > limT then return {kind .. 'tokens_per_minute', tostring(u[3]), tostring(u[4])} end
+  return nil
+end
+local function reserve(prefix, count)
+  redis.call('ZADD', prefix .. ':f', now, id)
+  redis.call('EXPIRE', prefix .. ':f', 3600)
+  redis.call('ZADD', prefix .. ':w', now, id .. ':' .. estimate)
+  if count == 0 then redis.call('SET', prefix .. ':t', estimate) else redis.call('INCRBY', prefix .. ':t', estimate) end
+  redis.call('EXPIRE', prefix .. ':w', 120)
+  redis.call('EXPIRE', prefix .. ':t', 120)
+end
+local runSpent = tonumber(redis.call('GET', KEYS[2]) or '0')
 if runBudget > 0 and runSpent >= runBudget then return {'run_budget', tostring(runSpent)} end
-local wfSpent = tonumber(redis.call('GET', wf) or '0')
+local wfSpent = tonumber(redis.call('GET', KEYS[3]) or '0')
 if wfBudget > 0 and wfSpent >= wfBudget then return {'workflow_budget', tostring(wfSpent)} end
-redis.call('ZREMRANGEBYSCORE', f, '-inf', now - 3600000)
-local inflight = redis.call('ZCARD', f)
-local old = redis.call('ZRANGEBYSCORE', w, '-inf', now - 60000)
-if #old > 0 then
-  local gone = 0
-  for i = 1, #old do gone = gone + tonumber(string.match(old[i], ':(%d+)$')) end
-  redis.call('ZREMRANGEBYSCORE', w, '-inf', now - 60000)
-  redis.call('DECRBY', t, gone)
+if global then
+  local allSpent = tonumber(redis.call('GET', KEYS[5]) or '0')
+  if gBudget > 0 and allSpent >= gBudget then return {'global_budget', tostring(allSpent)} end
 end
-local count = redis.call('ZCARD', w)
-local tokens, oldest = 0, now
-if count > 0 then
-  tokens = tonumber(redis.call('GET', t) or '0')
-  oldest = tonumber(redis.call('ZRANGE', w, 0, 0, 'WITHSCORES')[2])
+local mine = slide(KEYS[1])
+local all = nil
+if global then all = slide(KEYS[4]) end
+local refused = check('', mine, concurrent, rpm, tpm)
+if refused then return refused end
+if global then
+  refused = check('global_', all, gConcurrent, gRpm, gTpm)
+  if refused then return refused end
 end
-local wait = math.max(1, math.ceil((60000 - (now - oldest)) / 1000))
-if concurrent > 0 and inflight >= concurrent then return {'concurrency', tostring(inflight)} end
-if rpm > 0 and count >= rpm then return {'requests_per_minute', tostring(count), tostring(wait)} end
-if tpm > 0 and tokens > 0 and tokens + estimate > tpm then return {'tokens_per_minute', tostring(tokens), tostring(wait)} end
-redis.call('ZADD', f, now, id)
-redis.call('EXPIRE', f, 3600)
-redis.call('ZADD', w, now, id .. ':' .. estimate)
-if count == 0 then redis.call('SET', t, estimate) else redis.call('INCRBY', t, estimate) end
-redis.call('EXPIRE', w, 120)
-redis.call('EXPIRE', t, 120)
+reserve(KEYS[1], mine[2])
+if global then reserve(KEYS[4], all[2]) end
 return {'ok'}
 `;
 
-/** Gives the slot back and charges the call: its real tokens in the window (while it is still there), its cost to the run and the workflow's day. */
+/** Gives the slot back and charges the call: its real tokens in the windows (while it is still there), its cost to the run, the workflow's day and, with global limits, the day's total. */
 const RELEASE = `
-local inst, run, wf = KEYS[1], KEYS[2], KEYS[3]
 local id, estimate, tokens, cost = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local w = inst .. ':w'
-redis.call('ZREM', inst .. ':f', id)
-local member = id .. ':' .. ARGV[2]
-local score = redis.call('ZSCORE', w, member)
-if score then
-  redis.call('ZREM', w, member)
-  redis.call('ZADD', w, score, id .. ':' .. ARGV[3])
-  redis.call('INCRBY', inst .. ':t', tokens - estimate)
+local global = ARGV[5] == '1'
+local function settle(prefix)
+  redis.call('ZREM', prefix .. ':f', id)
+  local member = id .. ':' .. ARGV[2]
+  local score = redis.call('ZSCORE', prefix .. ':w', member)
+  if score then
+    redis.call('ZREM', prefix .. ':w', member)
+    redis.call('ZADD', prefix .. ':w', score, id .. ':' .. ARGV[3])
+    redis.call('INCRBY', prefix .. ':t', tokens - estimate)
+  end
 end
+settle(KEYS[1])
+if global then settle(KEYS[4]) end
 if cost > 0 then
-  redis.call('INCRBY', run, cost)
-  redis.call('EXPIRE', run, 172800)
-  redis.call('INCRBY', wf, cost)
-  redis.call('EXPIRE', wf, 172800)
+  redis.call('INCRBY', KEYS[2], cost)
+  redis.call('EXPIRE', KEYS[2], 172800)
+  redis.call('INCRBY', KEYS[3], cost)
+  redis.call('EXPIRE', KEYS[3], 172800)
+  if global then
+    redis.call('INCRBY', KEYS[5], cost)
+    redis.call('EXPIRE', KEYS[5], 172800)
+  end
 end
 return 'OK'
 `;
@@ -120,19 +152,20 @@ export class RedisLimits implements LimitsStore {
   async admit(who: Who, bodyBytes: number, nowMs: number): Promise<Admission> {
     const policy = effectivePolicy(this.#policy, who.lowered);
     const day = new Date(nowMs).toISOString().slice(0, 10);
-    const keys = [`lim:i:${who.instanceId}`, `lim:r:${who.runId}`, `lim:wf:${who.workflow}:${day}`];
+    const keys = [`lim:i:${who.instanceId}`, `lim:r:${who.runId}`, `lim:wf:${who.workflow}:${day}`, 'lim:g', `lim:g:d:${day}`];
+    const g = this.#policy.global;
+    const global = g === undefined ? ['0', 0, 0, 0, 0] : ['1', g.concurrent, g.requestsPerMinute, g.tokensPerMinute, toMicroUsd(g.budgetUsdPerDay)];
     const id = randomUUID();
     const estimate = estimateTokens(bodyBytes);
     let reply: RespValue;
     try {
-      reply = await this.#runScript('admit', ADMIT, keys, [nowMs, estimate, id, policy.concurrent, policy.requestsPerMinute, policy.tokensPerMinute, toMicroUsd(policy.runBudgetUsd), toMicroUsd(policy.workflowBudgetUsdPerDay)]);
+      reply = await this.#runScript('admit', ADMIT, keys, [nowMs, estimate, id, policy.concurrent, policy.requestsPerMinute, policy.tokensPerMinute, toMicroUsd(policy.runBudgetUsd), toMicroUsd(policy.workflowBudgetUsdPerDay), ...global]);
     } catch (err) {
       this.#onError((err as Error).message);
       if (this.#failure === 'closed') return { ok: false, kind: 'store_unavailable', retryAfterSec: 1, message: 'the limits store cannot be reached, and the operator chose to refuse calls until it is back (--limits-store-failure closed)' };
       return { ok: true, reservation: { release: () => {} } };
     }
     const [kind, detail, wait] = Array.isArray(reply) ? (reply as string[]) : ['error'];
-    const usd = (micro: string | undefined) => formatUsd(Number(micro ?? 0) / 1e6);
     switch (kind) {
       case 'ok': {
         let released = false;
@@ -142,24 +175,43 @@ export class RedisLimits implements LimitsStore {
             release: ({ tokens, costUsd }) => {
               if (released) return;
               released = true;
-              this.#runScript('charge', RELEASE, keys, [id, estimate, Math.max(0, Math.round(tokens)), Math.max(0, toMicroUsd(costUsd))]).catch((err: Error) => this.#onError(err.message));
+              this.#runScript('charge', RELEASE, keys, [id, estimate, Math.max(0, Math.round(tokens)), Math.max(0, toMicroUsd(costUsd)), global[0]!]).catch((err: Error) => this.#onError(err.message));
             },
           },
         };
       }
-      case 'run_budget':
-        return { ok: false, kind, message: `this run's budget is spent: ${usd(detail)} of ${usd(String(toMicroUsd(policy.runBudgetUsd)))}; the run must stop (the operator sets it in --limits, the orchestrator may lower it per run)` };
-      case 'workflow_budget':
-        return { ok: false, kind, message: `this workflow's budget for today (UTC) is spent: ${usd(detail)} of ${usd(String(toMicroUsd(policy.workflowBudgetUsdPerDay)))}; it starts again tomorrow` };
-      case 'concurrency':
-        return { ok: false, kind, retryAfterSec: 1, message: `this instance already has ${detail} model calls in progress, its limit; retry when one has finished` };
-      case 'requests_per_minute':
-        return { ok: false, kind, retryAfterSec: Number(wait), message: `this instance made ${detail} model calls in the last minute, its limit` };
-      case 'tokens_per_minute':
-        return { ok: false, kind, retryAfterSec: Number(wait), message: `this instance used ${detail} tokens in the last minute, its limit is ${policy.tokensPerMinute}` };
-      default:
+      default: {
+        const refused = kind === undefined ? undefined : refusalFromStore(policy, kind, Number(detail ?? 0), Number(wait ?? 1), estimate);
+        if (refused !== undefined) return refused;
         this.#onError('the limits store answered something unexpected');
         return this.#failure === 'closed' ? { ok: false, kind: 'store_unavailable', retryAfterSec: 1, message: 'the limits store answered something unexpected' } : { ok: true, reservation: { release: () => {} } };
+      }
     }
   }
+}
+
+/**
+ * Pure: the refusal the script reported (its kind, the figure it found, the window's wait), as
+ * admissionVerdict words it: the usage that gives that verdict is rebuilt, so the messages have
+ * one source. Undefined when the verdict does not come out the same (an unexpected answer).
+ */
+function refusalFromStore(policy: LimitsPolicy, kind: string, detail: number, waitSec: number, estimate: number): Exclude<Admission, { ok: true }> | undefined {
+  const none = { inFlight: 0, requestsLastMinute: 0, tokensLastMinute: 0, runSpentUsd: 0, workflowSpentUsdToday: 0 };
+  const windowAge = 60_000 - waitSec * 1000;
+  const globalNone = { inFlight: 0, requestsLastMinute: 0, tokensLastMinute: 0, oldestInWindowAgeMs: 0, spentUsdToday: 0 };
+  const usage: Record<string, Usage> = {
+    run_budget: { ...none, runSpentUsd: detail / 1e6 },
+    workflow_budget: { ...none, workflowSpentUsdToday: detail / 1e6 },
+    global_budget: { ...none, global: { ...globalNone, spentUsdToday: detail / 1e6 } },
+    concurrency: { ...none, inFlight: detail },
+    requests_per_minute: { ...none, requestsLastMinute: detail },
+    tokens_per_minute: { ...none, tokensLastMinute: detail },
+    global_concurrency: { ...none, global: { ...globalNone, inFlight: detail } },
+    global_requests_per_minute: { ...none, global: { ...globalNone, requestsLastMinute: detail, oldestInWindowAgeMs: windowAge } },
+    global_tokens_per_minute: { ...none, global: { ...globalNone, tokensLastMinute: detail, oldestInWindowAgeMs: windowAge } },
+  };
+  const u = usage[kind];
+  if (u === undefined) return undefined;
+  const verdict = admissionVerdict(policy, u, estimate, windowAge);
+  return !verdict.ok && verdict.kind === kind ? verdict : undefined;
 }

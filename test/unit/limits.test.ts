@@ -18,6 +18,47 @@ test('limits file: every field is read; an unknown one or a negative value stops
   assert.throws(() => parseLimitsFile('{"perTeam":{}}', 'l.json'), /perTeam: unknown field/);
 });
 
+test('limits file: a per-instance or per-run limit may be {"default", "max"} (a token may ask up to max), and global ceilings cover every workload together (parseLimitsFile)', () => {
+  const policy = parseLimitsFile('{"perInstance":{"concurrent":{"default":2,"max":8},"requestsPerMinute":60},"perRun":{"budgetUsd":{"default":5,"max":50}},"global":{"concurrent":100,"tokensPerMinute":2000000,"budgetUsdPerDay":1000}}', 'l.json');
+  assert.deepEqual(policy, {
+    concurrent: 2,
+    requestsPerMinute: 60,
+    tokensPerMinute: 0,
+    runBudgetUsd: 5,
+    workflowBudgetUsdPerDay: 0,
+    ceilings: { concurrent: 8, runBudgetUsd: 50 },
+    global: { concurrent: 100, requestsPerMinute: 0, tokensPerMinute: 2000000, budgetUsdPerDay: 1000 },
+  });
+  assert.throws(() => parseLimitsFile('{"perRun":{"budgetUsd":{"default":10,"max":5}}}', 'l.json'), /perRun\.budgetUsd: default \(10\) must not be above max \(5\)/);
+  assert.throws(() => parseLimitsFile('{"perInstance":{"concurrent":{"default":0,"max":5}}}', 'l.json'), /default \(0: no limit\) must not be above max/);
+  assert.throws(() => parseLimitsFile('{"perInstance":{"concurrent":{"default":1,"ceiling":5}}}', 'l.json'), /perInstance\.concurrent\.ceiling: unknown field/);
+  assert.throws(() => parseLimitsFile('{"perWorkflow":{"budgetUsdPerDay":{"default":1,"max":2}}}', 'l.json'), /perWorkflow\.budgetUsdPerDay: must be a number/);
+  assert.throws(() => parseLimitsFile('{"global":{"budgetUsd":1}}', 'l.json'), /global\.budgetUsd: unknown field/);
+});
+
+test('limits: global ceilings refuse a call when every workload together is at them: calls in progress, per minute, tokens, the day\'s money (admissionVerdict, LocalLimits)', () => {
+  const global = { concurrent: 2, requestsPerMinute: 3, tokensPerMinute: 0, budgetUsdPerDay: 1 };
+  const limits = new LocalLimits({ concurrent: 0, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0, global });
+  const a = limits.admit({ instanceId: 'a', workflow: 'w1', runId: 'r1' }, 4, 0);
+  const b = limits.admit({ instanceId: 'b', workflow: 'w2', runId: 'r2' }, 4, 1);
+  assert.ok(a.ok && b.ok);
+  const c = limits.admit({ instanceId: 'c', workflow: 'w3', runId: 'r3' }, 4, 2);
+  assert.ok(!c.ok && c.kind === 'global_concurrency' && 'retryAfterSec' in c && /all workloads together already have 2 model calls in progress, the gateway's global limit/.test(c.message), JSON.stringify(c));
+  a.reservation.release({ tokens: 1, costUsd: 0.4 });
+  b.reservation.release({ tokens: 1, costUsd: 0 });
+  const d = limits.admit({ instanceId: 'd', workflow: 'w4', runId: 'r4' }, 4, 3);
+  assert.ok(d.ok, 'a slot came back');
+  d.reservation.release({ tokens: 1, costUsd: 0 });
+  const e = limits.admit({ instanceId: 'e', workflow: 'w5', runId: 'r5' }, 4, 10_000);
+  assert.ok(!e.ok && e.kind === 'global_requests_per_minute' && 'retryAfterSec' in e && e.retryAfterSec === 50, JSON.stringify(e));
+  const f = limits.admit({ instanceId: 'f', workflow: 'w6', runId: 'r6' }, 4, 60_000);
+  assert.ok(f.ok);
+  f.reservation.release({ tokens: 1, costUsd: 0.6 });
+  const g = limits.admit({ instanceId: 'g', workflow: 'w7', runId: 'r7' }, 4, 60_001);
+  assert.ok(!g.ok && g.kind === 'global_budget' && !('retryAfterSec' in g) && /the gateway's budget for today \(UTC\), shared by every workload, is spent: \$1\.00 of \$1\.00/.test(g.message), JSON.stringify(g));
+  assert.ok(limits.admit({ instanceId: 'h', workflow: 'w8', runId: 'r8' }, 4, 86_400_000).ok, 'a new UTC day');
+});
+
 test('limits: a spent budget is final and named with the amounts; rate and concurrency limits are transient with a Retry-After (admissionVerdict)', () => {
   assert.deepEqual(admissionVerdict(POLICY, IDLE, 10, 0), { ok: true });
   const run = admissionVerdict(POLICY, { ...IDLE, runSpentUsd: 1.2 }, 10, 0);
@@ -106,6 +147,9 @@ test('limits: a bot token lowers its run\'s budget, concurrency and per-minute r
   assert.deepEqual(effectivePolicy(POLICY, { budgetUsd: 0.5, concurrent: 1 }), { ...POLICY, runBudgetUsd: 0.5, concurrent: 1 });
   assert.deepEqual(effectivePolicy(POLICY, { requestsPerMinute: 1, tokensPerMinute: 10 }), { ...POLICY, requestsPerMinute: 1, tokensPerMinute: 10 });
   assert.deepEqual(effectivePolicy(POLICY, { requestsPerMinute: 1e6, tokensPerMinute: 1e9 }), POLICY, 'rates above the file: the file holds');
+  const withMax = { ...POLICY, ceilings: { concurrent: 8, runBudgetUsd: 50 } };
+  assert.deepEqual([effectivePolicy(withMax, { concurrent: 6, budgetUsd: 20 }).concurrent, effectivePolicy(withMax, { concurrent: 6, budgetUsd: 20 }).runBudgetUsd], [6, 20], 'a token may ask above the default, up to max');
+  assert.deepEqual([effectivePolicy(withMax, { concurrent: 99, budgetUsd: 999 }).concurrent, effectivePolicy(withMax, { concurrent: 99, budgetUsd: 999 }).runBudgetUsd], [8, 50], 'never past max');
   assert.deepEqual(effectivePolicy(POLICY, { budgetUsd: 50, concurrent: 99 }), POLICY, 'above the file: the file holds');
   assert.deepEqual(effectivePolicy({ ...POLICY, runBudgetUsd: 0 }, { budgetUsd: 3 }).runBudgetUsd, 3, 'no limit in the file: the token\'s applies');
   assert.equal(effectivePolicy(POLICY, undefined), POLICY);
