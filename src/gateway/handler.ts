@@ -412,7 +412,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     // whichever way that is (answered, refused upstream, cut, abandoned).
     if (deps.limits) {
       const beta = req.headers['anthropic-beta'];
-      const unpriced = unpricedCallReason(effectivePolicy(deps.limits.policy, tally.lowered), checked.serviceTier, typeof beta === 'string' ? beta : undefined);
+      const unpriced = unpricedCallReason(effectivePolicy(deps.limits.policy, tally.lowered), checked.serviceTier, typeof beta === 'string' ? beta : undefined, checked.speed);
       if (unpriced) {
         tally.limit = 'unpriced_call';
         return reject(ERRORS.unpricedCall, null, unpriced);

@@ -81,7 +81,7 @@ export const POLICY_KEYS = policyKeySet([
   'tools', 'tool_choice', 'mcp_servers', 'web_search_options', 'arguments', 'output', 'execution', 'encrypted_content',
   'store', 'background', 'previous_response_id', 'conversation', 'prompt', 'container', 'skills',
   'system', 'source', 'file_id', 'file_ids', 'file', 'file_data', 'file_url', 'image_url', 'url', 'data', 'audio', 'input_audio',
-  'service_tier', 'n', 'max_tokens', 'max_output_tokens', 'max_completion_tokens',
+  'service_tier', 'speed', 'n', 'max_tokens', 'max_output_tokens', 'max_completion_tokens',
 ]);
 
 /**
@@ -137,7 +137,12 @@ export function checkRequestBody(body: Buffer, protocol: WireProtocol, policy: R
   // Streamed when the body says so, or (Bedrock, Vertex) the path asks for a stream.
   const stream = req.stream === true || pathModel?.action === 'invoke-with-response-stream' || pathModel?.action === 'streamRawPredict';
   if (refusal) return { ...refusal, model };
-  return typeof req.service_tier === 'string' ? { ok: true, model, stream, serviceTier: req.service_tier } : { ok: true, model, stream };
+  // What changes the price of a call (the limits refuse what they cannot count): a non-string is
+  // kept as its JSON, so that it is never taken for "absent".
+  const priced = (v: unknown) => (v === undefined ? undefined : typeof v === 'string' ? v : JSON.stringify(v));
+  const serviceTier = priced(req.service_tier);
+  const speed = priced(req.speed);
+  return { ok: true, model, stream, ...(serviceTier === undefined ? {} : { serviceTier }), ...(speed === undefined ? {} : { speed }) };
 }
 
 export interface Identity {

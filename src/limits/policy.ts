@@ -120,8 +120,9 @@ const PRICED_DIFFERENTLY_BETA = /(?:^|,)\s*context-1m-/;
  * Pure: why a call cannot be charged at the price table's rates while a money budget applies
  * (undefined: it can). A value that changes the price is refused rather than mischarged.
  */
-export function unpricedCallReason(policy: LimitsPolicy, serviceTier: string | undefined, anthropicBeta: string | undefined): string | undefined {
+export function unpricedCallReason(policy: LimitsPolicy, serviceTier: string | undefined, anthropicBeta: string | undefined, speed?: string): string | undefined {
   if (!hasMoneyLimit(policy)) return undefined;
+  if (speed !== undefined && speed !== 'standard') return `"speed": "${speed.slice(0, 32).replace(/[^\x20-\x7e]/g, '?')}" (fast mode) is billed at a multiple of the rates the budget counts; leave it out or send "standard"`;
   if (serviceTier !== undefined && !PRICED_TIERS.has(serviceTier)) return `"service_tier": "${serviceTier.slice(0, 32).replace(/[^\x20-\x7e]/g, '?')}" is billed at other rates than the budget counts; send auto or default, or leave it out`;
   if (anthropicBeta !== undefined && PRICED_DIFFERENTLY_BETA.test(anthropicBeta)) return 'the anthropic-beta context-1m-* bills long prompts at other rates than the budget counts; leave it out';
   return undefined;

@@ -114,3 +114,15 @@ test('limits: under a money budget, "service_tier": "priority" (billed at other 
   assert.match(r.body.toString(), /price_not_counted/);
   assert.equal(openai.requests.length, before);
 });
+
+test('limits: under a money budget, Anthropic\'s fast mode ("speed": "fast", billed at a multiple of the rates) is refused with 400 on the Messages route and never forwarded', async () => {
+  const before = anthropic.requests.length;
+  const token = await mint('bot-speed', 'run-speed');
+  const r = await send(gw.ports.model!, 'POST', '/v1/messages', { headers: { 'content-type': 'application/json', 'x-api-key': token, 'anthropic-version': '2023-06-01', 'anthropic-beta': 'fast-mode-2026-02-01' }, body: JSON.stringify({ model: 'claude-test', max_tokens: 8, speed: 'fast', messages: [{ role: 'user', content: 'hi' }] }) });
+  assert.equal(r.status, 400);
+  const error = (JSON.parse(r.body.toString()) as { error: { type: string; message: string } }).error;
+  assert.equal(error.type, 'invalid_request_error');
+  assert.match(error.message, /"speed": "fast" \(fast mode\) is billed at a multiple of the rates/);
+  assert.equal(anthropic.requests.length, before);
+  assert.equal((await messages(token)).status, 200, 'the same call at standard speed goes through');
+});

@@ -163,8 +163,12 @@ test('limits: start-up warns when a money limit meets models without a price, na
   assert.equal(unpricedWarning(POLICY, models.slice(0, 1), priced), undefined);
 });
 
-test('limits: under a money budget, a value that bills at other rates is refused rather than mischarged: service_tier priority, the context-1m beta (unpricedCallReason)', () => {
+test('limits: under a money budget, a value that bills at other rates is refused rather than mischarged: service_tier priority or fast, Anthropic\'s speed fast, the context-1m beta (unpricedCallReason)', () => {
   assert.match(unpricedCallReason(POLICY, 'priority', undefined) ?? '', /"service_tier": "priority" is billed at other rates/);
+  assert.match(unpricedCallReason(POLICY, 'fast', undefined) ?? '', /"service_tier": "fast"/, 'OpenAI renamed priority processing fast mode');
+  assert.match(unpricedCallReason(POLICY, undefined, 'fast-mode-2026-02-01', 'fast') ?? '', /"speed": "fast" \(fast mode\) is billed at a multiple/);
+  assert.match(unpricedCallReason(POLICY, undefined, undefined, '1') ?? '', /"speed": "1"/, 'a speed that is not a string is not taken for none');
+  assert.equal(unpricedCallReason(POLICY, undefined, undefined, 'standard'), undefined);
   for (const tier of ['auto', 'default', 'flex', undefined]) assert.equal(unpricedCallReason(POLICY, tier, undefined), undefined, String(tier));
   assert.match(unpricedCallReason(POLICY, undefined, 'claude-code-20250219,context-1m-2025-08-07') ?? '', /context-1m/);
   assert.equal(unpricedCallReason(POLICY, undefined, 'claude-code-20250219,interleaved-thinking-2025-05-14'), undefined);

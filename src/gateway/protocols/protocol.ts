@@ -73,6 +73,8 @@ export type CheckedRequest = {
   readonly stream: boolean;
   /** The body's `service_tier` when it has one (it changes the price of a call). */
   readonly serviceTier?: string;
+  /** The body's `speed` (Anthropic's fast mode bills at a multiple of the rates). */
+  readonly speed?: string;
 };
 export type RequestRefusal = {
   readonly ok: false;
