@@ -13,7 +13,7 @@ import { gitWorkloadConfig } from './git/config.ts';
 import { createGitHandler, sendGitError, type GitUpstream } from './git/proxy.ts';
 import { isBasicUsername } from './git/credentials.ts';
 import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from './git/hosts.ts';
-import { parseSigningKey, signBotToken } from './auth/jwt.ts';
+import { parseSigningKey, signBotToken, tokenIdFrom } from './auth/jwt.ts';
 import { formatRepoPattern, gitScopeClaim, unregisteredScopeHost } from './git/scope.ts';
 import { asyncLineWriter, jsonLineSink, type LogSink } from './http/log.ts';
 import { clockTickMs, serveMetrics } from './metrics/registry.ts';
@@ -430,7 +430,7 @@ async function revoke(cli: CommandLine): Promise<string> {
 /** A bot token for the gateway, or with --git-repo a workload token for the git proxy (never both in one). */
 function mintToken(cli: CommandLine): string {
   // Its own id, printed on stderr, to revoke this token alone (`revoke --token-id`).
-  const jti = randomBytes(12).toString('base64url');
+  const jti = tokenIdFrom(randomBytes(12));
   process.stderr.write(`mint-token: token id ${jti} (stop it before it expires: proxy.js revoke --token-id ${jti} with --revocations FILE or --limits-store URL)\n`);
   // A missing or malformed flag is a usage error (exit 2), like an unknown one.
   const claims = asUsageError(() =>

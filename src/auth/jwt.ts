@@ -69,6 +69,15 @@ export function parseSigningKey(variable: string, value: string | undefined): Bu
   return key;
 }
 
+/**
+ * A token's own id (the `jti` that `revoke --token-id` names), from random bytes: lowercase hex,
+ * so it never begins with '-' and is never read as a flag on the revoke command line (base64url
+ * would, one id in 64).
+ */
+export function tokenIdFrom(random: Buffer): string {
+  return random.toString('hex');
+}
+
 export function signBotToken(claims: BotClaims, key: Buffer): string {
   requireStrongKey(key);
   // Copy the known claims only, so nothing else the caller's object carries gets signed.

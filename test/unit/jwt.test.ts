@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { parseSigningKey, signBotToken, verifyBotToken, verifyGitToken, type BotClaims, type VerifyResult } from '../../src/auth/jwt.ts';
+import { parseCommandLine } from '../../src/config/cli.ts';
+import { parseSigningKey, signBotToken, tokenIdFrom, verifyBotToken, verifyGitToken, type BotClaims, type VerifyResult } from '../../src/auth/jwt.ts';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef-test-key');
 const OTHER_KEY = Buffer.from('fedcba9876543210fedcba9876543210-test-key');
@@ -304,5 +305,16 @@ test('a bot token may carry a limits claim (budget_usd > 0; max_concurrent, requ
   for (const limits of [{ budget_usd: 0 }, { budget_usd: -1 }, { max_concurrent: 0 }, { max_concurrent: 1.5 }, { requests_per_minute: 0 }, { tokens_per_minute: '5' }, { budget_usd: 1, extra: 1 }, 'x']) {
     const r = verifyBotToken(signBotToken({ ...base, limits: limits as never }, key), key, opts);
     assert.deepEqual(r, { ok: false, reason: 'invalid claim limits' }, JSON.stringify(limits));
+  }
+});
+
+test('a token id never reads as a flag: the revoke command mint-token prints parses for bytes whose base64url would begin with a dash (tokenIdFrom)', () => {
+  // 0xf8 is '-' as the first base64url character: the id CI once drew, refused by revoke as an ambiguous option value.
+  for (const first of [0xf8, 0xfb, 0xff, 0x00]) {
+    const id = tokenIdFrom(Buffer.from([first, ...Array(11).fill(0xfc)]));
+    assert.match(id, /^[0-9a-f]{24}$/);
+    const cli = parseCommandLine(['revoke', '--revocations', 'deny.json', '--token-id', id]);
+    assert.equal(cli.command, 'revoke');
+    assert.ok(JSON.stringify(cli).includes(id), 'the id reached the parsed command line');
   }
 });
