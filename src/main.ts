@@ -19,7 +19,7 @@ import { asyncLineWriter, jsonLineSink, type LogSink } from './http/log.ts';
 import { clockTickMs, serveMetrics } from './metrics/registry.ts';
 import { parsePrices, type PriceTable } from './gateway/prices.ts';
 import { createProxyMetrics } from './metrics/proxy-metrics.ts';
-import { literalSecret, secretSource } from './config/secret.ts';
+import { fileSecret, literalSecret, sanitizePassword, secretSource, type SecretSource } from './config/secret.ts';
 import { startListener, writeProxyError, type Listener } from './http/server.ts';
 import { descriptorWarning, softOpenFilesLimit } from './http/connection-caps.ts';
 import { VERSION } from './config/version.ts';
@@ -322,6 +322,16 @@ async function serve(options: ServeOptions): Promise<void> {
   log({ event: 'listening', listener: 'metrics', address: metricsListener.address, version: VERSION });
 }
 
+/**
+ * The limits store's password: read again on every connection, so a rotated file is used from the
+ * next reconnect on; a file that is missing or empty at start-up stops it, naming the flag.
+ */
+function storePassword(file: string | undefined): SecretSource | undefined {
+  if (file === undefined) return undefined;
+  if (!sanitizePassword(readTextFile(file, '--limits-store-password-file:')).ok) throw new Error(`--limits-store-password-file: ${file} is empty`);
+  return fileSecret(file, sanitizePassword);
+}
+
 type StoreMetrics = { limitsStore(up: boolean): void; limitsStoreError(): void; limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void };
 
 /**
@@ -331,7 +341,7 @@ type StoreMetrics = { limitsStore(up: boolean): void; limitsStoreError(): void; 
 function openStore(options: ServeOptions, log: LogSink, metrics: StoreMetrics | undefined): RespClient | undefined {
   if (options.limitsStore === 'memory') return undefined;
   const store = asUsageError(() => parseStoreUrl(options.limitsStore));
-  const password = options.limitsStorePasswordFile === undefined ? undefined : readTextFile(options.limitsStorePasswordFile, '--limits-store-password-file:').replace(/[\r\n]+$/, '');
+  const password = storePassword(options.limitsStorePasswordFile);
   metrics?.limitsStore(false);
   return new RespClient({
     ...store,
@@ -410,7 +420,7 @@ async function revoke(cli: CommandLine): Promise<string> {
   }
   if (limitsStore !== 'memory') {
     const store = asUsageError(() => parseStoreUrl(limitsStore));
-    const password = cli.options.limitsStorePasswordFile === undefined ? undefined : readTextFile(cli.options.limitsStorePasswordFile, '--limits-store-password-file:').replace(/[\r\n]+$/, '');
+    const password = storePassword(cli.options.limitsStorePasswordFile);
     let connected!: () => void;
     const up = new Promise<void>((resolve) => (connected = resolve));
     const client = new RespClient({ ...store, password, onState: (isUp) => isUp && connected() });

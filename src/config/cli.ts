@@ -112,7 +112,7 @@ const FLAGS = {
   revocations: { default: undefined, commands: ['serve', 'revoke'], help: 'deny-list file of revoked runs, instances and tokens, re-read when it changes (both listeners; revoke writes it)' },
   'token-id': { default: undefined, commands: ['revoke'], help: 'a token id (mint-token prints it): revoke that token alone' },
   'limits-store': { default: 'memory', commands: ['serve', 'revoke'], help: 'where the limits\' state and the revoked tokens are: memory (this process) or redis://HOST:PORT / rediss://HOST:PORT, shared by every replica (revoke writes there)' },
-  'limits-store-password-file': { default: undefined, commands: ['serve', 'revoke'], help: 'file holding the Redis password (read at start-up)' },
+  'limits-store-password-file': { default: undefined, commands: ['serve', 'revoke'], help: 'file holding the Redis password (read again on every connection)' },
   'limits-store-failure': { default: 'closed', commands: SERVE, help: 'with the Redis store unreachable, closed refuses model calls (503) and tokens it cannot check for revocation until it is back, open lets them through without limits or revocations' },
   providers: { default: undefined, commands: ['serve', 'agent-config'], help: 'JSON file of model gateway providers (see README, "Several providers"); the UPSTREAM_* variables are the one-provider shorthand' },
   'allow-hosted-tools': { default: '', commands: ['serve', 'agent-config'], help: 'model gateway: provider-run tools allowed, comma-separated (web_search, web_fetch, file_search, code_interpreter, code_execution, image_generation, mcp, shell, tool_search; url_content: images, documents and files given by URL); none by default' },

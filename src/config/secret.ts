@@ -23,6 +23,15 @@ export function sanitizeSecret(raw: string | undefined): SecretRead {
   return { ok: true, value };
 }
 
+/**
+ * Pure: a password that never goes into a header (the limits store's AUTH is a length-prefixed
+ * RESP string), so any bytes but the trailing newlines a file leaves are kept; empty is missing.
+ */
+export function sanitizePassword(raw: string | undefined): SecretRead {
+  const value = raw?.replace(TRAILING_NEWLINES, '');
+  return value ? { ok: true, value } : { ok: false, reason: 'missing' };
+}
+
 export interface SecretSource {
   read(): SecretRead;
 }
@@ -35,7 +44,7 @@ export function envSecret(env: NodeJS.ProcessEnv, name: string): SecretSource {
  * A file secret costs one stat() per read; the file itself is read again only when its
  * identity, size or modification time changed.
  */
-export function fileSecret(path: string): SecretSource {
+export function fileSecret(path: string, judge: (raw: string) => SecretRead = sanitizeSecret): SecretSource {
   let stamp = '';
   let cached: SecretRead = { ok: false, reason: 'missing' };
   return {
@@ -45,7 +54,7 @@ export function fileSecret(path: string): SecretSource {
         const st = statSync(path);
         next = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
         if (next === stamp) return cached;
-        cached = sanitizeSecret(readFileSync(path, 'utf8'));
+        cached = judge(readFileSync(path, 'utf8'));
       } catch {
         stamp = '';
         return { ok: false, reason: 'missing' };

@@ -2,6 +2,7 @@
 // in order on one connection, a reconnect with backoff, and nothing else (no runtime dependency).
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
+import type { SecretSource } from '../config/secret.ts';
 
 export type RespValue = string | number | null | RespValue[] | RespError;
 
@@ -61,7 +62,8 @@ export interface RespOptions {
   readonly host: string;
   readonly port: number;
   readonly tls: boolean;
-  readonly password: string | undefined;
+  /** Read on every connection, so a rotated password file is used from the next reconnect on. */
+  readonly password: SecretSource | undefined;
   /** Told when the connection comes up or goes down (the failure policy's log line and metric). */
   readonly onState: (up: boolean, why?: string) => void;
   /** A command not answered within this fails (the store counts as down for it). */
@@ -77,11 +79,15 @@ const BACKOFF_MS = [100, 200, 500, 1000, 2000, 5000];
 export class RespClient {
   readonly #opts: RespOptions;
   #socket: Socket | undefined;
+  /** Connected, and the password (if any) accepted: commands may go. */
   #ready = false;
   #buffer: Buffer = Buffer.alloc(0);
   #pending: { resolve(v: RespValue): void; reject(e: Error): void; timer: NodeJS.Timeout }[] = [];
   #attempt = 0;
   #closed = false;
+  /** Why the last connection failed, and the reason last reported down (each new reason is told once). */
+  #lastError: string | undefined;
+  #reportedDown: string | undefined;
 
   constructor(opts: RespOptions) {
     this.#opts = opts;
@@ -117,8 +123,12 @@ export class RespClient {
     this.#socket = socket;
     socket.setNoDelay(true);
     socket.once(this.#opts.tls ? 'secureConnect' : 'connect', () => {
-      const auth = this.#opts.password === undefined ? Promise.resolve<RespValue>('OK') : this.#send(['AUTH', this.#opts.password]);
-      this.#ready = true; // #send needs it; AUTH is the first command on the wire
+      const password = this.#opts.password?.read();
+      if (password?.ok === false) {
+        socket.destroy(new Error('the limits store password file is missing or empty'));
+        return;
+      }
+      const auth = password === undefined ? Promise.resolve<RespValue>('OK') : this.#send(['AUTH', password.value]);
       auth.then(
         (reply) => {
           if (reply instanceof RespError) {
@@ -126,6 +136,8 @@ export class RespClient {
             return;
           }
           this.#attempt = 0;
+          this.#reportedDown = undefined;
+          this.#ready = true;
           this.#opts.onState(true);
         },
         () => {},
@@ -154,16 +166,23 @@ export class RespClient {
       // The limits' replies are a few bytes: one that keeps growing is not a reply we asked for.
       if (this.#buffer.length > MAX_REPLY_BYTES) socket.destroy(new Error('the limits store sent a reply larger than 1 MiB'));
     });
-    socket.on('error', () => {});
+    socket.on('error', (err) => (this.#lastError = err.message));
     socket.once('close', () => {
       const wasUp = this.#ready;
+      const why = this.#lastError ?? 'the connection closed';
+      this.#lastError = undefined;
       this.#ready = false;
       this.#buffer = Buffer.alloc(0);
       for (const waiter of this.#pending.splice(0)) {
         clearTimeout(waiter.timer);
         waiter.reject(new Error('the limits store connection closed'));
       }
-      if (wasUp) this.#opts.onState(false, 'the connection closed');
+      // Down is told when an up connection goes, and when the reason it cannot come up changes
+      // (a refused password, a missing password file), never once per retry.
+      if (wasUp || (why !== this.#reportedDown && !this.#closed)) {
+        this.#reportedDown = why;
+        this.#opts.onState(false, why);
+      }
       if (this.#closed) return;
       const delay = BACKOFF_MS[Math.min(this.#attempt++, BACKOFF_MS.length - 1)]!;
       setTimeout(() => this.#connect(), delay).unref();

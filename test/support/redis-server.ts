@@ -36,12 +36,13 @@ async function accepting(port: number, gone: () => boolean): Promise<void> {
   }
 }
 
-export async function startRedis(): Promise<RedisServer> {
+/** `extra` are more redis-server flags (e.g. `--requirepass`), kept across stop and start. */
+export async function startRedis(extra: readonly string[] = []): Promise<RedisServer> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'test-redis-'));
   let child: ChildProcess | undefined;
   const start = async () => {
-    const c = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+    const c = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extra], { stdio: 'ignore' });
     child = c;
     const missing = new Promise<never>((_, reject) =>
       c.once('error', (err: NodeJS.ErrnoException) =>

@@ -7,6 +7,7 @@ import {
   envSecret,
   fileSecret,
   literalSecret,
+  sanitizePassword,
   sanitizeSecret,
   secretSource,
 } from '../../src/config/secret.ts';
@@ -187,4 +188,22 @@ test('literalSecret is sanitized like any other secret', () => {
   assert.deepEqual(literalSecret('alice\n').read(), { ok: true, value: 'alice' });
   assert.deepEqual(literalSecret('al ice').read(), { ok: false, reason: 'invalid' });
   assert.deepEqual(literalSecret('').read(), { ok: false, reason: 'missing' });
+});
+
+test('a limits store password keeps every byte but the trailing newlines, and empty is missing (sanitizePassword)', () => {
+  assert.deepEqual(sanitizePassword('pass word with spaces\r\n'), { ok: true, value: 'pass word with spaces' });
+  assert.deepEqual(sanitizePassword('ünïcode\ttab'), { ok: true, value: 'ünïcode\ttab' });
+  assert.deepEqual(sanitizePassword('\n'), { ok: false, reason: 'missing' });
+  assert.deepEqual(sanitizePassword(undefined), { ok: false, reason: 'missing' });
+});
+
+test('fileSecret with sanitizePassword re-reads a rotated password file, as the limits store connects again', () => {
+  withTempDir((dir) => {
+    const path = join(dir, 'redis-password');
+    writeFileSync(path, 'first pass\n');
+    const source = fileSecret(path, sanitizePassword);
+    assert.deepEqual(source.read(), { ok: true, value: 'first pass' });
+    writeFileSync(path, 'the second, longer pass\n');
+    assert.deepEqual(source.read(), { ok: true, value: 'the second, longer pass' });
+  });
 });
