@@ -230,7 +230,7 @@ async function serve(options: ServeOptions): Promise<void> {
   }
 
   if (gateway.enabled) {
-    const limits = openLimits(options, gateway, storeClient, metrics);
+    const limits = openLimits(options, gateway, storeClient, log, metrics);
     const unpriced = limits && unpricedWarning(limits.policy, gateway.providers.flatMap((p) => p.models.map((model) => ({ provider: p.name, model }))), (provider, model) => prices.get(provider, model) !== undefined);
     if (unpriced) log({ event: 'warning', listener: 'model', message: unpriced });
     const providers = openProviders(gateway, (provider, outcome) => {
@@ -357,12 +357,19 @@ function openStore(options: ServeOptions, log: LogSink, metrics: StoreMetrics | 
  * The limits (--limits), held in this process or in the shared store. They apply per verified
  * identity, so they need MODEL_PROXY_SIGNING_KEY: an identity from headers is the caller's say-so.
  */
-function openLimits(options: ServeOptions, gateway: GatewayConfig, client: RespClient | undefined, metrics: StoreMetrics | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
+function openLimits(options: ServeOptions, gateway: GatewayConfig, client: RespClient | undefined, log: LogSink, metrics: StoreMetrics | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
   if (options.limitsFile === undefined) return undefined;
   if (!gateway.signingKey) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (without it, identities are the callers\' own headers)');
   const policy = parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile);
   if (client === undefined) return { store: new LocalLimits(policy), policy };
-  return { store: new RedisLimits(policy, client, options.limitsStoreFailure, () => metrics?.limitsStoreError(), (op, seconds) => metrics?.limitsStoreRoundTrip(op, seconds)), policy };
+  const store = new RedisLimits(policy, client, options.limitsStoreFailure, {
+    onError: () => metrics?.limitsStoreError(),
+    onRoundTrip: (op, seconds) => metrics?.limitsStoreRoundTrip(op, seconds),
+    // Charges the store could not take wait for it: logged when they start waiting, when one is
+    // dropped (the backlog full), and when all are settled.
+    onBacklog: ({ pending, dropped, settled }) => log({ event: 'limits_charges', state: pending > 0 ? 'waiting' : 'settled', pending, settled, dropped }),
+  });
+  return { store, policy };
 }
 
 /**

@@ -77,10 +77,17 @@ if global then reserve(KEYS[4], all[2]) end
 return {'ok'}
 `;
 
-/** Gives the slot back and charges the call: its real tokens in the windows (while it is still there), its cost to the run, the workflow's day and, with global limits, the day's total. */
+/**
+ * Gives the slot back and charges the call: its real tokens in the windows (while it is still
+ * there), its cost to the run, the workflow's day and, with global limits, the day's total. A
+ * replay (ARGV[6] = 1, a charge sent again after the store was away) is applied only while its
+ * reservation is still in flight: if the first attempt did run and only its answer was lost, the
+ * reservation is gone and the replay charges nothing, so no call is charged twice.
+ */
 const RELEASE = `
 local id, estimate, tokens, cost = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local global = ARGV[5] == '1'
+if ARGV[6] == '1' and not redis.call('ZSCORE', KEYS[1] .. ':f', id) then return 'SETTLED' end
 local function settle(prefix)
   redis.call('ZREM', prefix .. ':f', id)
   local member = id .. ':' .. ARGV[2]
@@ -115,19 +122,44 @@ function scriptSha(script: string): string {
 
 export type FailurePolicy = 'open' | 'closed';
 
+/** Observers of the store: its errors, round trips, and the backlog of charges it could not take yet. */
+export interface RedisLimitsHooks {
+  readonly onError?: (why: string) => void;
+  readonly onRoundTrip?: (op: 'admit' | 'charge', seconds: number) => void;
+  /** Told when charges start waiting for the store, when one is dropped (the backlog is full), and when the backlog is empty again. */
+  readonly onBacklog?: (state: { pending: number; dropped: number; settled: number }) => void;
+}
+
+/** Charges kept while the store is away (each a few hundred bytes); past this, the oldest is dropped. */
+const MAX_UNSETTLED_CHARGES = 10_000;
+const REPLAY_EVERY_MS = 1000;
+const REPLAY_BATCH = 256;
+
 export class RedisLimits implements LimitsStore {
   readonly #policy: LimitsPolicy;
   readonly #client: RespClient;
   readonly #failure: FailurePolicy;
   readonly #onError: (why: string) => void;
   readonly #onRoundTrip: (op: 'admit' | 'charge', seconds: number) => void;
+  readonly #onBacklog: (state: { pending: number; dropped: number; settled: number }) => void;
+  /** Charges the store could not take (it was away), replayed oldest first once it answers. */
+  readonly #unsettled: { keys: readonly string[]; args: readonly (string | number)[] }[] = [];
+  #replaying = false;
+  #dropped = 0;
+  #settled = 0;
 
-  constructor(policy: LimitsPolicy, client: RespClient, failure: FailurePolicy, onError: (why: string) => void, onRoundTrip: (op: 'admit' | 'charge', seconds: number) => void = () => {}) {
+  constructor(policy: LimitsPolicy, client: RespClient, failure: FailurePolicy, hooks: RedisLimitsHooks = {}) {
     this.#policy = policy;
     this.#client = client;
     this.#failure = failure;
-    this.#onError = onError;
-    this.#onRoundTrip = onRoundTrip;
+    this.#onError = hooks.onError ?? (() => {});
+    this.#onRoundTrip = hooks.onRoundTrip ?? (() => {});
+    this.#onBacklog = hooks.onBacklog ?? (() => {});
+  }
+
+  /** Charges waiting for the store to come back. */
+  get unsettled(): number {
+    return this.#unsettled.length;
   }
 
   get policy(): LimitsPolicy {
@@ -147,6 +179,63 @@ export class RedisLimits implements LimitsStore {
     if (reply instanceof RespError) throw reply;
     this.#onRoundTrip(op, (performance.now() - began) / 1000);
     return reply;
+  }
+
+  /**
+   * Charges a call. A charge the store cannot take now (not connected, the connection lost, no
+   * answer in time) waits in a bounded backlog and is replayed, oldest first, once the store
+   * answers again: the run's money and the slot it held are settled late, not lost. A charge
+   * Redis itself refused (a script error) would be refused again: it is reported, not kept.
+   */
+  #charge(keys: readonly string[], args: readonly (string | number)[]): void {
+    if (this.#unsettled.length > 0 || this.#replaying) {
+      this.#keep(keys, args); // behind the backlog, in order
+      return;
+    }
+    this.#runScript('charge', RELEASE, keys, [...args, '0']).catch((err: Error) => {
+      this.#onError(err.message);
+      if (!(err instanceof RespError)) this.#keep(keys, args);
+    });
+  }
+
+  #keep(keys: readonly string[], args: readonly (string | number)[]): void {
+    let droppedFirst = false;
+    if (this.#unsettled.length >= MAX_UNSETTLED_CHARGES) {
+      this.#unsettled.shift();
+      droppedFirst = this.#dropped++ === 0;
+    }
+    this.#unsettled.push({ keys, args });
+    // Told when the backlog begins and when it first overflows (the total dropped comes when it is settled).
+    if (this.#unsettled.length === 1 || droppedFirst) this.#onBacklog({ pending: this.#unsettled.length, dropped: this.#dropped, settled: this.#settled });
+    if (!this.#replaying) {
+      this.#replaying = true;
+      setTimeout(() => void this.#replay(), REPLAY_EVERY_MS).unref();
+    }
+  }
+
+  async #replay(): Promise<void> {
+    while (this.#unsettled.length > 0) {
+      // Pipelined in batches: Redis runs one connection's commands in order, so the oldest still
+      // goes first. A replay is idempotent, so one sent again after a partial batch costs nothing.
+      const batch = this.#unsettled.slice(0, REPLAY_BATCH);
+      const results = await Promise.allSettled(batch.map((c) => this.#runScript('charge', RELEASE, c.keys, [...c.args, '1'])));
+      let done = 0;
+      for (const r of results) {
+        if (r.status === 'rejected' && !(r.reason instanceof RespError)) break; // still away
+        if (r.status === 'fulfilled') this.#settled++;
+        else this.#onError((r.reason as Error).message);
+        done++;
+      }
+      this.#unsettled.splice(0, done);
+      if (done < batch.length) {
+        setTimeout(() => void this.#replay(), REPLAY_EVERY_MS).unref(); // try again later
+        return;
+      }
+    }
+    this.#replaying = false;
+    this.#onBacklog({ pending: 0, dropped: this.#dropped, settled: this.#settled });
+    this.#dropped = 0;
+    this.#settled = 0;
   }
 
   async admit(who: Who, bodyBytes: number, nowMs: number): Promise<Admission> {
@@ -175,7 +264,7 @@ export class RedisLimits implements LimitsStore {
             release: ({ tokens, costUsd }) => {
               if (released) return;
               released = true;
-              this.#runScript('charge', RELEASE, keys, [id, estimate, Math.max(0, Math.round(tokens)), Math.max(0, toMicroUsd(costUsd)), global[0]!]).catch((err: Error) => this.#onError(err.message));
+              this.#charge(keys, [id, estimate, Math.max(0, Math.round(tokens)), Math.max(0, toMicroUsd(costUsd)), global[0]!]);
             },
           },
         };

@@ -143,9 +143,9 @@ test('limits in redis: admission with the store unreachable follows the failure 
   const errors: string[] = [];
   try {
     const who = { instanceId: 'i-down', workflow: 'w', runId: 'r-down' };
-    const closed = await new RedisLimits(policy, client, 'closed', (e) => errors.push(e)).admit(who, 4, Date.now());
+    const closed = await new RedisLimits(policy, client, 'closed', { onError: (e) => errors.push(e) }).admit(who, 4, Date.now());
     assert.ok(!closed.ok && closed.kind === 'store_unavailable' && closed.retryAfterSec === 1);
-    const open = new RedisLimits(policy, client, 'open', (e) => errors.push(e));
+    const open = new RedisLimits(policy, client, 'open', { onError: (e) => errors.push(e) });
     for (let i = 0; i < 3; i++) assert.ok((await open.admit(who, 4, Date.now())).ok, 'open: no limit applies while the store is away');
     assert.equal(errors.length, 4, 'each is reported (log line, metric)');
   } finally {
@@ -157,7 +157,7 @@ test('limits in redis: the store\'s script gives the in-process verdicts, step b
   const policy = { concurrent: 2, requestsPerMinute: 4, tokensPerMinute: 300, runBudgetUsd: 1, workflowBudgetUsdPerDay: 1.5 };
   const client = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
   while (!client.up) await new Promise((r) => setImmediate(r));
-  const shared = new RedisLimits(policy, client, 'closed', () => {});
+  const shared = new RedisLimits(policy, client, 'closed');
   const local = new LocalLimits(policy);
   const suffix = randomBytes(4).toString('hex');
   const who = (run: string, lowered?: { concurrent?: number }) => ({ instanceId: `i-${run}-${suffix}`, workflow: `wf-${suffix}`, runId: `r-${run}-${suffix}`, lowered });
@@ -203,7 +203,7 @@ test(`limits in redis: the script and the in-process store agree over a random s
   const policy = { concurrent: 4, requestsPerMinute: 5, tokensPerMinute: 2000, runBudgetUsd: 2, workflowBudgetUsdPerDay: 3, global: { concurrent: 7, requestsPerMinute: 9, tokensPerMinute: 3500, budgetUsdPerDay: 5 } };
   const client = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
   while (!client.up) await new Promise((r) => setImmediate(r));
-  const shared = new RedisLimits(policy, client, 'closed', (e) => assert.fail(e));
+  const shared = new RedisLimits(policy, client, 'closed', { onError: (e) => assert.fail(e) });
   const local = new LocalLimits(policy);
   const suffix = randomBytes(4).toString('hex');
   await client.command(['DEL', 'lim:g:f', 'lim:g:w', 'lim:g:t']); // the global keys are shared by every test on this server

@@ -46,7 +46,7 @@ export async function limits(o: { calls: number; rounds: number }): Promise<Scen
     const stores: [string, LimitsStore | undefined][] = [
       ['none', undefined],
       ['local', new LocalLimits(POLICY)],
-      ['redis', new RedisLimits(POLICY, client, 'closed', (e) => errors.push(e))],
+      ['redis', new RedisLimits(POLICY, client, 'closed', { onError: (e) => errors.push(e) })],
     ];
     const samples: Record<string, number[]> = { none: [], local: [], redis: [] };
     // Rounds take turns so that machine noise hits every store alike.
