@@ -9,6 +9,9 @@
 //          (--limits, a token minted with --budget-usd): the gateway refuses its first call in
 //          the form that agent treats as final, and the agent must end within seconds, print
 //          the refusal, and send nothing upstream.
+//   cloud  (gateway mode, with Claude Code) Claude Code in its Bedrock and Vertex modes, against
+//          fakes that check the gateway's SigV4 signatures and OAuth assertions for real:
+//          scripts/e2e-cloud.ts, run after the table (alone: npm run e2e:cloud).
 // Every run is also traced (strace, when installed): a connection to anything but loopback
 // fails the turn, so that a bot configured this way has no way out but the gateway.
 //
@@ -26,6 +29,7 @@
 // (a failed turn leaves upstream-requests.jsonl there); E2E_TURN_TIMEOUT_S, seconds per turn
 // (default 180). Every agent runs with PATH (the system's), HOME (its sandbox's) and
 // MODEL_PROXY_TOKEN, plus what its spec adds: nothing else of ours leaks in.
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -338,7 +342,17 @@ async function main(): Promise<number> {
   printTable(rows, mode);
   const failed = rows.filter((r) => !r.ok).length;
   log(`\n${rows.length - failed} passed, ${failed} failed`);
-  return failed === 0 ? 0 : 1;
+  // Claude Code's cloud modes (Bedrock, Vertex) through the gateway: scripts/e2e-cloud.ts, also
+  // runnable alone as `npm run e2e:cloud`.
+  const cloud = !opts.direct && opts.agents.some((a) => a.name === claudeCode.name) ? await runCloudTurns() : 0;
+  return failed === 0 && cloud === 0 ? 0 : 1;
+}
+
+/** Runs scripts/e2e-cloud.ts as its own process (its fakes and cleanup are its own); its exit code. */
+function runCloudTurns(): Promise<number> {
+  log('\ne2e:agents: Claude Code in its cloud modes (npm run e2e:cloud)');
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts', 'e2e-cloud.ts')], { stdio: 'inherit', cwd: ROOT });
+  return new Promise((resolve) => child.once('close', (code) => resolve(code ?? 1)));
 }
 
 let interrupted = false;
