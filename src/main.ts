@@ -328,8 +328,9 @@ async function serve(options: ServeOptions): Promise<void> {
  */
 function storePassword(file: string | undefined): SecretSource | undefined {
   if (file === undefined) return undefined;
-  if (!sanitizePassword(readTextFile(file, '--limits-store-password-file:')).ok) throw new Error(`--limits-store-password-file: ${file} is empty`);
-  return fileSecret(file, sanitizePassword);
+  const source = fileSecret(file, sanitizePassword);
+  if (!source.read().ok) throw new Error(`--limits-store-password-file: ${file} cannot be read, or is empty`);
+  return source;
 }
 
 type StoreMetrics = { limitsStore(up: boolean): void; limitsStoreError(): void; limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void };

@@ -188,7 +188,7 @@ export class RedisLimits implements LimitsStore {
    * Redis itself refused (a script error) would be refused again: it is reported, not kept.
    */
   #charge(keys: readonly string[], args: readonly (string | number)[]): void {
-    if (this.#unsettled.length > 0 || this.#replaying) {
+    if (this.#replaying) {
       this.#keep(keys, args); // behind the backlog, in order
       return;
     }

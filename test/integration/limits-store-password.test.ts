@@ -5,7 +5,7 @@
 // rewritten, and Redis drops its clients (as a failover or a restart would).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -99,5 +99,4 @@ test('limits store password: a password Redis refuses is reported once as such (
   const empty = await runProxyCommand(['--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--limits', join(dir, 'limits.json'), '--limits-store', `redis://127.0.0.1:${redis.port}`, '--limits-store-password-file', passwordFile], env());
   assert.notEqual(empty.code, 0);
   assert.match(empty.stderr, /--limits-store-password-file: .* is empty/);
-  assert.equal(readFileSync(passwordFile, 'utf8'), '\n');
 });

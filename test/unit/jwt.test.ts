@@ -315,6 +315,6 @@ test('a token id never reads as a flag: the revoke command mint-token prints par
     assert.match(id, /^[0-9a-f]{24}$/);
     const cli = parseCommandLine(['revoke', '--revocations', 'deny.json', '--token-id', id]);
     assert.equal(cli.command, 'revoke');
-    assert.ok(JSON.stringify(cli).includes(id), 'the id reached the parsed command line');
+    assert.equal(cli.mint.tokenId, id);
   }
 });
