@@ -20,7 +20,8 @@ import { clockTickMs, serveMetrics } from './metrics/registry.ts';
 import { parsePrices, type PriceTable } from './gateway/prices.ts';
 import { createProxyMetrics } from './metrics/proxy-metrics.ts';
 import { fileSecret, literalSecret, sanitizePassword, secretSource, type SecretSource } from './config/secret.ts';
-import { startListener, writeProxyError, type Listener } from './http/server.ts';
+import { startListener, type Listener } from './http/server.ts';
+import { writeProxyError } from './http/respond.ts';
 import { descriptorWarning, softOpenFilesLimit } from './http/connection-caps.ts';
 import { VERSION } from './config/version.ts';
 import { addRevocation, revocationList, type Revocation, type RevocationCheck } from './auth/revocations.ts';
@@ -34,7 +35,7 @@ import { fetchBody } from './gateway/credentials/fetch.ts';
 import type { MintedSource } from './gateway/credentials/minted.ts';
 import { LocalLimits, type LimitsStore } from './limits/admission.ts';
 import { RedisLimits } from './limits/redis-store.ts';
-import { RespClient } from './limits/resp.ts';
+import { RespClient } from './store/resp.ts';
 import { parseLimitsFile, unpricedWarning, type LimitsPolicy } from './limits/policy.ts';
 
 const env = process.env;
@@ -347,6 +348,7 @@ function openStore(options: ServeOptions, log: LogSink, metrics: StoreMetrics | 
   return new RespClient({
     ...store,
     password,
+    name: 'the limits store',
     onState: (up, why) => {
       metrics?.limitsStore(up);
       log({ event: 'limits_store', state: up ? 'up' : 'down', store: `${store.host}:${store.port}`, ...(why ? { reason: why } : {}), failure_policy: options.limitsStoreFailure });
@@ -431,7 +433,7 @@ async function revoke(cli: CommandLine): Promise<string> {
     const password = storePassword(cli.options.limitsStorePasswordFile);
     let connected!: () => void;
     const up = new Promise<void>((resolve) => (connected = resolve));
-    const client = new RespClient({ ...store, password, onState: (isUp) => isUp && connected() });
+    const client = new RespClient({ ...store, password, name: 'the limits store', onState: (isUp) => isUp && connected() });
     try {
       let timer: NodeJS.Timeout | undefined;
       const gaveUp = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`revoke: the store at ${store.host}:${store.port} could not be reached within 5 s; nothing was revoked there`)), 5000)));

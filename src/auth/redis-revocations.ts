@@ -3,7 +3,7 @@
 // only what still matters. A check is one MGET; `revoke` writes a key with SET ... EX. With the
 // store unreachable, the failure policy of --limits-store-failure decides: closed refuses the
 // token (a revocation must not be lost to an outage), open lets it through.
-import { RespError, type RespClient } from '../limits/resp.ts';
+import { RespError, type RespClient } from '../store/resp.ts';
 
 export type RevocationKind = 'run_id' | 'instance_id' | 'token_id';
 

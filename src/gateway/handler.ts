@@ -13,7 +13,7 @@ import { watchBodyIdle } from '../http/body-idle.ts';
 import { headerCount, mediaType, scrubResponseHeaders } from '../http/headers.ts';
 import { isIdentity, StreamRedactor } from '../http/redact.ts';
 import { elapsedMs, pathForLog, type LogSink } from '../http/log.ts';
-import { writeProxyError } from '../http/server.ts';
+import { writeProxyError } from '../http/respond.ts';
 import { providersByModel, routesOfKind, type Provider } from './providers.ts';
 import { openAiErrorBody } from './protocols/openai.ts';
 import { bounded, type ApiName, type CallSummary, type RequestPolicy, type WireProtocol } from './protocols/protocol.ts';

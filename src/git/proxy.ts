@@ -13,7 +13,7 @@ import type { HostConfig } from './hosts.ts';
 import { parseGitRoute, type GitRouteName } from './route.ts';
 import { elapsedMs, pathForLog } from '../http/log.ts';
 import type { SecretSource } from '../config/secret.ts';
-import { writeProxyError } from '../http/server.ts';
+import { writeProxyError } from '../http/respond.ts';
 import { KeyedCounts } from '../http/connection-caps.ts';
 import type { RevocationCheck } from '../auth/revocations.ts';
 import { STORE_UNREACHABLE } from '../auth/redis-revocations.ts';

@@ -7,7 +7,7 @@ import { isIP, type Socket } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { pipeline, Transform } from 'node:stream';
 import { classifyUpstreamError, UpstreamError, type UpstreamFailure } from './errors.ts';
-import { STREAM_HIGH_WATER_MARK } from './server.ts';
+import { STREAM_HIGH_WATER_MARK } from './sockets.ts';
 import { watchBodyIdle } from './body-idle.ts';
 import { decodeBody, redactBody, type DecodedBody } from './redact.ts';
 

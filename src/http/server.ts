@@ -6,13 +6,7 @@ import { formatAddress, type ListenAddress } from './address.ts';
 import { connectionVerdict, KeyedCounts, REFUSAL_LOG_INTERVAL_MS, type ConnectionCaps } from './connection-caps.ts';
 import { ERRORS, type ProxyError } from './errors.ts';
 import type { LogSink } from './log.ts';
-
-/**
- * Bytes a socket may buffer before backpressure (Node's default is 16 KiB). With the default, a
- * large push moves one 64 KiB read at a time and both processes wait on each other; a larger
- * mark keeps the pipe full. It is a threshold, not an allocation: idle connections cost nothing.
- */
-export const STREAM_HIGH_WATER_MARK = 256 * 1024;
+import { STREAM_HIGH_WATER_MARK } from './sockets.ts';
 
 /**
  * At drain start, a connection whose request head is still arriving gets this long (or the
@@ -292,22 +286,6 @@ export function bodylessMethodError(method: string, contentLength: string | unde
   if (method !== 'GET' && method !== 'HEAD') return undefined;
   if (transferEncoding !== undefined || (contentLength !== undefined && contentLength !== '0')) return ERRORS.bodyOnBodylessMethod;
   return undefined;
-}
-
-/**
- * A small, complete response for an error the proxy makes itself. An unread request body (a
- * refused push) is not worth draining: the connection closes after the answer.
- */
-export function writeProxyError(req: IncomingMessage, res: ServerResponse, status: number, contentType: string, body: string, allow?: string): void {
-  const headers: Record<string, string | number> = {
-    'content-type': contentType,
-    'content-length': Buffer.byteLength(body),
-    'cache-control': 'no-store',
-  };
-  if (allow) headers.allow = allow;
-  if (!req.complete) headers.connection = 'close';
-  res.writeHead(status, headers);
-  res.end(body);
 }
 
 function refuseRaw(socket: Socket, status: number, reason: string): void {

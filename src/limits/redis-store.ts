@@ -6,7 +6,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { admissionVerdict, effectivePolicy, estimateTokens, toMicroUsd, type Admission, type LimitsStore, type Usage, type Who } from './admission.ts';
 import type { LimitsPolicy } from './policy.ts';
-import { RespError, type RespClient, type RespValue } from './resp.ts';
+import { RespError, type RespClient, type RespValue } from '../store/resp.ts';
 
 /**
  * Checks every limit and, when all pass, reserves the call; returns {'ok'} or {kind, detail, wait}.

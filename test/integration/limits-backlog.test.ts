@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
-import { RespClient } from '../../src/limits/resp.ts';
+import { RespClient } from '../../src/store/resp.ts';
 import { RedisLimits } from '../../src/limits/redis-store.ts';
 
 let redis: RedisServer;

@@ -13,7 +13,7 @@ import { defaultCompletion, startModelUpstream, type ModelUpstream } from '../su
 import { parseExposition } from '../support/prometheus.ts';
 import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
-import { RespClient } from '../../src/limits/resp.ts';
+import { RespClient } from '../../src/store/resp.ts';
 import { RedisLimits } from '../../src/limits/redis-store.ts';
 import { LocalLimits } from '../../src/limits/admission.ts';
 import { fuzzSeed, mulberry32 } from '../support/prng.ts';

@@ -13,7 +13,7 @@ import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { assertNoSecrets, runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
-import { RespClient } from '../../src/limits/resp.ts';
+import { RespClient } from '../../src/store/resp.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const SIGNING_KEY = randomBytes(32).toString('hex');

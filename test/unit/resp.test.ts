@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { test } from 'node:test';
-import { encodeCommand, parseReply, RespClient, RespError } from '../../src/limits/resp.ts';
+import { encodeCommand, parseReply, RespClient, RespError } from '../../src/store/resp.ts';
 
 test('resp: a command is an array of bulk strings, byte lengths counted in UTF-8 (encodeCommand)', () => {
   assert.equal(encodeCommand(['SET', 'k', 'vé', 5]).toString(), '*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\nvé\r\n$1\r\n5\r\n');

@@ -3,7 +3,7 @@
 // the same run and taking turns. Goals: in process ≤ 20 µs a call; Redis ≤ +0.3 ms at p50.
 import { LocalLimits, type LimitsStore } from '../../../src/limits/admission.ts';
 import { RedisLimits } from '../../../src/limits/redis-store.ts';
-import { RespClient } from '../../../src/limits/resp.ts';
+import { RespClient } from '../../../src/store/resp.ts';
 import { startRedis } from '../../../test/support/redis-server.ts';
 import type { Row } from '../report.ts';
 import type { ScenarioResult } from '../context.ts';

@@ -1,4 +1,4 @@
-// A small Redis client for the limits store: RESP2 over node:net or node:tls, commands pipelined
+// A small Redis client (the limits and the revocation stores use it; it knows neither): RESP2 over node:net or node:tls, commands pipelined
 // in order on one connection, a reconnect with backoff, and nothing else (no runtime dependency).
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
@@ -68,6 +68,8 @@ export interface RespOptions {
   readonly onState: (up: boolean, why?: string) => void;
   /** A command not answered within this fails (the store counts as down for it). */
   readonly timeoutMs?: number;
+  /** What the server is to its users, in messages (`the limits store`); default `the store`. */
+  readonly name?: string;
 }
 
 /** The largest reply kept while it is incomplete. */
@@ -94,12 +96,16 @@ export class RespClient {
     this.#connect();
   }
 
+  get #name(): string {
+    return this.#opts.name ?? 'the store';
+  }
+
   get up(): boolean {
     return this.#ready;
   }
 
   command(args: readonly (string | number)[]): Promise<RespValue> {
-    if (!this.#ready || this.#socket === undefined) return Promise.reject(new Error('the limits store is not connected'));
+    if (!this.#ready || this.#socket === undefined) return Promise.reject(new Error(`${this.#name} is not connected`));
     return this.#send(args);
   }
 
@@ -110,7 +116,7 @@ export class RespClient {
 
   #send(args: readonly (string | number)[]): Promise<RespValue> {
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => this.#socket?.destroy(new Error('the limits store did not answer in time')), this.#opts.timeoutMs ?? 2000);
+      const timer = setTimeout(() => this.#socket?.destroy(new Error(`${this.#name} did not answer in time`)), this.#opts.timeoutMs ?? 2000);
       this.#pending.push({ resolve, reject, timer });
       this.#socket!.write(encodeCommand(args));
     });
@@ -125,14 +131,14 @@ export class RespClient {
     socket.once(this.#opts.tls ? 'secureConnect' : 'connect', () => {
       const password = this.#opts.password?.read();
       if (password?.ok === false) {
-        socket.destroy(new Error('the limits store password file is missing or empty'));
+        socket.destroy(new Error(`${this.#name} password file is missing or empty`));
         return;
       }
       const auth = password === undefined ? Promise.resolve<RespValue>('OK') : this.#send(['AUTH', password.value]);
       auth.then(
         (reply) => {
           if (reply instanceof RespError) {
-            socket.destroy(new Error('the limits store refused the password'));
+            socket.destroy(new Error(`${this.#name} refused the password`));
             return;
           }
           this.#attempt = 0;
@@ -164,7 +170,7 @@ export class RespClient {
       }
       this.#buffer = this.#buffer.subarray(at);
       // The limits' replies are a few bytes: one that keeps growing is not a reply we asked for.
-      if (this.#buffer.length > MAX_REPLY_BYTES) socket.destroy(new Error('the limits store sent a reply larger than 1 MiB'));
+      if (this.#buffer.length > MAX_REPLY_BYTES) socket.destroy(new Error(`${this.#name} sent a reply larger than 1 MiB`));
     });
     socket.on('error', (err) => (this.#lastError = err.message));
     socket.once('close', () => {
@@ -175,7 +181,7 @@ export class RespClient {
       this.#buffer = Buffer.alloc(0);
       for (const waiter of this.#pending.splice(0)) {
         clearTimeout(waiter.timer);
-        waiter.reject(new Error('the limits store connection closed'));
+        waiter.reject(new Error(`${this.#name} connection closed`));
       }
       // Down is told when an up connection goes, and when the reason it cannot come up changes
       // (a refused password, a missing password file), never once per retry.
