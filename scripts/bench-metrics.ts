@@ -6,7 +6,7 @@
 //      workflows with --metrics-max-series 2000: every family labelled by identity is then at its
 //      cap, which is the largest scrape bot churn can produce.
 import { createProxyMetrics } from '../src/metrics/proxy-metrics.ts';
-import type { ModelRequestRecord } from '../src/gateway/handler.ts';
+import type { ModelRequestRecord } from '../src/gateway/record.ts';
 import { modelRecord } from '../test/support/records.ts';
 
 const MODELS = ['gpt-4o', 'gpt-4o-mini', 'o3'];

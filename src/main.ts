@@ -4,13 +4,14 @@ import { readFileSync } from 'node:fs';
 import { agentProviders, AGENTS, botClaims, renderAgentConfig, type AgentName } from './gateway/agent-config.ts';
 import { asUsageError, parseCommandLine, usage, UsageError, type CommandLine, type ServeOptions } from './config/cli.ts';
 import { createUpstreamAgent } from './http/forward.ts';
-import { createGatewayHandler, sendGatewayError } from './gateway/handler.ts';
+import { createGatewayHandler, refuseAtGateway, type GatewayDeps } from './gateway/handler.ts';
+import type { GitRequestRecord } from './git/record.ts';
 import { keyHeader, type Provider } from './gateway/providers.ts';
 import { hostedToolsPolicy } from './gateway/protocols/tools.ts';
 import { PROTOCOLS } from './gateway/protocols/table.ts';
 import { parseGatewayEnv, type GatewayConfig, type ProviderConfig } from './gateway/config.ts';
 import { gitWorkloadConfig } from './git/config.ts';
-import { createGitHandler, sendGitError, type GitUpstream } from './git/proxy.ts';
+import { createGitHandler, refuseAtGit, type GitUpstream } from './git/proxy.ts';
 import { isBasicUsername } from './git/credentials.ts';
 import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from './git/hosts.ts';
 import { parseSigningKey, signBotToken, tokenIdFrom } from './auth/jwt.ts';
@@ -24,7 +25,8 @@ import { startListener, type Listener } from './http/server.ts';
 import { writeProxyError } from './http/respond.ts';
 import { descriptorWarning, softOpenFilesLimit } from './http/connection-caps.ts';
 import { VERSION } from './config/version.ts';
-import { addRevocation, revocationList, type Revocation, type RevocationCheck } from './auth/revocations.ts';
+import { addRevocation, revocationList, type Revocation } from './auth/revocations.ts';
+import { NOT_REVOKED, type RevocationCheck } from './auth/identity.ts';
 import { addStoreRevocation, storeRevocations } from './auth/redis-revocations.ts';
 import { randomBytes } from 'node:crypto';
 import type { CredentialSource } from './gateway/credentials/source.ts';
@@ -118,6 +120,9 @@ function loadPrices(): PriceTable {
   return file ? parsePrices(readFileSync(file, 'utf8'), file) : { get: () => undefined };
 }
 
+/** At a forced shutdown, how long the calls cut get to record and charge themselves before the process exits. */
+const FORCED_CUT_DEADLINE_MS = 1000;
+
 async function serve(options: ServeOptions): Promise<void> {
   const gitUpstreams = openGitUpstreams(loadHosts(options));
   const gitSigningKey = parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY);
@@ -157,9 +162,15 @@ async function serve(options: ServeOptions): Promise<void> {
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) {
+      // Forced: every connection is cut now, and each call still open ends as a cut one:
+      // recorded, charged and its slot given back (bounded wait), before the process exits.
       log({ event: 'shutdown', signal, phase: 'forced' });
-      logWriter.flushSync();
-      process.exit(0);
+      const proxies = listeners.filter((l) => l !== metricsListener);
+      void Promise.all(proxies.map((l) => l.cut(FORCED_CUT_DEADLINE_MS))).finally(() => {
+        logWriter.flushSync();
+        process.exit(0);
+      });
+      return;
     }
     stopping = true;
     // The proxy listeners stop accepting at once (closed first, announced after: whoever reads
@@ -200,6 +211,18 @@ async function serve(options: ServeOptions): Promise<void> {
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs, bodyIdleMs: options.bodyTimeoutMs };
 
   if (gitEnabled) {
+    const gitDeps = {
+      hosts: gitUpstreams,
+      revoked,
+      maxConcurrentPerWorkload: options.gitMaxConcurrentPerWorkload,
+      workloadAuth: gitSigningKey && { key: gitSigningKey, maxLifetimeSec: maxTokenLifetimeSec },
+      timeouts: upstreamTimeouts,
+      record: (rec: GitRequestRecord) => {
+        log(rec);
+        metrics?.git(rec);
+      },
+      log,
+    };
     const git = await startListener({
       name: 'git',
       flag: 'git-auth-listen',
@@ -207,18 +230,8 @@ async function serve(options: ServeOptions): Promise<void> {
       timeouts: listenerTimeouts,
       ...capped('git'),
       log,
-      handle: createGitHandler({
-        hosts: gitUpstreams,
-        revoked,
-        maxConcurrentPerWorkload: options.gitMaxConcurrentPerWorkload,
-        workloadAuth: gitSigningKey && { key: gitSigningKey, maxLifetimeSec: maxTokenLifetimeSec },
-        timeouts: upstreamTimeouts,
-        record: (rec) => {
-          log(rec);
-          metrics?.git(rec);
-        },
-      }),
-      sendError: (req, res, error) => sendGitError(req, res, error),
+      handle: createGitHandler(gitDeps),
+      refuse: refuseAtGit(gitDeps),
     });
     listeners.push(git);
     for (const h of hostStates) {
@@ -238,6 +251,25 @@ async function serve(options: ServeOptions): Promise<void> {
       metrics?.credentialRefresh(provider, outcome.ok);
       if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });
     });
+    const gatewayDeps: GatewayDeps = {
+      record: (rec) => {
+        log(rec);
+        metrics?.model(rec);
+      },
+      streams: metrics?.streams,
+      signingKey: gateway.signingKey,
+      providers,
+      protocols: PROTOCOLS,
+      hostedTools,
+      timeouts: upstreamTimeouts,
+      retry: { maxRetries: options.upstreamMaxRetries, budgetMs: options.upstreamRetryBudgetMs, baseDelayMs: 500 },
+      maxBodyBytes: options.maxRequestBodyBytes,
+      revoked,
+      limits: limits?.store,
+      prices,
+      maxTokenLifetimeSec,
+      log,
+    };
     const model = await startListener({
       name: 'model',
       flag: 'model-gateway-listen',
@@ -246,26 +278,8 @@ async function serve(options: ServeOptions): Promise<void> {
       ...capped('model'),
       rootIsHealth: true,
       log,
-      handle: createGatewayHandler({
-        record: (rec) => {
-          log(rec);
-          metrics?.model(rec);
-        },
-        streams: metrics?.streams,
-        signingKey: gateway.signingKey,
-        providers,
-        protocols: PROTOCOLS,
-        hostedTools,
-        timeouts: upstreamTimeouts,
-        retry: { maxRetries: options.upstreamMaxRetries, budgetMs: options.upstreamRetryBudgetMs, baseDelayMs: 500 },
-        maxBodyBytes: options.maxRequestBodyBytes,
-        revoked,
-        limits: limits?.store,
-        prices,
-        maxTokenLifetimeSec,
-        log,
-      }),
-      sendError: (req, res, error) => sendGatewayError(req, res, error),
+      handle: createGatewayHandler(gatewayDeps),
+      refuse: refuseAtGateway(gatewayDeps),
     });
     listeners.push(model);
     if (!gateway.signingKey) {
@@ -317,7 +331,7 @@ async function serve(options: ServeOptions): Promise<void> {
     ...capped('metrics'),
     log,
     handle: (req, res) => void serveMetrics(metrics.registry, req, res).catch(() => res.destroy()),
-    sendError: (req, res, error) => writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `${error.message}\n`),
+    refuse: (req, res, { error }) => writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `${error.message}\n`),
   });
   listeners.push(metricsListener);
   log({ event: 'listening', listener: 'metrics', address: metricsListener.address, version: VERSION });
@@ -389,9 +403,10 @@ function openRevocations(options: ServeOptions, client: RespClient | undefined, 
   });
   const store = client === undefined ? undefined : storeRevocations(client, options.limitsStoreFailure, () => metrics?.limitsStoreError());
   if (file === undefined && store === undefined) return undefined;
-  return (claims, nowSec) => {
-    const why = file?.reason(claims, nowSec);
-    return why !== undefined || store === undefined ? why : store.reason(claims);
+  return (who, nowSec) => {
+    const why = file?.reason(who, nowSec);
+    if (why !== undefined) return { kind: 'revoked', reason: why };
+    return store === undefined ? NOT_REVOKED : store.verdict(who);
   };
 }
 

@@ -4,11 +4,10 @@
 // store unreachable, the failure policy of --limits-store-failure decides: closed refuses the
 // token (a revocation must not be lost to an outage), open lets it through.
 import { RespError, type RespClient } from '../store/resp.ts';
+import { NOT_REVOKED, type RevocationVerdict, type WorkloadIdentity } from './identity.ts';
 
 export type RevocationKind = 'run_id' | 'instance_id' | 'token_id';
 
-/** What a check answers when the store cannot be reached and the failure policy is closed: a transient refusal (503), not a revoked token. */
-export const STORE_UNREACHABLE = 'the revocation store cannot be reached (--limits-store-failure closed)';
 
 const PREFIX: Record<RevocationKind, string> = { run_id: 'rev:run:', instance_id: 'rev:inst:', token_id: 'rev:tok:' };
 const REASON: Record<RevocationKind, string> = { run_id: 'its run was revoked', instance_id: 'its instance was revoked', token_id: 'the token was revoked' };
@@ -18,25 +17,28 @@ function revocationKey(kind: RevocationKind, value: string): string {
   return `${PREFIX[kind]}${value}`;
 }
 
-/** Pure: what a token's claims are checked against, in order. */
-function checks(claims: { sub: string; run_id: string; jti?: string }): [RevocationKind, string][] {
-  const list: [RevocationKind, string][] = [['run_id', revocationKey('run_id', claims.run_id)], ['instance_id', revocationKey('instance_id', claims.sub)]];
-  if (claims.jti !== undefined) list.push(['token_id', revocationKey('token_id', claims.jti)]);
+/** Pure: what a verified identity is checked against, in order. */
+function checks(who: WorkloadIdentity): [RevocationKind, string][] {
+  const list: [RevocationKind, string][] = [];
+  if (who.runId !== null) list.push(['run_id', revocationKey('run_id', who.runId)]);
+  if (who.instanceId !== null) list.push(['instance_id', revocationKey('instance_id', who.instanceId)]);
+  if (who.tokenId !== undefined) list.push(['token_id', revocationKey('token_id', who.tokenId)]);
   return list;
 }
 
-export function storeRevocations(client: RespClient, failure: 'open' | 'closed', onError: (why: string) => void): { reason(claims: { sub: string; run_id: string; jti?: string }): Promise<string | undefined> } {
+export function storeRevocations(client: RespClient, failure: 'open' | 'closed', onError: (why: string) => void): { verdict(who: WorkloadIdentity): Promise<RevocationVerdict> } {
   return {
-    async reason(claims) {
-      const list = checks(claims);
+    async verdict(who) {
+      const list = checks(who);
+      if (list.length === 0) return NOT_REVOKED;
       try {
         const reply = await client.command(['MGET', ...list.map(([, key]) => key)]);
         if (!Array.isArray(reply) || reply.length !== list.length) throw reply instanceof RespError ? reply : new Error('the store answered MGET with something else');
         const hit = reply.findIndex((v) => v !== null);
-        return hit < 0 ? undefined : REASON[list[hit]![0]];
+        return hit < 0 ? NOT_REVOKED : { kind: 'revoked', reason: REASON[list[hit]![0]] };
       } catch (err) {
         onError((err as Error).message);
-        return failure === 'closed' ? STORE_UNREACHABLE : undefined;
+        return failure === 'closed' ? { kind: 'unavailable' } : NOT_REVOKED;
       }
     },
   };

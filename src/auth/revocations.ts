@@ -5,6 +5,7 @@
 // (--max-token-lifetime), so the list stays small.
 import { readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { isObject, parseStrictJson } from '../http/json.ts';
+import type { WorkloadIdentity } from './identity.ts';
 
 export interface Revocation {
   readonly run_id?: string;
@@ -16,8 +17,6 @@ export interface Revocation {
 
 const KEYS = ['run_id', 'instance_id', 'token_id'] as const;
 
-/** What the listeners ask of the deny list: why a verified token is refused anyway, or undefined; a promise when the list is in the shared store. */
-export type RevocationCheck = (claims: { sub: string; run_id: string; jti?: string }, nowSec: number) => string | undefined | Promise<string | undefined>;
 
 /** Pure: the entries of a deny-list file; a malformed one is an error naming the entry. */
 export function parseRevocations(text: string): Revocation[] {
@@ -31,23 +30,23 @@ export function parseRevocations(text: string): Revocation[] {
   });
 }
 
-/** Pure: why a token's claims are revoked at `nowSec` (a fixed phrase), or undefined. */
-export function revokedReason(entries: readonly Revocation[], claims: { sub: string; run_id: string; jti?: string }, nowSec: number): string | undefined {
+/** Pure: why a verified identity is revoked at `nowSec` (a fixed phrase), or undefined. */
+export function revokedReason(entries: readonly Revocation[], who: WorkloadIdentity, nowSec: number): string | undefined {
   for (const e of entries) {
     if (e.until < nowSec) continue;
-    if (e.run_id !== undefined && e.run_id === claims.run_id) return 'its run was revoked';
-    if (e.instance_id !== undefined && e.instance_id === claims.sub) return 'its instance was revoked';
-    if (e.token_id !== undefined && e.token_id === claims.jti) return 'the token was revoked';
+    if (e.run_id !== undefined && e.run_id === who.runId) return 'its run was revoked';
+    if (e.instance_id !== undefined && e.instance_id === who.instanceId) return 'its instance was revoked';
+    if (e.token_id !== undefined && e.token_id === who.tokenId) return 'the token was revoked';
   }
   return undefined;
 }
 
 /** The deny list as the listeners read it: one stat() per check, the file read again when it changed. */
-export function revocationList(path: string, onError: (message: string) => void): { reason(claims: { sub: string; run_id: string; jti?: string }, nowSec: number): string | undefined } {
+export function revocationList(path: string, onError: (message: string) => void): { reason(who: WorkloadIdentity, nowSec: number): string | undefined } {
   let stamp = '';
   let entries: Revocation[] = [];
   return {
-    reason(claims, nowSec) {
+    reason(who, nowSec) {
       try {
         let st;
         try {
@@ -69,7 +68,7 @@ export function revocationList(path: string, onError: (message: string) => void)
         onError(`--revocations ${path}: ${(err as Error).message}`);
         return 'the revocation list cannot be read';
       }
-      return revokedReason(entries, claims, nowSec);
+      return revokedReason(entries, who, nowSec);
     },
   };
 }

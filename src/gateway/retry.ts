@@ -46,3 +46,13 @@ export function nextRetryDelay(
   const delay = hintMs ?? Math.round(backoff / 2 + (random() * backoff) / 2);
   return waitedMs + delay > policy.budgetMs ? undefined : delay;
 }
+
+/**
+ * Pure: whether a failure before any response byte is worth another attempt: only a refused or
+ * timed-out connect, which sent nothing. Any reset, on a new or a reused connection, may have
+ * come after the upstream read the whole request and began a (billed) generation, so a model
+ * call is never sent twice; the client's SDK decides whether to try again.
+ */
+export function retryableFailure(kind: string): boolean {
+  return kind === 'connect_refused' || kind === 'connect_timeout';
+}

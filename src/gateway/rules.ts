@@ -1,6 +1,7 @@
 // The model gateway's pure decisions: which route a request takes, what its body must be,
 // who is asking, which headers go upstream, and the model catalog. The wire protocols
 // (./protocols/) say what differs per API; these rules are the same for all of them.
+import type { WorkloadIdentity } from '../auth/identity.ts';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { IDENTITY_VALUE } from '../auth/jwt.ts';
 import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';
@@ -145,15 +146,9 @@ export function checkRequestBody(body: Buffer, protocol: WireProtocol, policy: R
   return { ok: true, model, stream, ...(serviceTier === undefined ? {} : { serviceTier }), ...(speed === undefined ? {} : { speed }) };
 }
 
-export interface Identity {
-  readonly instanceId: string | null;
-  readonly workflow: string | null;
-  readonly runId: string | null;
-}
-
 
 /** Network-policy mode: identity from headers, which are informational and unauthenticated. */
-export function identityFromHeaders(headers: IncomingHttpHeaders): Identity | { error: ProxyError; param: string } {
+export function identityFromHeaders(headers: IncomingHttpHeaders): WorkloadIdentity | { error: ProxyError; param: string } {
   const read = (name: string): string | null | false => {
     const v = headers[name];
     if (v === undefined) return null;

@@ -7,6 +7,7 @@
 // --workload-token-env` writes) and retries with Basic auth whose password is the token. A
 // Bearer Authorization (e.g. from http.extraHeader) is accepted too. The workload token only
 // ever opens the proxy: it is never forwarded (the upstream Authorization is the host's).
+import type { WorkloadIdentity } from '../auth/identity.ts';
 import { verifyGitToken } from '../auth/jwt.ts';
 import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';
 import { canonicalRepoPath, grantedAccess, parseScopeEntry, patternMatches, type GitAccess, type RepoPattern, type ScopeEntry } from './scope.ts';
@@ -41,13 +42,6 @@ export function presentedToken(authorization: string | undefined): PresentedToke
   return password === '' ? { kind: 'none' } : { kind: 'token', token: password };
 }
 
-export interface GitIdentity {
-  readonly instanceId: string;
-  readonly workflow: string;
-  readonly runId: string;
-  /** The token's own id, when mint-token gave it one (for the deny list). */
-  readonly tokenId?: string;
-}
 
 export interface AccessRequest {
   readonly hostKey: string;
@@ -67,19 +61,19 @@ export interface AccessPolicy {
 }
 
 export type AccessDecision =
-  | { readonly ok: true; readonly identity: GitIdentity | undefined }
+  | { readonly ok: true; readonly identity: WorkloadIdentity | undefined }
   | {
       readonly ok: false;
       readonly error: ProxyError;
       /** Answer with WWW-Authenticate (every 401). */
       readonly challenge: boolean;
       /** Who was refused, once the token was verified. */
-      readonly identity: GitIdentity | undefined;
+      readonly identity: WorkloadIdentity | undefined;
       /** Why a presented token was refused: a fixed phrase for the log. */
       readonly tokenError: string | undefined;
     };
 
-function refused(error: ProxyError, identity?: GitIdentity, tokenError?: string): AccessDecision {
+function refused(error: ProxyError, identity?: WorkloadIdentity, tokenError?: string): AccessDecision {
   return { ok: false, error, challenge: error.status === 401, identity, tokenError };
 }
 
@@ -93,7 +87,7 @@ function tokenRefused(reason: string): AccessDecision {
  * parse, a path that does not decode.
  */
 export function decideGitAccess(req: AccessRequest, policy: AccessPolicy): AccessDecision {
-  let identity: GitIdentity | undefined;
+  let identity: WorkloadIdentity | undefined;
   let scope: ScopeEntry[] | undefined;
   if (policy.workloadAuth) {
     const presented = presentedToken(req.authorization);

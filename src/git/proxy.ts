@@ -1,22 +1,24 @@
 // The git credential-injecting reverse proxy: one request handler over the shared forwarding
-// code. Every decision is made by a pure function (route, access, credential, headers); this
-// file only puts them in order and writes the access log line.
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Agent } from 'node:http';
-import { randomUUID } from 'node:crypto';
-import { injectCredential } from './credentials.ts';
-import { ERRORS, errorForUpstreamFailure, withMessage, type ProxyError, type UpstreamError } from '../http/errors.ts';
-import { abortUpstreamOnClientClose, newExchange, openUpstream, relayRedactedBody, relayResponse, staleSocketReset, type UpstreamTimeouts } from '../http/forward.ts';
-import { assertHeaderValue, gitUpstreamHeaders, headerCount, scrubResponseHeaders } from '../http/headers.ts';
-import { decideGitAccess, WORKLOAD_CHALLENGE, type GitIdentity } from './access.ts';
-import type { HostConfig } from './hosts.ts';
-import { parseGitRoute, type GitRouteName } from './route.ts';
-import { elapsedMs, pathForLog } from '../http/log.ts';
+// code. A request reads as its steps: route, access (the workload token and the hosts file),
+// the deny list, the workload's concurrency slot, the credential, the upstream (one re-send of a
+// ref discovery on a stale pooled connection), the answer relayed. Every decision is a pure
+// function (route, access, credential, headers); the per-request state is one GitCall, finished
+// (slot given back, record written) exactly once in the `finally`.
+import type { Agent, IncomingMessage, ServerResponse } from 'node:http';
+import type { RevocationCheck, RevocationVerdict, WorkloadIdentity } from '../auth/identity.ts';
 import type { SecretSource } from '../config/secret.ts';
-import { writeProxyError } from '../http/respond.ts';
 import { KeyedCounts } from '../http/connection-caps.ts';
-import type { RevocationCheck } from '../auth/revocations.ts';
-import { STORE_UNREACHABLE } from '../auth/redis-revocations.ts';
+import { ERRORS, errorForUpstreamFailure, withMessage, type ProxyError, type UpstreamError } from '../http/errors.ts';
+import { openUpstream, relayRedactedBody, relayResponse, staleSocketReset, type UpstreamTarget, type UpstreamTimeouts } from '../http/forward.ts';
+import { gitUpstreamHeaders, headerCount, scrubResponseHeaders } from '../http/headers.ts';
+import { isRelayableStatus, type Refusal } from '../http/lifecycle.ts';
+import type { LogSink } from '../http/log.ts';
+import { decideGitAccess, WORKLOAD_CHALLENGE, type AccessDecision } from './access.ts';
+import { GitCall } from './call.ts';
+import { injectCredential } from './credentials.ts';
+import type { HostConfig } from './hosts.ts';
+import type { GitRequestRecord } from './record.ts';
+import { parseGitRoute } from './route.ts';
 
 export interface GitUpstream {
   readonly config: HostConfig;
@@ -24,34 +26,6 @@ export interface GitUpstream {
   readonly token: SecretSource;
   readonly username: SecretSource | undefined;
 }
-
-/** What one git request did: the access log line, and what the metrics count. */
-export type GitRequestRecord = {
-  readonly event: 'request';
-  readonly listener: 'git';
-  readonly request_id: string;
-  readonly method: string;
-  /** A registered host key, or undefined when the request was refused before routing. */
-  readonly host: string | undefined;
-  readonly route: GitRouteName | undefined;
-  readonly path: string;
-  readonly status: number;
-  readonly duration_ms: number;
-  readonly bytes_in: number;
-  readonly bytes_out: number;
-  readonly error: string | undefined;
-  /** From the verified workload token; null without one (network-policy mode, or refused before). */
-  readonly instance_id: string | null;
-  readonly workflow: string | null;
-  readonly run_id: string | null;
-  /** Why a presented workload token was refused (a fixed phrase, never token content). */
-  readonly token_error: string | undefined;
-  /**
-   * The 401 that asks for credentials, answered to a request that sent none: every git command
-   * begins so, and its credential helper then sends the token. Not an error: counted apart.
-   */
-  readonly challenge: true | undefined;
-};
 
 export interface GitProxyDeps {
   readonly hosts: ReadonlyMap<string, GitUpstream>;
@@ -64,21 +38,7 @@ export interface GitProxyDeps {
   readonly maxConcurrentPerWorkload: number;
   /** Called once per request, when it is over. */
   readonly record: (rec: GitRequestRecord) => void;
-}
-
-/**
- * Proxy-made errors are one text/plain line: git shows it, and it never holds a credential.
- * Requests from git-lfs get the same line in the JSON error body that git-lfs prints (501:
- * git-lfs prints its message as is, without blaming access rights or suggesting to switch off
- * its lock verification).
- */
-export function sendGitError(req: IncomingMessage, res: ServerResponse, error: ProxyError, allow?: string): void {
-  const line = `git-auth-proxy: ${error.message}`;
-  if (error.code === ERRORS.lfsNotSupported.code) {
-    writeProxyError(req, res, error.status, 'application/vnd.git-lfs+json', JSON.stringify({ message: line }));
-    return;
-  }
-  writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `${line}\n`, allow);
+  readonly log: LogSink;
 }
 
 /**
@@ -93,158 +53,153 @@ function upstreamCredentialRefused(hostKey: string): ProxyError {
 /** Seconds a workload over its concurrency cap is told to wait (git's own requests are short). */
 const WORKLOAD_BUSY_RETRY_AFTER_S = 1;
 
-export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res: ServerResponse) => void {
+/** Pure: the refusal of an access decision that said no (every 401 carries the challenge). */
+export function accessRefusal(access: Extract<AccessDecision, { ok: false }>): Refusal {
+  return { error: access.error, ...(access.challenge ? { headers: { 'www-authenticate': WORKLOAD_CHALLENGE } } : {}) };
+}
+
+/** Pure: the refusal of a revoked or uncheckable workload token, or undefined to let it through. */
+export function gitRevocationRefusal(verdict: RevocationVerdict): Refusal | undefined {
+  if (verdict.kind === 'ok') return undefined;
+  if (verdict.kind === 'unavailable') return { error: ERRORS.revocationStoreUnavailable, headers: { 'retry-after': '1' } };
+  return { error: withMessage(ERRORS.workloadTokenInvalid, `the workload token was refused: ${verdict.reason}`), headers: { 'www-authenticate': WORKLOAD_CHALLENGE } };
+}
+
+export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
   // Requests in progress per workload instance: the pushes of one workload cannot take every
   // connection the listener has (network-policy mode has no identity: the per-client
   // connection cap bounds it, one request at a time per connection).
   const inProgress = new KeyedCounts();
-  return (req, res) => {
-    const startedAt = performance.now();
-    const method = req.method ?? '';
-    const target = req.url ?? '';
-    const exchange = newExchange();
-    const requestId = randomUUID();
-    let host: string | undefined;
-    let route: GitRouteName | undefined;
-    let identity: GitIdentity | undefined;
-    let tokenError: string | undefined;
-    let challenge = false;
-
-    const logDone = (status: number, error?: string) =>
-      deps.record({
-        event: 'request',
-        listener: 'git',
-        request_id: requestId,
-        method,
-        host,
-        route,
-        path: pathForLog(target),
-        status,
-        duration_ms: elapsedMs(startedAt, performance.now()),
-        bytes_in: exchange.bytesIn,
-        bytes_out: exchange.bytesOut,
-        error: error ?? exchange.failure,
-        instance_id: identity?.instanceId ?? null,
-        workflow: identity?.workflow ?? null,
-        run_id: identity?.runId ?? null,
-        token_error: tokenError,
-        challenge: challenge || undefined,
-      });
-    const reject = (error: ProxyError, allow?: string) => {
-      sendGitError(req, res, error, allow);
-      logDone(error.status, error.code);
-    };
-
-    const parsed = parseGitRoute(method, target, (key) => deps.hosts.has(key));
-    if (!parsed.ok) return reject(parsed.error, parsed.allow);
-    host = parsed.hostKey;
-    route = parsed.route;
-    const upstream = deps.hosts.get(parsed.hostKey)!;
-
-    if (headerCount(req.rawHeaders, 'authorization') > 1) return reject(ERRORS.twoAuthorizations);
-    const access = decideGitAccess(
-      { hostKey: parsed.hostKey, repo: parsed.repo, access: parsed.access, authorization: req.headers.authorization },
-      {
-        repos: upstream.config.repos,
-        readOnly: upstream.config.readOnly,
-        workloadAuth: deps.workloadAuth && { ...deps.workloadAuth, nowSec: Math.floor(Date.now() / 1000) },
-      },
-    );
-    identity = access.identity;
-    if (!access.ok) {
-      tokenError = access.tokenError;
-      if (access.challenge) res.setHeader('www-authenticate', assertHeaderValue('www-authenticate', WORKLOAD_CHALLENGE));
-      if (access.error.code === ERRORS.workloadTokenMissing.code) {
-        challenge = true;
-        sendGitError(req, res, access.error);
-        return logDone(access.error.status, undefined);
-      }
-      return reject(access.error);
-    }
-
-    const upstreamPath = parsed.upstreamPath;
-    if (identity === undefined) return forward();
-    const who = identity;
-    const verdict = deps.revoked?.({ sub: who.instanceId, run_id: who.runId, jti: who.tokenId }, Math.floor(Date.now() / 1000));
-    // The deny list in the shared store answers later: the request (its body unread, waiting in
-    // the socket) goes on when it has.
-    if (verdict instanceof Promise) void verdict.then((why) => admit(who, why), () => admit(who, 'the revocation list cannot be read'));
-    else admit(who, verdict);
-
-    /** The token is not revoked: a slot of the workload's concurrency, then the upstream. */
-    function admit(who: GitIdentity, why: string | undefined): void {
-      if (res.destroyed) return logDone(0, 'client_aborted');
-      if (why === STORE_UNREACHABLE) {
-        res.setHeader('retry-after', assertHeaderValue('retry-after', '1'));
-        return reject(ERRORS.revocationStoreUnavailable);
-      }
-      if (why !== undefined) {
-        tokenError = why;
-        res.setHeader('www-authenticate', assertHeaderValue('www-authenticate', WORKLOAD_CHALLENGE));
-        return reject(withMessage(ERRORS.workloadTokenInvalid, `the workload token was refused: ${why}`));
-      }
-      const instance = who.instanceId;
-      if (!inProgress.tryAcquire(instance, deps.maxConcurrentPerWorkload)) {
-        res.setHeader('retry-after', assertHeaderValue('retry-after', String(WORKLOAD_BUSY_RETRY_AFTER_S)));
-        return reject(ERRORS.workloadBusy);
-      }
-      res.once('close', () => inProgress.release(instance));
-      forward();
-    }
-
-    /** The credential added, the request sent upstream and its answer relayed. */
-    function forward(): void {
-      const credential = injectCredential(upstream.config.authType, upstream.token.read(), upstream.username?.read());
-      if (!credential.ok) return reject(credential.error);
-
-      const upstreamTarget = {
-        agent: upstream.agent,
-        hostname: upstream.config.hostname,
-        port: upstream.config.port,
-        method,
-        path: upstreamPath,
-        headers: gitUpstreamHeaders(req.headers, upstream.config.key, credential.authorization),
-      };
-      let call = openUpstream(upstreamTarget, deps.timeouts, method === 'POST' ? req : null, exchange);
-      let resent = false;
-      abortUpstreamOnClientClose(res, () => ({ request: call.request, exchange }));
-
-      const onResponse = async (upstreamRes: IncomingMessage): Promise<void> => {
-        const status = upstreamRes.statusCode ?? 502;
-        if (status === 401) {
-          // Our credential was refused: an operator problem the workload cannot fix. Relayed,
-          // the 401 would make git ask for a username; our own line says whose problem it is.
-          upstreamRes.resume();
-          return reject(upstreamCredentialRefused(upstream.config.key));
-        }
-        const headers = scrubResponseHeaders(upstreamRes.rawHeaders, credential.secrets);
-        if (status >= 200 && status < 300) {
-          await relayResponse(res, upstreamRes, headers, exchange);
-          return logDone(status, exchange.failure);
-        }
-        // Any other answer is an error page or a redirect: read whole and redacted, since a git
-        // host may echo the credential it was sent ("authorization was Bearer ...").
-        const relayed = await relayRedactedBody(res, upstreamRes, headers, credential.secrets, exchange);
-        if (!relayed.ok) return reject(ERRORS.upstreamProtocol);
-        logDone(status, exchange.failure);
-      };
-      const onFailure = (err: UpstreamError): void => {
-        // A ref discovery has no body and changes nothing: reset on a pooled connection (the host
-        // closed it as we reused it), it is sent once more. A POST never is: a push may already be
-        // applied, and the body it streamed is gone.
-        if (method === 'GET' && staleSocketReset(err.kind, call.request) && !resent && !res.destroyed) {
-          resent = true;
-          exchange.failure = undefined;
-          call = openUpstream(upstreamTarget, deps.timeouts, null, exchange);
-          call.response.then(onResponse, onFailure);
-          return;
-        }
-        const error = errorForUpstreamFailure(err.kind);
-        if (res.headersSent || res.destroyed) return logDone(0, exchange.failure);
-        sendGitError(req, res, error);
-        logDone(error.status, exchange.failure);
-      };
-      call.response.then(onResponse, onFailure);
+  return async (req, res) => {
+    const call = new GitCall(req, res, deps.log, deps.record);
+    try {
+      await runGitRequest(deps, inProgress, call);
+    } catch (err) {
+      call.fail(err);
+    } finally {
+      call.finish();
     }
   };
+}
+
+/** A request the listener refuses before any handler runs: answered as git shows it, and recorded. */
+export function refuseAtGit(deps: Pick<GitProxyDeps, 'record' | 'log'>): (req: IncomingMessage, res: ServerResponse, refusal: Refusal) => void {
+  return (req, res, refusal) => {
+    const call = new GitCall(req, res, deps.log, deps.record);
+    call.refuse(refusal);
+    call.finish();
+  };
+}
+
+async function runGitRequest(deps: GitProxyDeps, inProgress: KeyedCounts, call: GitCall): Promise<void> {
+  const parsed = parseGitRoute(call.method, call.target, (key) => deps.hosts.has(key));
+  if (!parsed.ok) return call.refuse({ error: parsed.error, ...(parsed.allow ? { allow: parsed.allow } : {}) });
+  call.host = parsed.hostKey;
+  call.route = parsed.route;
+  const upstream = deps.hosts.get(parsed.hostKey)!;
+
+  if (headerCount(call.req.rawHeaders, 'authorization') > 1) return call.refuse({ error: ERRORS.twoAuthorizations });
+  const access = decideGitAccess(
+    { hostKey: parsed.hostKey, repo: parsed.repo, access: parsed.access, authorization: call.req.headers.authorization },
+    { repos: upstream.config.repos, readOnly: upstream.config.readOnly, workloadAuth: deps.workloadAuth && { ...deps.workloadAuth, nowSec: Math.floor(Date.now() / 1000) } },
+  );
+  call.identity = access.identity;
+  if (!access.ok) {
+    call.tokenError = access.tokenError;
+    call.challenge = access.error.code === ERRORS.workloadTokenMissing.code;
+    return call.refuse(accessRefusal(access));
+  }
+
+  if (access.identity) {
+    const refused = await admitWorkload(deps, inProgress, call, access.identity);
+    if (refused) return;
+  }
+
+  const credential = injectCredential(upstream.config.authType, upstream.token.read(), upstream.username?.read());
+  if (!credential.ok) return call.refuse({ error: credential.error });
+  const target: UpstreamTarget = {
+    agent: upstream.agent,
+    hostname: upstream.config.hostname,
+    port: upstream.config.port,
+    method: call.method,
+    path: parsed.upstreamPath,
+    headers: gitUpstreamHeaders(call.req.headers, upstream.config.key, credential.authorization),
+  };
+  const answer = await sendGit(call, target, deps.timeouts);
+  if (answer === undefined) return;
+  await relayGitAnswer(call, answer, credential.secrets, upstream.config.key);
+}
+
+/**
+ * A verified workload: not revoked (the deny list in the shared store answers later: the request,
+ * its body unread, waits in the socket), and within its concurrency. True when the call was ended.
+ */
+async function admitWorkload(deps: GitProxyDeps, inProgress: KeyedCounts, call: GitCall, who: WorkloadIdentity): Promise<boolean> {
+  if (deps.revoked) {
+    const verdict = await Promise.resolve(deps.revoked(who, Math.floor(Date.now() / 1000))).catch((): RevocationVerdict => ({ kind: 'revoked', reason: 'the revocation list cannot be read' }));
+    if (call.gone) return (call.abandon(), true);
+    const refusal = gitRevocationRefusal(verdict);
+    if (refusal) {
+      if (verdict.kind === 'revoked') call.tokenError = verdict.reason;
+      return (call.refuse(refusal), true);
+    }
+  }
+  if (call.gone) return (call.abandon(), true);
+  if (!call.holdSlot(inProgress, who.instanceId ?? 'none', deps.maxConcurrentPerWorkload)) {
+    return (call.refuse({ error: ERRORS.workloadBusy, headers: { 'retry-after': String(WORKLOAD_BUSY_RETRY_AFTER_S) } }), true);
+  }
+  return false;
+}
+
+/**
+ * Sends the request upstream, the push body streamed through. A ref discovery has no body and
+ * changes nothing: reset on a pooled connection (the host closed it as we reused it), it is sent
+ * once more. A POST never is: a push may already be applied, and the body it streamed is gone.
+ * Undefined when the request was ended here.
+ */
+async function sendGit(call: GitCall, target: UpstreamTarget, timeouts: GitProxyDeps['timeouts']): Promise<IncomingMessage | undefined> {
+  const exchange = call.client;
+  let resent = false;
+  for (;;) {
+    const sent = openUpstream(target, timeouts, call.method === 'POST' && !resent ? call.req : null, exchange);
+    call.attach(sent.request);
+    try {
+      return await sent.response;
+    } catch (err) {
+      const kind = (err as UpstreamError).kind;
+      if (call.method === 'GET' && staleSocketReset(kind, sent.request) && !resent && !call.gone) {
+        resent = true;
+        exchange.failure = undefined;
+        continue;
+      }
+      if (call.gone || call.res.headersSent) return void call.end(0);
+      call.refuse({ error: errorForUpstreamFailure(kind) }, kind);
+      return undefined;
+    }
+  }
+}
+
+/** Relays the host's answer: a success as it streams, anything else read whole and redacted (a host may echo the credential it was sent). */
+async function relayGitAnswer(call: GitCall, upstream: IncomingMessage, secrets: readonly string[], hostKey: string): Promise<void> {
+  const status = upstream.statusCode ?? 502;
+  const exchange = call.client;
+  if (!isRelayableStatus(status)) {
+    upstream.destroy();
+    return call.refuse({ error: ERRORS.upstreamProtocol }, 'upstream_bad_status');
+  }
+  if (status === 401) {
+    // Our credential was refused: an operator problem the workload cannot fix. Relayed, the 401
+    // would make git ask for a username; our own line says whose problem it is.
+    upstream.resume();
+    return call.refuse({ error: upstreamCredentialRefused(hostKey) });
+  }
+  const headers = scrubResponseHeaders(upstream.rawHeaders, secrets);
+  if (status >= 200 && status < 300) {
+    await relayResponse(call.res, upstream, headers, exchange);
+    return call.end(status, exchange.failure);
+  }
+  const relayed = await relayRedactedBody(call.res, upstream, headers, secrets, exchange);
+  if (relayed.ok) return call.end(status, exchange.failure);
+  if (call.gone) return call.abandon();
+  call.refuse({ error: ERRORS.upstreamProtocol });
 }

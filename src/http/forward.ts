@@ -270,6 +270,12 @@ export interface RelayOptions {
  * connection: a truncated body must look broken, never like a clean end.
  */
 export function relayResponse(res: ServerResponse, upstream: IncomingMessage, headers: readonly string[], exchange: Exchange, options: RelayOptions = {}): Promise<boolean> {
+  // A client already gone would never emit the close this waits for.
+  if (res.destroyed) {
+    exchange.failure ??= 'client_aborted';
+    upstream.destroy();
+    return Promise.resolve(false);
+  }
   res.writeHead(upstream.statusCode ?? 502, headers as string[]);
   if (options.flushHead) res.flushHeaders();
   const { onChunk, endIsClean, rewrite } = options;
@@ -351,6 +357,7 @@ const MAX_ERROR_BODY_BYTES = 1024 * 1024;
  */
 export async function relayRedactedBody(res: ServerResponse, upstream: IncomingMessage, headers: readonly string[], secrets: readonly string[], exchange: Exchange): Promise<{ readonly ok: true } | { readonly ok: false; readonly reason: string }> {
   const raw = await readWhole(upstream, MAX_ERROR_BODY_BYTES);
+  if (res.destroyed) return { ok: false, reason: 'client_aborted' };
   const decoded: DecodedBody = raw === undefined ? { ok: false, reason: 'too_large' } : decodeBody(raw, upstream.headers['content-encoding'], MAX_ERROR_BODY_BYTES);
   if (!decoded.ok) return { ok: false, reason: `upstream_error_body_${decoded.reason}` };
   const body = redactBody(decoded.body, secrets);
@@ -380,21 +387,7 @@ function readWhole(stream: IncomingMessage, max: number): Promise<Buffer | undef
     });
     stream.once('end', () => resolve(Buffer.concat(chunks)));
     stream.once('error', () => resolve(undefined));
-  });
-}
-
-/**
- * A client that goes away takes its upstream request with it, at once. `current` names the
- * request in flight and the exchange it is accounted in (a retried call replaces both); the
- * client's leaving is recorded there unless that exchange already failed first. `onGone` may
- * cancel anything else pending.
- */
-export function abortUpstreamOnClientClose(res: ServerResponse, current: () => { readonly request: ClientRequest | undefined; readonly exchange: Exchange }, onGone?: () => void): void {
-  res.once('close', () => {
-    if (res.writableFinished) return;
-    const { request, exchange } = current();
-    exchange.failure ??= 'client_aborted';
-    request?.destroy();
-    onGone?.();
+    // Destroyed without an error (the client left and took the upstream request with it): after 'end', a no-op.
+    stream.once('close', () => resolve(undefined));
   });
 }

@@ -5,6 +5,7 @@ import type { Socket } from 'node:net';
 import { formatAddress, type ListenAddress } from './address.ts';
 import { connectionVerdict, KeyedCounts, REFUSAL_LOG_INTERVAL_MS, type ConnectionCaps } from './connection-caps.ts';
 import { ERRORS, type ProxyError } from './errors.ts';
+import type { Refusal } from './lifecycle.ts';
 import type { LogSink } from './log.ts';
 import { STREAM_HIGH_WATER_MARK } from './sockets.ts';
 
@@ -33,14 +34,19 @@ export interface ListenerSpec {
   /** Called for each connection refused by a cap (the metric); the log line is the listener's. */
   readonly onConnectionRefused?: (reason: 'total' | 'per_client') => void;
   readonly log: LogSink;
-  readonly handle: (req: IncomingMessage, res: ServerResponse) => void;
+  /** Serves one request; the listener waits for its promise when it cuts every connection (forced shutdown). */
+  readonly handle: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
   /**
    * `GET /` and `HEAD /` answer as /healthz does (the model gateway: Claude Code sends `HEAD /`
    * to its base URL at start), never counted or logged as a request.
    */
   readonly rootIsHealth?: boolean;
-  /** How this listener renders an error it makes itself (git: text, gateway: JSON). */
-  readonly sendError: (req: IncomingMessage, res: ServerResponse, error: ProxyError) => void;
+  /**
+   * Refuses a request before any handler runs (HTTP version, Host, a GET with a body), or one whose
+   * handler threw synchronously: rendered as this listener's clients read errors (git: text,
+   * gateway: JSON) and recorded like every other refusal.
+   */
+  readonly refuse: (req: IncomingMessage, res: ServerResponse, refusal: Refusal) => void;
 }
 
 /** What the drain does with one client connection (see drainAction). */
@@ -78,6 +84,11 @@ export interface Listener {
    * connection closing as its response ends; then the rest are cut.
    */
   close(graceMs: number): Promise<void>;
+  /**
+   * Cuts every connection now (a forced shutdown) and resolves once every request in progress
+   * has finished (recorded, charged, its slot given back), or after `deadlineMs` at most.
+   */
+  cut(deadlineMs: number): Promise<void>;
 }
 
 export async function startListener(spec: ListenerSpec): Promise<Listener> {
@@ -131,7 +142,7 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
       bodylessMethodError(req.method ?? '', req.headers['content-length'], req.headers['transfer-encoding']);
     if (formError) {
       res.setHeader('connection', 'close');
-      spec.sendError(req, res, formError);
+      spec.refuse(req, res, { error: formError });
       return;
     }
     if ((req.url === '/healthz' || (spec.rootIsHealth === true && req.url === '/')) && (req.method === 'GET' || req.method === 'HEAD')) {
@@ -142,14 +153,20 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
       return;
     }
     try {
-      spec.handle(req, res);
+      const serving = spec.handle(req, res);
+      if (serving) {
+        inFlight.add(serving);
+        void serving.finally(() => inFlight.delete(serving));
+      }
     } catch (err) {
       // One request's bug must not take the listener down; the cause goes to the log only.
       spec.log({ event: 'handler_error', listener: spec.name, error: (err as Error)?.name ?? 'Error', detail: String((err as Error)?.message ?? err) });
-      if (!res.headersSent) spec.sendError(req, res, ERRORS.internal);
+      if (!res.headersSent) spec.refuse(req, res, { error: ERRORS.internal });
       else res.destroy();
     }
   };
+  /** The handlers still running, for a forced shutdown to wait on. */
+  const inFlight = new Set<Promise<void>>();
   const server = createServer(
     {
       // Node's 300 s default would cut a long push or stream; head and idle limits still apply.
@@ -235,6 +252,16 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
         clearTimeout(headDeadline);
         clearTimeout(force);
       });
+    },
+    async cut(deadlineMs: number): Promise<void> {
+      draining = true;
+      server.close();
+      server.closeAllConnections();
+      for (const socket of connections.keys()) socket.destroy();
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, deadlineMs)));
+      await Promise.race([Promise.allSettled([...inFlight]), deadline]);
+      clearTimeout(timer);
     },
   };
 }

@@ -4,13 +4,11 @@
 // budget has anything left, so the spend can pass the budget by at most the calls already in
 // flight (concurrent × the largest single call).
 import type { LimitsPolicy, Lowerable } from './policy.ts';
+import type { LoweredLimits, WorkloadIdentity } from '../auth/identity.ts';
 
-export interface Who {
-  readonly instanceId: string;
-  readonly workflow: string;
-  readonly runId: string;
-  /** What the bot token lowered for this run (never raises: the lower of the two applies). */
-  readonly lowered?: { readonly budgetUsd?: number; readonly concurrent?: number; readonly requestsPerMinute?: number; readonly tokensPerMinute?: number };
+/** Pure: the keys an identity's limits are kept under: `none` for what nobody said (network-policy mode without headers). */
+export function limitsKeys(who: WorkloadIdentity): { readonly instance: string; readonly workflow: string; readonly run: string } {
+  return { instance: who.instanceId ?? 'none', workflow: who.workflow ?? 'none', run: who.runId ?? 'none' };
 }
 
 /**
@@ -18,7 +16,7 @@ export interface Who {
  * (the default, unless the file gives a `max`; 0 means none, so the token's applies). A token
  * never goes past the ceiling.
  */
-export function effectivePolicy(policy: LimitsPolicy, lowered: Who['lowered']): LimitsPolicy {
+export function effectivePolicy(policy: LimitsPolicy, lowered: LoweredLimits | undefined): LimitsPolicy {
   if (lowered === undefined) return policy;
   const pick = (key: Lowerable, token: number | undefined) => {
     if (token === undefined) return policy[key];
@@ -135,7 +133,7 @@ export type Admission =
 export interface LimitsStore {
   /** The file's limits (before any token lowers them). */
   readonly policy: LimitsPolicy;
-  admit(who: Who, bodyBytes: number, nowMs: number): Admission | Promise<Admission>;
+  admit(who: WorkloadIdentity, bodyBytes: number, nowMs: number): Admission | Promise<Admission>;
 }
 
 export interface Reservation {
@@ -210,12 +208,13 @@ export class LocalLimits implements LimitsStore {
     return this.#policy;
   }
 
-  admit(who: Who, bodyBytes: number, nowMs: number): Admission {
+  admit(who: WorkloadIdentity, bodyBytes: number, nowMs: number): Admission {
+    const keys = limitsKeys(who);
     if (nowMs - this.#lastSweepMs >= SWEEP_EVERY_MS) this.#sweep(nowMs);
-    const state = this.#instances.get(who.instanceId) ?? { inFlight: 0, window: [], head: 0, tokens: 0 };
+    const state = this.#instances.get(keys.instance) ?? { inFlight: 0, window: [], head: 0, tokens: 0 };
     slide(state, nowMs);
     const day = new Date(nowMs).toISOString().slice(0, 10);
-    const workflowKey = `${day}\u0000${who.workflow}`;
+    const workflowKey = `${day}\u0000${keys.workflow}`;
     const estimate = estimateTokens(bodyBytes);
     const inWindow = state.window.length - state.head;
     const all = this.#policy.global === undefined ? undefined : this.#global;
@@ -226,7 +225,7 @@ export class LocalLimits implements LimitsStore {
         inFlight: state.inFlight,
         requestsLastMinute: inWindow,
         tokensLastMinute: state.tokens,
-        runSpentUsd: (this.#runSpent.get(who.runId)?.micro ?? 0) / 1e6,
+        runSpentUsd: (this.#runSpent.get(keys.run)?.micro ?? 0) / 1e6,
         workflowSpentUsdToday: (this.#workflowSpent.get(workflowKey) ?? 0) / 1e6,
         ...(all && {
           global: {
@@ -246,7 +245,7 @@ export class LocalLimits implements LimitsStore {
     state.inFlight++;
     state.window.push(entry);
     state.tokens += estimate;
-    this.#instances.set(who.instanceId, state);
+    this.#instances.set(keys.instance, state);
     const globalEntry: WindowEntry | undefined = all && { at: nowMs, tokens: estimate, counted: true };
     if (all && globalEntry) {
       all.inFlight++;
@@ -271,8 +270,8 @@ export class LocalLimits implements LimitsStore {
           }
           const micro = toMicroUsd(costUsd);
           if (micro > 0) {
-            const run = this.#runSpent.get(who.runId);
-            this.#runSpent.set(who.runId, { micro: (run?.micro ?? 0) + micro, lastMs: Math.max(run?.lastMs ?? 0, nowMs) });
+            const run = this.#runSpent.get(keys.run);
+            this.#runSpent.set(keys.run, { micro: (run?.micro ?? 0) + micro, lastMs: Math.max(run?.lastMs ?? 0, nowMs) });
             this.#workflowSpent.set(workflowKey, (this.#workflowSpent.get(workflowKey) ?? 0) + micro);
             if (all) this.#globalSpent.set(day, (this.#globalSpent.get(day) ?? 0) + micro);
           }

@@ -4,7 +4,8 @@
 // decides: `closed` refuses calls until it is back (503, transient), `open` lets them through
 // unlimited; either is logged and counted while it lasts.
 import { createHash, randomUUID } from 'node:crypto';
-import { admissionVerdict, effectivePolicy, estimateTokens, toMicroUsd, type Admission, type LimitsStore, type Usage, type Who } from './admission.ts';
+import { admissionVerdict, effectivePolicy, estimateTokens, toMicroUsd, type Admission, type LimitsStore, type Usage, limitsKeys } from './admission.ts';
+import type { WorkloadIdentity } from '../auth/identity.ts';
 import type { LimitsPolicy } from './policy.ts';
 import { RespError, type RespClient, type RespValue } from '../store/resp.ts';
 
@@ -238,10 +239,11 @@ export class RedisLimits implements LimitsStore {
     this.#settled = 0;
   }
 
-  async admit(who: Who, bodyBytes: number, nowMs: number): Promise<Admission> {
+  async admit(who: WorkloadIdentity, bodyBytes: number, nowMs: number): Promise<Admission> {
+    const at = limitsKeys(who);
     const policy = effectivePolicy(this.#policy, who.lowered);
     const day = new Date(nowMs).toISOString().slice(0, 10);
-    const keys = [`lim:i:${who.instanceId}`, `lim:r:${who.runId}`, `lim:wf:${who.workflow}:${day}`, 'lim:g', `lim:g:d:${day}`];
+    const keys = [`lim:i:${at.instance}`, `lim:r:${at.run}`, `lim:wf:${at.workflow}:${day}`, 'lim:g', `lim:g:d:${day}`];
     const g = this.#policy.global;
     const global = g === undefined ? ['0', 0, 0, 0, 0] : ['1', g.concurrent, g.requestsPerMinute, g.tokensPerMinute, toMicroUsd(g.budgetUsdPerDay)];
     const id = randomUUID();

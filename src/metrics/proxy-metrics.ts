@@ -5,8 +5,8 @@
 import { readdirSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { ERRORS, type UpstreamFailure } from '../http/errors.ts';
-import type { ModelRequestRecord } from '../gateway/handler.ts';
-import type { GitRequestRecord } from '../git/proxy.ts';
+import type { ModelRequestRecord } from '../gateway/record.ts';
+import type { GitRequestRecord } from '../git/record.ts';
 import { Registry } from './registry.ts';
 import { costUsd, type PriceTable } from '../gateway/prices.ts';
 

@@ -673,14 +673,14 @@ const FAULTS: Fault[] = [
     counter: gwRequests('0', 'none'),
   },
   {
-    name: 'model: a client that leaves while the upstream is still thinking has the upstream request closed, logged client_aborted with status 0',
+    name: 'model: a client that leaves while the upstream is still thinking has the upstream request closed, logged client_aborted with status 0, interrupted client (as a stream cut by its client is)',
     proxy: () => proxy,
     listener: 'model',
     arrange: onModelUpstream(thinkForever),
     attempt: chat(() => proxy, CHAT_PLAIN, (id) => ({ leaveWhen: requestArrived.wait(id) })),
     client: 'client left',
     upstream: 'closed',
-    log: { status: 0, error: 'client_aborted', interrupted: null },
+    log: { status: 0, error: 'client_aborted', interrupted: 'client' },
     counter: gwRequests('0'),
   },
   {

@@ -1,6 +1,6 @@
 // Request records as the model gateway logs them, for feeding the metrics without a gateway
 // (test/unit/proxy-metrics.test.ts, scripts/bench-metrics.ts).
-import type { ModelRequestRecord } from '../../src/gateway/handler.ts';
+import type { ModelRequestRecord } from '../../src/gateway/record.ts';
 
 /** A non-streamed chat completion of bot-1 (workflow triage, run-1), 200, no usage; `over` replaces fields. */
 export function modelRecord(over: Partial<ModelRequestRecord> = {}): ModelRequestRecord {

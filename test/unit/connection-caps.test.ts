@@ -58,8 +58,8 @@ async function listener(caps: { total: number; perClient: number }, refused: str
     caps,
     onConnectionRefused: (reason) => refused.push(reason),
     log: (r) => void logs.push(r),
-    handle: (_req, res) => res.end('ok'),
-    sendError: (_req, res) => res.end(),
+    handle: (_req, res) => void res.end('ok'),
+    refuse: (_req, res) => void res.end(),
   });
 }
 

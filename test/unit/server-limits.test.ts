@@ -11,8 +11,8 @@ test('a listener has no total request timeout, but bounds the request head and i
     timeouts: { headerMs: 1234, keepAliveMs: 5678 },
     caps: { total: 0, perClient: 0 },
     log: () => {},
-    handle: (_req, res) => res.end(),
-    sendError: (_req, res) => res.end(),
+    handle: (_req, res) => void res.end(),
+    refuse: (_req, res) => void res.end(),
   });
   try {
     // Node's 300 s default would cut a long push or a long stream while bytes still move.
@@ -55,7 +55,7 @@ test('a listen address that is in use gives an error naming the flag and what to
   assert.match(listenErrorMessage('model-gateway-listen', { host: undefined, port: 80 }, 'EACCES'), /^--model-gateway-listen :80: not allowed to listen there/);
   // And startListener reports it so.
   const spec = { name: 'first', flag: 'metrics-listen', address: { host: '127.0.0.1', port: 0 }, timeouts: { headerMs: 1000, keepAliveMs: 1000 },
-    caps: { total: 0, perClient: 0 }, log: () => {}, handle: () => {}, sendError: () => {} };
+    caps: { total: 0, perClient: 0 }, log: () => {}, handle: () => {}, refuse: () => {} };
   const first = await startListener(spec);
   try {
     await assert.rejects(startListener({ ...spec, address: { host: '127.0.0.1', port: first.port } }), {

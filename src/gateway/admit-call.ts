@@ -1,0 +1,28 @@
+// Step 4 of a model call: the limits (--limits). A call is admitted before anything is sent, and
+// holds a slot until the call object gives it back with the charge, whichever way the call ends.
+import type { WorkloadIdentity } from '../auth/identity.ts';
+import { ERRORS } from '../http/errors.ts';
+import type { Refusal } from '../http/lifecycle.ts';
+import { effectivePolicy, type LimitsStore, type Reservation } from '../limits/admission.ts';
+import { unpricedCallReason } from '../limits/policy.ts';
+import { limitRefusal } from '../limits/refusal.ts';
+import type { CheckedCall } from './check-call.ts';
+import type { WireProtocol } from './protocols/protocol.ts';
+
+export type AdmittedCall =
+  | { readonly ok: true; readonly reservation: Reservation | undefined }
+  /** `limit` names the limit for the record. */
+  | { readonly ok: false; readonly refusal: Refusal; readonly limit: string };
+
+/**
+ * The step: under a money budget, a value the budget cannot price is refused;
+ * then the store admits the call or says which limit refuses it. Without --limits: admitted.
+ */
+export async function admitCall(limits: LimitsStore | undefined, who: WorkloadIdentity, call: Extract<CheckedCall, { ok: true }>, anthropicBeta: string | string[] | undefined, bodyBytes: number, protocol: WireProtocol, nowMs: number): Promise<AdmittedCall> {
+  if (!limits) return { ok: true, reservation: undefined };
+  const unpriced = unpricedCallReason(effectivePolicy(limits.policy, who.lowered), call.serviceTier, typeof anthropicBeta === 'string' ? anthropicBeta : undefined, call.speed);
+  if (unpriced) return { ok: false, refusal: { error: ERRORS.unpricedCall, message: unpriced }, limit: 'unpriced_call' };
+  const admitted = await limits.admit(who, bodyBytes, nowMs);
+  if (admitted.ok) return { ok: true, reservation: admitted.reservation };
+  return { ok: false, refusal: limitRefusal(admitted, protocol.kind === 'openai' ? 'openai' : 'anthropic'), limit: admitted.kind };
+}

@@ -1,0 +1,68 @@
+// Step 1 of a model call: who is asking. With a signing key only a verified bot token counts,
+// and the deny list may still refuse it; without one (network-policy mode) the identity headers
+// are informational. The decisions are pure (botIdentity); only the deny list may be awaited.
+import type { IncomingMessage } from 'node:http';
+import type { RevocationCheck, WorkloadIdentity } from '../auth/identity.ts';
+import { verifyBotToken } from '../auth/jwt.ts';
+import { ERRORS } from '../http/errors.ts';
+import { headerCount } from '../http/headers.ts';
+import type { Refusal } from '../http/lifecycle.ts';
+import type { WireProtocol } from './protocols/protocol.ts';
+import { botToken, identityFromHeaders } from './rules.ts';
+
+export interface BotAuth {
+  /** HS256 key for bot tokens; undefined: network-policy mode. */
+  readonly signingKey: Buffer | undefined;
+  readonly maxLifetimeSec: number;
+  /** The deny list (--revocations, or the shared store). */
+  readonly revoked?: RevocationCheck;
+}
+
+export type Authenticated = { readonly ok: true; readonly identity: WorkloadIdentity } | { readonly ok: false; readonly refusal: Refusal };
+
+/**
+ * Pure: where a bot token goes, as the protocol's own clients send it: the Anthropic SDKs and
+ * Claude Code send `x-api-key`, the OpenAI SDKs `Authorization: Bearer` (both are accepted).
+ */
+export function tokenHeaderHint(protocol: WireProtocol | undefined): string {
+  return protocol?.kind === 'anthropic'
+    ? "as x-api-key: $MODEL_PROXY_TOKEN (the Anthropic SDKs' api key; Authorization: Bearer works too)"
+    : "as Authorization: Bearer $MODEL_PROXY_TOKEN (the OpenAI SDKs' api key; x-api-key works too)";
+}
+
+function unauthenticated(message: string): Authenticated {
+  return { ok: false, refusal: { error: ERRORS.unauthenticated, message } };
+}
+
+/** Pure: the identity the request's headers prove (or, without a signing key, state), or why not. */
+export function botIdentity(req: Pick<IncomingMessage, 'headers' | 'rawHeaders'>, auth: BotAuth, protocol: WireProtocol | undefined, nowSec: number): Authenticated {
+  if (!auth.signingKey) {
+    const fromHeaders = identityFromHeaders(req.headers);
+    if ('error' in fromHeaders) return { ok: false, refusal: { error: fromHeaders.error, param: fromHeaders.param } };
+    return { ok: true, identity: fromHeaders };
+  }
+  // Two of a header are refused, not chosen from: Node keeps the first, another reader the last.
+  const token = headerCount(req.rawHeaders, 'authorization') > 1 || headerCount(req.rawHeaders, 'x-api-key') > 1 ? 'conflict' : botToken(req.headers);
+  if (token === 'conflict') return unauthenticated('the request carries two different bot tokens (Authorization and x-api-key, or one of them twice): send one token');
+  if (token === undefined) return unauthenticated(`a bot token is required: send the one mint-token made ${tokenHeaderHint(protocol)}`);
+  const verified = verifyBotToken(token, auth.signingKey, { nowSec, maxLifetimeSec: auth.maxLifetimeSec });
+  if (!verified.ok) return unauthenticated(`the bot token was refused (${verified.reason}): send a valid one, from mint-token, ${tokenHeaderHint(protocol)}`);
+  const c = verified.claims;
+  const lowered = c.limits && { budgetUsd: c.limits.budget_usd, concurrent: c.limits.max_concurrent, requestsPerMinute: c.limits.requests_per_minute, tokensPerMinute: c.limits.tokens_per_minute };
+  return { ok: true, identity: { instanceId: c.sub, workflow: c.workflow, runId: c.run_id, ...(c.jti === undefined ? {} : { tokenId: c.jti }), ...(lowered ? { lowered } : {}) } };
+}
+
+/** Pure: the refusal a revoked or uncheckable token gets on the gateway, or undefined to let it through. */
+export function revocationRefusal(verdict: Awaited<ReturnType<RevocationCheck>>): Refusal | undefined {
+  if (verdict.kind === 'ok') return undefined;
+  if (verdict.kind === 'unavailable') return { error: ERRORS.revocationStoreUnavailable, headers: { 'retry-after': '1' } };
+  return { error: ERRORS.unauthenticated, message: `the bot token was refused (${verdict.reason}): the operator stopped it before it expired` };
+}
+
+/** The step: the verified identity, checked against the deny list (which may live in the shared store). */
+export async function authenticateBot(req: IncomingMessage, auth: BotAuth, protocol: WireProtocol | undefined, nowSec: number): Promise<Authenticated> {
+  const who = botIdentity(req, auth, protocol, nowSec);
+  if (!who.ok || !auth.signingKey || !auth.revoked) return who;
+  const refusal = revocationRefusal(await auth.revoked(who.identity, nowSec));
+  return refusal ? { ok: false, refusal } : who;
+}

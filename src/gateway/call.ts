@@ -1,0 +1,94 @@
+// One model call's state: who asked, what it asked for, the limits slot it holds, what the
+// upstream answered. Steps (./handler.ts) fill it in from their results; finish() (in the
+// handler's `finally`) charges the slot and writes the record, exactly once, however the call ended.
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { NO_IDENTITY, type WorkloadIdentity } from '../auth/identity.ts';
+import { RequestLifecycle, type Outcome, type Refusal } from '../http/lifecycle.ts';
+import type { LogSink } from '../http/log.ts';
+import { writeProxyError } from '../http/respond.ts';
+import { mayHaveCost, type Reservation } from '../limits/admission.ts';
+import { chargeFor, type Charge } from '../limits/charge.ts';
+import type { PriceTable } from './prices.ts';
+import { openAiErrorBody } from './protocols/openai.ts';
+import type { ApiName, CallSummary, WireProtocol } from './protocols/protocol.ts';
+import type { Provider } from './providers.ts';
+import { callFailure, modelRecord, type ModelCallState, type ModelRequestRecord } from './record.ts';
+import { clientRequestId, routeGatewayRequest, type GatewayRoute } from './rules.ts';
+
+/** What a call needs from the gateway to begin and to finish. */
+export interface CallContext {
+  readonly protocols: readonly WireProtocol[];
+  readonly prices?: PriceTable;
+  readonly record: (rec: ModelRequestRecord) => void;
+  readonly log: LogSink;
+}
+
+export class GatewayCall extends RequestLifecycle implements ModelCallState {
+  readonly route: GatewayRoute;
+  /** The protocol whose clients are talking (also when its route refused them): its error format and request-id header. */
+  readonly errorProtocol: WireProtocol | undefined;
+  readonly requestId: string;
+  readonly usageExpected: boolean;
+  identity: WorkloadIdentity = NO_IDENTITY;
+  provider: Provider | undefined;
+  model: string | null = null;
+  refusedModel: string | null = null;
+  stream = false;
+  relaying = false;
+  summary: CallSummary | undefined;
+  attempts = 0;
+  retries = 0;
+  rateLimited = 0;
+  upstreamRequestId: string | undefined;
+  bytesIn = 0;
+  limit: string | null = null;
+  /** The limits slot, held from admission until finish() gives it back with the charge. */
+  reservation: Reservation | undefined;
+  charge: Charge | undefined;
+
+  /** Begins a call: its route, its correlation id on every answer. */
+  constructor(
+    readonly ctx: CallContext,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ) {
+    super(req, res, ctx.log, 'model');
+    this.route = routeGatewayRequest(this.method, this.target, ctx.protocols);
+    const route = this.route;
+    this.errorProtocol = route.ok ? (route.kind === 'protocol' ? route.protocol : undefined) : route.protocol;
+    this.usageExpected = route.ok && route.kind === 'protocol' && !route.route.noUsage && route.pathModel?.countTokens !== true;
+    // Forwarded or generated, returned on every answer and in the record even when refused or
+    // abandoned. X-Request-Id carries it on the gateway's own answers (the SDKs report it); a
+    // relayed answer carries the upstream's. Anthropic's SDKs read `request-id`.
+    this.requestId = clientRequestId(req.headers) ?? randomUUID();
+    res.setHeader('x-client-request-id', this.requestId);
+    res.setHeader('x-request-id', this.requestId);
+    const idHeader = this.errorProtocol?.upstreamRequestIdHeader;
+    if (idHeader !== undefined && idHeader !== 'x-request-id') res.setHeader(idHeader, this.requestId);
+  }
+
+  get api(): ApiName | null {
+    return this.errorProtocol?.api ?? null;
+  }
+
+  protected writeError(refusal: Refusal): void {
+    const errorBody = this.errorProtocol?.errorBody ?? openAiErrorBody;
+    const error = refusal.error;
+    writeProxyError(this.req, this.res, error.status, 'application/json', errorBody(error, refusal.param ?? null, refusal.message ?? error.message), refusal.allow);
+  }
+
+  /** Gives the limits slot back with the call's charge, then records: the slot comes back even if recording fails. */
+  protected complete(outcome: Outcome): void {
+    try {
+      if (this.reservation) {
+        const failure = callFailure(this.exchange.failure, this.summary);
+        const price = this.provider && this.model ? this.ctx.prices?.get(this.provider.config.name, this.model) : undefined;
+        this.charge = chargeFor(this.summary, this.bytesIn, this.exchange.bytesOut, price, mayHaveCost(this.attempts, outcome.status, failure !== undefined));
+        this.reservation.release({ tokens: this.charge.tokens, costUsd: this.charge.costUsd });
+      }
+    } finally {
+      this.ctx.record(modelRecord(this, outcome, this.charge, performance.now()));
+    }
+  }
+}

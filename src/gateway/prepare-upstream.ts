@@ -1,0 +1,83 @@
+// Step 5 of a model call: the upstream request, built from the provider's configuration and the
+// checked call, never from the raw path; the credential from the provider's source for this very
+// call (a key read now, a minted access token, or a signature over the bytes to be sent).
+import type { IncomingHttpHeaders } from 'node:http';
+import { ERRORS, type ProxyError } from '../http/errors.ts';
+import type { UpstreamTarget } from '../http/forward.ts';
+import type { Refusal } from '../http/lifecycle.ts';
+import type { LogSink } from '../http/log.ts';
+import { bounded, type PathModel, type ProtocolRoute, type WireProtocol } from './protocols/protocol.ts';
+import type { Provider } from './providers.ts';
+import { gatewayUpstreamHeaders, upstreamPath } from './rules.ts';
+
+export type PreparedUpstream = { readonly ok: true; readonly target: UpstreamTarget; readonly secrets: readonly string[] } | { readonly ok: false; readonly refusal: Refusal };
+
+/**
+ * Pure: a cloud route names its project and region: only the provider's own may be used (never
+ * another project the provider's credential might reach).
+ */
+export function cloudScopeRefusal(pathModel: PathModel | undefined, provider: Provider['config'], model: string): Refusal | undefined {
+  if (!pathModel) return undefined;
+  const otherProject = pathModel.project !== undefined && pathModel.project !== provider.project;
+  const otherRegion = pathModel.region !== undefined && pathModel.region !== provider.region;
+  if (!otherProject && !otherRegion) return undefined;
+  return {
+    error: ERRORS.cloudScopeNotAllowed,
+    message: `the path names project ${bounded(pathModel.project ?? '')} and region ${bounded(pathModel.region ?? '')}; model ${model} is served in project ${provider.project} and region ${provider.region} (provider ${provider.name})`,
+  };
+}
+
+/** A header value a credential may be: printable ASCII (no CR, LF, NUL or DEL, nothing above 0x7e). */
+const CREDENTIAL_VALUE = /^[\x20-\x7e]*$/;
+
+/**
+ * Pure: the name of a credential header whose value cannot be sent (a minted token with CR/LF,
+ * DEL or a character above 0x7e, from a broken or hostile token endpoint), or undefined.
+ */
+export function credentialHeaderProblem(headers: Readonly<Record<string, string>>): string | undefined {
+  for (const [name, value] of Object.entries(headers)) if (typeof value !== 'string' || !CREDENTIAL_VALUE.test(value)) return name;
+  return undefined;
+}
+
+export interface UpstreamCallShape {
+  readonly protocol: WireProtocol;
+  readonly route: ProtocolRoute;
+  readonly query: string;
+  readonly pathModel: PathModel | undefined;
+  readonly model: string;
+  readonly provider: Provider;
+  readonly requestId: string;
+}
+
+/** The credential could not be produced: logged (the reason, never a value), and a 5xx that tells the operator. */
+function credentialRefusal(provider: Provider, error: ProxyError, reason: string, log: LogSink): PreparedUpstream {
+  const name = provider.config.name;
+  log({ event: 'credential_error', listener: 'model', provider: name, credential: provider.credential.type, reason });
+  const message = error === ERRORS.upstreamCredentialFailed ? `the gateway could not produce its credential for provider ${name} (${reason}); the operator must check it` : undefined;
+  return { ok: false, refusal: { error, ...(message === undefined ? {} : { message }) } };
+}
+
+/** The step: the upstream request for this call, with its credential, or a refusal (the cause logged, never the credential). */
+export async function prepareUpstream(call: UpstreamCallShape, headers: IncomingHttpHeaders, body: Buffer, log: LogSink, nowMs: number): Promise<PreparedUpstream> {
+  const { provider, pathModel, route } = call;
+  const config = provider.config;
+  const scoped = cloudScopeRefusal(pathModel, config, call.model);
+  if (scoped) return { ok: false, refusal: scoped };
+  const { upstream } = config;
+  const scope = { project: config.project, region: config.region };
+  const path = pathModel && route.upstreamPathFor ? `${upstream.basePath}${route.upstreamPathFor(scope, pathModel)}` : upstreamPath(upstream.basePath, route, call.query);
+  const auth = await provider.credential.authenticate({ method: 'POST', target: path, host: upstream.host, contentType: headers['content-type'], body }, nowMs);
+  if (!auth.ok) return credentialRefusal(provider, auth.error, auth.reason, log);
+  const bad = credentialHeaderProblem(auth.headers);
+  if (bad !== undefined) return credentialRefusal(provider, ERRORS.upstreamCredentialFailed, `its ${bad} header is not a valid header value`, log);
+  const target: UpstreamTarget = {
+    agent: provider.agent,
+    plainHttp: upstream.plainHttp,
+    hostname: upstream.hostname,
+    port: upstream.port,
+    method: 'POST',
+    path,
+    headers: gatewayUpstreamHeaders(headers, call.protocol, { host: upstream.host, provider: config, credential: auth.headers, clientRequestId: call.requestId }),
+  };
+  return { ok: true, target, secrets: auth.secrets };
+}

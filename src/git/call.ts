@@ -1,0 +1,67 @@
+// One git request's state: the route, the verified identity, the workload's concurrency slot.
+// finish() (in the handler's `finally`) gives the slot back and writes the record, exactly once.
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { WorkloadIdentity } from '../auth/identity.ts';
+import type { KeyedCounts } from '../http/connection-caps.ts';
+import { ERRORS } from '../http/errors.ts';
+import { RequestLifecycle, type Outcome, type Refusal } from '../http/lifecycle.ts';
+import type { LogSink } from '../http/log.ts';
+import { writeProxyError } from '../http/respond.ts';
+import { gitRecord, type GitCallState, type GitRequestRecord } from './record.ts';
+import type { GitRouteName } from './route.ts';
+
+/**
+ * Proxy-made errors are one text/plain line: git shows it, and it never holds a credential.
+ * Requests from git-lfs get the same line in the JSON error body that git-lfs prints (501:
+ * git-lfs prints its message as is, without blaming access rights or suggesting to switch off
+ * its lock verification).
+ */
+function sendGitError(req: IncomingMessage, res: ServerResponse, refusal: Refusal): void {
+  const error = refusal.error;
+  const line = `git-auth-proxy: ${refusal.message ?? error.message}`;
+  if (error.code === ERRORS.lfsNotSupported.code) {
+    writeProxyError(req, res, error.status, 'application/vnd.git-lfs+json', JSON.stringify({ message: line }));
+    return;
+  }
+  writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `${line}\n`, refusal.allow);
+}
+
+export class GitCall extends RequestLifecycle implements GitCallState {
+  readonly requestId = randomUUID();
+  host: string | undefined;
+  route: GitRouteName | undefined;
+  identity: WorkloadIdentity | undefined;
+  tokenError: string | undefined;
+  /** The 401 that asks for credentials, answered to a request that sent none: not an error. */
+  challenge = false;
+  #slot: { readonly counts: KeyedCounts; readonly key: string } | undefined;
+
+  constructor(
+    req: IncomingMessage,
+    res: ServerResponse,
+    log: LogSink,
+    private readonly record: (rec: GitRequestRecord) => void,
+  ) {
+    super(req, res, log, 'git');
+  }
+
+  /** Takes one of the workload's concurrency slots (0: no cap); held until finish(). */
+  holdSlot(counts: KeyedCounts, key: string, max: number): boolean {
+    if (!counts.tryAcquire(key, max)) return false;
+    this.#slot = { counts, key };
+    return true;
+  }
+
+  protected writeError(refusal: Refusal): void {
+    sendGitError(this.req, this.res, refusal);
+  }
+
+  protected complete(outcome: Outcome): void {
+    try {
+      this.#slot?.counts.release(this.#slot.key);
+    } finally {
+      this.record(gitRecord(this, outcome, performance.now()));
+    }
+  }
+}

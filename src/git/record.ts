@@ -1,0 +1,73 @@
+// What one git request did, as one record: the access log line and what the metrics count are
+// both made from it. Built once, when the request is over (GitCall.finish), by the pure gitRecord.
+import type { WorkloadIdentity } from '../auth/identity.ts';
+import type { Exchange } from '../http/forward.ts';
+import type { Outcome } from '../http/lifecycle.ts';
+import { elapsedMs, pathForLog } from '../http/log.ts';
+import type { GitRouteName } from './route.ts';
+
+/** What one git request did: the access log line, and what the metrics count. */
+export type GitRequestRecord = {
+  readonly event: 'request';
+  readonly listener: 'git';
+  readonly request_id: string;
+  readonly method: string;
+  /** A registered host key, or undefined when the request was refused before routing. */
+  readonly host: string | undefined;
+  readonly route: GitRouteName | undefined;
+  readonly path: string;
+  readonly status: number;
+  readonly duration_ms: number;
+  readonly bytes_in: number;
+  readonly bytes_out: number;
+  readonly error: string | undefined;
+  /** From the verified workload token; null without one (network-policy mode, or refused before). */
+  readonly instance_id: string | null;
+  readonly workflow: string | null;
+  readonly run_id: string | null;
+  /** Why a presented workload token was refused (a fixed phrase, never token content). */
+  readonly token_error: string | undefined;
+  /**
+   * The 401 that asks for credentials, answered to a request that sent none: every git command
+   * begins so, and its credential helper then sends the token. Not an error: counted apart.
+   */
+  readonly challenge: true | undefined;
+};
+
+/** What a git request knows about itself when it is over: the call object's state, read only. */
+export interface GitCallState {
+  readonly requestId: string;
+  readonly method: string;
+  readonly target: string;
+  readonly startedAt: number;
+  readonly host: string | undefined;
+  readonly route: GitRouteName | undefined;
+  readonly identity: WorkloadIdentity | undefined;
+  readonly tokenError: string | undefined;
+  readonly challenge: boolean;
+  readonly exchange: Exchange;
+}
+
+/** Pure: the record of a git request that is over. */
+export function gitRecord(call: GitCallState, outcome: Outcome, nowMs: number): GitRequestRecord {
+  return {
+    event: 'request',
+    listener: 'git',
+    request_id: call.requestId,
+    method: call.method,
+    host: call.host,
+    route: call.route,
+    path: pathForLog(call.target),
+    status: outcome.status,
+    duration_ms: elapsedMs(call.startedAt, nowMs),
+    bytes_in: call.exchange.bytesIn,
+    bytes_out: call.exchange.bytesOut,
+    // The challenge every git command begins with is not an error.
+    error: call.challenge ? undefined : (outcome.error ?? call.exchange.failure),
+    instance_id: call.identity?.instanceId ?? null,
+    workflow: call.identity?.workflow ?? null,
+    run_id: call.identity?.runId ?? null,
+    token_error: call.tokenError,
+    challenge: call.challenge || undefined,
+  };
+}

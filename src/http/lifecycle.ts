@@ -1,0 +1,164 @@
+// One request's life, the same on both listeners: it begins when the handler is called and the
+// client-close watcher goes in at once, before any step awaits anything; it ends in exactly one
+// finish(), called from the handler's `finally`, which settles whatever the request holds and
+// writes its record. Steps never finish a request themselves: they refuse it, end it with a
+// status, or find the client gone, and return.
+import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
+import { ERRORS, type ProxyError } from './errors.ts';
+import { newExchange, type Exchange } from './forward.ts';
+import { assertHeaderValue } from './headers.ts';
+import type { LogSink } from './log.ts';
+
+/** How a request ended, for its record: the status sent (0: none) and the error class, if any. */
+export interface Outcome {
+  readonly status: number;
+  readonly error: string | undefined;
+}
+
+/** A refusal a step returns: what the client is told, and the headers that go with it. */
+export interface Refusal {
+  readonly error: ProxyError;
+  /** The request field at fault (the gateway's `param`). */
+  readonly param?: string | null;
+  /** Replaces the error's fixed message when the refusal can say more. */
+  readonly message?: string;
+  /** The Allow header of a 405. */
+  readonly allow?: string;
+  /** Extra response headers (Retry-After, WWW-Authenticate), each checked for CR/LF. */
+  readonly headers?: Readonly<Record<string, string>>;
+  /** The request body was not read to its end: the connection closes once the answer is out. */
+  readonly closeAfter?: boolean;
+}
+
+/** Pure: a status Node can write and a client can read (llhttp accepts 000 and 099 from an upstream). */
+export function isRelayableStatus(status: number): boolean {
+  return Number.isInteger(status) && status >= 100 && status <= 599;
+}
+
+export abstract class RequestLifecycle {
+  readonly startedAt = performance.now();
+  readonly method: string;
+  /** The request target as received (only ever logged through pathForLog). */
+  readonly target: string;
+  /** Outside an upstream attempt (reading the body, waiting to retry), the client's leaving is recorded here. */
+  readonly client: Exchange = newExchange();
+  /** The upstream attempt in flight, with its own bytes and failure (a retried one never mixes into the next). */
+  attempt: Exchange | undefined;
+  #upstream: ClientRequest | undefined;
+  #outcome: Outcome | undefined;
+  #finished = false;
+  #closed = false;
+  #wake: (() => void) | undefined;
+
+  constructor(
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    protected readonly log: LogSink,
+    readonly listener: string,
+  ) {
+    this.method = req.method ?? '';
+    this.target = req.url ?? '';
+    // First thing, before any await: a client that leaves at any instant after this is seen.
+    res.once('close', () => this.#clientClosed());
+  }
+
+  /** The exchange the bytes and the failure are accounted in right now. */
+  get exchange(): Exchange {
+    return this.attempt ?? this.client;
+  }
+
+  /** The client is gone (its connection closed before the answer was complete): nothing more is forwarded. */
+  get gone(): boolean {
+    return this.#closed || this.res.destroyed || this.req.socket?.destroyed === true || this.exchange.failure === 'client_aborted';
+  }
+
+  /** The upstream request in flight: the client's leaving destroys it. */
+  attach(request: ClientRequest | undefined): void {
+    this.#upstream = request;
+    if (request && this.gone) request.destroy();
+  }
+
+  /** Waits `ms`, or less when the client leaves first: true if the full wait passed with the client still there. */
+  pause(ms: number): Promise<boolean> {
+    if (this.gone) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#wake = undefined;
+        resolve(!this.gone);
+      }, ms);
+      this.#wake = () => {
+        clearTimeout(timer);
+        this.#wake = undefined;
+        resolve(false);
+      };
+    });
+  }
+
+  #clientClosed(): void {
+    if (this.res.writableFinished) return;
+    this.#closed = true;
+    this.exchange.failure ??= 'client_aborted';
+    this.#upstream?.destroy();
+    this.#wake?.();
+  }
+
+  /** The outcome so far (undefined until a step ended the request). */
+  get outcome(): Outcome | undefined {
+    return this.#outcome;
+  }
+
+  /** Ends the request with what was sent; the first ending wins. */
+  end(status: number, error?: string): void {
+    this.#outcome ??= { status, error };
+  }
+
+  /** Answers with the proxy's own error and ends the request with it (recorded as `errorClass`, else the error's code). */
+  refuse(refusal: Refusal, errorClass?: string): void {
+    if (!this.res.headersSent && !this.res.destroyed) {
+      for (const [name, value] of Object.entries(refusal.headers ?? {})) this.res.setHeader(name, assertHeaderValue(name, value));
+      if (refusal.closeAfter) this.res.once('finish', () => this.req.destroy());
+      this.writeError(refusal);
+    }
+    this.end(refusal.error.status, errorClass ?? refusal.error.code);
+  }
+
+  /** The client left before the answer was complete: nothing was (or will be) sent. */
+  abandon(): void {
+    this.exchange.failure ??= 'client_aborted';
+    this.end(0);
+  }
+
+  /**
+   * A step threw: a bug, never a request's fault. Logged without request data; the client gets a
+   * 500 if nothing was sent yet, else a broken connection.
+   */
+  fail(err: unknown): void {
+    this.log({ event: 'handler_error', listener: this.listener, error: (err as Error)?.name ?? 'Error', detail: String((err as Error)?.message ?? err) });
+    if (!this.res.headersSent && !this.res.destroyed) {
+      this.writeError({ error: ERRORS.internal });
+      this.end(ERRORS.internal.status, ERRORS.internal.code);
+      return;
+    }
+    this.#upstream?.destroy();
+    this.res.destroy();
+    this.end(this.res.headersSent ? this.res.statusCode : 0, ERRORS.internal.code);
+  }
+
+  /**
+   * Called once, from the handler's `finally`, however the request went: settles what it holds
+   * (a limits slot, a concurrency slot, a charge) and writes its record. A second call does nothing.
+   */
+  finish(): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    // A path that returned without an answer is a bug: the client is not left hanging.
+    if (this.#outcome === undefined && !this.gone) this.fail(new Error('the request ended without an answer'));
+    const outcome = this.#outcome ?? { status: 0, error: undefined };
+    this.complete(outcome);
+  }
+
+  /** Renders the proxy's own error the way this listener's clients read it. */
+  protected abstract writeError(refusal: Refusal): void;
+  /** Settles and records the request; runs exactly once. */
+  protected abstract complete(outcome: Outcome): void;
+}
