@@ -1,0 +1,128 @@
+// How a git request can end, through the git handler in this process (the harness): each ending
+// is recorded once and gives the workload's concurrency slot back.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { connect } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
+import { after, before, test } from 'node:test';
+import type { RevocationVerdict } from '../../src/auth/identity.ts';
+import { signBotToken } from '../../src/auth/jwt.ts';
+import { send } from '../support/http-client.ts';
+import { startGitInProcess } from '../support/harness.ts';
+import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+
+let pki: TestPki;
+let upstream: TestUpstream;
+const key = randomBytes(32);
+
+before(async () => {
+  pki = makeTestPki();
+  upstream = await startUpstream(pki);
+});
+after(async () => {
+  await upstream.close();
+  pki.cleanup();
+});
+
+function token(instance: string, hostKey = upstream.hostKey): string {
+  const now = Math.floor(Date.now() / 1000);
+  return signBotToken({ sub: instance, workflow: 'w', run_id: `run-${instance}`, iat: now, exp: now + 600, git: [`${hostKey}/acme/widgets:write`] }, key);
+}
+
+const refs = (port: number, instance: string, hostKey = upstream.hostKey) =>
+  send(port, 'GET', `/${hostKey}/acme/widgets.git/info/refs?service=git-upload-pack`, { headers: { authorization: `Bearer ${token(instance, hostKey)}` } });
+
+test('git endings: a throw in a step answers 500, is recorded once as internal, and gives the workload slot back (GitCall.fail, finish)', async () => {
+  let broken = true;
+  const git = await startGitInProcess({
+    hostKey: upstream.hostKey,
+    pki,
+    workloadAuth: { key, maxLifetimeSec: 3600 },
+    maxConcurrentPerWorkload: 1,
+    token: { read: () => (broken ? (() => { throw new Error('boom in the token source'); })() : { ok: true, value: 'ghp_ok_0123456789' }) },
+  });
+  try {
+    assert.equal((await refs(git.port, 'g-throw')).status, 500);
+    const rec = await git.records.nth(1);
+    assert.deepEqual([rec.status, rec.error, rec.instance_id], [500, 'internal', 'g-throw']);
+    assert.equal(git.logs.filter((l) => l.event === 'handler_error').length, 1);
+    broken = false;
+    assert.equal((await refs(git.port, 'g-throw')).status, 200, 'the slot came back: not 429 workload_busy');
+  } finally {
+    await git.close();
+  }
+});
+
+test('git endings: a request whose client leaves while the deny list is asked is never forwarded, is recorded, and holds no slot (admitWorkload)', async () => {
+  let answer!: (v: RevocationVerdict) => void;
+  let asked!: () => void;
+  const askedOnce = new Promise<void>((r) => (asked = r));
+  let first = true;
+  const git = await startGitInProcess({
+    hostKey: upstream.hostKey,
+    pki,
+    workloadAuth: { key, maxLifetimeSec: 3600 },
+    maxConcurrentPerWorkload: 1,
+    revoked: () => {
+      if (!first) return { kind: 'ok' };
+      first = false;
+      asked();
+      return new Promise<RevocationVerdict>((r) => (answer = r));
+    },
+  });
+  try {
+    const before = upstream.requests.length;
+    const path = `/${upstream.hostKey}/acme/widgets.git/info/refs?service=git-upload-pack`;
+    const socket = connect(git.port, '127.0.0.1', () => socket.end(`GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('g-fin')}\r\n\r\n`));
+    socket.on('error', () => {});
+    socket.resume();
+    await askedOnce;
+    await git.clientsGone();
+    answer({ kind: 'ok' });
+    const rec = await git.records.nth(1);
+    assert.deepEqual([rec.status, rec.error], [0, 'client_aborted']);
+    assert.equal(upstream.requests.length, before, 'nothing was forwarded');
+    assert.equal((await refs(git.port, 'g-fin')).status, 200, 'no slot was held');
+  } finally {
+    await git.close();
+  }
+});
+
+test('git endings: an upstream status of 000 is answered 502 upstream_protocol and recorded, never a crash (relayGitAnswer)', async () => {
+  const raw = createTlsServer({ key: pki.keyPem, cert: pki.certPem }, (socket) => {
+    socket.on('error', () => {});
+    socket.once('data', () => socket.end('HTTP/1.1 000 Odd\r\nContent-Length: 0\r\n\r\n'));
+  });
+  await new Promise<void>((r) => raw.listen(0, '127.0.0.1', r));
+  const hostKey = `127.0.0.1:${(raw.address() as { port: number }).port}`;
+  const git = await startGitInProcess({ hostKey, pki, workloadAuth: { key, maxLifetimeSec: 3600 }, maxConcurrentPerWorkload: 1 });
+  try {
+    const r = await refs(git.port, 'g-odd', hostKey);
+    assert.equal(r.status, 502);
+    assert.match(String(r.body), /^git-auth-proxy: /);
+    const rec = await git.records.nth(1);
+    assert.deepEqual([rec.status, rec.error], [502, 'upstream_bad_status']);
+    assert.equal((await refs(git.port, 'g-odd', hostKey)).status, 502, 'the slot came back: not 429');
+  } finally {
+    await git.close();
+    await new Promise((r) => raw.close(r));
+  }
+});
+
+test('git endings: a request the listener refuses (HTTP/1.0 without Host) gets a record like every other refusal (refuseAtGit)', async () => {
+  const git = await startGitInProcess({ hostKey: upstream.hostKey, pki });
+  try {
+    const answer = await new Promise<string>((resolve) => {
+      let text = '';
+      const socket = connect(git.port, '127.0.0.1', () => socket.write(`GET /${upstream.hostKey}/acme/widgets.git/info/refs HTTP/1.0\r\n\r\n`));
+      socket.on('data', (c: Buffer) => (text += c.toString()));
+      socket.on('close', () => resolve(text));
+    });
+    assert.match(answer, /^HTTP\/1\.1 400 [^]*git-auth-proxy: a Host header is required/);
+    const rec = await git.records.nth(1);
+    assert.deepEqual([rec.status, rec.error, rec.method], [400, 'host_header_missing', 'GET']);
+  } finally {
+    await git.close();
+  }
+});
