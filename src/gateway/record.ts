@@ -42,7 +42,8 @@ export type ModelRequestRecord = {
   /** The upstream reported the usage whole; null where no usage is expected (catalog, token counts). */
   readonly usage_complete: boolean | null;
   readonly finish_reason: string | null;
-  readonly interrupted: 'client' | 'upstream' | 'idle_timeout' | null;
+  /** Who cut the call: `shutdown` when a forced shutdown did. */
+  readonly interrupted: 'client' | 'upstream' | 'idle_timeout' | 'shutdown' | null;
   /** Upstream attempts made (0 when the request never reached the upstream). */
   readonly attempts: number;
   readonly retries: number;
@@ -114,6 +115,7 @@ export function callFailure(failure: Exchange['failure'], summary: CallSummary |
 export function interruption(failure: Exchange['failure'], sent: boolean, relaying: boolean): ModelRequestRecord['interrupted'] {
   if (failure === undefined) return null;
   if (failure === 'client_aborted') return sent ? 'client' : null;
+  if (failure === 'shutdown') return sent ? 'shutdown' : null;
   if (!relaying) return null;
   return failure === 'idle_timeout' ? 'idle_timeout' : 'upstream';
 }

@@ -148,7 +148,8 @@ export interface Exchange {
   bytesIn: number;
   bytesOut: number;
   /** Set once, by whichever side failed first. */
-  failure: UpstreamFailure | 'client_aborted' | undefined;
+  /** `shutdown`: a forced shutdown cut the client's connection. */
+  failure: UpstreamFailure | 'client_aborted' | 'shutdown' | undefined;
 }
 
 export function newExchange(): Exchange {

@@ -8,6 +8,7 @@ import { ERRORS, type ProxyError } from './errors.ts';
 import { newExchange, type Exchange } from './forward.ts';
 import { assertHeaderValue } from './headers.ts';
 import type { LogSink } from './log.ts';
+import { wasCutByShutdown } from './sockets.ts';
 
 /** How a request ended, for its record: the status sent (0: none) and the error class, if any. */
 export interface Outcome {
@@ -69,7 +70,8 @@ export abstract class RequestLifecycle {
 
   /** The client is gone (its connection closed before the answer was complete): nothing more is forwarded. */
   get gone(): boolean {
-    return this.#closed || this.res.destroyed || this.req.socket?.destroyed === true || this.exchange.failure === 'client_aborted';
+    const failure = this.exchange.failure;
+    return this.#closed || this.res.destroyed || this.req.socket?.destroyed === true || failure === 'client_aborted' || failure === 'shutdown';
   }
 
   /** The upstream request in flight: the client's leaving destroys it. */
@@ -97,7 +99,7 @@ export abstract class RequestLifecycle {
   #clientClosed(): void {
     if (this.res.writableFinished) return;
     this.#closed = true;
-    this.exchange.failure ??= 'client_aborted';
+    this.exchange.failure ??= wasCutByShutdown(this.req.socket) ? 'shutdown' : 'client_aborted';
     this.#upstream?.destroy();
     this.#wake?.();
   }

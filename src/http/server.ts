@@ -7,7 +7,7 @@ import { connectionVerdict, KeyedCounts, REFUSAL_LOG_INTERVAL_MS, type Connectio
 import { ERRORS, type ProxyError } from './errors.ts';
 import type { Refusal } from './lifecycle.ts';
 import type { LogSink } from './log.ts';
-import { STREAM_HIGH_WATER_MARK } from './sockets.ts';
+import { markCutByShutdown, STREAM_HIGH_WATER_MARK } from './sockets.ts';
 
 /**
  * At drain start, a connection whose request head is still arriving gets this long (or the
@@ -256,6 +256,7 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
     async cut(deadlineMs: number): Promise<void> {
       draining = true;
       server.close();
+      for (const socket of connections.keys()) markCutByShutdown(socket);
       server.closeAllConnections();
       for (const socket of connections.keys()) socket.destroy();
       let timer: NodeJS.Timeout | undefined;

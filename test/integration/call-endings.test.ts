@@ -164,8 +164,8 @@ for (const [name, token] of [['CR/LF', 'ya29.a\r\nx-injected: 1'], ['DEL', 'ya29
       const before = upstream.requests.length;
       const r = await callAs(gw.port, 'bad-mint');
       assert.equal(r.status, 502);
-      assert.equal(JSON.parse(r.body).error.code, 'upstream_credential_failed');
-      assert.ok(!r.body.includes(token), 'the token is not echoed');
+      assert.equal(JSON.parse(String(r.body)).error.code, 'upstream_credential_failed');
+      assert.ok(!String(r.body).includes(token), 'the token is not echoed');
       const rec = await gw.records.nth(1);
       assert.deepEqual([rec.status, rec.error, rec.attempts], [502, 'upstream_credential_failed', 0]);
       assert.equal(upstream.requests.length, before);
@@ -194,7 +194,7 @@ for (const status of ['000', '099']) {
     try {
       const r = await callAs(gw.port, 'odd-status');
       assert.equal(r.status, 502);
-      assert.equal(JSON.parse(r.body).error.code, 'upstream_protocol');
+      assert.equal(JSON.parse(String(r.body)).error.code, 'upstream_protocol');
       const rec = await gw.records.nth(1);
       assert.deepEqual([rec.status, rec.error, rec.attempts], [502, 'upstream_bad_status', 1]);
       assert.equal((await callAs(gw.port, 'odd-status')).status, 502, 'the next call is admitted, not 429');
