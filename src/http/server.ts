@@ -3,19 +3,12 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { formatAddress, type ListenAddress } from './address.ts';
-import { connectionVerdict, KeyedCounts, REFUSAL_LOG_INTERVAL_MS, type ConnectionCaps } from './connection-caps.ts';
+import type { ConnectionCaps } from './connection-caps.ts';
+import { ConnectionTable } from './connections.ts';
 import { ERRORS, type ProxyError } from './errors.ts';
 import type { Refusal } from './lifecycle.ts';
 import type { LogSink } from './log.ts';
-import { markCutByShutdown, STREAM_HIGH_WATER_MARK } from './sockets.ts';
-
-/**
- * At drain start, a connection whose request head is still arriving gets this long (or the
- * header timeout, if shorter) to complete it; the request is then served and the connection
- * closed. Long enough for bytes a client sent before it saw the drain to land, short enough
- * that a slow or stalled head cannot hold the process: it is cut when this ends.
- */
-const DRAIN_HEAD_DEADLINE_MS = 500;
+import { STREAM_HIGH_WATER_MARK } from './sockets.ts';
 
 export interface ListenerTimeouts {
   /** Time a client has to send the complete request head. */
@@ -49,25 +42,6 @@ export interface ListenerSpec {
   readonly refuse: (req: IncomingMessage, res: ServerResponse, refusal: Refusal) => void;
 }
 
-/** What the drain does with one client connection (see drainAction). */
-export type DrainAction = 'wait' | 'close' | 'deadline';
-
-/** The per-connection state the drain decides on. */
-export interface ConnectionState {
-  /** Requests whose response has not finished (more than one only when pipelined). */
-  inProgress: number;
-  /** socket.bytesRead when the connection last had nothing in progress. */
-  bytesAtIdle: number;
-}
-
-/** A client connection: the drain's state, and the requests pipelined behind the one being served. */
-interface Connection extends ConnectionState {
-  /** A request of this connection is being served (its response has not closed). */
-  serving: boolean;
-  /** Pipelined requests waiting for the one ahead of them to finish, in arrival order. */
-  readonly queue: (() => void)[];
-}
-
 export interface Listener {
   readonly name: string;
   readonly server: Server;
@@ -92,81 +66,7 @@ export interface Listener {
 }
 
 export async function startListener(spec: ListenerSpec): Promise<Listener> {
-  let draining = false;
-  // Node's own bookkeeping counts a connection that has not sent a complete head as active
-  // until its header timeout, so closeIdleConnections() leaves never-used connections (pools
-  // and load balancers pre-connect) and half-sent heads open: the drain tracks its own.
-  const connections = new Map<Socket, Connection>();
-  /** Counts a request in progress on its connection until its response is over. */
-  const track = (socket: Socket, state: Connection, res: ServerResponse) => {
-    state.inProgress++;
-    res.once('close', () => {
-      state.inProgress--;
-      if (state.inProgress > 0) return;
-      state.bytesAtIdle = socket.bytesRead;
-      // A response that began before the drain did not say Connection: close: end it here,
-      // once its bytes are written, instead of waiting for the client or the idle timeout.
-      if (draining) socket.destroySoon();
-    });
-  };
-  /**
-   * One request at a time per connection. Node parses pipelined requests as they arrive and
-   * hands each to the handler at once: every one would open its own upstream request, and those
-   * queued behind the first would outlive a client that left (Node never closes a response
-   * still queued behind another). So a pipelined request is served only once the one ahead of it
-   * has finished; a connection that closes drops whatever it still had queued, unserved.
-   */
-  const admit = (req: IncomingMessage, res: ServerResponse) => {
-    const socket = req.socket;
-    const state = connections.get(socket);
-    if (!state) return;
-    track(socket, state, res);
-    const run = () => {
-      state.serving = true;
-      res.once('close', () => {
-        state.serving = false;
-        if (socket.destroyed) state.queue.length = 0; // the client left: nothing queued is served
-        else state.queue.shift()?.();
-      });
-      serve(req, res);
-    };
-    if (state.serving) state.queue.push(run);
-    else run();
-  };
-  const serve = (req: IncomingMessage, res: ServerResponse) => {
-    if (draining) res.setHeader('connection', 'close');
-    // Node's parser lets HTTP/0.9-style and HTTP/2.0-labelled request lines through, and
-    // HTTP/1.0 without Host: none of them is a client we serve, so none is forwarded.
-    const formError =
-      requestFormError(req.httpVersionMajor, req.httpVersionMinor, req.headers.host) ??
-      bodylessMethodError(req.method ?? '', req.headers['content-length'], req.headers['transfer-encoding']);
-    if (formError) {
-      res.setHeader('connection', 'close');
-      spec.refuse(req, res, { error: formError });
-      return;
-    }
-    if ((req.url === '/healthz' || (spec.rootIsHealth === true && req.url === '/')) && (req.method === 'GET' || req.method === 'HEAD')) {
-      const status = draining ? 503 : 200;
-      const body = draining ? 'draining\n' : 'ok\n';
-      res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': body.length, 'cache-control': 'no-store' });
-      res.end(req.method === 'HEAD' ? undefined : body);
-      return;
-    }
-    try {
-      const serving = spec.handle(req, res);
-      if (serving) {
-        inFlight.add(serving);
-        void serving.finally(() => inFlight.delete(serving));
-      }
-    } catch (err) {
-      // One request's bug must not take the listener down; the cause goes to the log only.
-      spec.log({ event: 'handler_error', listener: spec.name, error: (err as Error)?.name ?? 'Error', detail: String((err as Error)?.message ?? err) });
-      if (!res.headersSent) spec.refuse(req, res, { error: ERRORS.internal });
-      else res.destroy();
-    }
-  };
-  /** The handlers still running, for a forced shutdown to wait on. */
-  const inFlight = new Set<Promise<void>>();
+  const table = new ConnectionTable(spec.name, spec.caps, spec.log, spec.onConnectionRefused);
   const server = createServer(
     {
       // Node's 300 s default would cut a long push or stream; head and idle limits still apply.
@@ -177,38 +77,9 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
       noDelay: true,
       highWaterMark: STREAM_HIGH_WATER_MARK,
     },
-    admit,
+    (req, res) => table.oneAtATime(req, res, () => serveRequest(spec, table, req, res)),
   );
-  // Connections per source address: one client holding the listener's every connection (or
-  // the process's every descriptor) would refuse all the others and /healthz with them.
-  const perClient = new KeyedCounts();
-  let refusedSinceLog = 0;
-  let refusalLoggedAt = -Infinity;
-  const refuseConnection = (socket: Socket, client: string, reason: 'total' | 'per_client') => {
-    socket.destroy();
-    spec.onConnectionRefused?.(reason);
-    refusedSinceLog++;
-    const now = performance.now();
-    if (now - refusalLoggedAt < REFUSAL_LOG_INTERVAL_MS) return;
-    spec.log({ event: 'connection_refused', listener: spec.name, reason, client, refused: refusedSinceLog, cap: reason === 'total' ? spec.caps.total : spec.caps.perClient });
-    refusalLoggedAt = now;
-    refusedSinceLog = 0;
-  };
-  server.on('connection', (socket: Socket) => {
-    const client = socket.remoteAddress ?? '';
-    const verdict = connectionVerdict(connections.size, perClient.of(client), spec.caps);
-    if (verdict !== 'accept') return refuseConnection(socket, client, verdict);
-    perClient.tryAcquire(client, 0);
-    const state: Connection = { inProgress: 0, bytesAtIdle: 0, serving: false, queue: [] };
-    connections.set(socket, state);
-    socket.once('close', () => {
-      perClient.release(client);
-      connections.delete(socket);
-      if (state.queue.length === 0) return;
-      spec.log({ event: 'pipelined_dropped', listener: spec.name, requests: state.queue.length });
-      state.queue.length = 0;
-    });
-  });
+  server.on('connection', (socket: Socket) => table.accept(socket));
   // CONNECT (forward-proxy tunnelling) and protocol upgrades are never proxied.
   server.on('connect', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 405, 'Method Not Allowed'));
   server.on('upgrade', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 400, 'Bad Request'));
@@ -229,52 +100,48 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
     server,
     address: formatAddress(bound.address, bound.port),
     port: bound.port,
-    connections: () => connections.size,
-    markDraining: () => void (draining = true),
-    close(graceMs: number): Promise<void> {
-      draining = true;
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      let headsArriving = false;
-      for (const [socket, state] of connections) {
-        const action = drainAction(state, socket.bytesRead);
-        if (action === 'close') socket.destroy();
-        else if (action === 'deadline') headsArriving = true;
-      }
-      // Heads that were still arriving: whatever has not become a request by now is cut.
-      const headDeadline =
-        headsArriving
-          ? setTimeout(() => {
-              for (const [socket, state] of connections) if (state.inProgress === 0) socket.destroy();
-            }, Math.min(DRAIN_HEAD_DEADLINE_MS, spec.timeouts.headerMs || DRAIN_HEAD_DEADLINE_MS))
-          : undefined;
-      const force = setTimeout(() => server.closeAllConnections(), graceMs);
-      return closed.finally(() => {
-        clearTimeout(headDeadline);
-        clearTimeout(force);
-      });
-    },
-    async cut(deadlineMs: number): Promise<void> {
-      draining = true;
-      server.close();
-      for (const socket of connections.keys()) markCutByShutdown(socket);
-      server.closeAllConnections();
-      for (const socket of connections.keys()) socket.destroy();
-      let timer: NodeJS.Timeout | undefined;
-      const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, deadlineMs)));
-      await Promise.race([Promise.allSettled([...inFlight]), deadline]);
-      clearTimeout(timer);
-    },
+    connections: () => table.size,
+    markDraining: () => void (table.draining = true),
+    close: (graceMs) => table.drain(server, graceMs, spec.timeouts.headerMs),
+    cut: (deadlineMs) => table.cut(server, deadlineMs),
   };
 }
 
 /**
- * Pure: at drain start, a connection with a request in progress is waited for (it closes when
- * its response ends); one that received bytes since it was last idle has a head arriving and
- * gets a short deadline; any other (never used, or idle between requests) is closed at once.
+ * One request, in the listener: the form every request must have (else refused and recorded,
+ * the connection closed), /healthz, then the handler, whose promise the table keeps until it
+ * settles. A handler that throws synchronously takes one request down, never the listener.
  */
-export function drainAction(state: ConnectionState, bytesRead: number): DrainAction {
-  if (state.inProgress > 0) return 'wait';
-  return bytesRead > state.bytesAtIdle ? 'deadline' : 'close';
+function serveRequest(spec: ListenerSpec, table: ConnectionTable, req: IncomingMessage, res: ServerResponse): void {
+  if (table.draining) res.setHeader('connection', 'close');
+  // Node's parser lets HTTP/0.9-style and HTTP/2.0-labelled request lines through, and
+  // HTTP/1.0 without Host: none of them is a client we serve, so none is forwarded.
+  const formError =
+    requestFormError(req.httpVersionMajor, req.httpVersionMinor, req.headers.host) ??
+    bodylessMethodError(req.method ?? '', req.headers['content-length'], req.headers['transfer-encoding']);
+  if (formError) {
+    res.setHeader('connection', 'close');
+    spec.refuse(req, res, { error: formError });
+    return;
+  }
+  if ((req.url === '/healthz' || (spec.rootIsHealth === true && req.url === '/')) && (req.method === 'GET' || req.method === 'HEAD')) {
+    answerHealth(req, res, table.draining);
+    return;
+  }
+  try {
+    table.serving(spec.handle(req, res));
+  } catch (err) {
+    spec.log({ event: 'handler_error', listener: spec.name, error: (err as Error)?.name ?? 'Error', detail: String((err as Error)?.message ?? err) });
+    if (!res.headersSent) spec.refuse(req, res, { error: ERRORS.internal });
+    else res.destroy();
+  }
+}
+
+/** /healthz (and `/` where it stands for it): 200 while serving, 503 once draining. */
+function answerHealth(req: IncomingMessage, res: ServerResponse, draining: boolean): void {
+  const body = draining ? 'draining\n' : 'ok\n';
+  res.writeHead(draining ? 503 : 200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': body.length, 'cache-control': 'no-store' });
+  res.end(req.method === 'HEAD' ? undefined : body);
 }
 
 /**

@@ -1,7 +1,8 @@
 // The listener's own limits, read back from the node:http server that startListener creates.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { drainAction, listenErrorMessage, requestFormError, startListener } from '../../src/http/server.ts';
+import { drainAction } from '../../src/http/connections.ts';
+import { listenErrorMessage, requestFormError, startListener } from '../../src/http/server.ts';
 
 test('a listener has no total request timeout, but bounds the request head and idle keep-alive connections', async () => {
   const listener = await startListener({
