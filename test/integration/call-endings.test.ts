@@ -15,7 +15,9 @@ import type { WireProtocol } from '../../src/gateway/protocols/protocol.ts';
 import type { Provider } from '../../src/gateway/providers.ts';
 import { send } from '../support/http-client.ts';
 import { startGatewayInProcess, TEST_MODEL, type GatewayOptions } from '../support/harness.ts';
-import { sseEvent, startModelUpstream, streamEvents, type ModelUpstream } from '../support/model-upstream.ts';
+import { startModelUpstream, streamEvents, type ModelUpstream } from '../support/model-upstream.ts';
+import { textTranscript as messagesTranscript } from '../support/anthropic-upstream.ts';
+import { encodeSse as encodeResponses, textTranscript as responsesTranscript } from '../support/responses-upstream.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
@@ -246,30 +248,59 @@ async function mintFor(key: Buffer, instance: string): Promise<string> {
   return signBotToken({ sub: instance, workflow: 'w', run_id: `run-${instance}`, iat: now, exp: now + 600 }, key);
 }
 
-test('call endings: a client that hangs up after [DONE] left a complete call: recorded with no interruption and no error (callFailure)', async () => {
-  upstream.script((_req, res) => {
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    for (const e of streamEvents(TEST_MODEL, true)) res.write(e);
-    // The connection stays open after the end event: the client, not the upstream, closes first.
+/** A stream whose every event has been written, its connection left open: only the client can close first. */
+const END_EVENTS: { api: string; path: string; kind: 'openai' | 'anthropic'; end: string; events: () => string; body: Record<string, unknown> }[] = [
+  { api: 'chat completions', path: '/v1/chat/completions', kind: 'openai', end: 'data: [DONE]', events: () => streamEvents(TEST_MODEL, true).join(''), body: { messages: [{ role: 'user', content: 'hi' }], stream_options: { include_usage: true } } },
+  { api: 'Responses', path: '/v1/responses', kind: 'openai', end: 'event: response.completed', events: () => encodeResponses(responsesTranscript('Hello.', { model: TEST_MODEL })), body: { input: 'hi' } },
+  { api: 'Messages', path: '/v1/messages', kind: 'anthropic', end: 'event: message_stop', events: () => encodeResponses(messagesTranscript('Hello.', { model: TEST_MODEL })), body: { max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] } },
+];
+
+for (const t of END_EVENTS) {
+  test(`call endings: a client that hangs up after the ${t.api} end event left a complete call: recorded with no interruption and no error (callFailure)`, async () => {
+    upstream.script((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(t.events());
+    });
+    const gw = await gateway({ limits: new LocalLimits(ONE_AT_A_TIME), kind: t.kind });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const body = JSON.stringify({ model: TEST_MODEL, stream: true, ...t.body });
+        const socket = connect(gw.port, '127.0.0.1', () => {
+          socket.write(`POST ${t.path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Instance-Id: done\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+        });
+        let seen = '';
+        socket.on('data', (c: Buffer) => {
+          seen += c.toString();
+          if (seen.includes(t.end)) socket.destroy();
+        });
+        socket.on('close', () => resolve());
+        socket.on('error', reject);
+      });
+      const rec = await gw.records.nth(1);
+      assert.deepEqual([rec.status, rec.interrupted, rec.error, rec.usage_complete], [200, null, null, true], JSON.stringify(rec));
+      assert.ok(gw.logs.every((l) => l.event !== 'handler_error'));
+    } finally {
+      await gw.close();
+    }
   });
+}
+
+test('call endings: a non-streamed call whose client leaves while the upstream works is recorded interrupted: client, as a stream is, and gives its slot back (interruption)', async () => {
+  let arrived!: () => void;
+  const working = new Promise<void>((r) => (arrived = r));
+  upstream.script(() => arrived()); // never answers
   const gw = await gateway({ limits: new LocalLimits(ONE_AT_A_TIME) });
   try {
-    await new Promise<void>((resolve, reject) => {
-      const socket = connect(gw.port, '127.0.0.1', () => {
-        const body = chatBody({ stream: true, stream_options: { include_usage: true } });
-        socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Instance-Id: done\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
-      });
-      let seen = '';
-      socket.on('data', (c: Buffer) => {
-        seen += c.toString();
-        if (seen.includes(sseEvent('[DONE]').trim())) socket.destroy();
-      });
-      socket.on('close', () => resolve());
-      socket.on('error', reject);
+    const socket = connect(gw.port, '127.0.0.1', () => {
+      const body = chatBody();
+      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Instance-Id: plain-cut\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
     });
+    socket.on('error', () => {});
+    await working;
+    socket.destroy();
     const rec = await gw.records.nth(1);
-    assert.deepEqual([rec.status, rec.interrupted, rec.error, rec.usage_complete], [200, null, null, true]);
-    assert.equal((await callAs(gw.port, 'done')).status, 200);
+    assert.deepEqual([rec.status, rec.stream, rec.interrupted, rec.error, rec.attempts], [0, false, 'client', 'client_aborted', 1]);
+    assert.equal((await callAs(gw.port, 'plain-cut')).status, 200);
   } finally {
     await gw.close();
   }

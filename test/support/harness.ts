@@ -93,11 +93,16 @@ export interface GatewayOptions {
   /** Replaces fields of the provider (a broken agent, say). */
   readonly provider?: (p: Provider) => Provider;
   readonly deps?: Partial<GatewayDeps>;
+  /** The provider's kind (default openai): anthropic serves TEST_MODEL on /v1/messages. */
+  readonly kind?: 'openai' | 'anthropic';
 }
 
 /** The gateway's handler in this process: one OpenAI-kind provider serving TEST_MODEL at `baseUrl`. */
 export async function startGatewayInProcess(opts: GatewayOptions): Promise<InProcessListener<ModelRequestRecord>> {
-  const config = parseGatewayEnv({ UPSTREAM_BASE_URL: opts.baseUrl, UPSTREAM_API_KEY: UPSTREAM_KEY, UPSTREAM_ALLOWED_MODELS: TEST_MODEL }).providers[0]!;
+  const config =
+    opts.kind === 'anthropic'
+      ? parseGatewayEnv({}, { text: JSON.stringify({ providers: [{ name: 'anthropic', kind: 'anthropic', baseUrl: opts.baseUrl, keyEnv: 'HARNESS_KEY', models: [TEST_MODEL] }] }), name: 'harness' }).providers[0]!
+      : parseGatewayEnv({ UPSTREAM_BASE_URL: opts.baseUrl, UPSTREAM_API_KEY: UPSTREAM_KEY, UPSTREAM_ALLOWED_MODELS: TEST_MODEL }).providers[0]!;
   const base: Provider = {
     config,
     agent: createUpstreamAgent({ ca: opts.pki.caPem, tlsInsecureSkipVerify: false }),
