@@ -7,7 +7,9 @@ import { entryReader, parseConfigJson, type FieldFailure } from '../config/confi
 import { isObject } from '../http/json.ts';
 import { parseSigningKey } from '../auth/jwt.ts';
 import type { ProviderKind } from './protocols/protocol.ts';
-import { CLOUD_PLATFORM_SCOPE } from './credentials/google.ts';
+
+/** The scope a Google service account asks for unless the provider names one: what Vertex AI and the other Google Cloud APIs accept. */
+const CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 export const DEFAULT_PROVIDER = 'openai';

@@ -15,7 +15,8 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { after, before, test } from 'node:test';
-import { seenResponses, statusOf } from '../support/http-client.ts';
+import { send, seenResponses, statusOf } from '../support/http-client.ts';
+import { parseExposition, sumOf } from '../support/prometheus.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { assertNoSecrets, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -294,4 +295,21 @@ test('the listeners still serve after the attacks, and no answer carried a crede
   }
   assertNoSecrets(seenResponses.join('\n'), [GIT_TOKEN, API_KEY], 'a response to a raw attack');
   assertNoSecrets(proxy.output(), [GIT_TOKEN, API_KEY], 'the proxy output');
+});
+
+test('a request the listener itself refuses (HTTP/1.0 without Host, a GET with a body) gets a request record and a metric on both listeners, like every other refusal', { timeout: 20_000 }, async () => {
+  const scrape = async () => parseExposition(String((await send(proxy.ports.metrics!, 'GET', '/metrics')).body));
+  const before = await scrape();
+  const refused = [
+    { leg: 'git', status: '400', error: 'host_header_missing', text: () => `GET /${gitUpstream.hostKey}/org/listener-refusal.git/info/refs HTTP/1.0${CRLF}${CRLF}`, family: 'git_proxy_requests_total' },
+    { leg: 'model', status: '400', error: 'body_not_allowed', text: () => `GET /v1/models/listener-refusal HTTP/1.1${CRLF}Host: proxy${CRLF}Content-Length: 2${CRLF}${CRLF}{}`, family: 'model_gateway_requests_total' },
+  ];
+  for (const r of refused) {
+    const leg = legs().find((l) => l.name === r.leg)!;
+    assert.equal(statusOf(await exchange(leg.port, r.text())), 400, r.leg);
+    const rec = await proxy.waitForRecord((x) => x.event === 'request' && x.listener === (r.leg === 'git' ? 'git' : 'model') && String(x.path).includes('listener-refusal'), `${r.leg}: the refusal's record`);
+    assert.deepEqual([rec.status, rec.error], [400, r.error], r.leg);
+  }
+  const after = await scrape();
+  for (const r of refused) assert.equal(sumOf(after, r.family, { status: r.status }) - sumOf(before, r.family, { status: r.status }), 1, `${r.family}{status="${r.status}"} counts the refusal`);
 });

@@ -9,8 +9,6 @@ import { fetchBody } from './fetch.ts';
 import { isObject, parseStrictJson } from '../../http/json.ts';
 import { mintedSource, type MintedSource } from './minted.ts';
 
-/** The scope Vertex AI and the other Google Cloud APIs accept. */
-export const CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
 /** The longest an assertion may live (Google's limit). */
 const ASSERTION_LIFETIME_SEC = 3600;
 
