@@ -23,7 +23,7 @@ import { createProxyMetrics } from './metrics/proxy-metrics.ts';
 import { fileSecret, literalSecret, sanitizePassword, secretSource, type SecretSource } from './config/secret.ts';
 import { startListener, type Listener } from './http/server.ts';
 import { writeProxyError } from './http/respond.ts';
-import { descriptorWarning, softOpenFilesLimit } from './http/connection-caps.ts';
+import { descriptorWarning, METRICS_LISTENER_CAPS, softOpenFilesLimit } from './http/connection-caps.ts';
 import { VERSION } from './config/version.ts';
 import { addRevocation, revocationList, type Revocation } from './auth/revocations.ts';
 import { NOT_REVOKED, type RevocationCheck } from './auth/identity.ts';
@@ -207,7 +207,7 @@ async function serve(options: ServeOptions): Promise<void> {
   const storeClient = openStore(options, log, metrics);
   const revoked = openRevocations(options, storeClient, log, metrics);
   const caps = { total: options.maxConnections, perClient: options.maxConnectionsPerClient };
-  const capped = (listener: string) => ({ caps, onConnectionRefused: (reason: 'total' | 'per_client') => metrics?.connectionRefused(listener, reason) });
+  const capped = (listener: string, listenerCaps = caps) => ({ caps: listenerCaps, onConnectionRefused: (reason: 'total' | 'per_client') => metrics?.connectionRefused(listener, reason) });
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs, bodyIdleMs: options.bodyTimeoutMs };
 
   if (gitEnabled) {
@@ -316,7 +316,7 @@ async function serve(options: ServeOptions): Promise<void> {
     });
   }
 
-  const fdWarning = descriptorWarning(openFilesLimit(), listeners.length, caps);
+  const fdWarning = descriptorWarning(openFilesLimit(), listeners.length, caps, options.metricsListen === undefined ? undefined : METRICS_LISTENER_CAPS);
   if (fdWarning) log({ event: 'warning', message: fdWarning });
 
   if (metrics === undefined || options.metricsListen === undefined) return; // --metrics-listen off
@@ -328,7 +328,8 @@ async function serve(options: ServeOptions): Promise<void> {
     flag: 'metrics-listen',
     address: options.metricsListen,
     timeouts: listenerTimeouts,
-    ...capped('metrics'),
+    // Its own caps, not the proxy listeners': a client filling those cannot starve probes and scrapes.
+    ...capped('metrics', METRICS_LISTENER_CAPS),
     log,
     handle: (req, res) => void serveMetrics(metrics.registry, req, res).catch(() => res.destroy()),
     refuse: (req, res, { error }) => writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `${error.message}\n`),

@@ -67,8 +67,8 @@ export function gitRevocationRefusal(verdict: RevocationVerdict): Refusal | unde
 
 export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
   // Requests in progress per workload instance: the pushes of one workload cannot take every
-  // connection the listener has (network-policy mode has no identity: the per-client
-  // connection cap bounds it, one request at a time per connection).
+  // connection the listener has (network-policy mode has no identity: the connection caps
+  // bound it, one request at a time per connection).
   const inProgress = new KeyedCounts();
   return async (req, res) => {
     const call = new GitCall(req, res, deps.log, deps.record);

@@ -13,6 +13,15 @@ export interface ConnectionCaps {
 export type ConnectionVerdict = 'accept' | 'total' | 'per_client';
 
 /**
+ * The metrics listener's own caps, whatever the proxy listeners' flags say: it answers only
+ * monitoring (a few scrapers and the kubelet's probes, each holding one connection or
+ * none), so a small total leaves it the descriptors a full proxy listener cannot take, and a
+ * per-address cap keeps one client that can reach the port from holding all of it, so that
+ * /healthz and scrapes still answer while the proxy listeners are full.
+ */
+export const METRICS_LISTENER_CAPS: ConnectionCaps = { total: 64, perClient: 16 };
+
+/**
  * Pure: whether a new connection is accepted, given the connections the listener already holds
  * (in total, and from this client's address). The per-client cap is checked first, so that
  * the one client holding too many is the one named, even when the listener is also full.
@@ -66,17 +75,21 @@ const RESERVED_DESCRIPTORS = 64;
 
 /**
  * Pure: a start-up warning when the connection caps let clients take more file descriptors
- * than the process may open (a proxied request holds two: the client's and the upstream's), so
- * that the cap, not the descriptor limit, is what a client holding connections meets first.
- * `softLimit` is RLIMIT_NOFILE (undefined: unknown, no warning).
+ * than the process may open (a proxied request holds two: the client's and the upstream's; a
+ * metrics connection one), so that the cap, not the descriptor limit, is what a client holding
+ * connections meets first. Only the totals count: a per-client cap bounds one address, never
+ * the sum. `softLimit` is RLIMIT_NOFILE (undefined: unknown, no warning); `metricsCaps` is
+ * undefined when the metrics listener is off.
  */
-export function descriptorWarning(softLimit: number | undefined, proxyListeners: number, caps: ConnectionCaps): string | undefined {
+export function descriptorWarning(softLimit: number | undefined, proxyListeners: number, caps: ConnectionCaps, metricsCaps: ConnectionCaps | undefined): string | undefined {
   if (softLimit === undefined || proxyListeners === 0) return undefined;
   const fix = `raise the limit (ulimit -n) or lower --max-connections`;
   if (caps.total === 0) return `--max-connections is 0 (no cap): clients may take all ${softLimit} file descriptors the process may open; ${fix}`;
-  const needed = proxyListeners * caps.total * 2 + caps.total + RESERVED_DESCRIPTORS;
+  const metrics = metricsCaps?.total ?? 0;
+  const needed = proxyListeners * caps.total * 2 + metrics + RESERVED_DESCRIPTORS;
   if (needed <= softLimit) return undefined;
-  return `--max-connections ${caps.total} on ${proxyListeners} proxy listener(s) and the metrics listener may need ${needed} file descriptors, above the process limit of ${softLimit}: ${fix} to ${Math.max(1, Math.floor((softLimit - RESERVED_DESCRIPTORS) / (2 * proxyListeners + 1)))}`;
+  const fits = Math.max(1, Math.floor((softLimit - RESERVED_DESCRIPTORS - metrics) / (2 * proxyListeners)));
+  return `--max-connections ${caps.total} on ${proxyListeners} proxy listener(s)${metricsCaps ? ` and the metrics listener's ${metrics}` : ''} may need ${needed} file descriptors, above the process limit of ${softLimit}: ${fix} to ${fits}`;
 }
 
 /** Pure: the soft "Max open files" limit from the text of /proc/self/limits (Linux), if there. */

@@ -86,7 +86,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     limitsStoreSeconds: registry.histogram('model_gateway_limits_store_seconds', 'Round trip of a command to the shared limits store (Redis), by operation (admit, charge).', ['op'], STORE_BUCKETS),
     limitsStoreErrors: registry.counter('model_gateway_limits_store_errors_total', 'Admissions or charges the limits store could not serve (the failure policy applied).'),
     credentialRefreshes: registry.counter('model_gateway_credential_refreshes_total', 'Refreshes of a minted provider credential (a Google access token), by outcome (ok, failed).', ['provider', 'outcome']),
-    connectionsRefused: registry.counter('proxy_connections_refused_total', 'Client connections closed on arrival by --max-connections (reason total) or --max-connections-per-client (per_client).', ['listener', 'reason']),
+    connectionsRefused: registry.counter('proxy_connections_refused_total', 'Client connections closed on arrival by a listener total cap (reason total: --max-connections; 64 on the metrics listener) or per-address cap (per_client: --max-connections-per-client; 16 on the metrics listener).', ['listener', 'reason']),
     logDropped: registry.counter('proxy_log_lines_dropped_total', 'Log lines dropped because the stdout reader fell more than 8 MiB behind.'),
   };
   m.startTime.set([], Math.round(Date.now() / 1000 - process.uptime()));

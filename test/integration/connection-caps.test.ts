@@ -58,9 +58,9 @@ after(async () => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
-/** Opens `n` connections from `localAddress` and resolves once each is either open or closed by the server. */
-async function hold(port: number, n: number): Promise<{ open: Socket[]; closed: number }> {
-  const sockets = Array.from({ length: n }, () => connect({ port, host: '127.0.0.1', localAddress: HOG }));
+/** Opens `n` connections from `from` and resolves once the server has closed all but `keep` of them. */
+async function hold(port: number, n: number, keep = PER_CLIENT, from = HOG): Promise<{ open: Socket[]; closed: number }> {
+  const sockets = Array.from({ length: n }, () => connect({ port, host: '127.0.0.1', localAddress: from }));
   // A refused connection is accepted by the kernel and then closed by the proxy: it ends.
   const ended = sockets.map((s) => new Promise<boolean>((resolve) => {
     s.on('error', () => {});
@@ -69,13 +69,27 @@ async function hold(port: number, n: number): Promise<{ open: Socket[]; closed: 
   await Promise.all(sockets.map((s) => once(s, 'connect')));
   // The proxy closes exactly the excess: wait for that many closes.
   let closed = 0;
-  await new Promise<void>((resolve) => ended.forEach((p) => void p.then(() => ++closed === n - PER_CLIENT && resolve())));
+  await new Promise<void>((resolve) => ended.forEach((p) => void p.then(() => ++closed === n - keep && resolve())));
   return { open: sockets.filter((s) => !s.destroyed && s.readyState === 'open'), closed };
 }
 
-async function refusedConnections(listener: string): Promise<number | undefined> {
-  const res = await send(proxy.ports.metrics!, 'GET', '/metrics');
-  return parseExposition(res.body.toString()).find((s) => s.name === 'proxy_connections_refused_total' && s.labels.listener === listener && s.labels.reason === 'per_client')?.value;
+async function refusedConnections(listener: string, reason = 'per_client', of = proxy): Promise<number | undefined> {
+  const res = await send(of.ports.metrics!, 'GET', '/metrics');
+  return parseExposition(res.body.toString()).find((s) => s.name === 'proxy_connections_refused_total' && s.labels.listener === listener && s.labels.reason === reason)?.value;
+}
+
+/** A proxy with the model listener only, its connection caps at their defaults but for `args`. */
+function startModelProxy(args: string[]): Promise<ProxyProcess> {
+  return startProxy({
+    env: {
+      UPSTREAM_BASE_URL: modelUpstream.baseUrl,
+      UPSTREAM_API_KEY: `sk-${randomBytes(8).toString('hex')}`,
+      UPSTREAM_ALLOWED_MODELS: 'gpt-test',
+      UPSTREAM_CA_FILE: pki.caFile,
+    },
+    args: ['--model-gateway-listen', '127.0.0.1:0', ...args],
+    listeners: ['model'],
+  });
 }
 
 test('connection caps: a client holding twice --max-connections-per-client on both listeners leaves another client able to clone, push and call the gateway, and /healthz stays 200', { timeout: 60_000 }, async () => {
@@ -155,5 +169,43 @@ test('connection caps: a workload token with --git-max-concurrent-per-workload r
     upstream.handle(undefined);
     await limited.stop();
     await upstream.close();
+  }
+});
+
+test('connection caps: a client holding the model listener\'s whole --max-connections leaves /healthz and /metrics on the metrics port answering 200; by default one source address (a mesh sidecar, a NAT) is not capped on its own', { timeout: 60_000 }, async () => {
+  const TOTAL = 200; // above the per-client cap of 128 the proxy had by default before
+  const capped = await startModelProxy(['--max-connections', String(TOTAL)]);
+  let model: { open: Socket[]; closed: number } | undefined;
+  try {
+    model = await hold(capped.ports.model!, TOTAL + 1, TOTAL);
+    assert.equal(model.closed, 1);
+    assert.equal(model.open.length, TOTAL, 'one address holds the whole total: no per-client cap by default');
+    const health = await send(capped.ports.metrics!, 'GET', '/healthz');
+    assert.equal(health.status, 200);
+    const scrape = await send(capped.ports.metrics!, 'GET', '/metrics');
+    assert.equal(scrape.status, 200);
+    assert.equal(await refusedConnections('model', 'total', capped), 1);
+    assert.equal(await refusedConnections('model', 'per_client', capped), undefined);
+  } finally {
+    for (const s of model?.open ?? []) s.destroy();
+    await capped.stop();
+  }
+});
+
+test('connection caps: the metrics listener has its own caps, 16 per source address whatever --max-connections-per-client says, so one client cannot hold it while another scrapes', { timeout: 60_000 }, async () => {
+  const capped = await startModelProxy(['--max-connections', '4']);
+  let metrics: { open: Socket[]; closed: number } | undefined;
+  try {
+    // The proxy listeners' caps (4 in all, none per client) are not the metrics listener's.
+    metrics = await hold(capped.ports.metrics!, 32, 16);
+    assert.equal(metrics.closed, 16);
+    assert.equal(metrics.open.length, 16);
+    assert.equal((await send(capped.ports.metrics!, 'GET', '/healthz')).status, 200, 'another address still gets the probe');
+    assert.equal(await refusedConnections('metrics', 'per_client', capped), 16);
+    const logged = capped.records().filter((r) => r.event === 'connection_refused');
+    assert.deepEqual(logged.map((r) => [r.listener, r.reason, r.client, r.cap]), [['metrics', 'per_client', HOG, 16]]);
+  } finally {
+    for (const s of metrics?.open ?? []) s.destroy();
+    await capped.stop();
   }
 });

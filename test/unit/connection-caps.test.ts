@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { test } from 'node:test';
-import { connectionVerdict, descriptorWarning, KeyedCounts, softOpenFilesLimit } from '../../src/http/connection-caps.ts';
+import { connectionVerdict, descriptorWarning, KeyedCounts, METRICS_LISTENER_CAPS, softOpenFilesLimit } from '../../src/http/connection-caps.ts';
 import { startListener, type Listener } from '../../src/http/server.ts';
 import { send } from '../support/http-client.ts';
 
@@ -110,14 +110,24 @@ test('connection caps: beyond --max-connections in total a new connection is clo
 });
 
 test('connection caps: start-up warns when the caps let clients take more descriptors than the process may open, naming the flag and a value that fits (descriptorWarning)', () => {
-  const caps = { total: 1024, perClient: 128 };
-  assert.equal(descriptorWarning(1_048_576, 2, caps), undefined);
-  assert.equal(descriptorWarning(undefined, 2, caps), undefined, 'limit unknown: no guess');
-  assert.equal(descriptorWarning(200, 0, caps), undefined, 'no proxy listener: nothing to warn about');
-  const low = descriptorWarning(1024, 2, caps);
-  assert.match(low ?? '', /--max-connections 1024 on 2 proxy listener\(s\).*5184 file descriptors, above the process limit of 1024: raise the limit \(ulimit -n\) or lower --max-connections to 192$/);
-  assert.equal(descriptorWarning(64 + 5 * 192, 2, { total: 192, perClient: 0 }), undefined, 'the suggested value fits');
-  assert.match(descriptorWarning(4096, 1, { total: 0, perClient: 0 }) ?? '', /--max-connections is 0 \(no cap\)/);
+  const caps = { total: 1024, perClient: 0 };
+  assert.equal(descriptorWarning(1_048_576, 2, caps, METRICS_LISTENER_CAPS), undefined);
+  assert.equal(descriptorWarning(undefined, 2, caps, METRICS_LISTENER_CAPS), undefined, 'limit unknown: no guess');
+  assert.equal(descriptorWarning(200, 0, caps, METRICS_LISTENER_CAPS), undefined, 'no proxy listener: nothing to warn about');
+  const low = descriptorWarning(1024, 2, caps, METRICS_LISTENER_CAPS);
+  // 2 listeners x 1024 x 2 descriptors + the metrics listener's 64 + 64 reserved.
+  assert.match(low ?? '', /--max-connections 1024 on 2 proxy listener\(s\) and the metrics listener's 64 may need 4224 file descriptors, above the process limit of 1024: raise the limit \(ulimit -n\) or lower --max-connections to 224$/);
+  assert.equal(descriptorWarning(64 + 64 + 4 * 224, 2, { total: 224, perClient: 0 }, METRICS_LISTENER_CAPS), undefined, 'the suggested value fits');
+  assert.match(descriptorWarning(4096, 1, { total: 0, perClient: 0 }, METRICS_LISTENER_CAPS) ?? '', /--max-connections is 0 \(no cap\)/);
+});
+
+test('connection caps: the descriptor warning counts the metrics listener at its own total, not --max-connections, and never the per-client cap (descriptorWarning)', () => {
+  // 1 listener x 1000 x 2 + 64 reserved = 2064: fits 2100 without the metrics listener, and with
+  // its 64 (2128) does not. Counted at --max-connections it would need 3064, and 2128 would not fit.
+  assert.equal(descriptorWarning(2100, 1, { total: 1000, perClient: 0 }, undefined), undefined, 'metrics listener off');
+  assert.match(descriptorWarning(2100, 1, { total: 1000, perClient: 0 }, METRICS_LISTENER_CAPS) ?? '', /may need 2128 file descriptors.* to 986$/);
+  assert.equal(descriptorWarning(2128, 1, { total: 1000, perClient: 0 }, METRICS_LISTENER_CAPS), undefined);
+  assert.equal(descriptorWarning(2128, 1, { total: 1000, perClient: 1000 }, METRICS_LISTENER_CAPS), undefined, 'a per-client cap bounds one address, never the sum');
 });
 
 test('connection caps: the soft open-files limit is read from /proc/self/limits (softOpenFilesLimit)', () => {
