@@ -14,12 +14,17 @@ export type SecretRead =
 const HEADER_SAFE = /^[\x21-\x7e]+$/;
 const TRAILING_NEWLINES = /[\r\n]+$/;
 
+/** Pure: the rule a credential value meets before it is used: visible ASCII only, not empty. */
+export function isVisibleAscii(value: string): boolean {
+  return HEADER_SAFE.test(value);
+}
+
 /** Pure: trailing CR/LF is what `echo` and editors leave in secret files; strip it, then judge. */
 export function sanitizeSecret(raw: string | undefined): SecretRead {
   if (raw === undefined) return { ok: false, reason: 'missing' };
   const value = raw.replace(TRAILING_NEWLINES, '');
   if (value === '') return { ok: false, reason: 'missing' };
-  if (!HEADER_SAFE.test(value)) return { ok: false, reason: 'invalid' };
+  if (!isVisibleAscii(value)) return { ok: false, reason: 'invalid' };
   return { ok: true, value };
 }
 

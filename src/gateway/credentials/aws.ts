@@ -76,6 +76,8 @@ export interface WebIdentityOptions {
   readonly service: string;
   readonly assume: (endpoint: string, form: Record<string, string>) => Promise<{ status: number; body: Buffer }>;
   readonly onRefresh: (outcome: { ok: true } | { ok: false; reason: string }) => void;
+  /** How long a call waits for a refresh in flight (minted.ts REFRESH_WAIT_MS by default). */
+  readonly waitMs?: number;
 }
 
 /**
@@ -97,6 +99,8 @@ export function awsWebIdentitySource(opts: WebIdentityOptions): MintedSource {
       });
       return parseAssumeRoleAnswer(res.body.toString('utf8'), res.status);
     },
+    // STS's own names for them; each goes into a header (the session token) or the signature.
+    fields: (credentials) => ({ AccessKeyId: credentials.accessKeyId, SecretAccessKey: credentials.secretAccessKey, SessionToken: credentials.sessionToken }),
     use: (credentials, call, nowMs) => ({ headers: sigV4Headers(call, nowMs, opts.region, opts.service, credentials), secrets: [credentials.secretAccessKey, credentials.sessionToken] }),
     present: () => {
       try {
@@ -106,5 +110,6 @@ export function awsWebIdentitySource(opts: WebIdentityOptions): MintedSource {
       }
     },
     onRefresh: opts.onRefresh,
+    waitMs: opts.waitMs,
   });
 }

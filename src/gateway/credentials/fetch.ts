@@ -1,9 +1,15 @@
 // The credential sources' own requests (a token endpoint, the metadata server, STS): bounded in
-// time (10 s) and size (64 KiB), TLS verified for https. Their answers are parsed by the sources.
+// time (a total deadline, 10 s by default) and size (64 KiB), TLS verified for https. Their
+// answers are parsed by the sources.
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 
-const TIMEOUT_MS = 10_000;
+/**
+ * The longest one fetch may take, from the request to the last byte of its answer. A total
+ * deadline, not an idle timeout: an endpoint that drips its answer a byte at a time never goes
+ * idle, and would otherwise hold the refresh (and every call waiting on it) for as long as it likes.
+ */
+export const FETCH_DEADLINE_MS = 10_000;
 const MAX_BYTES = 64 * 1024;
 
 export interface FetchedBody {
@@ -11,8 +17,18 @@ export interface FetchedBody {
   readonly body: Buffer;
 }
 
-/** One request; `form` makes it a form POST. http: only for the metadata server's link-local address. */
-export function fetchBody(url: string, opts: { readonly headers?: Record<string, string>; readonly form?: Record<string, string> }): Promise<FetchedBody> {
+export interface FetchOptions {
+  readonly headers?: Record<string, string>;
+  /** Makes it a form POST. */
+  readonly form?: Record<string, string>;
+  /** The total deadline (FETCH_DEADLINE_MS unless a test needs a shorter one). */
+  readonly deadlineMs?: number;
+}
+
+/** One request; http: only for the metadata server's link-local address. */
+export function fetchBody(url: string, opts: FetchOptions): Promise<FetchedBody> {
+  const deadlineMs = opts.deadlineMs ?? FETCH_DEADLINE_MS;
+  const host = new URL(url).host;
   return new Promise((resolve, reject) => {
     const body = opts.form === undefined ? undefined : new URLSearchParams(opts.form).toString();
     const headers: Record<string, string | number> = { ...opts.headers };
@@ -20,20 +36,33 @@ export function fetchBody(url: string, opts: { readonly headers?: Record<string,
       headers['content-type'] = 'application/x-www-form-urlencoded';
       headers['content-length'] = Buffer.byteLength(body);
     }
+    // Settled once: by the answer's end, the first error, or the deadline (which then destroys
+    // the request, so that the connection and what it buffered go with it).
+    let settled = false;
+    const settle = (outcome: { ok: true; value: FetchedBody } | { ok: false; error: Error }) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(deadline);
+      if (outcome.ok) resolve(outcome.value);
+      else reject(outcome.error);
+    };
     const send = url.startsWith('https://') ? httpsRequest : httpRequest;
-    const req = send(url, { method: body === undefined ? 'GET' : 'POST', headers, timeout: TIMEOUT_MS }, (res) => {
+    const req = send(url, { method: body === undefined ? 'GET' : 'POST', headers }, (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
       res.on('data', (c: Buffer) => {
         size += c.length;
-        if (size > MAX_BYTES) res.destroy(new Error(`the answer of ${new URL(url).host} was larger than 64 KiB`));
+        if (size > MAX_BYTES) res.destroy(new Error(`the answer of ${host} was larger than 64 KiB`));
         else chunks.push(c);
       });
-      res.on('error', reject);
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
+      res.on('error', (error) => settle({ ok: false, error }));
+      res.on('end', () => settle({ ok: true, value: { status: res.statusCode ?? 0, body: Buffer.concat(chunks) } }));
     });
-    req.on('timeout', () => req.destroy(new Error(`${new URL(url).host} did not answer within 10 s`)));
-    req.on('error', reject);
+    const deadline = setTimeout(() => {
+      settle({ ok: false, error: new Error(`${host} did not answer within ${deadlineMs / 1000} s`) });
+      req.destroy();
+    }, deadlineMs);
+    req.on('error', (error) => settle({ ok: false, error }));
     req.end(body);
   });
 }

@@ -2,10 +2,11 @@
 // is picked up) signs an RS256 JWT assertion, the file's token endpoint trades it for an access
 // token, and the token is kept until shortly before it expires: refreshed ahead of expiry, one
 // refresh in flight at a time, so that no request waits on it once the first token is in. A
-// failed refresh keeps serving the current token until it expires; after that, a call is answered
+// failed refresh (an endpoint cut at the fetch's deadline, a token that is not visible ASCII
+// included) keeps serving the current token until it expires; after that, a call is answered
 // 502 naming the provider and the reason.
 import { createPrivateKey, sign } from 'node:crypto';
-import { fetchBody } from './fetch.ts';
+import { fetchBody, FETCH_DEADLINE_MS } from './fetch.ts';
 import { isObject, parseStrictJson } from '../../http/json.ts';
 import { mintedSource, type MintedSource } from './minted.ts';
 
@@ -49,9 +50,9 @@ export function assertionJwt(key: ServiceAccountKey, scope: string, nowSec: numb
 /** Trades an assertion for a token at the token endpoint (the side effect, injected for tests). */
 export type TokenExchange = (tokenUri: string, assertion: string) => Promise<{ accessToken: string; expiresInSec: number }>;
 
-/** The token endpoint over HTTPS (verified TLS), bounded in time and size. */
-export const exchangeAtTokenEndpoint: TokenExchange = async (tokenUri, assertion) => {
-  const res = await fetchBody(tokenUri, { form: { grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion } });
+/** The token endpoint over HTTPS (verified TLS), bounded in time (`deadlineMs`, total) and size. */
+export async function exchangeAtTokenEndpoint(tokenUri: string, assertion: string, deadlineMs = FETCH_DEADLINE_MS): Promise<{ accessToken: string; expiresInSec: number }> {
+  const res = await fetchBody(tokenUri, { form: { grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion }, deadlineMs });
   const parsed = parseStrictJson(res.body);
   const doc = parsed.ok && isObject(parsed.value) ? parsed.value : undefined;
   if (res.status !== 200 || typeof doc?.access_token !== 'string' || typeof doc.expires_in !== 'number') {
@@ -60,11 +61,11 @@ export const exchangeAtTokenEndpoint: TokenExchange = async (tokenUri, assertion
     throw new Error(`the token endpoint answered ${res.status}${code}`);
   }
   return { accessToken: doc.access_token, expiresInSec: doc.expires_in };
-};
+}
 
-/** The metadata server's JSON (link-local plain HTTP, as Google's libraries use it). */
-export async function fetchMetadataJson(url: string, headers: Record<string, string>): Promise<unknown> {
-  const res = await fetchBody(url, { headers });
+/** The metadata server's JSON (link-local plain HTTP, as Google's libraries use it), bounded like the token endpoint. */
+export async function fetchMetadataJson(url: string, headers: Record<string, string>, deadlineMs = FETCH_DEADLINE_MS): Promise<unknown> {
+  const res = await fetchBody(url, { headers, deadlineMs });
   if (res.status !== 200) throw new Error(`the metadata server answered ${res.status}`);
   const parsed = parseStrictJson(res.body);
   if (!parsed.ok) throw new Error('the metadata server answered with something else than JSON');
@@ -77,9 +78,13 @@ export interface GoogleSourceOptions {
   readonly exchange: TokenExchange;
   /** Called after each refresh attempt (the metric and the log line). */
   readonly onRefresh: (outcome: { ok: true } | { ok: false; reason: string }) => void;
+  /** How long a call waits for a refresh in flight (minted.ts REFRESH_WAIT_MS by default). */
+  readonly waitMs?: number;
 }
 
 const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` }, secrets: [token] });
+/** The field a Google token endpoint and the metadata server name the token by. */
+const accessTokenField = (token: string) => ({ access_token: token });
 
 export function googleServiceAccountSource(opts: GoogleSourceOptions): MintedSource {
   return mintedSource<string>({
@@ -91,6 +96,7 @@ export function googleServiceAccountSource(opts: GoogleSourceOptions): MintedSou
       const got = await opts.exchange(key.tokenUri, assertionJwt(key, opts.scope, Math.floor(nowMs / 1000)));
       return { value: got.accessToken, expiresAtMs: nowMs + got.expiresInSec * 1000 };
     },
+    fields: accessTokenField,
     use: bearer,
     present: () => {
       try {
@@ -100,6 +106,7 @@ export function googleServiceAccountSource(opts: GoogleSourceOptions): MintedSou
       }
     },
     onRefresh: opts.onRefresh,
+    waitMs: opts.waitMs,
   });
 }
 
@@ -108,7 +115,7 @@ export function googleServiceAccountSource(opts: GoogleSourceOptions): MintedSou
  * identity, Compute Engine): plain HTTP to the link-local metadata address, as Google's own
  * libraries do (`GCE_METADATA_HOST` moves it, e.g. for tests), with `Metadata-Flavor: Google`.
  */
-export function googleMetadataSource(opts: { readonly metadataHost: string; readonly fetchJson: (url: string, headers: Record<string, string>) => Promise<unknown>; readonly onRefresh: GoogleSourceOptions['onRefresh'] }): MintedSource {
+export function googleMetadataSource(opts: { readonly metadataHost: string; readonly fetchJson: (url: string, headers: Record<string, string>) => Promise<unknown>; readonly onRefresh: GoogleSourceOptions['onRefresh']; readonly waitMs?: number }): MintedSource {
   return mintedSource<string>({
     type: 'google-metadata',
     what: 'Google access token from the metadata server',
@@ -118,8 +125,10 @@ export function googleMetadataSource(opts: { readonly metadataHost: string; read
       if (typeof token.access_token !== 'string' || typeof token.expires_in !== 'number') throw new Error('the metadata server answered without access_token and expires_in');
       return { value: token.access_token, expiresAtMs: nowMs + token.expires_in * 1000 };
     },
+    fields: accessTokenField,
     use: bearer,
     present: () => true,
     onRefresh: opts.onRefresh,
+    waitMs: opts.waitMs,
   });
 }
