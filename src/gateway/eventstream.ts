@@ -7,11 +7,14 @@
 // marks the stream corrupt (recorded as such), never a buffer that grows.
 import { crc32 } from 'node:zlib';
 import type { EventReader } from './sse.ts';
-import { redactBody } from '../http/redact.ts';
+import { carriesSecret } from '../http/redact.ts';
 
 /** The largest frame read (Bedrock's chunks are small; a message_start with a big prompt echo fits). */
 const MAX_FRAME_BYTES = 1024 * 1024;
 const PRELUDE_BYTES = 12;
+
+/** A header's value length by type, where fixed: 0/1 bool (none), 2 byte, 3 short, 4 int, 5 long, 8 timestamp, 9 uuid (6 bytes and 7 string say theirs). */
+const FIXED_VALUE_BYTES: Readonly<Record<number, number>> = { 0: 0, 1: 0, 2: 1, 3: 2, 4: 4, 5: 8, 8: 8, 9: 16 };
 
 /** Pure: the headers of one frame whose value type is a string (type 7), by name. */
 export function frameHeaders(bytes: Buffer): Map<string, string> | undefined {
@@ -23,15 +26,13 @@ export function frameHeaders(bytes: Buffer): Map<string, string> | undefined {
     i += 1 + nameLength;
     const type = bytes[i];
     i += 1;
-    // Value lengths by type: 0/1 bool (none), 2 byte, 3 short, 4 int, 5 long, 6 bytes, 7 string, 8 timestamp, 9 uuid.
-    const fixed: Record<number, number> = { 0: 0, 1: 0, 2: 1, 3: 2, 4: 4, 5: 8, 8: 8, 9: 16 };
     if (type === 6 || type === 7) {
       if (i + 2 > bytes.length) return undefined;
       const length = bytes.readUInt16BE(i);
       if (type === 7) out.set(name, bytes.subarray(i + 2, i + 2 + length).toString('utf8'));
       i += 2 + length;
-    } else if (type !== undefined && fixed[type] !== undefined) {
-      i += fixed[type];
+    } else if (type !== undefined && FIXED_VALUE_BYTES[type] !== undefined) {
+      i += FIXED_VALUE_BYTES[type];
     } else {
       return undefined;
     }
@@ -89,12 +90,41 @@ export class EventStreamFramer {
   }
 }
 
+/** A string field this long or longer, all of it in the base64 or base64url alphabet, is decoded and checked too. */
+const ENCODED_FIELD = /^[A-Za-z0-9+/_-]{16,}={0,2}$/;
+
+/**
+ * Pure: the strings anywhere in a frame's payload when that is JSON (not only a chunk's `bytes`:
+ * a reader that ignores case reads `Bytes` too). Walked with a stack: a payload nested a million
+ * deep cannot overflow the call stack and so skip the check.
+ */
+function payloadStrings(frame: Buffer): string[] {
+  const headersLength = frame.length >= 8 ? frame.readUInt32BE(4) : 0;
+  let payload: unknown;
+  try {
+    payload = JSON.parse(frame.subarray(PRELUDE_BYTES + headersLength, Math.max(PRELUDE_BYTES + headersLength, frame.length - 4)).toString('utf8'));
+  } catch {
+    return []; // not JSON: its bytes are checked as they are
+  }
+  const strings: string[] = [];
+  const stack = [payload];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (typeof value === 'string') strings.push(value);
+    else if (typeof value === 'object' && value !== null) for (const inner of Object.values(value)) stack.push(inner);
+  }
+  return strings;
+}
+
 /**
  * The relay's guard over an event stream: whole frames pass as they complete (a stream whose
  * upstream writes whole frames, as Bedrock does, is not delayed), a partial frame is held until
- * its end arrives, and a frame whose bytes or decoded payload carry a secret in any form is not
- * relayed: redacting inside a frame would break its length and CRC, so the stream is cut there
- * (the client sees a broken stream, never the secret).
+ * its end arrives, and a frame that carries a secret is not relayed: redacting inside a frame
+ * would break its length and CRC, so the stream is cut there (the client sees a broken stream,
+ * never the secret). A frame carries one when its bytes hold any form `redactBody` replaces
+ * (base64 once or twice included, in a header value, the payload or an exception's message), or
+ * when a string in its JSON payload that is all base64 or base64url (a chunk's `bytes`, any other
+ * field) decodes to text that does: the event inside a chunk is checked in every form too.
  */
 export class EventStreamGuard {
   readonly #secrets: readonly string[];
@@ -127,18 +157,7 @@ export class EventStreamGuard {
   }
 
   #check(frame: Buffer): void {
-    if (redactBody(frame, this.#secrets) !== frame) throw new Error('an event-stream frame carries a credential');
-    const headersLength = frame.length >= 8 ? frame.readUInt32BE(4) : 0;
-    const payload = frame.subarray(PRELUDE_BYTES + headersLength, Math.max(PRELUDE_BYTES + headersLength, frame.length - 4));
-    try {
-      const bytes = (JSON.parse(payload.toString('utf8')) as { bytes?: unknown }).bytes;
-      if (typeof bytes === 'string') {
-        const decoded = Buffer.from(bytes, 'base64');
-        if (redactBody(decoded, this.#secrets) !== decoded) throw new Error('an event-stream frame carries a credential');
-      }
-    } catch (err) {
-      if ((err as Error).message.includes('credential')) throw err;
-      // not JSON: checked as bytes above
-    }
+    const carried = carriesSecret(frame, this.#secrets) || payloadStrings(frame).some((s) => ENCODED_FIELD.test(s) && carriesSecret(Buffer.from(s, 'base64'), this.#secrets));
+    if (carried) throw new Error('an event-stream frame carries a credential');
   }
 }

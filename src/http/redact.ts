@@ -1,77 +1,244 @@
 // What comes back from an upstream must not hand a workload our credential, in any form a client
 // would decode back into it: literal, in another case, JSON-escaped (`\u0073k-...`, `\/`),
-// percent-encoded, base64 in a header, compressed. Used by both listeners: error bodies are read
-// whole, decoded and redacted; the gateway's relayed bodies and streams pass through a
+// percent-encoded once or twice, as HTML character references, base64 or base64url (at any byte
+// offset, once or twice over), in a header, compressed. Used by both listeners: error bodies are
+// read whole, decoded and redacted; the gateway's relayed bodies and streams pass through a
 // redactor that holds back at most one partial event.
 import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
 
 const REDACTED = '[REDACTED]';
 
-/** Per character of a secret: the forms a decoder turns back into it. */
-function charForms(byte: number): string {
+/** The longest text one character of a secret takes in any of its forms (`\u00XX`, `&#xXX;`, `&quot;`). */
+const LONGEST_CHAR_FORM = 6;
+
+/** The named HTML references of ASCII characters an encoder writes (any other is numeric). */
+const NAMED_REFERENCES: Readonly<Record<string, string>> = { '&': 'amp', '<': 'lt', '>': 'gt', '"': 'quot', "'": 'apos' };
+
+/**
+ * Per character of a secret: the forms a decoder turns back into it: itself, JSON-escaped, percent-
+ * encoded once or twice and, with `references`, an HTML character reference. Percent-encoding is
+ * of bytes, so a UTF-8 byte of a non-ASCII secret has that form too; the others name code points.
+ */
+function charForms(byte: number, references: boolean): string {
   const ch = String.fromCharCode(byte);
   const literal = /[A-Za-z0-9]/.test(ch) ? ch : `\\x${byte.toString(16).padStart(2, '0')}`;
-  if (byte >= 0x80) return literal; // a UTF-8 byte of a non-ASCII secret: only as itself
   const hex = byte.toString(16).padStart(2, '0');
-  const forms = [literal, `\\\\u00${hex}`, `%${hex}`];
-  if (ch === '/') forms.push('\\\\/');
+  const percent = `%(?:25)?${hex}`;
+  if (byte >= 0x80) return `(?:${literal}|${percent})`;
+  const forms = [literal, `\\\\u00${hex}`, percent];
+  if (ch === '/' || ch === '"' || ch === '\\') forms.push(`\\\\${literal}`);
+  if (references) forms.push(`&#(?:${byte}|x${hex});?`);
+  if (references && NAMED_REFERENCES[ch] !== undefined) forms.push(`&${NAMED_REFERENCES[ch]};`);
   return `(?:${forms.join('|')})`;
 }
 
-const patterns = new Map<string, RegExp>();
+/**
+ * Pure: the base64 and base64url text that `bytes` become inside a longer encoded string, for each
+ * of the three byte offsets they can start at. A character of base64 carries six bits: those that
+ * also carry a bit of a neighbouring byte (the first one or two, the last one or two) depend on
+ * what surrounds the secret and are left out; what remains appears, unchanged, wherever the bytes
+ * are encoded at that offset. Empty strings are left out.
+ */
+export function base64Forms(bytes: Buffer): string[] {
+  const forms = new Set<string>();
+  for (let offset = 0; offset < 3; offset++) {
+    const encoded = Buffer.concat([Buffer.alloc(offset), bytes]).toString('base64');
+    const stable = encoded.slice(Math.ceil((8 * offset) / 6), Math.floor((8 * (offset + bytes.length)) / 6));
+    if (stable === '') continue;
+    forms.add(stable);
+    forms.add(stable.replace(/\+/g, '-').replace(/\//g, '_'));
+  }
+  return [...forms];
+}
+
+/** An encoded form shorter than this is not looked for: it would be found by chance in base64 data (12 characters are 72 bits). */
+const SHORTEST_ENCODED_FORM = 12;
 
 /**
- * Pure: a regular expression (global, case-insensitive) matching any of `secrets` with each
- * character literal, JSON-escaped or percent-encoded, over text read as latin1 (one character per
- * byte). Secrets are long random strings: a match in another case is the secret, never chance.
- * Undefined when there is no secret. Built once per set.
+ * Pure: the encoded forms of one secret: base64 and base64url at each offset, and the same of each
+ * of those (a secret encoded twice).
+ *
+ * Doubly encoded text is found by its own precomputed forms, not by decoding runs of base64 found
+ * in a body and looking inside: a run starts wherever the characters before it happen to be in
+ * the alphabet (`key=c2st...`), so decoding it means four alignments of every run in every chunk
+ * of every answer, paid per byte relayed. The 36 doubly encoded forms are computed once per
+ * secret and found by the same sampling search as the 6 single ones, which costs per byte what it
+ * costs for one form. Three times over or more is not looked for in a text body (an event-stream
+ * frame's fields are decoded once more: eventstream.ts).
  */
-function secretPattern(secrets: readonly string[]): RegExp | undefined {
+function encodedForms(secret: string): string[] {
+  const once = base64Forms(Buffer.from(secret, 'utf8'));
+  const twice = once.flatMap((form) => base64Forms(Buffer.from(form, 'latin1')));
+  return [...new Set([...once, ...twice])].filter((form) => form.length >= SHORTEST_ENCODED_FORM);
+}
+
+/** Characters of an encoded form that an encoder escapes (`\/`, `%2B`, `&#x2F;`); letters, digits, `-` and `_` it never does. */
+const ESCAPABLE_IN_ENCODED = /[+/]/;
+
+type Range = readonly [start: number, end: number];
+
+/** The length of the grams the sampling search looks up. */
+const GRAM = 3;
+const gramAt = (text: string, at: number): number => (text.charCodeAt(at) << 16) | (text.charCodeAt(at + 1) << 8) | text.charCodeAt(at + 2);
+
+/**
+ * Finds a set of long strings (the encoded forms) in text read as latin1, looking at a fraction of
+ * it. Every form is at least `shortest` characters long, so any place where one occurs covers a
+ * whole gram starting at a multiple of `step` = `shortest - GRAM + 1`: only those grams are looked
+ * up, and each place the gram has in a form is checked with `startsWith`. A 168-character key's
+ * forms are 220 characters or more: one lookup per 218 bytes relayed.
+ */
+class SampledForms {
+  readonly #forms: readonly string[];
+  /** Per gram: where it is in the forms, as pairs (form, offset). */
+  readonly #places = new Map<number, number[]>();
+  readonly #step: number;
+
+  constructor(forms: readonly string[]) {
+    this.#forms = forms;
+    this.#step = Math.min(...forms.map((f) => f.length)) - GRAM + 1;
+    forms.forEach((form, f) => {
+      for (let i = 0; i + GRAM <= form.length; i++) {
+        const gram = gramAt(form, i);
+        const places = this.#places.get(gram);
+        if (places === undefined) this.#places.set(gram, [f, i]);
+        else places.push(f, i);
+      }
+    });
+  }
+
+  /** Every place a form occurs in `text`, added to `found` (a place may be added twice). */
+  find(text: string, found: Range[]): void {
+    for (let at = 0; at + GRAM <= text.length; at += this.#step) {
+      const places = this.#places.get(gramAt(text, at));
+      if (places === undefined) continue;
+      for (let i = 0; i < places.length; i += 2) {
+        const form = this.#forms[places[i]!]!;
+        const start = at - places[i + 1]!;
+        if (start >= 0 && text.startsWith(form, start)) found.push([start, start + form.length]);
+      }
+    }
+  }
+}
+
+/** What redaction looks for, built once per set of secrets. */
+type SecretForms = {
+  /** The secrets, and any encoded form an encoder escapes, with each character in any of its forms but an HTML reference (any case). */
+  readonly escaped: RegExp;
+  /** The same with HTML character references: twice as slow, so used only on text that holds one (`referenceStart`). */
+  readonly referenced: RegExp;
+  /** `&#`, or `&` when a secret has a character with a named reference (`&amp;`). */
+  readonly referenceStart: string;
+  /** The other encoded forms, as written. */
+  readonly sampled: SampledForms | undefined;
+  /** The longest text any form can take. */
+  readonly longest: number;
+};
+
+/** Built forms by secret set, the least recently used dropped first (a minted token rotates every hour). */
+const built = new Map<string, SecretForms>();
+const MAX_BUILT = 32;
+
+/**
+ * The forms of `secrets` to look for, built once per set (and kept for the last 32 sets);
+ * undefined when there is no secret. The regular expression reads text as latin1 (one character
+ * per byte) and ignores case: secrets are long random strings, so a match in another case is the
+ * secret, never chance. Encoded forms of letters, digits, `-` and `_` are found as written, by
+ * sampling: a regular expression alternating between dozens of long forms is a hundred times
+ * slower. Those are every doubly encoded form, and every form of a secret of ASCII characters
+ * other than `>`, `?`, `~` and DEL (only those, or a non-ASCII byte, give base64 a `+` or `/`).
+ * A form with `+` or `/`, which encoders escape, joins the regular expression instead, at that
+ * cost for that secret.
+ */
+function secretForms(secrets: readonly string[]): SecretForms | undefined {
   const usable = secrets.filter((s) => s.length > 0);
   if (usable.length === 0) return undefined;
   const key = usable.join('\u0000');
-  let re = patterns.get(key);
-  if (!re) {
-    re = new RegExp(usable.map((s) => [...Buffer.from(s, 'utf8')].map(charForms).join('')).join('|'), 'gi');
-    patterns.set(key, re);
+  let forms = built.get(key);
+  if (forms !== undefined) {
+    built.delete(key);
+    built.set(key, forms);
+    return forms;
   }
-  return re;
+  const encoded = [...new Set(usable.flatMap(encodedForms))];
+  const escapedForms = [...usable.map((s) => Buffer.from(s, 'utf8')), ...encoded.filter((f) => ESCAPABLE_IN_ENCODED.test(f)).map((f) => Buffer.from(f, 'latin1'))];
+  const sampled = encoded.filter((f) => !ESCAPABLE_IN_ENCODED.test(f));
+  forms = {
+    escaped: new RegExp(escapedForms.map((bytes) => [...bytes].map((b) => charForms(b, false)).join('')).join('|'), 'gi'),
+    referenced: new RegExp(escapedForms.map((bytes) => [...bytes].map((b) => charForms(b, true)).join('')).join('|'), 'gi'),
+    referenceStart: escapedForms.some((bytes) => bytes.some((b) => NAMED_REFERENCES[String.fromCharCode(b)] !== undefined)) ? '&' : '&#',
+    sampled: sampled.length > 0 ? new SampledForms(sampled) : undefined,
+    longest: Math.max(...escapedForms.map((bytes) => bytes.length * LONGEST_CHAR_FORM), ...sampled.map((f) => f.length)),
+  };
+  built.set(key, forms);
+  if (built.size > MAX_BUILT) built.delete(built.keys().next().value!);
+  return forms;
 }
 
-/** The longest text one secret's encoded form can take (each byte as `\u00XX`). */
-function longestForm(secrets: readonly string[]): number {
-  return Math.max(0, ...secrets.map((s) => Buffer.byteLength(s) * 6));
+/** Pure: where any form occurs in `text`, in order, overlapping places joined. */
+function placesOf(text: string, forms: SecretForms): Range[] {
+  const found: Range[] = [];
+  const re = text.includes(forms.referenceStart) ? forms.referenced : forms.escaped;
+  re.lastIndex = 0;
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) found.push([m.index, m.index + m[0].length]);
+  forms.sampled?.find(text, found);
+  if (found.length < 2) return found;
+  found.sort((a, b) => a[0] - b[0]);
+  const joined: Range[] = [found[0]!];
+  for (const [start, end] of found.slice(1)) {
+    const last = joined[joined.length - 1]!;
+    if (start < last[1]) joined[joined.length - 1] = [last[0], Math.max(last[1], end)];
+    else joined.push([start, end]);
+  }
+  return joined;
 }
 
 /** Pure: `body` with every form of every secret replaced; the same Buffer when there is none. */
 export function redactBody(body: Buffer, secrets: readonly string[]): Buffer {
-  const re = secretPattern(secrets);
-  if (re === undefined) return body;
+  const forms = secretForms(secrets);
+  return forms === undefined ? body : redactForms(body, forms);
+}
+
+function redactForms(body: Buffer, forms: SecretForms): Buffer {
   const text = body.toString('latin1');
-  re.lastIndex = 0;
-  if (!re.test(text)) return body;
-  re.lastIndex = 0;
-  return Buffer.from(text.replace(re, REDACTED), 'latin1');
+  const places = placesOf(text, forms);
+  return places.length === 0 ? body : replacePlaces(text, places);
+}
+
+/** Pure: `text` with each place (in order, apart) replaced by the marker, as latin1 bytes. */
+function replacePlaces(text: string, places: readonly Range[]): Buffer {
+  let out = '';
+  let from = 0;
+  for (const [start, end] of places) {
+    out += text.slice(from, start) + REDACTED;
+    from = end;
+  }
+  return Buffer.from(out + text.slice(from), 'latin1');
 }
 
 const BASE64_RUN = /[A-Za-z0-9+/_-]{12,}={0,2}/g;
 
 /**
+ * Pure: whether `text` (read as latin1) carries a secret in any form `redactBody` replaces. For a
+ * caller that cannot redact in place and must refuse instead (an event-stream frame).
+ */
+export function carriesSecret(text: Buffer, secrets: readonly string[]): boolean {
+  const forms = secretForms(secrets);
+  return forms !== undefined && placesOf(text.toString('latin1'), forms).length > 0;
+}
+
+/**
  * Pure: whether a response header value carries a secret in a form a client decodes: any of the
- * body forms, percent-encoded as a whole, or inside a base64 or base64url run (`Basic ...`, a
- * token echoed in an encoded cookie).
+ * body forms, or inside a base64 or base64url run once decoded (`Basic ...`, a token echoed in an
+ * encoded cookie, so also an escaped form of the secret that was then encoded).
  */
 export function headerCarriesSecret(value: string, secrets: readonly string[]): boolean {
-  const re = secretPattern(secrets);
-  if (re === undefined) return false;
-  const found = (text: string) => {
-    re.lastIndex = 0;
-    return re.test(text);
-  };
-  if (found(value)) return true;
+  const forms = secretForms(secrets);
+  if (forms === undefined) return false;
+  if (placesOf(value, forms).length > 0) return true;
   for (const run of value.match(BASE64_RUN) ?? []) {
     const decoded = Buffer.from(run.replace(/-/g, '+').replace(/_/g, '/'), 'base64').toString('latin1');
-    if (found(decoded)) return true;
+    if (placesOf(decoded, forms).length > 0) return true;
   }
   return false;
 }
@@ -119,38 +286,48 @@ const EVENT_END = Buffer.from('\n\n');
 
 /**
  * Redacts a relayed body chunk by chunk. A secret may be split across chunks, so the bytes after
- * the last complete event (for a stream; for a plain body, the last `longestForm` bytes) are held
+ * the last complete event (for a stream; for a plain body, the longest text a form can take) are held
  * until the rest arrives: a stream whose upstream writes whole events, as every provider does,
  * is relayed without delay. No form of a secret spans an event boundary (none holds a blank line).
  */
 export class StreamRedactor {
-  readonly #secrets: readonly string[];
+  readonly #forms: SecretForms | undefined;
   readonly #window: number;
   readonly #events: boolean;
   #held: Buffer = Buffer.alloc(0);
 
   /** `events`: the body is an event stream, cut at blank lines. */
   constructor(secrets: readonly string[], events: boolean) {
-    this.#secrets = secrets;
-    this.#window = longestForm(secrets);
+    this.#forms = secretForms(secrets);
+    this.#window = this.#forms?.longest ?? 0;
     this.#events = events;
   }
 
   /** The bytes to relay now (possibly none). */
   push(chunk: Buffer): Buffer {
-    const text = redactBody(this.#held.length === 0 ? chunk : Buffer.concat([this.#held, chunk]), this.#secrets);
-    let cut = this.#events ? text.lastIndexOf(EVENT_END) + EVENT_END.length : 0;
+    const body = this.#held.length === 0 ? chunk : Buffer.concat([this.#held, chunk]);
+    let cut = this.#events ? body.lastIndexOf(EVENT_END) + EVENT_END.length : 0;
     if (cut === EVENT_END.length - 1) cut = 0; // no complete event
-    // A secret's form ends within the window: anything before it is safe to let through.
-    if (text.length - cut > (this.#events ? MAX_HELD_BYTES : this.#window)) cut = Math.max(cut, text.length - this.#window);
-    this.#held = text.subarray(cut);
-    return text.subarray(0, cut);
+    // A form that starts before the window is complete: anything before it is safe to let through.
+    if (body.length - cut > (this.#events ? MAX_HELD_BYTES : this.#window)) cut = Math.max(cut, body.length - this.#window);
+    if (this.#forms === undefined || cut === 0) {
+      this.#held = body.subarray(cut);
+      return body.subarray(0, cut);
+    }
+    // What is held stays as it came: a form is matched once, whole, never a part of it that a
+    // decoder would read as complete (`&#115` before its `;` arrives).
+    const text = body.toString('latin1');
+    const places = placesOf(text, this.#forms);
+    for (const [start, end] of places) if (start < cut && end > cut) cut = start; // a form across the window's edge is held whole
+    const before = places.filter(([, end]) => end <= cut);
+    this.#held = body.subarray(cut);
+    return before.length === 0 ? body.subarray(0, cut) : replacePlaces(text.slice(0, cut), before);
   }
 
-  /** At the end of the body: whatever is still held. */
+  /** At the end of the body: whatever is still held, redacted. */
   end(): Buffer {
     const rest = this.#held;
     this.#held = Buffer.alloc(0);
-    return rest;
+    return this.#forms === undefined ? rest : redactForms(rest, this.#forms);
   }
 }

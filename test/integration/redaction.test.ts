@@ -1,15 +1,23 @@
 // What comes back from an upstream never hands the workload our credential, in any form a client
 // decodes, on both listeners (the BUILT proxy): compressed error bodies are decoded before they
-// are redacted (or refused as 502), JSON-escaped echoes and error events inside a 200 stream are
+// are redacted (or refused as 502), JSON-escaped, base64 (once or twice), HTML-escaped and twice
+// percent-encoded echoes in error bodies, JSON answers and events inside a 200 stream are
 // redacted, headers carrying the key in another case, percent-encoded or in base64 are dropped,
-// and a git host's error page is redacted like the gateway's.
+// a Bedrock event stream is cut before a frame carrying the key, and a git host's error page is
+// redacted like the gateway's.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
+import { encodeFrame } from '../support/cloud-fakes.ts';
 import { send, type Reply } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { base64Of, doublePercentOf, htmlReferencesOf, recoverablePiece } from '../support/secret-forms.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 
@@ -23,6 +31,11 @@ let model: ModelUpstream;
 let gitBearer: TestUpstream;
 let gitBasic: TestUpstream;
 let proxy: ProxyProcess;
+/** A gateway whose one provider is Bedrock (the same fake upstream), signing with AWS_SECRET. */
+let bedrockGateway: ProxyProcess;
+const AWS_SECRET = `aws${randomBytes(18).toString('base64url')}`;
+const BEDROCK_MODEL = 'us.anthropic.claude-opus-5-5';
+let dir: string;
 
 before(async () => {
   pki = makeTestPki();
@@ -43,10 +56,14 @@ before(async () => {
     args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0'],
     listeners: ['git', 'model'],
   });
+  dir = mkdtempSync(join(tmpdir(), 'redaction-'));
+  writeFileSync(join(dir, 'providers.json'), JSON.stringify({ providers: [{ name: 'bedrock', kind: 'anthropic-bedrock', baseUrl: model.baseUrl.replace(/\/v1$/, ''), region: 'us-east-1', credential: { type: 'aws-sigv4', accessKeyIdEnv: 'AWS_ID', secretAccessKeyEnv: 'AWS_SECRET', region: 'us-east-1' }, models: [BEDROCK_MODEL], caFile: pki.caFile }] }));
+  bedrockGateway = await startProxy({ env: { AWS_ID: 'AKIDREDACTION', AWS_SECRET, NODE_EXTRA_CA_CERTS: pki.caFile }, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')], listeners: ['model'] });
 });
 
 after(async () => {
-  await proxy?.stop();
+  await Promise.all([proxy?.stop(), bedrockGateway?.stop()]);
+  if (dir) rmSync(dir, { recursive: true, force: true });
   await Promise.all([model?.close(), gitBearer?.close(), gitBasic?.close()]);
   pki?.cleanup();
 });
@@ -54,13 +71,14 @@ after(async () => {
 const escapeAll = (s: string) => [...s].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
 const chat = (stream = false) => send(proxy.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-test', stream, messages: [{ role: 'user', content: 'hi' }] }) });
 
-/** Every form of every secret the test knows, checked in the whole answer (head and body). */
+/** Every form of every secret the test knows, checked in the whole answer (head and body), and no piece of one a client could decode back. */
 function assertClean(reply: Reply, ...secrets: string[]): void {
   const text = `${JSON.stringify(reply.headers)}\n${reply.body.toString('latin1')}`;
   for (const s of secrets) {
     for (const form of [s, s.toUpperCase(), escapeAll(s), encodeURIComponent(s), Buffer.from(s).toString('base64')]) {
       assert.ok(!text.toLowerCase().includes(form.toLowerCase()), `a form of the secret reached the client: ${form}`);
     }
+    assert.equal(recoverablePiece(text, s), undefined, 'a piece of the secret can be decoded from what reached the client');
   }
 }
 
@@ -158,4 +176,78 @@ test('redaction, git: a git host 403 echoing the basic credential (base64, or th
   assert.equal(reply.body.toString(), '{"message":"denied for Basic [REDACTED]","password":"[REDACTED]"}');
   assert.equal(reply.headers['x-echo'], undefined);
   assertClean(reply, GIT_PASSWORD, BASIC);
+});
+
+test('redaction, gateway: an error body echoing the key base64- and base64url-encoded at each byte offset, and base64-encoded twice, is redacted and stays JSON', async () => {
+  const forms = [base64Of(KEY), base64Of(KEY, 'k'), base64Of(KEY, 'Bearer '), base64Of(KEY, 'x', '', 'base64url'), base64Of(KEY, 'xy', '', 'base64url'), base64Of(base64Of(KEY, 'u:'), 'a')];
+  model.script((_req, res) => res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'invalid credential', seen: forms } })));
+  const relayed = await chat();
+  assert.equal(relayed.status, 400);
+  const seen = (JSON.parse(relayed.body.toString()) as { error: { seen: string[] } }).error.seen;
+  assert.equal(seen.length, forms.length);
+  for (const s of seen) assert.match(s, /\[REDACTED\]/);
+  assertClean(relayed, KEY);
+});
+
+test('redaction, gateway: a 200 stream echoing the key base64-encoded, as HTML references and percent-encoded twice, each split across writes, is redacted', async () => {
+  const forms = [base64Of(KEY, 'ke'), htmlReferencesOf(KEY), doublePercentOf(KEY), base64Of(base64Of(KEY))];
+  model.script((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const events = forms.map((f) => `data: {"choices":[{"delta":{"content":"echo ${f} end"}}]}\n\n`).join('') + 'data: [DONE]\n\n';
+    const cuts = forms.map((f) => events.indexOf(f) + Math.floor(f.length / 2));
+    let from = 0;
+    const next = (i: number): void => {
+      if (i === cuts.length) return void res.end(events.slice(from));
+      res.write(events.slice(from, cuts[i]));
+      from = cuts[i]!;
+      setImmediate(() => next(i + 1));
+    };
+    next(0);
+  });
+  const reply = await chat(true);
+  assert.equal(reply.status, 200);
+  const body = reply.body.toString();
+  assert.equal(body.match(/echo [\w-]*\[REDACTED\][\w=-]* end/g)?.length, forms.length, body);
+  assert.match(body, /data: \[DONE\]/);
+  assertClean(reply, KEY);
+});
+
+test('redaction, gateway: a 200 JSON answer echoing the key base64-encoded is redacted', async () => {
+  model.script((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'c', object: 'chat.completion', model: 'gpt-test', choices: [{ index: 0, message: { role: 'assistant', content: `debug ${base64Of(KEY, 'k')}` } }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } })));
+  const reply = await chat();
+  assert.equal(reply.status, 200);
+  assert.match((JSON.parse(reply.body.toString()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content, /^debug [\w-]*\[REDACTED\]/);
+  assertClean(reply, KEY);
+});
+
+/** A request whose answer may be cut: what arrived before the end or the cut, and whether it ended cleanly. */
+function sendUntilCut(port: number, path: string, body: string): Promise<{ status: number; body: Buffer; complete: boolean }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, method: 'POST', path, headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', authorization: 'Bearer bot' }, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', () => {}); // a cut stream: 'close' says so
+      res.on('close', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), complete: res.complete }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('redaction, gateway (Bedrock event stream): an exception frame whose message holds the key base64-encoded is never relayed; the stream is cut after the frames before it', async () => {
+  const CHUNK = { ':event-type': 'chunk', ':content-type': 'application/json', ':message-type': 'event' };
+  const chunkOf = (event: unknown) => encodeFrame(CHUNK, Buffer.from(JSON.stringify({ bytes: Buffer.from(JSON.stringify(event)).toString('base64') })));
+  const first = chunkOf({ type: 'message_start', message: { id: 'msg_r', type: 'message', role: 'assistant', model: BEDROCK_MODEL, content: [], usage: { input_tokens: 3, output_tokens: 1 } } });
+  const leak = encodeFrame({ ':message-type': 'exception', ':exception-type': 'validationException', ':content-type': 'application/json' }, Buffer.from(JSON.stringify({ message: `The request signature we calculated does not match; secret ${base64Of(AWS_SECRET, 'k')}` })));
+  const last = chunkOf({ type: 'message_stop' });
+  model.script((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/vnd.amazon.eventstream' });
+    res.write(first);
+    setImmediate(() => res.end(Buffer.concat([leak, last])));
+  });
+  const reply = await sendUntilCut(bedrockGateway.ports.model!, `/model/${BEDROCK_MODEL}/invoke-with-response-stream`, JSON.stringify({ anthropic_version: 'bedrock-2023-05-31', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }));
+  assert.equal(reply.status, 200);
+  assert.equal(reply.complete, false, 'the stream is cut, not ended');
+  assert.deepEqual(reply.body, first, 'the frame before it arrived whole, nothing after');
+  assert.equal(recoverablePiece(reply.body, AWS_SECRET), undefined);
 });

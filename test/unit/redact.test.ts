@@ -1,8 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
-import { decodeBody, headerCarriesSecret, redactBody, StreamRedactor } from '../../src/http/redact.ts';
+import { base64Forms, decodeBody, headerCarriesSecret, redactBody, StreamRedactor } from '../../src/http/redact.ts';
 import { scrubResponseHeaders } from '../../src/http/headers.ts';
+import { mulberry32 } from '../support/prng.ts';
+import { base64Of, doublePercentOf, htmlReferencesOf, recoverablePiece } from '../support/secret-forms.ts';
 
 const redactSecret = (body: Buffer, secret: string) => redactBody(body, [secret]);
 
@@ -105,4 +107,129 @@ test('redaction: a stream is redacted event by event, a key split across chunks 
   const plain = new StreamRedactor([KEY], false);
   const head = plain.push(Buffer.from(`{"text":"${'x'.repeat(1000)}`)).toString();
   assert.ok(head.length > 800 && head.length < 1010);
+});
+
+// ---- encoded forms: base64, base64url, twice over, HTML references, percent twice ----
+
+const LONG_KEY = `sk-proj-${'Zq3xT9vB'.repeat(5)}0123456789abcdef`;
+/** A secret whose base64 holds `+` and `/` at every offset (three `?` or `~` in a row do it), which encoders escape. */
+const ODD_KEY = 'tok???with~~~odd-chars-0123456789abcdef';
+const jsonWith = (value: string) => Buffer.from(JSON.stringify({ error: { message: `the provider said: ${value}`, type: 'invalid_request_error' } }));
+
+/** The redacted body is still JSON, holds the marker, and no piece of the key can be read back from it. */
+function assertRedactedJson(out: Buffer, secret: string, form: string): void {
+  assert.doesNotThrow(() => JSON.parse(out.toString('utf8')), form);
+  assert.match(out.toString(), /\[REDACTED\]/, form);
+  assert.equal(recoverablePiece(out, secret), undefined, form);
+}
+
+for (const encoding of ['base64', 'base64url'] as const) {
+  test(`redaction, ${encoding}: the key ${encoding}-encoded at byte offset 0, 1 or 2 of what is encoded, with anything around it, is redacted and the JSON stays valid (redactBody)`, () => {
+    for (const key of [KEY, LONG_KEY, ODD_KEY]) {
+      for (const before of ['', 'k', 'ke', 'key', 'Bearer ', 'user:']) {
+        for (const after of ['', '!', '\n', ' tail']) {
+          const form = base64Of(key, before, after, encoding);
+          assert.ok(recoverablePiece(form, key) !== undefined, 'the oracle reads the key back from the form itself');
+          assertRedactedJson(redactBody(jsonWith(form), [key]), key, `${key} ${JSON.stringify(before)} ${JSON.stringify(after)}`);
+        }
+      }
+    }
+  });
+}
+
+test('redaction, base64 twice over: the key base64- or base64url-encoded twice, at every offset of each, is redacted (redactBody)', () => {
+  for (const key of [KEY, LONG_KEY, ODD_KEY]) {
+    for (const inner of ['base64', 'base64url'] as const) {
+      for (const outer of ['base64', 'base64url'] as const) {
+        for (const before of ['', 'a', 'ab']) {
+          for (const outerBefore of ['', 'x', 'xy']) {
+            const form = base64Of(base64Of(key, before, '.', inner), outerBefore, '', outer);
+            assertRedactedJson(redactBody(jsonWith(form), [key]), key, `${inner} then ${outer}, offsets ${before.length}/${outerBefore.length}`);
+          }
+        }
+      }
+    }
+  }
+});
+
+test('redaction, escaped base64: a form that holds + or / is redacted with those characters JSON-escaped, percent-encoded or as HTML references (redactBody)', () => {
+  for (const before of ['', 'k', 'ke']) {
+    const form = base64Of(ODD_KEY, before);
+    assert.match(form, /[+/]/, 'the form holds characters an encoder escapes');
+    const escapes = [form.replace(/\//g, '\\/'), form.replace(/\+/g, '\\u002b').replace(/\//g, '\\u002F'), encodeURIComponent(form), form.replace(/\//g, '&#x2F;').replace(/\+/g, '&#43;')];
+    for (const escaped of escapes) {
+      const out = redactBody(Buffer.from(`{"echo":"${escaped}"}`), [ODD_KEY]);
+      assert.match(out.toString(), /\[REDACTED\]/, escaped);
+      assert.equal(recoverablePiece(out, ODD_KEY), undefined, escaped);
+    }
+  }
+});
+
+test('redaction, HTML character references: the key as decimal, hex or named references, with or without the closing ;, is redacted (redactBody)', () => {
+  for (const key of [KEY, 'key&with<named>"refs\'-0123456789']) {
+    const named = [...key].map((c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' })[c] ?? c).join('');
+    for (const form of [htmlReferencesOf(key), named, htmlReferencesOf(key).toUpperCase()]) {
+      const out = redactBody(Buffer.from(`<p>Invalid key: ${form}</p>`), [key]);
+      assert.equal(out.toString(), '<p>Invalid key: [REDACTED]</p>', form);
+    }
+  }
+});
+
+test('redaction, percent-encoded twice: the key with every byte as %25XX, or mixed with single %XX and literal characters, is redacted (redactBody)', () => {
+  const mixed = [...KEY].map((c, i) => [c, `%${c.charCodeAt(0).toString(16)}`, `%25${c.charCodeAt(0).toString(16).toUpperCase()}`][i % 3]).join('');
+  for (const form of [doublePercentOf(KEY), mixed]) {
+    assert.equal(redactBody(Buffer.from(`{"url":"https://x/?k=${form}&z=1"}`), [KEY]).toString(), '{"url":"https://x/?k=[REDACTED]&z=1"}', form);
+  }
+  const utf8 = 'clé-secrète-0123456789';
+  assert.equal(redactBody(Buffer.from(`q=${encodeURIComponent(utf8)}`), [utf8]).toString(), 'q=[REDACTED]', 'a non-ASCII secret percent-encoded byte by byte');
+});
+
+test('base64Forms: whatever surrounds a secret, its base64 and base64url text holds one of the secret\'s forms (random secrets, prefixes and suffixes, seed 26)', () => {
+  const rng = mulberry32(26);
+  const bytes = (n: number) => Buffer.from(Array.from({ length: n }, () => rng.int(256)));
+  for (let i = 0; i < 2000; i++) {
+    const secret = bytes(rng.between(3, 60));
+    const forms = base64Forms(secret);
+    const text = Buffer.concat([bytes(rng.int(7)), secret, bytes(rng.int(4))]);
+    for (const encoding of ['base64', 'base64url'] as const) {
+      assert.ok(forms.some((f) => text.toString(encoding).includes(f)), `${secret.toString('hex')} in ${text.toString('hex')} (${encoding})`);
+    }
+  }
+});
+
+test('redaction: a MiB of base64 data and of text without the key is relayed as the same Buffer (no chance match in encoded forms)', () => {
+  const rng = mulberry32(7);
+  const data = Buffer.from(Array.from({ length: 768 * 1024 }, () => rng.int(256))).toString('base64');
+  for (const body of [Buffer.from(`{"b64_json":"${data}"}`), Buffer.from('the quick brown fox jumps over the lazy dog; '.repeat(24_000))]) {
+    assert.equal(redactBody(body, [KEY, LONG_KEY, ODD_KEY]), body);
+  }
+});
+
+test('redaction, StreamRedactor: each encoded form split between two chunks at every offset is redacted, as an event stream and as a plain body', () => {
+  const forms = {
+    base64: base64Of(LONG_KEY, 'k'),
+    base64url: base64Of(ODD_KEY, 'ke', '', 'base64url'),
+    'base64 twice': base64Of(base64Of(KEY, 'x')),
+    'HTML references': htmlReferencesOf(KEY),
+    'percent-encoded twice': doublePercentOf(KEY),
+  };
+  for (const [name, form] of Object.entries(forms)) {
+    const text = `data: {"a":1}\n\ndata: {"error":"saw ${form} here"}\n\ndata: {"z":2}\n\n`;
+    const whole = redactBody(Buffer.from(text), [KEY, LONG_KEY, ODD_KEY]).toString();
+    assert.match(whole, /^data: \{"a":1\}\n\ndata: \{"error":"saw [\w-]*\[REDACTED\][\w=-]* here"\}\n\ndata: \{"z":2\}\n\n$/, name);
+    for (const secret of [KEY, LONG_KEY, ODD_KEY]) assert.equal(recoverablePiece(whole, secret), undefined, name);
+    for (let cut = 1; cut < text.length; cut++) {
+      for (const events of [true, false]) {
+        const r = new StreamRedactor([KEY, LONG_KEY, ODD_KEY], events);
+        const out = Buffer.concat([r.push(Buffer.from(text.slice(0, cut))), r.push(Buffer.from(text.slice(cut))), r.end()]).toString();
+        assert.equal(out, whole, `${name}, cut at ${cut}, events ${events}`);
+      }
+    }
+  }
+});
+
+test('redaction: a response header carrying the key base64-encoded twice, or base64 of its JSON-escaped form, is dropped (headerCarriesSecret)', () => {
+  for (const value of [base64Of(base64Of(KEY, 'u:')), `Basic ${base64Of(escapeAll(KEY), 'x:')}`, htmlReferencesOf(KEY), doublePercentOf(KEY)]) {
+    assert.equal(headerCarriesSecret(value, [KEY]), true, value);
+  }
 });

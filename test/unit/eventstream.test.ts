@@ -1,0 +1,75 @@
+// The guard over a Bedrock event stream (src/gateway/eventstream.ts) against a credential in every
+// form: a frame cannot be redacted inside (its length and CRC would break), so one that carries
+// the key in any form a client decodes is never relayed and the stream is cut there. Each form
+// the security review of 2026-11-25 (finding 10) found relayed has its own test.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { EventStreamGuard } from '../../src/gateway/eventstream.ts';
+import { encodeFrame } from '../support/cloud-fakes.ts';
+import { base64Of, doublePercentOf, htmlReferencesOf } from '../support/secret-forms.ts';
+
+const KEY = 'wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY12';
+const escapeAll = (s: string) => [...s].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
+const delta = (text: string) => JSON.stringify({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } });
+const CHUNK = { ':event-type': 'chunk', ':content-type': 'application/json', ':message-type': 'event' };
+/** A chunk frame as Bedrock writes it: the event's JSON, base64-encoded, in `bytes`. */
+const chunk = (event: string, field = 'bytes', encoding: 'base64' | 'base64url' = 'base64') => encodeFrame(CHUNK, Buffer.from(JSON.stringify({ [field]: Buffer.from(event).toString(encoding), p: 'abcd' })));
+const exception = (message: string) => encodeFrame({ ':message-type': 'exception', ':exception-type': 'validationException', ':content-type': 'application/json' }, Buffer.from(JSON.stringify({ message })));
+const CLEAN = [chunk(delta('Hello')), chunk(delta(' there'))];
+
+/** What a client gets of `frames` through a guard: the bytes relayed, and whether the stream was cut. */
+function relay(frames: readonly Buffer[]): { relayed: Buffer; cut: boolean } {
+  const guard = new EventStreamGuard([KEY]);
+  const out: Buffer[] = [];
+  try {
+    for (const f of frames) out.push(guard.push(f));
+    out.push(guard.end());
+    return { relayed: Buffer.concat(out), cut: false };
+  } catch (err) {
+    assert.match((err as Error).message, /carries a credential/);
+    return { relayed: Buffer.concat(out), cut: true };
+  }
+}
+
+const FORMS: Record<string, () => Buffer> = {
+  'the key in a chunk\'s event': () => chunk(delta(`key ${KEY}`)),
+  'the key JSON-escaped in a chunk\'s event': () => chunk(delta(`key ${KEY}`).replace(KEY, escapeAll(KEY))),
+  'the key in a frame header value': () => encodeFrame({ ...CHUNK, 'x-echo': KEY }, Buffer.from('{}')),
+  'the key base64-encoded in a frame header value': () => encodeFrame({ ...CHUNK, 'x-echo': base64Of(KEY, 'Bearer ') }, Buffer.from('{}')),
+  'the key base64-encoded (offset 0) in an exception frame\'s message': () => exception(`bad credential ${base64Of(KEY)}`),
+  'the key base64-encoded (offset 1) in an exception frame\'s message': () => exception(`bad credential ${base64Of(KEY, 'k')}`),
+  'the key base64-encoded (offset 2) in an exception frame\'s message': () => exception(`bad credential ${base64Of(KEY, 'k:')}`),
+  'the key base64url-encoded in an exception frame\'s message': () => exception(`bad credential ${base64Of(KEY, 'x', '', 'base64url')}`),
+  'the key base64-encoded inside a chunk\'s event': () => chunk(delta(`here: ${base64Of(KEY)}`)),
+  'the key base64-encoded twice inside a chunk\'s event': () => chunk(delta(base64Of(base64Of(KEY)))),
+  'the key as HTML references inside a chunk\'s event': () => chunk(delta(htmlReferencesOf(KEY))),
+  'the key percent-encoded twice inside a chunk\'s event': () => chunk(delta(doublePercentOf(KEY))),
+  'the key in a chunk whose bytes are base64url': () => chunk(delta(`x ${KEY}`), 'bytes', 'base64url'),
+  'the key in a field named Bytes': () => chunk(delta(`x ${KEY}`), 'Bytes'),
+  'the key JSON-escaped, base64-encoded in a field named Bytes': () => chunk(delta(KEY).replace(KEY, escapeAll(KEY)), 'Bytes'),
+  'the key JSON-escaped, base64-encoded in a nested field of any name': () => encodeFrame(CHUNK, Buffer.from(JSON.stringify({ outer: [{ data: Buffer.from(`"${escapeAll(KEY)}"`).toString('base64') }] }))),
+};
+
+for (const [form, frame] of Object.entries(FORMS)) {
+  test(`event stream guard, ${form}: the frame is not relayed, the stream is cut there, and the frames before it pass whole`, () => {
+    const bad = frame();
+    assert.deepEqual(relay(CLEAN), { relayed: Buffer.concat(CLEAN), cut: false });
+    assert.deepEqual(relay([...CLEAN, bad, ...CLEAN]), { relayed: Buffer.concat(CLEAN), cut: true });
+  });
+}
+
+test('event stream guard: a frame carrying the key base64-encoded, split at every byte offset across two pushes, is never relayed', () => {
+  const wire = Buffer.concat([CLEAN[0]!, exception(`bad credential ${base64Of(KEY, 'k')}`)]);
+  for (let cut = 1; cut < wire.length; cut++) {
+    const { relayed, cut: wasCut } = relay([wire.subarray(0, cut), wire.subarray(cut)]);
+    assert.equal(wasCut, true, `split at ${cut}`);
+    assert.ok(relayed.equals(CLEAN[0]!.subarray(0, relayed.length)) && relayed.length <= CLEAN[0]!.length, `split at ${cut}`);
+  }
+});
+
+test('event stream guard: a base64 field 10,000 levels deep in a payload is decoded and checked (the payload is walked with a stack)', () => {
+  const deep = `${'['.repeat(10_000)}${JSON.stringify(Buffer.from(escapeAll(KEY)).toString('base64'))}${']'.repeat(10_000)}`;
+  assert.equal(relay([encodeFrame(CHUNK, Buffer.from(deep))]).cut, true);
+  const clean = `${'['.repeat(10_000)}"aGVsbG8gdGhlcmUsIG5vIGtleSBoZXJl"${']'.repeat(10_000)}`;
+  assert.equal(relay([encodeFrame(CHUNK, Buffer.from(clean))]).cut, false);
+});
