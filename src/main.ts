@@ -38,6 +38,7 @@ import type { MintedSource } from './gateway/credentials/minted.ts';
 import { LocalLimits, type LimitsStore } from './limits/admission.ts';
 import { RedisLimits } from './limits/redis-store.ts';
 import { RespClient } from './store/resp.ts';
+import { describeMarker, formatMarker, newEpoch, STATE_KEY, StoreStateWatch } from './store/state-marker.ts';
 import { parseLimitsFile, unpricedWarning, type LimitsPolicy } from './limits/policy.ts';
 
 const env = process.env;
@@ -349,38 +350,65 @@ function storePassword(file: string | undefined): SecretSource | undefined {
   return source;
 }
 
-type StoreMetrics = { limitsStore(up: boolean): void; limitsStoreError(): void; limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void };
+type StoreMetrics = { limitsStore(up: boolean): void; limitsStoreError(): void; limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void; limitsStoreStateLost(): void };
+
+/** The store the replicas share, and whether it lost its state (a store/state-marker.ts verdict, read on every call). */
+type SharedStore = { readonly client: RespClient; readonly stateLost: () => boolean };
 
 /**
  * The store the replicas share (--limits-store redis://), when there is one: the limits' state and
- * the deny list of revoked tokens. Its state changes are logged and counted.
+ * the deny list of revoked tokens. Its state changes are logged and counted: up and down, and a
+ * store found to have lost its state (its marker, checked on every connection before it carries a
+ * call and every few seconds), and trusted again. Its settings are checked at the first connection.
  */
-function openStore(options: ServeOptions, log: LogSink, metrics: StoreMetrics | undefined): RespClient | undefined {
+function openStore(options: ServeOptions, log: LogSink, metrics: StoreMetrics | undefined): SharedStore | undefined {
   if (options.limitsStore === 'memory') return undefined;
   const store = asUsageError(() => parseStoreUrl(options.limitsStore));
   const password = storePassword(options.limitsStorePasswordFile);
+  const where = `${store.host}:${store.port}`;
+  const policy = options.limitsStoreFailure;
+  const iso = (sec: number) => new Date(sec * 1000).toISOString();
+  const state = new StoreStateWatch({
+    maxTokenLifetimeSec: Math.floor(options.maxTokenLifetimeMs / 1000),
+    onWarning: (message) => log({ event: 'warning', store: where, message }),
+    onChange: (change) => {
+      if (change.state === 'trusted') {
+        log({ event: 'limits_store', state: 'trusted', store: where, reason: change.reason, failure_policy: policy });
+        return;
+      }
+      metrics?.limitsStoreStateLost();
+      const consequence = policy === 'closed'
+        ? `model calls are refused and tokens are unchecked (503) until an operator runs confirm-store-reset, or until ${iso(change.untilSec)}, when every token issued before has expired`
+        : 'calls go on without them (--limits-store-failure open)';
+      log({ event: 'limits_store', state: 'lost', store: where, lost_at: iso(change.lostAtSec), until: iso(change.untilSec), failure_policy: policy, message: `the limits store lost its state (restarted empty, flushed or evicting): revocations and spend written before ${iso(change.lostAtSec)} may be gone; ${consequence}` });
+    },
+  });
   metrics?.limitsStore(false);
-  return new RespClient({
+  const client = new RespClient({
     ...store,
     password,
     name: 'the limits store',
+    handshake: (command) => state.onConnect(command),
     onState: (up, why) => {
       metrics?.limitsStore(up);
-      log({ event: 'limits_store', state: up ? 'up' : 'down', store: `${store.host}:${store.port}`, ...(why ? { reason: why } : {}), failure_policy: options.limitsStoreFailure });
+      log({ event: 'limits_store', state: up ? 'up' : 'down', store: where, ...(why ? { reason: why } : {}), failure_policy: policy });
     },
   });
+  state.watch(client);
+  return { client, stateLost: () => state.lost };
 }
 
 /**
  * The limits (--limits), held in this process or in the shared store. They apply per verified
  * identity, so they need MODEL_PROXY_SIGNING_KEY: an identity from headers is the caller's say-so.
  */
-function openLimits(options: ServeOptions, gateway: GatewayConfig, client: RespClient | undefined, log: LogSink, metrics: StoreMetrics | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
+function openLimits(options: ServeOptions, gateway: GatewayConfig, shared: SharedStore | undefined, log: LogSink, metrics: StoreMetrics | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
   if (options.limitsFile === undefined) return undefined;
   if (!gateway.signingKey) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (without it, identities are the callers\' own headers)');
   const policy = parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile);
-  if (client === undefined) return { store: new LocalLimits(policy), policy };
-  const store = new RedisLimits(policy, client, options.limitsStoreFailure, {
+  if (shared === undefined) return { store: new LocalLimits(policy), policy };
+  const store = new RedisLimits(policy, shared.client, options.limitsStoreFailure, {
+    stateLost: shared.stateLost,
     onError: () => metrics?.limitsStoreError(),
     onRoundTrip: (op, seconds) => metrics?.limitsStoreRoundTrip(op, seconds),
     // Charges the store could not take wait for it: logged when they start waiting, when one is
@@ -395,14 +423,14 @@ function openLimits(options: ServeOptions, gateway: GatewayConfig, client: RespC
  * unreadable one refuses every token, logged once per distinct problem) and, with a shared store,
  * its keys (one round trip a token). A token either names is refused.
  */
-function openRevocations(options: ServeOptions, client: RespClient | undefined, log: LogSink, metrics: StoreMetrics | undefined): RevocationCheck | undefined {
+function openRevocations(options: ServeOptions, shared: SharedStore | undefined, log: LogSink, metrics: StoreMetrics | undefined): RevocationCheck | undefined {
   let lastError = '';
   const file = options.revocationsFile === undefined ? undefined : revocationList(options.revocationsFile, (message) => {
     if (message === lastError) return;
     lastError = message;
     log({ event: 'config_error', message });
   });
-  const store = client === undefined ? undefined : storeRevocations(client, options.limitsStoreFailure, () => metrics?.limitsStoreError());
+  const store = shared === undefined ? undefined : storeRevocations(shared.client, options.limitsStoreFailure, () => metrics?.limitsStoreError(), shared.stateLost);
   if (file === undefined && store === undefined) return undefined;
   return (who, nowSec) => {
     const why = file?.reason(who, nowSec);
@@ -446,14 +474,8 @@ async function revoke(cli: CommandLine): Promise<string> {
   }
   if (limitsStore !== 'memory') {
     const store = asUsageError(() => parseStoreUrl(limitsStore));
-    const password = storePassword(cli.options.limitsStorePasswordFile);
-    let connected!: () => void;
-    const up = new Promise<void>((resolve) => (connected = resolve));
-    const client = new RespClient({ ...store, password, name: 'the limits store', onState: (isUp) => isUp && connected() });
+    const client = await connectToStore(cli.options, `revoke: the store at ${store.host}:${store.port} could not be reached within 5 s; nothing was revoked there`);
     try {
-      let timer: NodeJS.Timeout | undefined;
-      const gaveUp = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`revoke: the store at ${store.host}:${store.port} could not be reached within 5 s; nothing was revoked there`)), 5000)));
-      await Promise.race([up, gaveUp]).finally(() => clearTimeout(timer));
       await addStoreRevocation(client, key, value!, until - nowSec);
     } finally {
       client.close();
@@ -461,6 +483,47 @@ async function revoke(cli: CommandLine): Promise<string> {
     where.push(`in the store at ${store.host}:${store.port}`);
   }
   return `revoked ${key} ${value} until ${new Date(until * 1000).toISOString()} (${where.join('; ')}); both listeners refuse its tokens from their next request`;
+}
+
+/** A one-off connection to the store of --limits-store (for a command): up within 5 s, or `failure` is thrown. */
+async function connectToStore(options: ServeOptions, failure: string): Promise<RespClient> {
+  const store = asUsageError(() => parseStoreUrl(options.limitsStore));
+  const password = storePassword(options.limitsStorePasswordFile);
+  let connected!: () => void;
+  const up = new Promise<void>((resolve) => (connected = resolve));
+  const client = new RespClient({ ...store, password, name: 'the limits store', onState: (isUp) => isUp && connected() });
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(failure)), 5000)));
+  try {
+    await Promise.race([up, gaveUp]);
+  } catch (err) {
+    client.close();
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+  return client;
+}
+
+/**
+ * Tells the gateways that the shared store's state, as it is now, is the one to trust: a new
+ * marker of kind confirmed. Gateways that refuse calls because the store lost its state serve
+ * again at their next check of the marker (within a second).
+ */
+async function confirmStoreReset(cli: CommandLine): Promise<string> {
+  if (cli.options.limitsStore === 'memory') throw new UsageError('confirm-store-reset: give --limits-store redis://HOST:PORT (the store the gateways share)');
+  const store = asUsageError(() => parseStoreUrl(cli.options.limitsStore));
+  const client = await connectToStore(cli.options, `confirm-store-reset: the store at ${store.host}:${store.port} could not be reached within 5 s; nothing was confirmed`);
+  try {
+    const found = await client.command(['GET', STATE_KEY]);
+    if (found !== null && typeof found !== 'string') throw new Error(`confirm-store-reset: the store answered GET ${STATE_KEY} with something else; nothing was confirmed`);
+    const marker = { kind: 'confirmed', epoch: newEpoch(), sinceSec: Math.floor(Date.now() / 1000) } as const;
+    const reply = await client.command(['SET', STATE_KEY, formatMarker(marker)]);
+    if (reply !== 'OK') throw new Error('confirm-store-reset: the store refused the marker; nothing was confirmed');
+    return `confirmed the store at ${store.host}:${store.port} (${describeMarker(found)}): the gateways trust its state as it is now, revocations and spend before included, from their next check (within a second)`;
+  } finally {
+    client.close();
+  }
 }
 
 /** A bot token for the gateway, or with --git-repo a workload token for the git proxy (never both in one). */
@@ -533,6 +596,9 @@ async function main(argv: readonly string[]): Promise<void> {
       return;
     case 'revoke':
       process.stdout.write(`${await revoke(cli)}\n`);
+      return;
+    case 'confirm-store-reset':
+      process.stdout.write(`${await confirmStoreReset(cli)}\n`);
       return;
     case 'serve':
       return serve(cli.options);

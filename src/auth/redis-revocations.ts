@@ -1,8 +1,9 @@
 // The deny list in the store the replicas share (--limits-store redis://): one key per revoked run,
 // instance or token, expiring when the last token it could stop has expired, so the store holds
 // only what still matters. A check is one MGET; `revoke` writes a key with SET ... EX. With the
-// store unreachable, the failure policy of --limits-store-failure decides: closed refuses the
-// token (a revocation must not be lost to an outage), open lets it through.
+// store unreachable, or found to have lost its state (store/state-marker.ts: its revocations may be
+// gone), the failure policy of --limits-store-failure decides: closed refuses the token (a
+// revocation must not be lost to an outage), open lets it through.
 import { RespError, type RespClient } from '../store/resp.ts';
 import { NOT_REVOKED, type RevocationVerdict, type WorkloadIdentity } from './identity.ts';
 
@@ -26,11 +27,12 @@ function checks(who: WorkloadIdentity): [RevocationKind, string][] {
   return list;
 }
 
-export function storeRevocations(client: RespClient, failure: 'open' | 'closed', onError: (why: string) => void): { verdict(who: WorkloadIdentity): Promise<RevocationVerdict> } {
+export function storeRevocations(client: RespClient, failure: 'open' | 'closed', onError: (why: string) => void, stateLost: () => boolean = () => false): { verdict(who: WorkloadIdentity): Promise<RevocationVerdict> } {
   return {
     async verdict(who) {
       const list = checks(who);
       if (list.length === 0) return NOT_REVOKED;
+      if (failure === 'closed' && stateLost()) return { kind: 'unavailable' };
       try {
         const reply = await client.command(['MGET', ...list.map(([, key]) => key)]);
         if (!Array.isArray(reply) || reply.length !== list.length) throw reply instanceof RespError ? reply : new Error('the store answered MGET with something else');

@@ -8,8 +8,8 @@ export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
 
-export type Command = 'serve' | 'git-config' | 'agent-config' | 'mint-token' | 'revoke' | 'help' | 'version';
-const COMMANDS: readonly Command[] = ['serve', 'git-config', 'agent-config', 'mint-token', 'revoke', 'help', 'version'];
+export type Command = 'serve' | 'git-config' | 'agent-config' | 'mint-token' | 'revoke' | 'confirm-store-reset' | 'help' | 'version';
+const COMMANDS: readonly Command[] = ['serve', 'git-config', 'agent-config', 'mint-token', 'revoke', 'confirm-store-reset', 'help', 'version'];
 
 export interface ServeOptions {
   readonly gitListen: ListenAddress;
@@ -111,9 +111,9 @@ const FLAGS = {
   limits: { default: undefined, commands: SERVE, help: 'model gateway: JSON file of the limits enforced per workload (requests in progress, per minute, tokens per minute, money per run and per workflow per day); needs MODEL_PROXY_SIGNING_KEY' },
   revocations: { default: undefined, commands: ['serve', 'revoke'], help: 'deny-list file of revoked runs, instances and tokens, re-read when it changes (both listeners; revoke writes it)' },
   'token-id': { default: undefined, commands: ['revoke'], help: 'a token id (mint-token prints it): revoke that token alone' },
-  'limits-store': { default: 'memory', commands: ['serve', 'revoke'], help: 'where the limits\' state and the revoked tokens are: memory (this process) or redis://HOST:PORT / rediss://HOST:PORT, shared by every replica (revoke writes there)' },
-  'limits-store-password-file': { default: undefined, commands: ['serve', 'revoke'], help: 'file holding the Redis password (read again on every connection)' },
-  'limits-store-failure': { default: 'closed', commands: SERVE, help: 'with the Redis store unreachable, closed refuses model calls (503) and tokens it cannot check for revocation until it is back, open lets them through without limits or revocations' },
+  'limits-store': { default: 'memory', commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'where the limits\' state and the revoked tokens are: memory (this process) or redis://HOST:PORT / rediss://HOST:PORT, shared by every replica (revoke writes there)' },
+  'limits-store-password-file': { default: undefined, commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'file holding the Redis password (read again on every connection)' },
+  'limits-store-failure': { default: 'closed', commands: SERVE, help: 'with the Redis store unreachable, closed refuses model calls (503) and tokens it cannot check for revocation until it is back, open lets them through without limits or revocations; the same with a store found to have lost its state, until confirm-store-reset or until every token issued before the loss has expired' },
   providers: { default: undefined, commands: ['serve', 'agent-config'], help: 'JSON file of model gateway providers (see README, "Several providers"); the UPSTREAM_* variables are the one-provider shorthand' },
   'allow-hosted-tools': { default: '', commands: ['serve', 'agent-config'], help: 'model gateway: provider-run tools allowed, comma-separated (web_search, web_fetch, file_search, code_interpreter, code_execution, image_generation, mcp, shell, tool_search; url_content: images, documents and files given by URL); none by default' },
   'max-token-lifetime': { default: '24h', commands: ['serve', 'mint-token', 'revoke'], help: 'longest bot or workload token lifetime (exp - iat) the proxy accepts and mint-token issues' },
@@ -165,6 +165,7 @@ export function usage(): string {
     '       node proxy.js agent-config [--agent opencode|codex|claude-code] [--proxy-host H] [--model M] ...   print the agent\'s config',
     '       node proxy.js mint-token --instance-id I --workflow W --run-id R [--ttl 1h] [--git-repo host/path:read|write ...]',
     '       node proxy.js revoke (--revocations FILE | --limits-store URL) (--run-id R | --instance-id I | --token-id T)',
+    '       node proxy.js confirm-store-reset --limits-store URL   trust the shared store\'s state again after it lost it',
     '       node proxy.js --help | --version',
     '',
     'flags (--flag value or --flag=value; a flag another command uses is an error):',

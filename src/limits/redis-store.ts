@@ -129,6 +129,8 @@ export interface RedisLimitsHooks {
   readonly onRoundTrip?: (op: 'admit' | 'charge', seconds: number) => void;
   /** Told when charges start waiting for the store, when one is dropped (the backlog is full), and when the backlog is empty again. */
   readonly onBacklog?: (state: { pending: number; dropped: number; settled: number }) => void;
+  /** Whether the store lost its state (store/state-marker.ts): under the closed policy, calls are refused as in an outage. */
+  readonly stateLost?: () => boolean;
 }
 
 /** Charges kept while the store is away (each a few hundred bytes); past this, the oldest is dropped. */
@@ -143,6 +145,7 @@ export class RedisLimits implements LimitsStore {
   readonly #onError: (why: string) => void;
   readonly #onRoundTrip: (op: 'admit' | 'charge', seconds: number) => void;
   readonly #onBacklog: (state: { pending: number; dropped: number; settled: number }) => void;
+  readonly #stateLost: () => boolean;
   /** Charges the store could not take (it was away), replayed oldest first once it answers. */
   readonly #unsettled: { keys: readonly string[]; args: readonly (string | number)[] }[] = [];
   #replaying = false;
@@ -156,6 +159,7 @@ export class RedisLimits implements LimitsStore {
     this.#onError = hooks.onError ?? (() => {});
     this.#onRoundTrip = hooks.onRoundTrip ?? (() => {});
     this.#onBacklog = hooks.onBacklog ?? (() => {});
+    this.#stateLost = hooks.stateLost ?? (() => false);
   }
 
   /** Charges waiting for the store to come back. */
@@ -240,6 +244,9 @@ export class RedisLimits implements LimitsStore {
   }
 
   async admit(who: WorkloadIdentity, bodyBytes: number, nowMs: number): Promise<Admission> {
+    if (this.#failure === 'closed' && this.#stateLost()) {
+      return { ok: false, kind: 'store_unavailable', retryAfterSec: 1, message: 'the limits store lost its state (restarted empty, flushed or evicting): calls are refused until an operator confirms it (confirm-store-reset) or every token issued before the loss has expired (--limits-store-failure closed)' };
+    }
     const at = limitsKeys(who);
     const policy = effectivePolicy(this.#policy, who.lowered);
     const day = new Date(nowMs).toISOString().slice(0, 10);

@@ -85,6 +85,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     limitCharged: registry.counter('model_gateway_limit_charged_usd_total', 'Money charged against the budgets of --limits, by workflow; estimated="true": the upstream reported no complete usage, so the charge is an estimate from the bytes relayed.', ['workflow', 'estimated']),
     limitsStoreSeconds: registry.histogram('model_gateway_limits_store_seconds', 'Round trip of a command to the shared limits store (Redis), by operation (admit, charge).', ['op'], STORE_BUCKETS),
     limitsStoreErrors: registry.counter('model_gateway_limits_store_errors_total', 'Admissions or charges the limits store could not serve (the failure policy applied).'),
+    limitsStoreStateLost: registry.counter('model_gateway_limits_store_state_lost_total', 'Times the shared limits store (Redis) was found to have lost its state (its state marker gone or replaced: restarted empty, flushed, evicting); the failure policy applies until an operator confirms it or the tokens issued before have expired.'),
     credentialRefreshes: registry.counter('model_gateway_credential_refreshes_total', 'Refreshes of a minted provider credential (a Google access token), by outcome (ok, failed).', ['provider', 'outcome']),
     connectionsRefused: registry.counter('proxy_connections_refused_total', 'Client connections closed on arrival by a listener total cap (reason total: --max-connections; 64 on the metrics listener) or per-address cap (per_client: --max-connections-per-client; 16 on the metrics listener).', ['listener', 'reason']),
     logDropped: registry.counter('proxy_log_lines_dropped_total', 'Log lines dropped because the stdout reader fell more than 8 MiB behind.'),
@@ -146,6 +147,10 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
 
     limitsStoreError(): void {
       m.limitsStoreErrors.inc([]);
+    },
+
+    limitsStoreStateLost(): void {
+      m.limitsStoreStateLost.inc([]);
     },
 
     limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void {

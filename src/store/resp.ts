@@ -20,41 +20,156 @@ export function encodeCommand(args: readonly (string | number)[]): Buffer {
   return Buffer.concat(parts);
 }
 
-/** Pure: the reply that starts at `at`, and where the next begins; undefined when more bytes are needed. */
-export function parseReply(buf: Buffer, at = 0): { value: RespValue; next: number } | undefined {
-  const lineEnd = buf.indexOf('\r\n', at);
-  if (lineEnd < 0) return undefined;
-  const type = String.fromCharCode(buf[at]!);
-  const line = buf.toString('utf8', at + 1, lineEnd);
-  const after = lineEnd + 2;
-  switch (type) {
-    case '+':
-      return { value: line, next: after };
-    case '-':
-      return { value: new RespError(line), next: after };
-    case ':':
-      return { value: Number(line), next: after };
-    case '$': {
-      const length = Number(line);
-      if (length < 0) return { value: null, next: after };
-      if (buf.length < after + length + 2) return undefined;
-      return { value: buf.toString('utf8', after, after + length), next: after + length + 2 };
+/**
+ * What one reply may be. The gateway's own replies are small: ADMIT answers at most three short
+ * strings, MGET one value for each key it checks (three), CONFIG GET a name and its value, the
+ * state marker one short line, an error one line (a script error names the script's line: a few
+ * hundred bytes). 16 KiB is fifty times the largest of them, 32 items ten times the longest
+ * array, and nothing of ours nests (depth 2 leaves room for one level). A reply past any of these
+ * is not an answer to what the gateway asked: the connection is dropped, and opened again.
+ */
+const REPLY_LIMITS = { maxBytes: 16 * 1024, maxItems: 32, maxDepth: 2 } as const;
+
+/**
+ * How far an incomplete reply was read. parseReply resumes there, so that no byte is read twice
+ * however the reply is split: a reply dripped one byte at a time costs what it costs whole.
+ */
+export interface ReplyProgress {
+  /** Where the reply begins (below 0 once RespReader has dropped the bytes before `at`). */
+  start: number;
+  /** Where its next element begins: everything before is in `open`. */
+  at: number;
+  /** Where the search for the end of the next line goes on (the bytes before hold no CRLF). */
+  scanFrom: number;
+  /** Arrays begun and not complete, outermost first: the items read so far, and how many were announced. */
+  readonly open: { readonly items: RespValue[]; readonly count: number }[];
+}
+
+const replyAt = (at: number): ReplyProgress => ({ start: at, at, scanFrom: at, open: [] });
+
+/** Pure: a length or count line (`-1` for null, else 0..max); anything else is not RESP2. */
+function sizeLine(line: string, what: string, max: number): number {
+  if (!/^(?:-1|\d{1,10})$/.test(line)) throw new RespError(`malformed ${what} ${JSON.stringify(line.slice(0, 20))}`);
+  const n = Number(line);
+  if (n > max) throw new RespError(`${what} ${n} (at most ${max})`);
+  return n;
+}
+
+/**
+ * The reply that starts at `from` (an offset), or goes on from where an earlier call stopped
+ * (`from` a ReplyProgress, advanced in place), and where the next reply begins; undefined when
+ * more bytes are needed. Throws a RespError when the bytes are not RESP2 or the reply passes
+ * REPLY_LIMITS, whether it is complete or not (a bulk string is judged by the length it announces).
+ */
+export function parseReply(buf: Buffer, from: number | ReplyProgress = 0): { value: RespValue; next: number } | undefined {
+  const p = typeof from === 'number' ? replyAt(from) : from;
+  const tooLarge = (end: number) => {
+    if (end - p.start > REPLY_LIMITS.maxBytes) throw new RespError(`a reply larger than ${REPLY_LIMITS.maxBytes} bytes`);
+  };
+  for (;;) {
+    const lineEnd = buf.indexOf('\r\n', Math.max(p.at, p.scanFrom));
+    if (lineEnd < 0) {
+      // Next time the search goes on from the last byte here (it may be the CR of the CRLF).
+      p.scanFrom = Math.max(p.at, buf.length - 1);
+      tooLarge(buf.length);
+      return undefined;
     }
-    case '*': {
-      const count = Number(line);
-      if (count < 0) return { value: null, next: after };
-      const items: RespValue[] = [];
-      let next = after;
-      for (let i = 0; i < count; i++) {
-        const item = parseReply(buf, next);
-        if (item === undefined) return undefined;
-        items.push(item.value);
-        next = item.next;
+    const type = String.fromCharCode(buf[p.at]!);
+    const line = buf.toString('utf8', p.at + 1, lineEnd);
+    let next = lineEnd + 2;
+    let value: RespValue;
+    switch (type) {
+      case '+':
+        value = line;
+        break;
+      case '-':
+        value = new RespError(line);
+        break;
+      case ':':
+        if (!/^-?\d{1,19}$/.test(line)) throw new RespError(`malformed integer ${JSON.stringify(line.slice(0, 20))}`);
+        value = Number(line);
+        break;
+      case '$': {
+        const length = sizeLine(line, 'bulk string length', REPLY_LIMITS.maxBytes);
+        if (length < 0) {
+          value = null;
+          break;
+        }
+        tooLarge(next + length + 2);
+        if (buf.length < next + length + 2) {
+          // The header is read again next time (a short line): the body is only waited for.
+          p.scanFrom = p.at;
+          return undefined;
+        }
+        if (buf[next + length] !== 0x0d || buf[next + length + 1] !== 0x0a) throw new RespError('a bulk string longer than its length');
+        value = buf.toString('utf8', next, next + length);
+        next += length + 2;
+        break;
       }
-      return { value: items, next };
+      case '*': {
+        const count = sizeLine(line, 'array count', REPLY_LIMITS.maxItems);
+        if (count > 0) {
+          if (p.open.length >= REPLY_LIMITS.maxDepth) throw new RespError(`arrays nested deeper than ${REPLY_LIMITS.maxDepth}`);
+          p.open.push({ items: [], count });
+          p.at = p.scanFrom = next;
+          tooLarge(next);
+          continue;
+        }
+        value = count < 0 ? null : [];
+        break;
+      }
+      default:
+        throw new RespError(`unexpected reply type ${JSON.stringify(type)}`);
     }
-    default:
-      throw new RespError(`unexpected reply type ${JSON.stringify(type)}`);
+    p.at = p.scanFrom = next;
+    tooLarge(next);
+    // The element completes the arrays it ends, innermost first.
+    for (;;) {
+      const top = p.open.at(-1);
+      if (top === undefined) {
+        p.start = next; // the next reply begins here
+        return { value, next };
+      }
+      top.items.push(value);
+      if (top.items.length < top.count) break;
+      p.open.pop();
+      value = top.items;
+    }
+  }
+}
+
+/**
+ * The replies of one connection, read as their bytes arrive. Bytes are appended to a buffer that
+ * grows by doubling and the bytes of finished elements are dropped, so each byte is copied and
+ * searched a bounded number of times, and an incomplete reply never holds more than
+ * REPLY_LIMITS.maxBytes.
+ */
+export class RespReader {
+  #buf: Buffer = Buffer.alloc(0);
+  #length = 0;
+  readonly #progress: ReplyProgress = replyAt(0);
+
+  /** The replies `chunk` completes, in order; throws a RespError as parseReply does. */
+  push(chunk: Buffer): RespValue[] {
+    if (this.#length + chunk.length > this.#buf.length) {
+      const grown = Buffer.allocUnsafe(Math.max(this.#buf.length * 2, this.#length + chunk.length, 4096));
+      this.#buf.copy(grown, 0, 0, this.#length);
+      this.#buf = grown;
+    }
+    chunk.copy(this.#buf, this.#length);
+    this.#length += chunk.length;
+    const bytes = this.#buf.subarray(0, this.#length);
+    const replies: RespValue[] = [];
+    for (let reply = parseReply(bytes, this.#progress); reply !== undefined; reply = parseReply(bytes, this.#progress)) replies.push(reply.value);
+    const done = this.#progress.at;
+    if (done > 0) {
+      this.#buf.copy(this.#buf, 0, done, this.#length);
+      this.#length -= done;
+      this.#progress.start -= done;
+      this.#progress.at -= done;
+      this.#progress.scanFrom -= done;
+    }
+    return replies;
   }
 }
 
@@ -70,10 +185,13 @@ export interface RespOptions {
   readonly timeoutMs?: number;
   /** What the server is to its users, in messages (`the limits store`); default `the store`. */
   readonly name?: string;
+  /**
+   * Run on every connection once the password (if any) is accepted, before it carries any other
+   * command (the store's state marker is checked there): the connection is up once it resolves,
+   * and dropped, and opened again, when it rejects.
+   */
+  readonly handshake?: (command: (args: readonly (string | number)[]) => Promise<RespValue>) => Promise<void>;
 }
-
-/** The largest reply kept while it is incomplete. */
-const MAX_REPLY_BYTES = 1024 * 1024;
 
 const BACKOFF_MS = [100, 200, 500, 1000, 2000, 5000];
 
@@ -83,7 +201,6 @@ export class RespClient {
   #socket: Socket | undefined;
   /** Connected, and the password (if any) accepted: commands may go. */
   #ready = false;
-  #buffer: Buffer = Buffer.alloc(0);
   #pending: { resolve(v: RespValue): void; reject(e: Error): void; timer: NodeJS.Timeout }[] = [];
   #attempt = 0;
   #closed = false;
@@ -136,11 +253,18 @@ export class RespClient {
       }
       const auth = password === undefined ? Promise.resolve<RespValue>('OK') : this.#send(['AUTH', password.value]);
       auth.then(
-        (reply) => {
+        async (reply) => {
           if (reply instanceof RespError) {
             socket.destroy(new Error(`${this.#name} refused the password`));
             return;
           }
+          try {
+            await this.#opts.handshake?.((args) => this.#send(args));
+          } catch (err) {
+            socket.destroy(new Error(`${this.#name}: ${(err as Error).message}`));
+            return;
+          }
+          if (socket.destroyed) return;
           this.#attempt = 0;
           this.#reportedDown = undefined;
           this.#ready = true;
@@ -149,28 +273,24 @@ export class RespClient {
         () => {},
       );
     });
+    const reader = new RespReader();
     socket.on('data', (chunk: Buffer) => {
-      this.#buffer = this.#buffer.length === 0 ? chunk : Buffer.concat([this.#buffer, chunk]);
-      let at = 0;
+      let replies: RespValue[];
       try {
-        for (;;) {
-          const reply = parseReply(this.#buffer, at);
-          if (reply === undefined) break;
-          at = reply.next;
-          const waiter = this.#pending.shift();
-          if (waiter) {
-            clearTimeout(waiter.timer);
-            waiter.resolve(reply.value);
-          }
-        }
+        replies = reader.push(chunk);
       } catch (err) {
-        // Not Redis, or a broken one: the connection is dropped (and retried), never the process.
-        socket.destroy(err as Error);
+        // Not Redis, or a broken one, or a reply larger than any we ask for: the connection is
+        // dropped (and opened again), never the process.
+        socket.destroy(new Error(`${this.#name} sent ${(err as Error).message}`));
         return;
       }
-      this.#buffer = this.#buffer.subarray(at);
-      // The limits' replies are a few bytes: one that keeps growing is not a reply we asked for.
-      if (this.#buffer.length > MAX_REPLY_BYTES) socket.destroy(new Error(`${this.#name} sent a reply larger than 1 MiB`));
+      for (const value of replies) {
+        const waiter = this.#pending.shift();
+        if (waiter) {
+          clearTimeout(waiter.timer);
+          waiter.resolve(value);
+        }
+      }
     });
     socket.on('error', (err) => (this.#lastError = err.message));
     socket.once('close', () => {
@@ -178,7 +298,6 @@ export class RespClient {
       const why = this.#lastError ?? 'the connection closed';
       this.#lastError = undefined;
       this.#ready = false;
-      this.#buffer = Buffer.alloc(0);
       for (const waiter of this.#pending.splice(0)) {
         clearTimeout(waiter.timer);
         waiter.reject(new Error(`${this.#name} connection closed`));

@@ -30,7 +30,8 @@ let open: ProxyProcess;
 
 before(async () => {
   pki = makeTestPki();
-  [upstream, redis] = await Promise.all([startModelUpstream(pki), startRedis()]);
+  // Persistent (AOF), as production's must be: a restart here is an outage, not a store that lost its state.
+  [upstream, redis] = await Promise.all([startModelUpstream(pki), startRedis(['--appendonly', 'yes'])]);
   dir = mkdtempSync(join(tmpdir(), 'limits-redis-'));
   writeFileSync(join(dir, 'prices.json'), JSON.stringify({ 'gpt-test': { input: 1000, output: 1000 } }));
   writeFileSync(join(dir, 'limits.json'), JSON.stringify({ perInstance: { concurrent: 4 }, perRun: { budgetUsd: 0.01 } }));

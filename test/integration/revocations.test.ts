@@ -30,7 +30,7 @@ let four: ProxyProcess;
 
 before(async () => {
   pki = makeTestPki();
-  [model, git, redis] = await Promise.all([startModelUpstream(pki), startUpstream(pki), startRedis()]);
+  [model, git, redis] = await Promise.all([startModelUpstream(pki), startUpstream(pki), startRedis(['--appendonly', 'yes'])]); // persistent: a restart is an outage, not a lost state
   dir = mkdtempSync(join(tmpdir(), 'revocations-'));
   deny = join(dir, 'revoked.json');
   const env = { UPSTREAM_BASE_URL: model.baseUrl, UPSTREAM_API_KEY: 'sk-x', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile, MODEL_PROXY_SIGNING_KEY: KEY, GIT_PROXY_SIGNING_KEY: KEY, GIT_HOST_A: git.hostKey, GIT_HOST_A_TOKEN: 'tok', NODE_EXTRA_CA_CERTS: pki.caFile };

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { test } from 'node:test';
-import { encodeCommand, parseReply, RespClient, RespError } from '../../src/store/resp.ts';
+import { encodeCommand, parseReply, RespClient, RespError, RespReader } from '../../src/store/resp.ts';
 
 test('resp: a command is an array of bulk strings, byte lengths counted in UTF-8 (encodeCommand)', () => {
   assert.equal(encodeCommand(['SET', 'k', 'vé', 5]).toString(), '*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\nvé\r\n$1\r\n5\r\n');
@@ -72,6 +72,101 @@ for (const [what, reply] of [
       await assert.rejects(client.command(['PING']), /connection closed/);
       assert.deepEqual(states.slice(0, 2), [true, false]);
       while (server.connections() < 2) await new Promise((r) => setTimeout(r, 10)); // the reconnect (after its backoff)
+    } finally {
+      client.close();
+      await server.close();
+    }
+  });
+}
+
+// Incremental parsing: a reply is read as its bytes arrive, resuming where the last chunk stopped.
+// The wire of every reply type, nested arrays, null and empty ones, and a pipelined pair.
+const WIRE = '+OK\r\n-ERR no\r\n:-42\r\n$5\r\nab\r\nc\r\n$0\r\n\r\n$-1\r\n*-1\r\n*0\r\n*3\r\n$2\r\nok\r\n:1\r\n*2\r\n+x\r\n$-1\r\n';
+const EXPECTED = ['OK', 'error:ERR no', -42, 'ab\r\nc', '', null, null, [], ['ok', 1, ['x', null]]];
+const shown = (values: unknown[]) => values.map((v) => (v instanceof RespError ? `error:${v.message}` : v));
+
+test('resp: replies split at every offset, or fed one byte at a time, parse to the same values as whole (RespReader)', () => {
+  const wire = Buffer.from(WIRE);
+  assert.deepEqual(shown(new RespReader().push(wire)), EXPECTED);
+  for (let cut = 0; cut <= wire.length; cut++) {
+    const reader = new RespReader();
+    const values = [...reader.push(wire.subarray(0, cut)), ...reader.push(wire.subarray(cut))];
+    assert.deepEqual(shown(values), EXPECTED, `split at ${cut}`);
+  }
+  const reader = new RespReader();
+  const values: unknown[] = [];
+  for (let i = 0; i < wire.length; i++) values.push(...reader.push(wire.subarray(i, i + 1)));
+  assert.deepEqual(shown(values), EXPECTED, 'one byte at a time');
+});
+
+test('resp: a reply past what the gateway ever asks for is refused as soon as it shows: more than 32 items, arrays nested deeper than 2, a bulk string announced past 16 KiB, a line past 16 KiB (parseReply)', () => {
+  for (const [what, wire, message] of [
+    ['an array of 300,000 items', '*300000\r\n', /array count 300000 \(at most 32\)/],
+    ['arrays nested three deep', '*1\r\n*1\r\n*1\r\n', /arrays nested deeper than 2/],
+    ['a bulk string of 512 MiB', '$536870912\r\n', /bulk string length 536870912 \(at most 16384\)/],
+    ['a bulk string just past the cap', `$${16 * 1024 - 3}\r\n`, /a reply larger than 16384 bytes/],
+    ['a simple string that never ends', `+${'a'.repeat(16 * 1024)}`, /a reply larger than 16384 bytes/],
+    ['a length that is not a number', '$1e3\r\n', /malformed bulk string length/],
+    ['an integer that is not one', ':0x10\r\n', /malformed integer/],
+    ['a bulk string longer than its length', '$1\r\nab\r\n', /longer than its length/],
+  ] as const) {
+    assert.throws(() => parseReply(Buffer.from(wire)), message, what);
+  }
+  // The largest reply the limits allow still parses: 32 items, nested once, within 16 KiB.
+  const largest = `*32\r\n*1\r\n$${16 * 1024 - 400}\r\n${'a'.repeat(16 * 1024 - 400)}\r\n${':1\r\n'.repeat(31)}`;
+  assert.equal((parseReply(Buffer.from(largest))?.value as unknown[]).length, 32);
+});
+
+/** Largest pause of this process' event loop while `during` runs (a 5 ms interval timer's longest gap). */
+async function longestPause(during: () => Promise<void>): Promise<number> {
+  let last = performance.now();
+  let longest = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    longest = Math.max(longest, now - last);
+    last = now;
+  }, 5);
+  try {
+    await during();
+  } finally {
+    clearInterval(timer);
+  }
+  return Math.max(longest, performance.now() - last);
+}
+
+/** Answers with `head`, then `body` over and over, a few bytes at a time, one write per turn of the event loop (or per `everyMs`). */
+function drip(head: string, body: string, everyMs?: number): (s: Socket) => void {
+  return (s) => {
+    s.setNoDelay(true);
+    s.write(head);
+    const next = () => {
+      if (s.destroyed || !s.writable) return;
+      s.write(body);
+      if (everyMs === undefined) setImmediate(next);
+      else setTimeout(next, everyMs);
+    };
+    next();
+  };
+}
+
+for (const [what, reply, timeoutMs] of [
+  // The review's reproduction (finding 8): 300,000 items after an array header, dripped.
+  ['an array announced with 300,000 items, its items dripped', drip('*300000\r\n', ':1\r\n'), 60_000],
+  ['a line that never ends, dripped 16 bytes at a time', drip('*3\r\n+', 'a'.repeat(16)), 60_000],
+  ['a reply within the limits, dripped slower than the command timeout', drip('*2\r\n$12000\r\n', 'a'.repeat(8), 10), 300],
+] as const) {
+  test(`resp: ${what}: the event loop never pauses long (under 100 ms), the command fails, the connection is dropped and opened again`, async () => {
+    const server = await fakeServer(reply);
+    let up!: () => void;
+    const upOnce = new Promise<void>((r) => (up = r));
+    const client = new RespClient({ host: '127.0.0.1', port: server.port, tls: false, password: undefined, timeoutMs, onState: (isUp) => isUp && up() });
+    try {
+      await upOnce;
+      const pause = await longestPause(async () => {
+        await assert.rejects(client.command(['EVALSHA', 'x', 0]), /connection closed/);
+        while (server.connections() < 2) await new Promise((r) => setTimeout(r, 10)); // opened again (after its backoff)
+      });
+      assert.ok(pause < 100, `the event loop paused ${pause.toFixed(1)} ms`);
     } finally {
       client.close();
       await server.close();
