@@ -4,7 +4,7 @@
 // in the same run. Median and max of 7 runs each.
 //
 //   npm run bench:parse
-import { parseStrictJson } from '../src/http/json.ts';
+import { parseStrictJson } from '../src/json/strict.ts';
 import { BODY_LIMITS, POLICY_KEYS } from '../src/gateway/rules.ts';
 
 const N = BODY_LIMITS.maxNodes;

@@ -6,7 +6,8 @@
  * reasons are fixed phrases and never echo token content, because they end up in logs.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { isObject, parseStrictJson } from '../http/json.ts';
+import { isObject } from '../json/keys.ts';
+import { parseStrictJson } from '../json/strict.ts';
 
 export interface BotClaims {
   sub: string;

@@ -4,7 +4,8 @@
 // changes; `node proxy.js revoke` writes it. An entry lives as long as the tokens it stops can
 // (--max-token-lifetime), so the list stays small.
 import { readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { isObject, parseStrictJson } from '../http/json.ts';
+import { isObject } from '../json/keys.ts';
+import { parseStrictJson } from '../json/strict.ts';
 import type { WorkloadIdentity } from './identity.ts';
 
 export interface Revocation {

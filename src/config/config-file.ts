@@ -1,6 +1,7 @@
 // Start-up configuration files (hosts file, providers file, price table) are strict JSON; every
 // error names the file and the field so that the operator fixes it from the message alone.
-import { isObject, parseStrictJson } from '../http/json.ts';
+import { isObject } from '../json/keys.ts';
+import { parseStrictJson } from '../json/strict.ts';
 import type { SecretRef } from './secret.ts';
 import { suggestion } from './suggest.ts';
 

@@ -4,7 +4,7 @@
 // or the file and field.
 import type { SecretRef } from '../config/secret.ts';
 import { entryReader, parseConfigJson, type FieldFailure } from '../config/config-file.ts';
-import { isObject } from '../http/json.ts';
+import { isObject } from '../json/keys.ts';
 import { parseSigningKey } from '../auth/jwt.ts';
 import type { ProviderKind } from './protocols/protocol.ts';
 

@@ -2,7 +2,7 @@
 // tokens, per token type, per provider and model. A model without a price gets no cost, never a
 // guess.
 import { parseConfigJson, type FieldFailure } from '../config/config-file.ts';
-import { isObject } from '../http/json.ts';
+import { isObject } from '../json/keys.ts';
 
 export interface ModelPrice {
   readonly input: number;

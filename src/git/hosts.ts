@@ -2,7 +2,7 @@
 // start-up from the environment (GIT_HOST_A / GIT_HOST_B) and an optional JSON hosts file.
 // Parsing is pure and strict: an unknown or ill-typed field stops start-up with its name.
 import { entryReader, parseConfigJson } from '../config/config-file.ts';
-import { isObject } from '../http/json.ts';
+import { isObject } from '../json/keys.ts';
 import type { SecretRef } from '../config/secret.ts';
 import { parseHostKey } from './host-key.ts';
 import { parseRepoPattern, type RepoPattern } from './scope.ts';

@@ -5,7 +5,7 @@
 // bot token may ask for) or {"default": N, "max": M} (a token may ask for up to M).
 // Strict like the other configuration files; a mistake stops start-up naming the field.
 import { parseConfigJson } from '../config/config-file.ts';
-import { isObject } from '../http/json.ts';
+import { isObject } from '../json/keys.ts';
 
 export interface LimitsPolicy {
   /** Requests one instance may have in progress (0: no limit). */

@@ -4,7 +4,8 @@
 // another. And a body's depth and size are bounded before JSON.parse runs.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { foldKey, parseStrictJson, policyKeySet } from '../../src/http/json.ts';
+import { foldKey, policyKeySet } from '../../src/json/keys.ts';
+import { parseStrictJson } from '../../src/json/strict.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
 import { BODY_LIMITS, checkRequestBody, POLICY_KEYS } from '../../src/gateway/rules.ts';
 import { goFieldValue, goFold } from '../support/go-json-fields.ts';

@@ -7,7 +7,8 @@
 // 502 naming the provider and the reason.
 import { createPrivateKey, sign } from 'node:crypto';
 import { fetchBody, FETCH_DEADLINE_MS } from './fetch.ts';
-import { isObject, parseStrictJson } from '../../http/json.ts';
+import { isObject } from '../../json/keys.ts';
+import { parseStrictJson } from '../../json/strict.ts';
 import { mintedSource, type MintedSource } from './minted.ts';
 
 /** The longest an assertion may live (Google's limit). */

@@ -14,7 +14,7 @@
 // cache reads; cache writes are a token type of their own.
 import { ERRORS } from '../../http/errors.ts';
 import type { ProxyError } from '../../http/errors.ts';
-import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, startsWithOneOf, tokenCount, type JsonObject } from '../sse.ts';
+import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, startsWithOneOf, tokenCount, type JsonObject } from './peek.ts';
 import { errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
 import { checkContent, refuseStoredState } from './content.ts';
 import { checkToolList, refuseHostedTool, refuseUnknownTool, type HostedTool } from './tools.ts';

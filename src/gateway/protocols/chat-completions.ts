@@ -13,7 +13,7 @@ import {
   startsString,
   tokenCount,
   type JsonObject,
-} from '../sse.ts';
+} from './peek.ts';
 import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
 import { refuse, type CallSummary, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
 import { checkContent, checkStore } from './content.ts';

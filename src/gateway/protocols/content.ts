@@ -16,7 +16,7 @@
 // the model wrote as a client tool's arguments (`tool_use.input`), which no provider reads as
 // content.
 import { ERRORS } from '../../http/errors.ts';
-import { asObject, type JsonObject } from '../sse.ts';
+import { asObject, type JsonObject } from './peek.ts';
 import { bounded, refuse, type RequestRefusal } from './protocol.ts';
 
 /** The --allow-hosted-tools name that lets content be given by URL. */

@@ -19,8 +19,9 @@
 // (response.completed repeats every output item: it can be megabytes, so it is read with
 // JsonCapture, never buffered whole). An `error` event also ends it.
 import { ERRORS } from '../../http/errors.ts';
-import { JsonCapture } from '../../http/json.ts';
-import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, startsWithOneOf, tokenCount, type JsonObject, type LargeEventConsumer } from '../sse.ts';
+import { JsonCapture } from '../json-capture.ts';
+import type { LargeEventConsumer } from '../sse.ts';
+import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, startsWithOneOf, tokenCount, type JsonObject } from './peek.ts';
 import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
 import { checkContent, checkStore, refuseStoredState } from './content.ts';
 import { checkToolList, refuseHostedTool } from './tools.ts';

@@ -6,7 +6,7 @@
 // tools, and MCP makes the provider connect to any server URL with headers the request chooses.
 // A request may use one only when the operator names it in --allow-hosted-tools.
 import { ERRORS } from '../../http/errors.ts';
-import { asObject, type JsonObject } from '../sse.ts';
+import { asObject, type JsonObject } from './peek.ts';
 import { bounded, refuse, type RequestRefusal } from './protocol.ts';
 
 // url_content is no tool, but the same egress: content (images, documents, files) the provider
