@@ -1,38 +1,32 @@
 // Bundles src/main.ts into dist/proxy.js: one readable, unminified CommonJS file that imports
-// nothing but node: built-ins. Fails if anything from outside src/ would be bundled.
-import { build } from 'esbuild';
-import { readFileSync, statSync } from 'node:fs';
+// nothing but node: built-ins, with a header naming its version, source commit and the SHA-256
+// of its sources (scripts/build-bundle.mjs, which the reproducibility test calls too). Fails if
+// anything from outside src/ would be bundled. Prints the size, the required built-ins, the
+// bytes per feature area against scripts/size-budget.json and the names esbuild renamed
+// (scripts/bundle-report.mjs); BUILD_QUIET=1 prints nothing.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { onlySrcAndBuiltins } from './scripts/bundle-policy.mjs';
+import { buildBundle } from './scripts/build-bundle.mjs';
+import { formatReport, loadNameClashes, loadSizeBudget, renamedIdentifiers, sizesByArea } from './scripts/bundle-report.mjs';
 
 const root = path.dirname(fileURLToPath(import.meta.url));
-const srcDir = path.join(root, 'src') + path.sep;
 const outfile = path.join(root, 'dist', 'proxy.js');
 
-await build({
-  entryPoints: [path.join(root, 'src', 'main.ts')],
-  outfile,
-  bundle: true,
-  platform: 'node',
-  target: 'node20',
-  format: 'cjs',
-  minify: false,
-  sourcemap: false,
-  legalComments: 'inline',
-  banner: { js: '#!/usr/bin/env node\n// credential-proxy: bundled from src/ by build.mjs. Imports only node: built-ins.' },
-  plugins: [onlySrcAndBuiltins(srcDir, root)],
-  logLevel: 'warning',
-});
-
-// Belt and braces: the output must require nothing but node: built-ins.
-const bundled = readFileSync(outfile, 'utf8');
-const requires = [...bundled.matchAll(/\brequire\(\s*["']([^"']+)["']\s*\)/g)].map((m) => m[1]);
-const foreign = requires.filter((r) => !r.startsWith('node:'));
-if (foreign.length > 0) {
-  console.error(`build: dist/proxy.js requires non-builtin modules: ${[...new Set(foreign)].join(', ')}`);
+let bundle;
+try {
+  bundle = await buildBundle({ root, outfile });
+} catch (err) {
+  console.error(err.message);
   process.exit(1);
 }
 if (!process.env.BUILD_QUIET) {
-  console.log(`build: dist/proxy.js ${(statSync(outfile).size / 1024).toFixed(1)} KiB, requires ${[...new Set(requires)].join(', ')}`);
+  console.log(`build: dist/proxy.js ${(bundle.bytes.length / 1024).toFixed(1)} KiB, requires ${bundle.requires.join(', ')}`);
+  const report = formatReport({
+    sizes: sizesByArea(bundle.metafile),
+    budgetsKiB: loadSizeBudget(),
+    renamed: renamedIdentifiers(bundle.text, bundle.sources),
+    allowed: loadNameClashes(),
+  });
+  console.log(`header: commit ${bundle.provenance.commit}, sha256 ${bundle.sha256}`);
+  console.log(report.join('\n'));
 }

@@ -17,7 +17,10 @@
 //   `process.dlopen`, and the same names reached through a computed member (`x["eval"]`);
 // - identifiers spelled with \u escapes (`\u0065val` is eval);
 // - a module comment (`// src/xxx.ts`, which esbuild writes before each module) naming a file
-//   outside src/, or no module comment at all; a tokeniser that loses its way (fail closed).
+//   outside src/, or no module comment at all; a tokeniser that loses its way (fail closed);
+// - no build header (build.mjs writes one before the code: the version, the source commit and
+//   the SHA-256 of the sources and the lockfile, scripts/build-bundle.mjs); the report repeats
+//   what it says, so that the reviewer knows which commit to rebuild and compare.
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
@@ -155,7 +158,22 @@ function position(text, offset) {
   return `${line}:${offset - before.lastIndexOf('\n')}`;
 }
 
-/** Audits bundle text; returns { findings, builtins, sources }. */
+/**
+ * What the build header says, from the comments before the first line of code:
+ * { version, commit, sourcesSha256, lockfileSha256 }, or null when any of them is missing.
+ */
+export function readHeader(comments, tokens) {
+  const firstCode = tokens[0]?.start ?? Infinity;
+  const text = comments.filter((c) => c.start < firstCode).map((c) => c.value).join('\n');
+  const version = /^\/\/ credential-proxy (\S+): bundled from src\//m.exec(text)?.[1];
+  const commit = /^\/\/ source commit: +(\S+)$/m.exec(text)?.[1];
+  const sourcesSha256 = /^\/\/ sources sha256: +([0-9a-f]{64})\b/m.exec(text)?.[1];
+  const lockfileSha256 = /^\/\/ lockfile sha256: +([0-9a-f]{64})\b/m.exec(text)?.[1];
+  if (!version || !commit || !sourcesSha256 || !lockfileSha256) return null;
+  return { version, commit, sourcesSha256, lockfileSha256 };
+}
+
+/** Audits bundle text; returns { findings, builtins, sources, header }. */
 export function auditBundle(text) {
   const findings = [];
   const builtins = new Set();
@@ -164,9 +182,11 @@ export function auditBundle(text) {
   try {
     scanned = tokenize(text);
   } catch (err) {
-    return { findings: [`cannot tokenise the bundle: ${err.message}`], builtins: [], sources: [] };
+    return { findings: [`cannot tokenise the bundle: ${err.message}`], builtins: [], sources: [], header: null };
   }
   const { tokens, comments } = scanned;
+  const header = readHeader(comments, tokens);
+  if (header === null) findings.push('no build header (version, source commit, sources and lockfile sha256): the file was not built by build.mjs');
   const t = (k) => tokens[k];
   const is = (k, type, value) => t(k)?.type === type && (value === undefined || t(k).value === value);
 
@@ -224,7 +244,15 @@ export function auditBundle(text) {
     if (!/^src\/(?:[A-Za-z0-9_-]+\/)*[A-Za-z0-9_-][A-Za-z0-9._-]*\.ts$/.test(file)) findings.push(`${position(text, marker.start)}: module ${file} is outside src/`);
     else if (!sources.includes(file)) sources.push(file);
   }
-  return { findings, builtins: [...builtins].sort(), sources: sources.sort() };
+  return { findings, builtins: [...builtins].sort(), sources: sources.sort(), header };
+}
+
+/** The header as the report prints it, with what its commit means for a rebuild. */
+function describeHeader(header) {
+  if (header === null) return '(none)';
+  const { version, commit, sourcesSha256, lockfileSha256 } = header;
+  const note = commit === 'unknown' ? ' (built outside git: no commit to rebuild from)' : commit.endsWith('-dirty') ? ' (uncommitted changes: the commit alone does not rebuild it)' : '';
+  return `credential-proxy ${version}, commit ${commit}${note}\n             sources sha256 ${sourcesSha256}, lockfile sha256 ${lockfileSha256}`;
 }
 
 /**
@@ -239,7 +267,7 @@ export function auditFile(file = path.join(root, 'dist', 'proxy.js')) {
     return { status: 2, stdout: '', stderr: `audit-bundle: cannot read ${file} (${err.code ?? err.message}); run npm run build first\n` };
   }
   const text = bytes.toString('utf8');
-  const { findings, builtins, sources } = auditBundle(text);
+  const { findings, builtins, sources, header } = auditBundle(text);
   for (const source of sources) {
     if (!existsSync(path.join(root, source))) findings.push(`module ${source} does not exist in ${path.join(root, 'src')}: the bundle is stale`);
   }
@@ -247,6 +275,7 @@ export function auditFile(file = path.join(root, 'dist', 'proxy.js')) {
   const lines = [
     `audit-bundle: ${path.relative(process.cwd(), file) || file}`,
     `  size:      ${bytes.length} bytes (${kib} KiB), ${text.split('\n').length} lines, sha256 ${createHash('sha256').update(bytes).digest('hex')}`,
+    `  header:    ${describeHeader(header)}`,
     `  built-ins: ${builtins.length === 0 ? '(none)' : builtins.join(', ')}`,
     `  sources:   ${sources.length} file(s)`,
     ...sources.map((s) => `    ${s}`),

@@ -1,0 +1,126 @@
+// The audited file is reproducible: the same sources, lockfile and build scripts give the same
+// bytes, wherever the checkout lies and whichever directory the build runs from, and its header
+// names what it was built from (scripts/build-bundle.mjs, the function build.mjs calls). A
+// reviewer relies on this to tie the file they were given to the src/ they read (SECURITY.md,
+// "How to review").
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+
+const ROOT = join(__dirname, '..', '..');
+const dir = mkdtempSync(join(tmpdir(), 'reproducible-build-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+const buildBundle = async (root: string, outfile: string) => (await import('../../scripts/build-bundle.mjs')).buildBundle({ root, outfile });
+
+/** A copy of the build's inputs (no .git: outside any repository) at `at`, with the build scripts and node_modules linked in. */
+function checkoutCopy(at: string): string {
+  mkdirSync(at, { recursive: true });
+  cpSync(join(ROOT, 'src'), join(at, 'src'), { recursive: true });
+  for (const file of ['package.json', 'package-lock.json', 'tsconfig.json', 'build.mjs']) cpSync(join(ROOT, file), join(at, file));
+  mkdirSync(join(at, 'scripts'));
+  for (const file of ['build-bundle.mjs', 'bundle-policy.mjs', 'bundle-report.mjs', 'audit-bundle.mjs', 'size-budget.json', 'name-clashes.json']) {
+    cpSync(join(ROOT, 'scripts', file), join(at, 'scripts', file));
+  }
+  symlinkSync(join(ROOT, 'node_modules'), join(at, 'node_modules'), 'dir');
+  return at;
+}
+
+/** The code after the header: what esbuild wrote from src/. */
+const body = (text: string) => text.slice(text.indexOf('\n"use strict";\n'));
+
+test('reproducible build: two builds of the checkout, into two directories, give the same bytes and the same header', async () => {
+  // Other people edit this tree while the tests run: build twice at once, and again if the
+  // sources changed between the two (then the headers differ and say so).
+  for (let attempt = 1; ; attempt++) {
+    const [a, b] = await Promise.all([buildBundle(ROOT, join(dir, 'one', 'proxy.js')), buildBundle(ROOT, join(dir, 'two', 'deeper', 'proxy.js'))]);
+    if (attempt < 3 && JSON.stringify(a.provenance) !== JSON.stringify(b.provenance)) continue;
+    assert.deepEqual(a.provenance, b.provenance);
+    assert.equal(a.sha256, b.sha256, 'same sources, same bytes');
+    assert.ok(a.bytes.equals(b.bytes));
+    assert.ok(a.text.startsWith(`${a.header}\n"use strict";\n`), 'the header is the first thing in the file');
+    assert.doesNotMatch(a.text, new RegExp(ROOT.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')), 'no absolute path of the checkout');
+    assert.doesNotMatch(a.text, new RegExp(dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')), 'no path of the output');
+    break;
+  }
+});
+
+test('reproducible build: the bytes do not depend on where the checkout lies or which directory node build.mjs runs from', async () => {
+  const near = checkoutCopy(join(dir, 'near'));
+  const far = checkoutCopy(join(dir, 'a', 'much', 'longer', 'path', 'to', 'the', 'checkout'));
+  const a = await buildBundle(near, join(near, 'dist', 'proxy.js'));
+  const b = await buildBundle(far, join(dir, 'elsewhere', 'proxy.js'));
+  assert.equal(a.provenance.commit, 'unknown', 'outside git the header says so');
+  assert.equal(a.sha256, b.sha256);
+  assert.match(a.text, /^\/\/ src\/main\.ts$/m, 'module comments are relative to the checkout');
+
+  // The command, run from another directory, writes the same bytes the function returned.
+  rmSync(join(far, 'dist'), { recursive: true, force: true });
+  const run = spawnSync(process.execPath, [join(far, 'build.mjs')], { cwd: tmpdir(), encoding: 'utf8' });
+  assert.equal(run.status, 0, run.stderr);
+  assert.ok(readFileSync(join(far, 'dist', 'proxy.js')).equals(a.bytes), 'node build.mjs from elsewhere: the same bytes');
+  assert.match(run.stdout, /^build: dist\/proxy\.js \d+\.\d KiB, requires node:\S+/, 'the build line is unchanged');
+  assert.match(run.stdout, /^size by area /m, 'then the size table');
+  assert.match(run.stdout, /^ {2}total +\d+\.\d \/ +\d+\.\d$/m);
+  assert.match(run.stdout, /^renamed by esbuild /m, 'then the renamed names');
+
+  // The same source as the real checkout: only the header tells them apart.
+  const real = await buildBundle(ROOT, join(dir, 'real', 'proxy.js'));
+  if (real.provenance.sourcesSha256 === a.provenance.sourcesSha256) assert.equal(body(real.text), body(a.text));
+});
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', ['-c', 'user.name=test', '-c', 'user.email=test@example.invalid', '-c', 'commit.gpgsign=false', ...args], { cwd, encoding: 'utf8' }).trim();
+}
+
+test('reproducible build: the header names the version, the commit (-dirty for an uncommitted build input, not for other files) and the sources as sha256sum digests them', async () => {
+  const repo = checkoutCopy(join(dir, 'repo'));
+  writeFileSync(join(repo, '.gitignore'), 'node_modules\ndist\n');
+  writeFileSync(join(repo, 'README.md'), 'readme\n');
+  git(repo, 'init', '-q');
+  git(repo, 'add', '.');
+  git(repo, 'commit', '-q', '-m', 'sources');
+  const head = git(repo, 'rev-parse', 'HEAD');
+  const { version } = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as { version: string };
+
+  const clean = await buildBundle(repo, join(repo, 'dist', 'proxy.js'));
+  assert.equal(clean.provenance.commit, head);
+  const lines = clean.text.split('\n');
+  assert.equal(lines[0], '#!/usr/bin/env node');
+  assert.match(lines[1]!, new RegExp(`^// credential-proxy ${version.replace(/\./g, '\\.')}: bundled from src/ by build\\.mjs \\(esbuild \\d+\\.\\d+\\.\\d+\\)`));
+  assert.equal(lines[2], `// source commit:   ${head}`);
+  const shell = spawnSync('sh', ['-c', 'find src -type f | LC_ALL=C sort | xargs sha256sum | sha256sum'], { cwd: repo, encoding: 'utf8' });
+  assert.equal(shell.status, 0, shell.stderr);
+  assert.equal(clean.provenance.sourcesSha256, shell.stdout.split(' ')[0], 'the digest the header states is the shell one-liner it shows');
+  assert.match(lines[3]!, new RegExp(`^// sources sha256: +${clean.provenance.sourcesSha256} `));
+  const lock = spawnSync('sha256sum', ['package-lock.json'], { cwd: repo, encoding: 'utf8' });
+  assert.match(lines[4]!, new RegExp(`^// lockfile sha256: ${lock.stdout.split(' ')[0]} `));
+
+  writeFileSync(join(repo, 'README.md'), 'edited\n');
+  assert.equal((await buildBundle(repo, join(repo, 'dist', 'proxy.js'))).provenance.commit, head, 'a file the bundle does not depend on: still clean');
+  writeFileSync(join(repo, 'src', 'untracked-note.txt'), 'new\n');
+  const dirty = await buildBundle(repo, join(repo, 'dist', 'proxy.js'));
+  assert.equal(dirty.provenance.commit, `${head}-dirty`, 'an untracked file in src/');
+  assert.notEqual(dirty.provenance.sourcesSha256, clean.provenance.sourcesSha256);
+  rmSync(join(repo, 'src', 'untracked-note.txt'));
+  writeFileSync(join(repo, 'package-lock.json'), readFileSync(join(repo, 'package-lock.json'), 'utf8') + '\n');
+  assert.equal((await buildBundle(repo, join(repo, 'dist', 'proxy.js'))).provenance.commit, `${head}-dirty`, 'a changed lockfile');
+});
+
+test('the audit repeats what the header says, and a bundle without the header fails it', async () => {
+  const { auditFile } = await import('../../scripts/audit-bundle.mjs');
+  const built = await buildBundle(ROOT, join(dir, 'audited', 'proxy.js'));
+  const r = auditFile(built.outfile);
+  assert.equal(r.status, 0, r.stdout);
+  assert.match(r.stdout, new RegExp(`^ {2}header: +credential-proxy \\S+, commit ${built.provenance.commit}`, 'm'));
+  assert.match(r.stdout, new RegExp(`sources sha256 ${built.provenance.sourcesSha256}, lockfile sha256 ${built.provenance.lockfileSha256}`));
+
+  const stripped = join(dir, 'audited', 'no-header.js');
+  writeFileSync(stripped, built.text.replace(/^\/\/ (source commit|sources sha256|lockfile sha256):.*\n/gm, ''));
+  const bad = auditFile(stripped);
+  assert.equal(bad.status, 1);
+  assert.match(bad.stdout, /no build header/);
+});
