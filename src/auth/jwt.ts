@@ -104,7 +104,7 @@ export function verifyBotToken(token: string, key: Buffer, opts: VerifyOptions):
 /** Pure: whether a token's payload, unverified, carries a git scope (undefined: unreadable). */
 function unverifiedGitScope(token: string): boolean | undefined {
   const bytes = decodeSegment(token.split('.')[1] ?? '');
-  const payload = bytes === null ? null : parseJsonObject(bytes);
+  const payload = bytes === null ? null : parseClaimsObject(bytes);
   return payload === null || payload === 'duplicate' ? undefined : payload.git !== undefined;
 }
 
@@ -131,7 +131,7 @@ function verifyToken(token: string, key: Buffer, opts: VerifyOptions): VerifyRes
 
   // The header is read before the signature is checked so that the algorithm is ours, never the
   // token's choice: anything but HS256 (e.g. 'none') is refused.
-  const header = parseJsonObject(headerBytes);
+  const header = parseClaimsObject(headerBytes);
   if (header === 'duplicate') return reject('duplicate key in header');
   if (header === null) return reject('malformed header');
   if (header.alg !== 'HS256') return reject('unsupported algorithm');
@@ -145,7 +145,7 @@ function verifyToken(token: string, key: Buffer, opts: VerifyOptions): VerifyRes
     return reject('bad signature');
   }
 
-  const payload = parseJsonObject(payloadBytes);
+  const payload = parseClaimsObject(payloadBytes);
   if (payload === 'duplicate') return reject('duplicate key in payload');
   if (payload === null) return reject('malformed payload');
   const { exp, iat, nbf } = payload;
@@ -226,7 +226,7 @@ function decodeSegment(segment: string): Buffer | null {
  * reading the first of two `exp` (or `alg`, or `EXP`) claims must never see a different token
  * than the one verified here.
  */
-function parseJsonObject(bytes: Buffer): Record<string, unknown> | 'duplicate' | null {
+function parseClaimsObject(bytes: Buffer): Record<string, unknown> | 'duplicate' | null {
   const parsed = parseStrictJson(bytes);
   if (!parsed.ok) return parsed.reason === 'duplicate_key' || parsed.reason === 'case_variant_key' ? 'duplicate' : null;
   return isObject(parsed.value) ? parsed.value : null;

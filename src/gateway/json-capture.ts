@@ -1,6 +1,7 @@
 // Telemetry, not policy: the values at a few paths (say, response.usage) read out of a JSON
 // document that arrives in pieces and may be megabytes long (the Responses API's final event),
-// keeping only those values in memory. It decides nothing; the relay forwards the bytes itself.
+// keeping only those values in memory. Nothing it reads changes what is forwarded (the relay
+// forwards the bytes itself); the usage it reads is recorded and charged.
 import { decodeKey, JsonTokenizer } from '../json/tokenizer.ts';
 
 /**
@@ -35,7 +36,7 @@ export class JsonCapture {
     this.maxValueBytes = maxValueBytes;
     this.tokenizer = new JsonTokenizer(
       {
-        open: (_isObject, at) => {
+        open: (_opensObject, at) => {
           const path = this.nextPath;
           if (path !== null && this.wanted.has(path) && !this.capturing) this.startCapture(path, at);
           this.paths.push(path !== null && this.prefixes.has(path) ? path : null);

@@ -12,8 +12,8 @@ export function decodedKeyProblem(bytes: Buffer, policy: PolicyKeys | undefined)
   let problem: KeyProblem | undefined;
   const tokenizer = new JsonTokenizer(
     {
-      open: (isObject) => {
-        frames.push({ keys: isObject ? new Map() : undefined, map: isObject && pendingKey !== undefined && MAP_KEYS.has(pendingKey) });
+      open: (opensObject) => {
+        frames.push({ keys: opensObject ? new Map() : undefined, map: opensObject && pendingKey !== undefined && MAP_KEYS.has(pendingKey) });
         pendingKey = undefined;
       },
       close: () => void frames.pop(),

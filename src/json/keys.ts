@@ -58,7 +58,10 @@ export function policyKeySet(keys: Iterable<string>): PolicyKeys {
   return { exact, byFold: new Map([...exact].map((k) => [foldKey(k), k])) };
 }
 
+/** A parsed JSON object. */
+export type JsonObject = Record<string, unknown>;
+
 /** A JSON object, as opposed to an array, null or a scalar. */
-export function isObject(value: unknown): value is Record<string, unknown> {
+export function isObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

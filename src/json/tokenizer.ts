@@ -8,7 +8,7 @@ import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, OPEN_BRACE, OPEN_B
 /** The tokenizer's callbacks. Offsets are into the chunk being pushed. */
 export interface TokenSink {
   /** An object or array opens (`{` or `[`) at `at`. */
-  open(isObject: boolean, at: number): void;
+  open(opensObject: boolean, at: number): void;
   /** The innermost container closes; `end` is just past its closing byte. */
   close(end: number): void;
   /** A key of the innermost object, complete, as raw bytes between the quotes (escapes kept). */
@@ -70,10 +70,10 @@ export class JsonTokenizer {
         if (!this.stringIsKey) this.sink.scalarStart(i);
         i++;
       } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
-        const isObject = c === OPEN_BRACE;
-        this.stack.push(isObject);
-        this.sink.open(isObject, i);
-        this.expectKey = isObject;
+        const opensObject = c === OPEN_BRACE;
+        this.stack.push(opensObject);
+        this.sink.open(opensObject, i);
+        this.expectKey = opensObject;
         i++;
       } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
         this.stack.pop();

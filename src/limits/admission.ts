@@ -33,7 +33,7 @@ export function effectivePolicy(policy: LimitsPolicy, lowered: LoweredLimits | u
 }
 
 /** What the state holds for the verdict, at `nowMs`. */
-export interface Usage {
+export interface WindowCounts {
   readonly inFlight: number;
   readonly requestsLastMinute: number;
   readonly tokensLastMinute: number;
@@ -68,7 +68,7 @@ export function toMicroUsd(usd: number): number {
 }
 
 /** Pure: whether a call that will bring `estimatedTokens` input tokens may start now. */
-export function admissionVerdict(policy: LimitsPolicy, usage: Usage, estimatedTokens: number, oldestInWindowAgeMs: number): Verdict {
+export function admissionVerdict(policy: LimitsPolicy, usage: WindowCounts, estimatedTokens: number, oldestInWindowAgeMs: number): Verdict {
   if (policy.runBudgetUsd > 0 && toMicroUsd(usage.runSpentUsd) >= toMicroUsd(policy.runBudgetUsd)) {
     return { ok: false, kind: 'run_budget', message: `this run's budget is spent: ${usd(usage.runSpentUsd)} of ${usd(policy.runBudgetUsd)}; the run must stop (the operator sets it in --limits, the orchestrator may lower it per run)` };
   }

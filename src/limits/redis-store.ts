@@ -4,7 +4,7 @@
 // decides: `closed` refuses calls until it is back (503, transient), `open` lets them through
 // unlimited; either is logged and counted while it lasts.
 import { createHash, randomUUID } from 'node:crypto';
-import { admissionVerdict, effectivePolicy, estimateTokens, toMicroUsd, type Admission, type LimitsStore, type Usage, limitsKeys } from './admission.ts';
+import { admissionVerdict, effectivePolicy, estimateTokens, toMicroUsd, type Admission, type LimitsStore, type WindowCounts, limitsKeys } from './admission.ts';
 import type { WorkloadIdentity } from '../auth/identity.ts';
 import type { LimitsPolicy } from './policy.ts';
 import { RespError, type RespClient, type RespValue } from '../store/resp.ts';
@@ -297,7 +297,7 @@ function refusalFromStore(policy: LimitsPolicy, kind: string, detail: number, wa
   const none = { inFlight: 0, requestsLastMinute: 0, tokensLastMinute: 0, runSpentUsd: 0, workflowSpentUsdToday: 0 };
   const windowAge = 60_000 - waitSec * 1000;
   const globalNone = { inFlight: 0, requestsLastMinute: 0, tokensLastMinute: 0, oldestInWindowAgeMs: 0, spentUsdToday: 0 };
-  const usage: Record<string, Usage> = {
+  const usage: Record<string, WindowCounts> = {
     run_budget: { ...none, runSpentUsd: detail / 1e6 },
     workflow_budget: { ...none, workflowSpentUsdToday: detail / 1e6 },
     global_budget: { ...none, global: { ...globalNone, spentUsdToday: detail / 1e6 } },

@@ -14,8 +14,9 @@
 // cache reads; cache writes are a token type of their own.
 import { ERRORS } from '../../http/errors.ts';
 import type { ProxyError } from '../../http/errors.ts';
-import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, startsWithOneOf, tokenCount, type JsonObject } from './peek.ts';
-import { errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
+import { isObject, type JsonObject } from '../../json/keys.ts';
+import { mayHaveValue, parseObjectLoose, quotedKey, startsNonEmptyString, startsWithOneOf, tokenCount } from './peek.ts';
+import { errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type TokenUsage, type WireProtocol } from './protocol.ts';
 import { checkContent, refuseStoredState } from './content.ts';
 import { checkToolList, refuseHostedTool, refuseUnknownTool, type HostedTool } from './tools.ts';
 
@@ -55,8 +56,8 @@ function checkTool(tool: JsonObject, i: number, hostedAllowed: ReadonlySet<strin
 function checkMessages(messages: unknown): RequestRefusal | undefined {
   if (!Array.isArray(messages)) return refuse(ERRORS.messagesMissing, 'messages');
   for (let i = 0; i < messages.length; i++) {
-    const m = asObject(messages[i]);
-    if (m === null || typeof m.role !== 'string' || !MESSAGES_ROLES.has(m.role)) return refuse(ERRORS.messagesRoleNotAllowed, `messages[${i}].role`);
+    const m: unknown = messages[i];
+    if (!isObject(m) || typeof m.role !== 'string' || !MESSAGES_ROLES.has(m.role)) return refuse(ERRORS.messagesRoleNotAllowed, `messages[${i}].role`);
   }
   return undefined;
 }
@@ -68,25 +69,24 @@ function checkMessages(messages: unknown): RequestRefusal | undefined {
 function checkContainer(container: unknown): RequestRefusal | undefined {
   if (container === undefined || container === null) return undefined;
   if (typeof container === 'string') return refuseStoredState('container', "another run's code-execution container, by id", 'leave "container" out for a fresh one');
-  const c = asObject(container);
-  if (c === null) return undefined;
-  if (c.id !== undefined && c.id !== null) return refuseStoredState('container.id', "another run's code-execution container, by id", 'leave the id out for a fresh container');
-  const skills = Array.isArray(c.skills) ? c.skills : [];
+  if (!isObject(container)) return undefined;
+  if (container.id !== undefined && container.id !== null) return refuseStoredState('container.id', "another run's code-execution container, by id", 'leave the id out for a fresh container');
+  const skills = Array.isArray(container.skills) ? container.skills : [];
   for (let i = 0; i < skills.length; i++) {
-    if (asObject(skills[i])?.type !== 'anthropic') return refuseStoredState(`container.skills[${i}]`, 'a skill stored at the provider (only "type": "anthropic" skills are built in)', "use Anthropic's built-in skills only");
+    const skill: unknown = skills[i];
+    if (!isObject(skill) || skill.type !== 'anthropic') return refuseStoredState(`container.skills[${i}]`, 'a skill stored at the provider (only "type": "anthropic" skills are built in)', "use Anthropic's built-in skills only");
   }
   return undefined;
 }
 
-function readUsage(usage: unknown): Usage | null {
-  const u = asObject(usage);
-  if (u === null) return null;
-  const input = tokenCount(u.input_tokens);
-  const cacheRead = tokenCount(u.cache_read_input_tokens);
-  const cacheWrite = tokenCount(u.cache_creation_input_tokens);
+function readUsage(usage: unknown): TokenUsage | null {
+  if (!isObject(usage)) return null;
+  const input = tokenCount(usage.input_tokens);
+  const cacheRead = tokenCount(usage.cache_read_input_tokens);
+  const cacheWrite = tokenCount(usage.cache_creation_input_tokens);
   return {
     inputTokens: input === null ? null : input + (cacheRead ?? 0) + (cacheWrite ?? 0),
-    outputTokens: tokenCount(u.output_tokens),
+    outputTokens: tokenCount(usage.output_tokens),
     reasoningTokens: null,
     cachedTokens: cacheRead,
     cacheWriteTokens: cacheWrite,
@@ -94,7 +94,7 @@ function readUsage(usage: unknown): Usage | null {
 }
 
 /** Later usage (message_delta) refines earlier (message_start): a field it lacks is kept. */
-function mergeUsage(earlier: Usage | null, later: Usage | null): Usage | null {
+function mergeUsage(earlier: TokenUsage | null, later: TokenUsage | null): TokenUsage | null {
   if (earlier === null || later === null) return later ?? earlier;
   return {
     inputTokens: later.inputTokens ?? earlier.inputTokens,
@@ -112,7 +112,7 @@ const DELTA_TEXT_KEYS = ['text', 'partial_json', 'thinking'].map(quotedKey);
 const CONTENT_BLOCK_DELTA = Buffer.from('"content_block_delta"');
 
 class MessagesStreamReader implements StreamReader {
-  private usage: Usage | null = null;
+  private usage: TokenUsage | null = null;
   private usageFinal = false;
   private model: string | null = null;
   private stopReason: string | null = null;
@@ -125,22 +125,24 @@ class MessagesStreamReader implements StreamReader {
   event(data: Buffer): void {
     const mayBeFirstOutput = this.firstTokenAt === null && data.indexOf(CONTENT_BLOCK_DELTA) !== -1 && DELTA_TEXT_KEYS.some((k) => mayHaveValue(data, k, startsNonEmptyString));
     if (!mayBeFirstOutput && !mayHaveValue(data, TYPE_KEY, IS_TYPE_READ)) return;
-    const event = parseJsonObject(data);
+    const event = parseObjectLoose(data);
     if (event === null) return;
     switch (event.type) {
       case 'content_block_delta': {
-        const delta = asObject(event.delta);
-        if (this.firstTokenAt === null && delta !== null && [delta.text, delta.partial_json, delta.thinking].some((v) => typeof v === 'string' && v !== '')) this.firstTokenAt = this.now();
+        const delta = event.delta;
+        if (this.firstTokenAt === null && isObject(delta) && [delta.text, delta.partial_json, delta.thinking].some((v) => typeof v === 'string' && v !== '')) this.firstTokenAt = this.now();
         break;
       }
       case 'message_start': {
-        const message = asObject(event.message);
-        if (typeof message?.model === 'string') this.model = message.model;
-        this.usage = mergeUsage(this.usage, readUsage(message?.usage));
+        const message = event.message;
+        if (isObject(message)) {
+          if (typeof message.model === 'string') this.model = message.model;
+          this.usage = mergeUsage(this.usage, readUsage(message.usage));
+        }
         break;
       }
       case 'message_delta': {
-        const stop = asObject(event.delta)?.stop_reason;
+        const stop = isObject(event.delta) ? event.delta.stop_reason : undefined;
         if (typeof stop === 'string') this.stopReason = stop;
         const usage = readUsage(event.usage);
         if (usage !== null) {
@@ -154,7 +156,7 @@ class MessagesStreamReader implements StreamReader {
         break;
       case 'error':
         this.stopped = true;
-        this.error = errorClass(asObject(event.error)?.type) ?? 'error';
+        this.error = errorClass(isObject(event.error) ? event.error.type : undefined) ?? 'error';
         break;
     }
   }
@@ -224,7 +226,7 @@ export const anthropicMessages: WireProtocol = {
   newStreamReader: (now) => new MessagesStreamReader(now),
 
   summarizeJson(body) {
-    const message: JsonObject | null = parseJsonObject(body);
+    const message: JsonObject | null = parseObjectLoose(body);
     const usage = message === null ? null : readUsage(message.usage);
     return {
       usage,

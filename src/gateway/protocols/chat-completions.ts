@@ -2,20 +2,10 @@
 // clients speak. The request's `model`, `messages` roles, `stream` and `tools` are checked; usage,
 // model, finish reason and the first output are read from the answer.
 import { ERRORS } from '../../http/errors.ts';
-import {
-  asObject,
-  mayHaveValue,
-  parseJsonObject,
-  quotedKey,
-  startsNonEmptyArray,
-  startsNonEmptyString,
-  startsObject,
-  startsString,
-  tokenCount,
-  type JsonObject,
-} from './peek.ts';
+import { isObject, type JsonObject } from '../../json/keys.ts';
+import { mayHaveValue, parseObjectLoose, quotedKey, startsNonEmptyArray, startsNonEmptyString, startsObject, startsString, tokenCount } from './peek.ts';
 import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
-import { refuse, type CallSummary, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
+import { refuse, type CallSummary, type StreamReader, type TokenUsage, type WireProtocol } from './protocol.ts';
 import { checkContent, checkStore } from './content.ts';
 import { checkToolList, refuseHostedTool } from './tools.ts';
 
@@ -32,14 +22,14 @@ const TOOL_CALLS_KEY = quotedKey('tool_calls');
 const OUTPUT_TEXT_KEYS = OUTPUT_TEXT_FIELDS.map(quotedKey);
 const DONE_DATA = Buffer.from('[DONE]');
 
-function readUsage(response: JsonObject): Usage | null {
-  const usage = asObject(response.usage);
-  if (usage === null) return null;
+function readUsage(response: JsonObject): TokenUsage | null {
+  const usage = response.usage;
+  if (!isObject(usage)) return null;
   return {
     inputTokens: tokenCount(usage.prompt_tokens),
     outputTokens: tokenCount(usage.completion_tokens),
-    reasoningTokens: tokenCount(asObject(usage.completion_tokens_details)?.reasoning_tokens),
-    cachedTokens: tokenCount(asObject(usage.prompt_tokens_details)?.cached_tokens),
+    reasoningTokens: tokenCount(isObject(usage.completion_tokens_details) ? usage.completion_tokens_details.reasoning_tokens : undefined),
+    cachedTokens: tokenCount(isObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details.cached_tokens : undefined),
     cacheWriteTokens: null,
   };
 }
@@ -49,16 +39,16 @@ function readModel(response: JsonObject): string | null {
 }
 
 function readFinishReason(response: JsonObject): string | null {
-  const firstChoice = Array.isArray(response.choices) ? asObject(response.choices[0]) : null;
-  const finishReason = firstChoice?.finish_reason;
+  const firstChoice: unknown = Array.isArray(response.choices) ? response.choices[0] : undefined;
+  const finishReason = isObject(firstChoice) ? firstChoice.finish_reason : undefined;
   return typeof finishReason === 'string' ? finishReason : null;
 }
 
 function carriesOutput(chunk: JsonObject): boolean {
   if (!Array.isArray(chunk.choices)) return false;
   return chunk.choices.some((choice: unknown) => {
-    const delta = asObject(asObject(choice)?.delta);
-    if (delta === null) return false;
+    const delta = isObject(choice) ? choice.delta : undefined;
+    if (!isObject(delta)) return false;
     const toolCalls = delta.tool_calls;
     return OUTPUT_TEXT_FIELDS.some((field) => typeof delta[field] === 'string' && delta[field] !== '') || (Array.isArray(toolCalls) && toolCalls.length > 0);
   });
@@ -70,7 +60,7 @@ function carriesOutput(chunk: JsonObject): boolean {
  * first output. Every chunk repeats the model, so it is parsed for that only once.
  */
 class ChatStreamReader implements StreamReader {
-  private usage: Usage | null = null;
+  private usage: TokenUsage | null = null;
   private model: string | null = null;
   private finishReason: string | null = null;
   private firstTokenAt: number | null = null;
@@ -90,7 +80,7 @@ class ChatStreamReader implements StreamReader {
       this.firstTokenAt === null && (OUTPUT_TEXT_KEYS.some((key) => mayHaveValue(data, key, startsNonEmptyString)) || mayHaveValue(data, TOOL_CALLS_KEY, startsNonEmptyArray));
     if (!mayHaveUsage && !mayHaveFinishReason && !mayHaveNeededModel && !mayHaveFirstOutput) return;
 
-    const chunk = parseJsonObject(data);
+    const chunk = parseObjectLoose(data);
     if (chunk === null) return;
     this.usage = readUsage(chunk) ?? this.usage;
     this.model = readModel(chunk) ?? this.model;
@@ -137,7 +127,7 @@ export const chatCompletions: WireProtocol = {
   newStreamReader: (now) => new ChatStreamReader(now),
 
   summarizeJson(body) {
-    const response = parseJsonObject(body);
+    const response = parseObjectLoose(body);
     const usage = response === null ? null : readUsage(response);
     return {
       usage,

@@ -16,7 +16,7 @@
 // the model wrote as a client tool's arguments (`tool_use.input`), which no provider reads as
 // content.
 import { ERRORS } from '../../http/errors.ts';
-import { asObject, type JsonObject } from './peek.ts';
+import { isObject, type JsonObject } from '../../json/keys.ts';
 import { bounded, refuse, type RequestRefusal } from './protocol.ts';
 
 /** The --allow-hosted-tools name that lets content be given by URL. */
@@ -35,10 +35,10 @@ function findingOf(o: JsonObject, path: string): Finding | undefined {
   if (o.file_ids !== undefined && o.file_ids !== null) return { kind: 'stored', path: `${path}.file_ids`, what: 'files stored at the provider ("file_ids")' };
   if (o.type === 'container_upload') return { kind: 'stored', path, what: 'a file uploaded into a provider container ("container_upload")' };
   if (o.type === 'item_reference') return { kind: 'stored', path, what: 'an item stored at the provider ("item_reference")' };
-  const audio = asObject(o.audio);
-  if (audio !== null && audio.id !== undefined && audio.id !== null) return { kind: 'stored', path: `${path}.audio.id`, what: 'audio of an earlier answer stored at the provider ("audio.id")' };
+  const audio = o.audio;
+  if (isObject(audio) && audio.id !== undefined && audio.id !== null) return { kind: 'stored', path: `${path}.audio.id`, what: 'audio of an earlier answer stored at the provider ("audio.id")' };
   if (o.image_url !== undefined && o.image_url !== null) {
-    const url = typeof o.image_url === 'string' ? o.image_url : asObject(o.image_url)?.url;
+    const url = typeof o.image_url === 'string' ? o.image_url : isObject(o.image_url) ? o.image_url.url : undefined;
     if (!isInline(url)) return { kind: 'url', path: `${path}.image_url`, what: 'an image URL' };
   }
   if (o.file_url !== undefined && o.file_url !== null) return { kind: 'url', path: `${path}.file_url`, what: 'a file URL' };
@@ -58,13 +58,12 @@ function findContentReference(value: unknown, path: string, urlsAllowed: boolean
     }
     return undefined;
   }
-  const o = asObject(value);
-  if (o === null) return undefined;
-  if (typeof o.type === 'string' && ARGUMENT_BLOCKS.has(o.type)) return undefined;
-  const own = findingOf(o, path);
+  if (!isObject(value)) return undefined;
+  if (typeof value.type === 'string' && ARGUMENT_BLOCKS.has(value.type)) return undefined;
+  const own = findingOf(value, path);
   if (own && (own.kind === 'stored' || !urlsAllowed)) return own;
-  for (const key of Object.keys(o)) {
-    const child = o[key];
+  for (const key of Object.keys(value)) {
+    const child = value[key];
     if (typeof child !== 'object' || child === null) continue;
     const found = findContentReference(child, `${path}.${key}`, urlsAllowed);
     if (found) return found;

@@ -2,6 +2,7 @@
 // and the lenient readers of what they then parse: a value that is not what was expected is
 // null, never an error (the relay forwards the bytes whatever this file thinks of them).
 import { CLOSE_BRACKET, COLON, CR, LF, OPEN_BRACE, OPEN_BRACKET, QUOTE, SPACE, TAB } from '../../json/chars.ts';
+import { isObject, type JsonObject } from '../../json/keys.ts';
 
 export function quotedKey(name: string): Buffer {
   return Buffer.from(`"${name}"`);
@@ -55,15 +56,16 @@ export function startsNonEmptyArray(json: Buffer, valueStart: number): boolean {
   return json[valueStart] === OPEN_BRACKET && json[skipWhitespace(json, valueStart + 1)] !== CLOSE_BRACKET;
 }
 
-export type JsonObject = Record<string, unknown>;
-
-export function asObject(value: unknown): JsonObject | null {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as JsonObject) : null;
-}
-
-export function parseJsonObject(bytes: Buffer): JsonObject | null {
+/**
+ * An event or answer as an object, or null when it is not JSON or not an object. Lenient on
+ * purpose: it reads a copy of what the relay forwards (usage, model, how the call ended), and
+ * nothing it reads changes what is forwarded. Request bodies, which the proxy judges, go through
+ * the strict reader, parseStrictJson.
+ */
+export function parseObjectLoose(bytes: Buffer): JsonObject | null {
   try {
-    return asObject(JSON.parse(bytes.toString('utf8')));
+    const value: unknown = JSON.parse(bytes.toString('utf8'));
+    return isObject(value) ? value : null;
   } catch {
     return null;
   }

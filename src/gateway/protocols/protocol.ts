@@ -33,7 +33,7 @@ export interface CloudScope {
   readonly region: string | undefined;
 }
 
-export interface Usage {
+export interface TokenUsage {
   /** Input tokens, cached ones included (OpenAI's `prompt_tokens` / `input_tokens`). */
   readonly inputTokens: number | null;
   /** Output tokens, reasoning ones included. */
@@ -48,7 +48,7 @@ export interface Usage {
 /** What the gateway learns about a call from the upstream's answer. */
 export interface CallSummary {
   /** What is known of the usage: a stream's input tokens may be known before it is cut. */
-  readonly usage: Usage | null;
+  readonly usage: TokenUsage | null;
   /** The usage is final (the upstream reported it whole). */
   readonly usageComplete: boolean;
   /** The response's own model field (may name a dated snapshot of the requested model). */

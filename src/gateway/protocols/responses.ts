@@ -21,11 +21,12 @@
 import { ERRORS } from '../../http/errors.ts';
 import { JsonCapture } from '../json-capture.ts';
 import type { LargeEventConsumer } from '../sse.ts';
-import { asObject, mayHaveValue, parseJsonObject, quotedKey, startsNonEmptyString, startsWithOneOf, tokenCount, type JsonObject } from './peek.ts';
+import { isObject, type JsonObject } from '../../json/keys.ts';
+import { mayHaveValue, parseObjectLoose, quotedKey, startsNonEmptyString, startsWithOneOf, tokenCount } from './peek.ts';
 import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
 import { checkContent, checkStore, refuseStoredState } from './content.ts';
 import { checkToolList, refuseHostedTool } from './tools.ts';
-import { bounded, errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type Usage, type WireProtocol } from './protocol.ts';
+import { bounded, errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type TokenUsage, type WireProtocol } from './protocol.ts';
 
 const RESPONSES_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant']);
 
@@ -69,8 +70,8 @@ const WHOLE_HISTORY = 'send the whole conversation in "input" instead (with "sto
 
 /** A `shell` tool with a container environment runs at the provider: hosted. */
 function isHostedShell(tool: JsonObject): boolean {
-  const environment = asObject(tool.environment);
-  return tool.environment !== undefined && tool.environment !== null && environment?.type !== 'local';
+  const environment = tool.environment;
+  return environment !== undefined && environment !== null && !(isObject(environment) && environment.type === 'local');
 }
 
 function checkResponsesTool(tool: JsonObject, where: string, hostedAllowed: ReadonlySet<string>): RequestRefusal | undefined {
@@ -91,8 +92,8 @@ function checkInput(input: unknown): RequestRefusal | undefined {
   if (typeof input === 'string') return undefined;
   if (!Array.isArray(input)) return refuse(ERRORS.inputMissing, 'input');
   for (let i = 0; i < input.length; i++) {
-    const item = asObject(input[i]);
-    if (item === null) return refuse(ERRORS.invalidInputItem, `input[${i}]`);
+    const item: unknown = input[i];
+    if (!isObject(item)) return refuse(ERRORS.invalidInputItem, `input[${i}]`);
     // A message may leave out its type (the SDKs' "easy input message").
     const type = item.type === undefined && item.role !== undefined ? 'message' : item.type;
     if (typeof type !== 'string') return refuse(ERRORS.invalidInputItem, `input[${i}].type`);
@@ -114,14 +115,13 @@ function checkInput(input: unknown): RequestRefusal | undefined {
   return undefined;
 }
 
-function readUsage(usage: unknown): Usage | null {
-  const u = asObject(usage);
-  if (u === null) return null;
+function readUsage(usage: unknown): TokenUsage | null {
+  if (!isObject(usage)) return null;
   return {
-    inputTokens: tokenCount(u.input_tokens),
-    outputTokens: tokenCount(u.output_tokens),
-    reasoningTokens: tokenCount(asObject(u.output_tokens_details)?.reasoning_tokens),
-    cachedTokens: tokenCount(asObject(u.input_tokens_details)?.cached_tokens),
+    inputTokens: tokenCount(usage.input_tokens),
+    outputTokens: tokenCount(usage.output_tokens),
+    reasoningTokens: tokenCount(isObject(usage.output_tokens_details) ? usage.output_tokens_details.reasoning_tokens : undefined),
+    cachedTokens: tokenCount(isObject(usage.input_tokens_details) ? usage.input_tokens_details.cached_tokens : undefined),
     cacheWriteTokens: null,
   };
 }
@@ -129,7 +129,7 @@ function readUsage(usage: unknown): Usage | null {
 /** Status, or the incomplete reason: `completed`, `max_output_tokens`, `failed`, ... */
 function finishOf(response: JsonObject): string | null {
   const status = typeof response.status === 'string' ? response.status : null;
-  const reason = asObject(response.incomplete_details)?.reason;
+  const reason = isObject(response.incomplete_details) ? response.incomplete_details.reason : undefined;
   return status === 'incomplete' && typeof reason === 'string' ? reason : status;
 }
 
@@ -143,7 +143,7 @@ const IS_TYPE_READ = startsWithOneOf([...TERMINAL_TYPES, 'response.created', 're
 const LARGE_EVENT_PATHS = ['type', 'code', 'error', 'response.usage', 'response.model', 'response.status', 'response.incomplete_details', 'response.error'];
 
 class ResponsesStreamReader implements StreamReader {
-  private usage: Usage | null = null;
+  private usage: TokenUsage | null = null;
   private model: string | null = null;
   private finishReason: string | null = null;
   private firstTokenAt: number | null = null;
@@ -155,7 +155,7 @@ class ResponsesStreamReader implements StreamReader {
   event(data: Buffer): void {
     const mayBeFirstOutput = this.firstTokenAt === null && data.indexOf(DELTA_SUFFIX) !== -1 && mayHaveValue(data, DELTA_KEY, startsNonEmptyString);
     if (!mayBeFirstOutput && !mayHaveValue(data, TYPE_KEY, IS_TYPE_READ)) return;
-    const event = parseJsonObject(data);
+    const event = parseObjectLoose(data);
     if (event !== null) this.apply(event);
   }
 
@@ -181,17 +181,17 @@ class ResponsesStreamReader implements StreamReader {
     }
     if (type === 'error') {
       this.terminated = true;
-      this.streamError = errorClass(event.code ?? asObject(event.error)?.code ?? asObject(event.error)?.type) ?? 'error';
+      this.streamError = errorClass(event.code ?? (isObject(event.error) ? (event.error.code ?? event.error.type) : undefined)) ?? 'error';
       return;
     }
-    const response = asObject(event.response);
-    if (response === null) return;
+    const response = event.response;
+    if (!isObject(response)) return;
     if (typeof response.model === 'string') this.model = response.model;
     if (!TERMINAL_TYPES.has(type)) return;
     this.terminated = true;
     this.usage = readUsage(response.usage) ?? this.usage;
     this.finishReason = finishOf(response);
-    if (type === 'response.failed') this.streamError = errorClass(asObject(response.error)?.code) ?? 'failed';
+    if (type === 'response.failed') this.streamError = errorClass(isObject(response.error) ? response.error.code : undefined) ?? 'failed';
   }
 
   summary(): CallSummary {
@@ -218,8 +218,8 @@ export const responses: WireProtocol = {
     if (tools) return tools;
     // tool_choice may name a hosted tool type directly: the same policy applies (function and
     // custom are client tools; allowed_tools only narrows the listed tools, checked above).
-    const choice = asObject(req.tool_choice);
-    if (choice !== null && typeof choice.type === 'string' && choice.type !== 'allowed_tools') return checkToolType(choice.type, RESPONSES_CLIENT_TOOLS, policy.hostedTools, 'tool_choice');
+    const choice = req.tool_choice;
+    if (isObject(choice) && typeof choice.type === 'string' && choice.type !== 'allowed_tools') return checkToolType(choice.type, RESPONSES_CLIENT_TOOLS, policy.hostedTools, 'tool_choice');
     return undefined;
   },
 
@@ -231,7 +231,7 @@ export const responses: WireProtocol = {
   newStreamReader: (now) => new ResponsesStreamReader(now),
 
   summarizeJson(body) {
-    const response = parseJsonObject(body);
+    const response = parseObjectLoose(body);
     if (response === null) return { usage: null, usageComplete: false, model: null, finishReason: null, firstTokenAt: null, terminated: false, streamError: null };
     const usage = readUsage(response.usage);
     return {
@@ -241,7 +241,7 @@ export const responses: WireProtocol = {
       finishReason: finishOf(response),
       firstTokenAt: null,
       terminated: false,
-      streamError: response.status === 'failed' ? (errorClass(asObject(response.error)?.code) ?? 'failed') : null,
+      streamError: response.status === 'failed' ? (errorClass(isObject(response.error) ? response.error.code : undefined) ?? 'failed') : null,
     };
   },
 

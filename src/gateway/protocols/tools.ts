@@ -6,7 +6,7 @@
 // tools, and MCP makes the provider connect to any server URL with headers the request chooses.
 // A request may use one only when the operator names it in --allow-hosted-tools.
 import { ERRORS } from '../../http/errors.ts';
-import { asObject, type JsonObject } from './peek.ts';
+import { isObject, type JsonObject } from '../../json/keys.ts';
 import { bounded, refuse, type RequestRefusal } from './protocol.ts';
 
 // url_content is no tool, but the same egress: content (images, documents, files) the provider
@@ -40,8 +40,8 @@ export function checkToolList(tools: unknown, checkOne: (tool: JsonObject, i: nu
   if (tools === undefined || tools === null) return undefined;
   if (!Array.isArray(tools)) return refuse(ERRORS.invalidTools, 'tools');
   for (let i = 0; i < tools.length; i++) {
-    const tool = asObject(tools[i]);
-    if (tool === null) return refuse(ERRORS.invalidTools, `tools[${i}]`);
+    const tool: unknown = tools[i];
+    if (!isObject(tool)) return refuse(ERRORS.invalidTools, `tools[${i}]`);
     const refusal = checkOne(tool, i);
     if (refusal) return refusal;
   }
