@@ -39,7 +39,7 @@ import { LocalLimits, type LimitsStore } from './limits/admission.ts';
 import { RedisLimits } from './limits/redis-store.ts';
 import { RespClient } from './store/resp.ts';
 import { describeMarker, formatMarker, newEpoch, STATE_KEY, StoreStateWatch } from './store/state-marker.ts';
-import { parseLimitsFile, unpricedWarning, type LimitsPolicy } from './limits/policy.ts';
+import { aboveCeilingReason, hostedToolFeesWarning, parseLimitsFile, unpricedWarning, type LimitsPolicy } from './limits/policy.ts';
 
 const env = process.env;
 // Log lines never block the event loop; a reader 8 MiB behind loses lines, counted in metrics.
@@ -248,6 +248,8 @@ async function serve(options: ServeOptions): Promise<void> {
     const limits = openLimits(options, gateway, storeClient, log, metrics);
     const unpriced = limits && unpricedWarning(limits.policy, gateway.providers.flatMap((p) => p.models.map((model) => ({ provider: p.name, model }))), (provider, model) => prices.get(provider, model) !== undefined);
     if (unpriced) log({ event: 'warning', listener: 'model', message: unpriced });
+    const toolFees = limits && hostedToolFeesWarning(limits.policy, hostedTools);
+    if (toolFees) log({ event: 'warning', listener: 'model', message: toolFees });
     const providers = openProviders(gateway, (provider, outcome) => {
       metrics?.credentialRefresh(provider, outcome.ok);
       if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });
@@ -405,7 +407,8 @@ function openStore(options: ServeOptions, log: LogSink, metrics: StoreMetrics | 
 function openLimits(options: ServeOptions, gateway: GatewayConfig, shared: SharedStore | undefined, log: LogSink, metrics: StoreMetrics | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
   if (options.limitsFile === undefined) return undefined;
   if (!gateway.signingKey) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (without it, identities are the callers\' own headers)');
-  const policy = parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile);
+  const file = parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile);
+  const policy: LimitsPolicy = options.allowUnpricedModels ? { ...file, unpricedModels: 'allowed' } : file;
   if (shared === undefined) return { store: new LocalLimits(policy), policy };
   const store = new RedisLimits(policy, shared.client, options.limitsStoreFailure, {
     stateLost: shared.stateLost,
@@ -528,6 +531,14 @@ async function confirmStoreReset(cli: CommandLine): Promise<string> {
 
 /** A bot token for the gateway, or with --git-repo a workload token for the git proxy (never both in one). */
 function mintToken(cli: CommandLine): string {
+  // With the gateway's --limits file at hand, a limit asked above its ceiling is an error: the
+  // gateway would apply the ceiling, and the orchestrator would believe in another budget.
+  if (cli.options.limitsFile !== undefined) {
+    const { budgetUsd, maxConcurrent: concurrent, requestsPerMinute, tokensPerMinute } = cli.mint;
+    const policy = parseLimitsFile(readTextFile(cli.options.limitsFile, '--limits:'), cli.options.limitsFile);
+    const above = aboveCeilingReason(policy, { budgetUsd, concurrent, requestsPerMinute, tokensPerMinute }, cli.options.limitsFile);
+    if (above) throw new Error(above);
+  }
   // Its own id, printed on stderr, to revoke this token alone (`revoke --token-id`).
   const jti = tokenIdFrom(randomBytes(12));
   process.stderr.write(`mint-token: token id ${jti} (stop it before it expires: proxy.js revoke --token-id ${jti} with --revocations FILE or --limits-store URL)\n`);

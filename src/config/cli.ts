@@ -38,8 +38,10 @@ export interface ServeOptions {
   readonly metricsRunIdLabel: boolean;
   /** --providers: the model gateway's providers file. */
   readonly providersFile: string | undefined;
-  /** --limits: the model gateway's limits file. */
+  /** --limits: the model gateway's limits file (mint-token reads it too, for its ceilings). */
   readonly limitsFile: string | undefined;
+  /** --allow-unpriced-models: under a money budget, calls to a model without a price go through uncounted (refused otherwise). */
+  readonly allowUnpricedModels: boolean;
   /** --limits-store: `memory` (this process) or a redis:// / rediss:// URL shared by replicas. */
   readonly limitsStore: string;
   readonly limitsStorePasswordFile: string | undefined;
@@ -108,7 +110,8 @@ const FLAGS = {
   'max-request-body': { default: '32MiB', commands: SERVE, help: 'largest model request body, any route (413 beyond)' },
   'upstream-max-retries': { default: '2', commands: SERVE, help: 'model gateway: retries after a 429 or a failed connect, before any byte reached the client' },
   'upstream-retry-budget': { default: '30s', commands: SERVE, help: 'model gateway: total time retries of one request may wait' },
-  limits: { default: undefined, commands: SERVE, help: 'model gateway: JSON file of the limits enforced per workload (requests in progress, per minute, tokens per minute, money per run and per workflow per day); needs MODEL_PROXY_SIGNING_KEY' },
+  limits: { default: undefined, commands: ['serve', 'mint-token'], help: 'model gateway: JSON file of the limits enforced per workload (requests in progress, per minute, tokens per minute, money per run and per workflow per day); needs MODEL_PROXY_SIGNING_KEY. mint-token reads it to refuse a token that asks more than its ceilings' },
+  'allow-unpriced-models': { default: undefined, commands: SERVE, type: 'boolean', help: 'model gateway, under a money budget in --limits: let calls to models without a price in MODEL_PRICES_FILE through, counting tokens only and spending no budget (by default they are refused)' },
   revocations: { default: undefined, commands: ['serve', 'revoke'], help: 'deny-list file of revoked runs, instances and tokens, re-read when it changes (both listeners; revoke writes it)' },
   'token-id': { default: undefined, commands: ['revoke'], help: 'a token id (mint-token prints it): revoke that token alone' },
   'limits-store': { default: 'memory', commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'where the limits\' state and the revoked tokens are: memory (this process) or redis://HOST:PORT / rediss://HOST:PORT, shared by every replica (revoke writes there)' },
@@ -236,6 +239,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       metricsRunIdLabel: values['metrics-run-id-label'] === true,
       providersFile: str('providers'),
       limitsFile: str('limits'),
+      allowUnpricedModels: values['allow-unpriced-models'] === true,
       limitsStore: str('limits-store')!,
       limitsStorePasswordFile: str('limits-store-password-file'),
       revocationsFile: str('revocations'),

@@ -20,7 +20,7 @@ export type AdmittedCall =
  */
 export async function admitCall(limits: LimitsStore | undefined, who: WorkloadIdentity, call: Extract<CheckedCall, { ok: true }>, anthropicBeta: string | string[] | undefined, bodyBytes: number, protocol: WireProtocol, nowMs: number): Promise<AdmittedCall> {
   if (!limits) return { ok: true, reservation: undefined };
-  const unpriced = unpricedCallReason(effectivePolicy(limits.policy, who.lowered), call.serviceTier, typeof anthropicBeta === 'string' ? anthropicBeta : undefined, call.speed);
+  const unpriced = unpricedCallReason(effectivePolicy(limits.policy, who.lowered), { model: call.model, priced: call.price !== undefined, priceChange: call.priceChange }, protocol.api, { 'anthropic-beta': anthropicBeta });
   if (unpriced) return { ok: false, refusal: { error: ERRORS.unpricedCall, message: unpriced }, limit: 'unpriced_call' };
   const admitted = await limits.admit(who, bodyBytes, nowMs);
   if (admitted.ok) return { ok: true, reservation: admitted.reservation };

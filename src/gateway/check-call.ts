@@ -2,15 +2,18 @@
 // protocol's rules; the model picks its provider, whose kind must be the route's. Pure.
 import type { Refusal } from '../http/lifecycle.ts';
 import { ERRORS } from '../http/errors.ts';
+import type { PriceChange } from '../limits/price-changers.ts';
+import type { ModelPrice, PriceTable } from './prices.ts';
 import type { PathModel, RequestPolicy, WireProtocol } from './protocols/protocol.ts';
 import { routesOfKind, type Provider } from './providers.ts';
 import { checkRequestBody } from './rules.ts';
 
-/** What the call checks against: the allowlist and hosted tools, the providers by model, the protocol table. */
+/** What the call checks against: the allowlist and hosted tools, the providers by model, the protocol table, the prices. */
 export interface CallPolicy {
   readonly request: RequestPolicy;
   readonly byModel: ReadonlyMap<string, Provider>;
   readonly protocols: readonly WireProtocol[];
+  readonly prices?: PriceTable;
 }
 
 export type CheckedCall =
@@ -19,9 +22,10 @@ export type CheckedCall =
       readonly model: string;
       readonly provider: Provider;
       readonly stream: boolean;
-      /** Values that change the price (the limits refuse what they cannot count). */
-      readonly serviceTier?: string;
-      readonly speed?: string;
+      /** The model's price (absent: the price table has none, which a money budget refuses). */
+      readonly price?: ModelPrice;
+      /** The first value of the body that changes the price (the limits refuse what they cannot count). */
+      readonly priceChange?: PriceChange;
     }
   | {
       readonly ok: false;
@@ -53,5 +57,6 @@ export function checkCall(bytes: Buffer, protocol: WireProtocol, pathModel: Path
     const message = `model "${checked.model}" is served by ${routesOfKind(provider.config.kind, policy.protocols)} (provider ${provider.config.name}), not by this route`;
     return { ok: false, refusal: { error: ERRORS.modelNotOnRoute, param: 'model', message }, model, provider };
   }
-  return { ok: true, model, provider, stream: checked.stream, ...(checked.serviceTier === undefined ? {} : { serviceTier: checked.serviceTier }), ...(checked.speed === undefined ? {} : { speed: checked.speed }) };
+  const price = policy.prices?.get(provider.config.name, checked.model);
+  return { ok: true, model, provider, stream: checked.stream, ...(price === undefined ? {} : { price }), ...(checked.priceChange === undefined ? {} : { priceChange: checked.priceChange }) };
 }

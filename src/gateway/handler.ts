@@ -76,7 +76,7 @@ function gatewayContext(deps: GatewayDeps): GatewayContext {
     log: deps.log,
     streams: deps.streams,
     auth: { signingKey: deps.signingKey, maxLifetimeSec: deps.maxTokenLifetimeSec, revoked: deps.revoked },
-    policy: { request: { allowedModels: new Set(byModel.keys()), hostedTools: deps.hostedTools }, byModel, protocols: deps.protocols },
+    policy: { request: { allowedModels: new Set(byModel.keys()), hostedTools: deps.hostedTools }, byModel, protocols: deps.protocols, prices: deps.prices },
     send: { timeouts: deps.timeouts, retry: deps.retry, random: deps.random ?? Math.random },
     limits: deps.limits,
     maxBodyBytes: deps.maxBodyBytes,

@@ -2,6 +2,7 @@
 // who is asking, which headers go upstream, and the model catalog. The wire protocols
 // (./protocols/) say what differs per API; these rules are the same for all of them.
 import type { WorkloadIdentity } from '../auth/identity.ts';
+import { priceChange } from '../limits/price-changers.ts';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { IDENTITY_VALUE } from '../auth/jwt.ts';
 import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';
@@ -85,6 +86,7 @@ export const POLICY_KEYS = policyKeySet([
   'store', 'background', 'previous_response_id', 'conversation', 'prompt', 'container', 'skills',
   'system', 'source', 'file_id', 'file_ids', 'file', 'file_data', 'file_url', 'image_url', 'url', 'data', 'audio', 'input_audio',
   'service_tier', 'speed', 'n', 'max_tokens', 'max_output_tokens', 'max_completion_tokens',
+  'anthropic_beta', 'inference_geo', 'cache_control', 'ttl', 'modalities',
 ]);
 
 /**
@@ -140,12 +142,10 @@ export function checkRequestBody(body: Buffer, protocol: WireProtocol, policy: R
   // Streamed when the body says so, or (Bedrock, Vertex) the path asks for a stream.
   const stream = req.stream === true || pathModel?.action === 'invoke-with-response-stream' || pathModel?.action === 'streamRawPredict';
   if (refusal) return { ...refusal, model };
-  // What changes the price of a call (the limits refuse what they cannot count): a non-string is
-  // kept as its JSON, so that it is never taken for "absent".
-  const priced = (v: unknown) => (v === undefined ? undefined : typeof v === 'string' ? v : JSON.stringify(v));
-  const serviceTier = priced(req.service_tier);
-  const speed = priced(req.speed);
-  return { ok: true, model, stream, ...(serviceTier === undefined ? {} : { serviceTier }), ...(speed === undefined ? {} : { speed }) };
+  // The first value that changes the price of a call, read by the protocol's table (the limits
+  // refuse what they cannot count).
+  const change = priceChange(protocol.api, 'body', req);
+  return { ok: true, model, stream, ...(change === undefined ? {} : { priceChange: change }) };
 }
 
 

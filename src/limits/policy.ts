@@ -4,8 +4,11 @@
 // the day's spend). A per-instance or per-run limit is one number (the default, and the most a
 // bot token may ask for) or {"default": N, "max": M} (a token may ask for up to M).
 // Strict like the other configuration files; a mistake stops start-up naming the field.
+import type { LoweredLimits } from '../auth/identity.ts';
 import { parseConfigJson } from '../config/config-file.ts';
+import { bounded, type ApiName } from '../gateway/protocols/protocol.ts';
 import { isObject } from '../json/keys.ts';
+import { priceChange, type PriceChange } from './price-changers.ts';
 
 export interface LimitsPolicy {
   /** Requests one instance may have in progress (0: no limit). */
@@ -21,6 +24,10 @@ export interface LimitsPolicy {
   readonly ceilings?: Partial<Record<Lowerable, number>>;
   /** Over every workload together (absent: none). */
   readonly global?: GlobalLimits;
+  /** A model without a price under a money budget: refused (absent), or `allowed` (--allow-unpriced-models: its calls count tokens only). */
+  readonly unpricedModels?: 'allowed';
+  /** What a bot token asked above the file's ceiling, per limit (the ceiling applies): refusals name both. */
+  readonly askedAboveCeiling?: Partial<Record<Lowerable, number>>;
 }
 
 /** The limits a bot token may set for its run (within the ceilings). */
@@ -101,29 +108,75 @@ function hasMoneyLimit(policy: LimitsPolicy): boolean {
 }
 
 /**
- * Pure: the start-up warning when a money limit meets models without a price: their calls count
- * tokens only, never money, so no budget holds them.
+ * Pure: what start-up says when a money limit meets models without a price: their calls are
+ * refused (the budget cannot count them), or, with --allow-unpriced-models, let through counting
+ * tokens only and spending no budget.
  */
 export function unpricedWarning(policy: LimitsPolicy, models: readonly { readonly provider: string; readonly model: string }[], priced: (provider: string, model: string) => boolean): string | undefined {
   if (!hasMoneyLimit(policy)) return undefined;
   const unpriced = models.filter((m) => !priced(m.provider, m.model)).map((m) => `${m.provider}/${m.model}`);
   if (unpriced.length === 0) return undefined;
-  return `--limits sets a money budget, but these models have no price in MODEL_PRICES_FILE, so their calls count tokens only and spend no budget: ${unpriced.join(', ')}`;
+  return policy.unpricedModels === 'allowed'
+    ? `--limits sets a money budget, and these models have no price in MODEL_PRICES_FILE; --allow-unpriced-models lets their calls through, counting tokens only and spending no budget: ${unpriced.join(', ')}`
+    : `--limits sets a money budget, and these models have no price in MODEL_PRICES_FILE, so their calls are refused (400 price_not_counted) until they are priced there (or allowed uncounted with --allow-unpriced-models): ${unpriced.join(', ')}`;
 }
 
-/** Service tiers priced as the price table's rates: anything else (priority) costs more than counted. */
-const PRICED_TIERS: ReadonlySet<string> = new Set(['auto', 'default', 'flex', 'standard_only']);
-/** Anthropic betas that bill differently from the rates (long context past 200k input tokens). */
-const PRICED_DIFFERENTLY_BETA = /(?:^|,)\s*context-1m-/;
+/**
+ * Pure: the start-up warning when a money limit meets hosted tools the operator allowed: the
+ * provider bills their use apart from tokens (a web search, a container's time, a file search
+ * call), and the budget counts only the tokens they bring.
+ */
+export function hostedToolFeesWarning(policy: LimitsPolicy, hostedTools: ReadonlySet<string>): string | undefined {
+  if (!hasMoneyLimit(policy) || hostedTools.size === 0) return undefined;
+  return `--limits sets a money budget, and --allow-hosted-tools allows ${[...hostedTools].join(', ')}: what the provider bills per use of a hosted tool (a search, a container's time, a call) is not counted, only the tokens it brings`;
+}
+
+/** What admission knows of a call's price: its model, whether the price table prices it, and what its checks found (../gateway/check-call.ts). */
+export interface CallPricing {
+  readonly model: string;
+  readonly priced: boolean;
+  /** The first value of the body the price table cannot price (./price-changers.ts). */
+  readonly priceChange?: PriceChange;
+}
 
 /**
  * Pure: why a call cannot be charged at the price table's rates while a money budget applies
- * (undefined: it can). A value that changes the price is refused rather than mischarged.
+ * (undefined: it can): a model without a price (unless the operator allows unpriced models), or a
+ * value of the body or of `headers` that changes the price (./price-changers.ts). Refused, never
+ * mischarged.
  */
-export function unpricedCallReason(policy: LimitsPolicy, serviceTier: string | undefined, anthropicBeta: string | undefined, speed?: string): string | undefined {
+export function unpricedCallReason(policy: LimitsPolicy, call: CallPricing, api: ApiName, headers: Readonly<Record<string, string | string[] | undefined>>): string | undefined {
   if (!hasMoneyLimit(policy)) return undefined;
-  if (speed !== undefined && speed !== 'standard') return `"speed": "${speed.slice(0, 32).replace(/[^\x20-\x7e]/g, '?')}" (fast mode) is billed at a multiple of the rates the budget counts; leave it out or send "standard"`;
-  if (serviceTier !== undefined && !PRICED_TIERS.has(serviceTier)) return `"service_tier": "${serviceTier.slice(0, 32).replace(/[^\x20-\x7e]/g, '?')}" is billed at other rates than the budget counts; send auto or default, or leave it out`;
-  if (anthropicBeta !== undefined && PRICED_DIFFERENTLY_BETA.test(anthropicBeta)) return 'the anthropic-beta context-1m-* bills long prompts at other rates than the budget counts; leave it out';
-  return undefined;
+  if (!call.priced && policy.unpricedModels !== 'allowed') {
+    return `the model "${bounded(call.model)}" has no price in the gateway's price table (MODEL_PRICES_FILE), so the budget cannot count its calls; the operator must price it there, or allow unpriced models (--allow-unpriced-models)`;
+  }
+  return (call.priceChange ?? priceChange(api, 'header', headers))?.message;
+}
+
+/** Pure: the most a bot token may ask of a limit: the file's `max`, else its value (undefined: no ceiling, the token's own applies). */
+export function tokenCeiling(policy: LimitsPolicy, key: Lowerable): number | undefined {
+  const ceiling = policy.ceilings?.[key] ?? policy[key];
+  return ceiling === 0 ? undefined : ceiling;
+}
+
+/** Each limit a bot token may lower: its claim, mint-token's flag, and the field of the --limits file that bounds it. */
+const LOWERED: readonly { readonly key: Lowerable; readonly claim: keyof LoweredLimits; readonly flag: string; readonly field: string }[] = [
+  { key: 'runBudgetUsd', claim: 'budgetUsd', flag: '--budget-usd', field: 'perRun.budgetUsd' },
+  { key: 'concurrent', claim: 'concurrent', flag: '--max-concurrent', field: 'perInstance.concurrent' },
+  { key: 'requestsPerMinute', claim: 'requestsPerMinute', flag: '--requests-per-minute', field: 'perInstance.requestsPerMinute' },
+  { key: 'tokensPerMinute', claim: 'tokensPerMinute', flag: '--tokens-per-minute', field: 'perInstance.tokensPerMinute' },
+];
+
+/**
+ * Pure: why mint-token refuses a token that asks more than the --limits file allows (`fileName`),
+ * naming each limit, its ceiling and the file's field; undefined when every ask is within. The
+ * gateway would apply the ceiling silently: an orchestrator asking more has a wrong idea of it.
+ */
+export function aboveCeilingReason(policy: LimitsPolicy, asked: LoweredLimits, fileName: string): string | undefined {
+  const over = LOWERED.flatMap(({ key, claim, flag, field }) => {
+    const value = asked[claim];
+    const ceiling = tokenCeiling(policy, key);
+    return value !== undefined && ceiling !== undefined && value > ceiling ? [`${flag} ${value} is above the ceiling ${ceiling} of ${fileName} (${field})`] : [];
+  });
+  return over.length === 0 ? undefined : `mint-token: ${over.join('; ')}; the gateway would apply the ceiling, so ask at most that`;
 }

@@ -36,7 +36,9 @@ before(async () => {
   writeFileSync(join(dir, 'limits.json'), JSON.stringify({ perInstance: { concurrent: 2 }, perRun: { budgetUsd: 0.01 } }));
   gw = await startProxy({
     env: { K1: 'sk-1', K2: 'sk-2', MODEL_PROXY_SIGNING_KEY: SIGNING_KEY, MODEL_PRICES_FILE: join(dir, 'prices.json') },
-    args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json'), '--limits', join(dir, 'limits.json')],
+    // gpt-unpriced has no price: the concurrency test uses it so that no call spends money, which a
+    // money budget allows only with --allow-unpriced-models (test/integration/price-changers.test.ts).
+    args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json'), '--limits', join(dir, 'limits.json'), '--allow-unpriced-models'],
     listeners: ['model'],
   });
 });

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { admissionVerdict, effectivePolicy, estimateTokens, LocalLimits, mayHaveCost, toMicroUsd } from '../../src/limits/admission.ts';
-import { parseLimitsFile, unpricedCallReason, unpricedWarning } from '../../src/limits/policy.ts';
+import { parseLimitsFile, unpricedWarning } from '../../src/limits/policy.ts';
 
 const POLICY = { concurrent: 2, requestsPerMinute: 3, tokensPerMinute: 1000, runBudgetUsd: 1, workflowBudgetUsdPerDay: 10 };
 const IDLE = { inFlight: 0, requestsLastMinute: 0, tokensLastMinute: 0, runSpentUsd: 0, workflowSpentUsdToday: 0 };
@@ -146,11 +146,11 @@ test('limits: state does not outlive its use: idle instances, other days\' workf
 test('limits: a bot token lowers its run\'s budget, concurrency and per-minute rates, never raises them (effectivePolicy)', () => {
   assert.deepEqual(effectivePolicy(POLICY, { budgetUsd: 0.5, concurrent: 1 }), { ...POLICY, runBudgetUsd: 0.5, concurrent: 1 });
   assert.deepEqual(effectivePolicy(POLICY, { requestsPerMinute: 1, tokensPerMinute: 10 }), { ...POLICY, requestsPerMinute: 1, tokensPerMinute: 10 });
-  assert.deepEqual(effectivePolicy(POLICY, { requestsPerMinute: 1e6, tokensPerMinute: 1e9 }), POLICY, 'rates above the file: the file holds');
+  assert.deepEqual(effectivePolicy(POLICY, { requestsPerMinute: 1e6, tokensPerMinute: 1e9 }), { ...POLICY, askedAboveCeiling: { requestsPerMinute: 1e6, tokensPerMinute: 1e9 } }, 'rates above the file: the file holds, and what the token asked is kept for the refusal');
   const withMax = { ...POLICY, ceilings: { concurrent: 8, runBudgetUsd: 50 } };
   assert.deepEqual([effectivePolicy(withMax, { concurrent: 6, budgetUsd: 20 }).concurrent, effectivePolicy(withMax, { concurrent: 6, budgetUsd: 20 }).runBudgetUsd], [6, 20], 'a token may ask above the default, up to max');
   assert.deepEqual([effectivePolicy(withMax, { concurrent: 99, budgetUsd: 999 }).concurrent, effectivePolicy(withMax, { concurrent: 99, budgetUsd: 999 }).runBudgetUsd], [8, 50], 'never past max');
-  assert.deepEqual(effectivePolicy(POLICY, { budgetUsd: 50, concurrent: 99 }), POLICY, 'above the file: the file holds');
+  assert.deepEqual(effectivePolicy(POLICY, { budgetUsd: 50, concurrent: 99 }), { ...POLICY, askedAboveCeiling: { runBudgetUsd: 50, concurrent: 99 } }, 'above the file: the file holds');
   assert.deepEqual(effectivePolicy({ ...POLICY, runBudgetUsd: 0 }, { budgetUsd: 3 }).runBudgetUsd, 3, 'no limit in the file: the token\'s applies');
   assert.equal(effectivePolicy(POLICY, undefined), POLICY);
 });
@@ -161,18 +161,6 @@ test('limits: start-up warns when a money limit meets models without a price, na
   assert.match(unpricedWarning(POLICY, models, priced) ?? '', /no price in MODEL_PRICES_FILE.*: local\/qwen3-coder$/);
   assert.equal(unpricedWarning({ ...POLICY, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 }, models, priced), undefined, 'no money limit: nothing to warn');
   assert.equal(unpricedWarning(POLICY, models.slice(0, 1), priced), undefined);
-});
-
-test('limits: under a money budget, a value that bills at other rates is refused rather than mischarged: service_tier priority or fast, Anthropic\'s speed fast, the context-1m beta (unpricedCallReason)', () => {
-  assert.match(unpricedCallReason(POLICY, 'priority', undefined) ?? '', /"service_tier": "priority" is billed at other rates/);
-  assert.match(unpricedCallReason(POLICY, 'fast', undefined) ?? '', /"service_tier": "fast"/, 'OpenAI renamed priority processing fast mode');
-  assert.match(unpricedCallReason(POLICY, undefined, 'fast-mode-2026-02-01', 'fast') ?? '', /"speed": "fast" \(fast mode\) is billed at a multiple/);
-  assert.match(unpricedCallReason(POLICY, undefined, undefined, '1') ?? '', /"speed": "1"/, 'a speed that is not a string is not taken for none');
-  assert.equal(unpricedCallReason(POLICY, undefined, undefined, 'standard'), undefined);
-  for (const tier of ['auto', 'default', 'flex', undefined]) assert.equal(unpricedCallReason(POLICY, tier, undefined), undefined, String(tier));
-  assert.match(unpricedCallReason(POLICY, undefined, 'claude-code-20250219,context-1m-2025-08-07') ?? '', /context-1m/);
-  assert.equal(unpricedCallReason(POLICY, undefined, 'claude-code-20250219,interleaved-thinking-2025-05-14'), undefined);
-  assert.equal(unpricedCallReason({ ...POLICY, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 }, 'priority', undefined), undefined, 'no money limit: nothing is mischarged');
 });
 
 test('limits: a call is charged unless nothing reached the upstream or it answered a complete error; a call cut after it was sent may have been billed (mayHaveCost)', () => {
