@@ -3,7 +3,7 @@
 // is held here, in process (one replica). Overshoot is bounded: a call is admitted while the
 // budget has anything left, so the spend can pass the budget by at most the calls already in
 // flight (concurrent × the largest single call).
-import type { LimitsPolicy, Lowerable } from './policy.ts';
+import { tokenCeiling, type LimitsPolicy, type Lowerable } from './policy.ts';
 import type { LoweredLimits, WorkloadIdentity } from '../auth/identity.ts';
 
 /** Pure: the keys an identity's limits are kept under: `none` for what nobody said (network-policy mode without headers). */
@@ -18,18 +18,23 @@ export function limitsKeys(who: WorkloadIdentity): { readonly instance: string; 
  */
 export function effectivePolicy(policy: LimitsPolicy, lowered: LoweredLimits | undefined): LimitsPolicy {
   if (lowered === undefined) return policy;
+  // What the token asked past a ceiling is kept, so that a refusal can name the ceiling that applied.
+  const asked: Partial<Record<Lowerable, number>> = {};
   const pick = (key: Lowerable, token: number | undefined) => {
     if (token === undefined) return policy[key];
-    const ceiling = policy.ceilings?.[key] ?? policy[key];
-    return ceiling === 0 ? token : Math.min(ceiling, token);
+    const ceiling = tokenCeiling(policy, key);
+    if (ceiling === undefined) return token;
+    if (token > ceiling) asked[key] = token;
+    return Math.min(ceiling, token);
   };
-  return {
+  const effective = {
     ...policy,
     runBudgetUsd: pick('runBudgetUsd', lowered.budgetUsd),
     concurrent: pick('concurrent', lowered.concurrent),
     requestsPerMinute: pick('requestsPerMinute', lowered.requestsPerMinute),
     tokensPerMinute: pick('tokensPerMinute', lowered.tokensPerMinute),
   };
+  return Object.keys(asked).length === 0 ? effective : { ...effective, askedAboveCeiling: asked };
 }
 
 /** What the state holds for the verdict, at `nowMs`. */
@@ -70,7 +75,9 @@ export function toMicroUsd(usd: number): number {
 /** Pure: whether a call that will bring `estimatedTokens` input tokens may start now. */
 export function admissionVerdict(policy: LimitsPolicy, usage: WindowCounts, estimatedTokens: number, oldestInWindowAgeMs: number): Verdict {
   if (policy.runBudgetUsd > 0 && toMicroUsd(usage.runSpentUsd) >= toMicroUsd(policy.runBudgetUsd)) {
-    return { ok: false, kind: 'run_budget', message: `this run's budget is spent: ${usd(usage.runSpentUsd)} of ${usd(policy.runBudgetUsd)}; the run must stop (the operator sets it in --limits, the orchestrator may lower it per run)` };
+    const asked = policy.askedAboveCeiling?.runBudgetUsd;
+    const ceiling = asked === undefined ? '' : ` (the token asked ${usd(asked)}; the file's ceiling ${usd(policy.runBudgetUsd)} applies)`;
+    return { ok: false, kind: 'run_budget', message: `this run's budget is spent: ${usd(usage.runSpentUsd)} of ${usd(policy.runBudgetUsd)}${ceiling}; the run must stop (the operator sets it in --limits, the orchestrator may lower it per run)` };
   }
   if (policy.workflowBudgetUsdPerDay > 0 && toMicroUsd(usage.workflowSpentUsdToday) >= toMicroUsd(policy.workflowBudgetUsdPerDay)) {
     return { ok: false, kind: 'workflow_budget', message: `this workflow's budget for today (UTC) is spent: ${usd(usage.workflowSpentUsdToday)} of ${usd(policy.workflowBudgetUsdPerDay)}; it starts again tomorrow` };

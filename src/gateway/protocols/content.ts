@@ -25,7 +25,7 @@ const URL_CONTENT = 'url_content';
 type Finding = { readonly kind: 'stored' | 'url'; readonly path: string; readonly what: string };
 
 /** Blocks whose fields are the model's arguments to a client tool, not content. */
-const ARGUMENT_BLOCKS: ReadonlySet<string> = new Set(['tool_use', 'server_tool_use']);
+export const ARGUMENT_BLOCKS: ReadonlySet<string> = new Set(['tool_use', 'server_tool_use']);
 
 const isInline = (url: unknown): boolean => typeof url === 'string' && /^data:/i.test(url);
 

@@ -5,6 +5,7 @@
 // A module is data plus pure functions, testable by feeding it bytes.
 import type { ProxyError } from '../../http/errors.ts';
 import type { EventReader } from '../sse.ts';
+import type { PriceChange } from '../../limits/price-changers.ts';
 
 /** The bounded `api` label of logs and metrics. */
 export type ApiName = 'chat_completions' | 'responses' | 'messages';
@@ -71,10 +72,8 @@ export type CheckedRequest = {
   readonly ok: true;
   readonly model: string;
   readonly stream: boolean;
-  /** The body's `service_tier` when it has one (it changes the price of a call). */
-  readonly serviceTier?: string;
-  /** The body's `speed` (Anthropic's fast mode bills at a multiple of the rates). */
-  readonly speed?: string;
+  /** The first value of the body that changes the price of a call beyond the price table's rates (../../limits/price-changers.ts). */
+  readonly priceChange?: PriceChange;
 };
 export type RequestRefusal = {
   readonly ok: false;
