@@ -35,7 +35,8 @@ before(async () => {
       UPSTREAM_ALLOWED_MODELS: 'gpt-test',
       UPSTREAM_CA_FILE: pki.caFile,
     },
-    args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0'],
+    // A head that never completes (the smuggled one below) is cut after a second, not the default 30 s.
+    args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0', '--header-timeout', '1s'],
     listeners: ['git', 'model'],
   });
 });
