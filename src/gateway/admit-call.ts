@@ -4,13 +4,15 @@ import type { WorkloadIdentity } from '../auth/identity.ts';
 import { ERRORS } from '../http/errors.ts';
 import type { Refusal } from '../http/lifecycle.ts';
 import { effectivePolicy, type LimitsStore, type Reservation } from '../limits/admission.ts';
-import { unpricedCallReason } from '../limits/policy.ts';
+import { ASSUMED_MAX_OUTPUT_TOKENS, unpricedCallReason } from '../limits/policy.ts';
+import { worstCase, type WorstCase } from '../limits/worst-case.ts';
 import { limitRefusal } from '../limits/refusal.ts';
 import type { CheckedCall } from './check-call.ts';
 import type { WireProtocol } from './protocols/protocol.ts';
 
 export type AdmittedCall =
-  | { readonly ok: true; readonly reservation: Reservation | undefined }
+  /** `worst`: the most the call may cost, held against the budgets until it is charged. */
+  | { readonly ok: true; readonly reservation: Reservation | undefined; readonly worst?: WorstCase }
   /** `limit` names the limit for the record. */
   | { readonly ok: false; readonly refusal: Refusal; readonly limit: string };
 
@@ -22,7 +24,8 @@ export async function admitCall(limits: LimitsStore | undefined, who: WorkloadId
   if (!limits) return { ok: true, reservation: undefined };
   const unpriced = unpricedCallReason(effectivePolicy(limits.policy, who.lowered), { model: call.model, priced: call.price !== undefined, priceChange: call.priceChange }, protocol.api, { 'anthropic-beta': anthropicBeta });
   if (unpriced) return { ok: false, refusal: { error: ERRORS.unpricedCall, message: unpriced }, limit: 'unpriced_call' };
-  const admitted = await limits.admit(who, bodyBytes, nowMs);
-  if (admitted.ok) return { ok: true, reservation: admitted.reservation };
+  const worst = worstCase(bodyBytes, call.maxOutputTokens, limits.policy.assumedMaxOutputTokens ?? ASSUMED_MAX_OUTPUT_TOKENS, call.price);
+  const admitted = await limits.admit(who, bodyBytes, nowMs, limits.policy.holdWorstCase === true ? worst.usd : 0);
+  if (admitted.ok) return { ok: true, reservation: admitted.reservation, worst };
   return { ok: false, refusal: limitRefusal(admitted, protocol.kind === 'openai' ? 'openai' : 'anthropic'), limit: admitted.kind };
 }

@@ -9,6 +9,7 @@ import type { LogSink } from '../http/log.ts';
 import { writeProxyError } from '../http/respond.ts';
 import { mayHaveCost, type Reservation } from '../limits/admission.ts';
 import { chargeFor, type Charge } from '../limits/charge.ts';
+import type { WorstCase } from '../limits/worst-case.ts';
 import type { PriceTable } from './prices.ts';
 import { openAiErrorBody } from './protocols/openai.ts';
 import type { ApiName, CallSummary, WireProtocol } from './protocols/protocol.ts';
@@ -45,6 +46,8 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState {
   limit: string | null = null;
   /** The limits slot, held from admission until finish() gives it back with the charge. */
   reservation: Reservation | undefined;
+  /** The most the call may cost (held against the budgets): what a call cut before its answer is charged. */
+  worst: WorstCase | undefined;
   charge: Charge | undefined;
 
   /** Begins a call: its route, its correlation id on every answer. */
@@ -84,7 +87,7 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState {
       if (this.reservation) {
         const failure = callFailure(this.exchange.failure, this.summary);
         const price = this.provider && this.model ? this.ctx.prices?.get(this.provider.config.name, this.model) : undefined;
-        this.charge = chargeFor(this.summary, this.bytesIn, this.exchange.bytesOut, price, mayHaveCost(this.attempts, outcome.status, failure !== undefined));
+        this.charge = chargeFor({ summary: this.summary, bytesIn: this.bytesIn, bytesOut: this.exchange.bytesOut, cut: failure !== undefined, billable: mayHaveCost(this.attempts, outcome.status, failure !== undefined) }, price, this.worst);
         this.reservation.release({ tokens: this.charge.tokens, costUsd: this.charge.costUsd });
       }
     } finally {

@@ -26,6 +26,8 @@ export type CheckedCall =
       readonly price?: ModelPrice;
       /** The first value of the body that changes the price (the limits refuse what they cannot count). */
       readonly priceChange?: PriceChange;
+      /** The most output the body allows, when it names a limit (the call's worst case). */
+      readonly maxOutputTokens?: number;
     }
   | {
       readonly ok: false;
@@ -58,5 +60,5 @@ export function checkCall(bytes: Buffer, protocol: WireProtocol, pathModel: Path
     return { ok: false, refusal: { error: ERRORS.modelNotOnRoute, param: 'model', message }, model, provider };
   }
   const price = policy.prices?.get(provider.config.name, checked.model);
-  return { ok: true, model, provider, stream: checked.stream, ...(price === undefined ? {} : { price }), ...(checked.priceChange === undefined ? {} : { priceChange: checked.priceChange }) };
+  return { ok: true, model, provider, stream: checked.stream, ...(price === undefined ? {} : { price }), ...(checked.priceChange === undefined ? {} : { priceChange: checked.priceChange }), ...(checked.maxOutputTokens === undefined ? {} : { maxOutputTokens: checked.maxOutputTokens }) };
 }

@@ -143,7 +143,10 @@ async function runCall(ctx: GatewayContext, call: GatewayCall): Promise<void> {
 
   const admitted = await admitCall(ctx.limits, call.identity, checked, call.req.headers['anthropic-beta'], body.size, route.protocol, Date.now());
   // Held before anything else is looked at: finish() gives it back, whatever follows.
-  if (admitted.ok) call.reservation = admitted.reservation;
+  if (admitted.ok) {
+    call.reservation = admitted.reservation;
+    call.worst = admitted.worst;
+  }
   if (call.gone) return call.abandon();
   if (!admitted.ok) {
     call.limit = admitted.limit;

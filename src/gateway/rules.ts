@@ -2,6 +2,7 @@
 // who is asking, which headers go upstream, and the model catalog. The wire protocols
 // (./protocols/) say what differs per API; these rules are the same for all of them.
 import type { WorkloadIdentity } from '../auth/identity.ts';
+import { maxOutputTokens } from '../limits/worst-case.ts';
 import { priceChange } from '../limits/price-changers.ts';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { IDENTITY_VALUE } from '../auth/jwt.ts';
@@ -145,7 +146,8 @@ export function checkRequestBody(body: Buffer, protocol: WireProtocol, policy: R
   // The first value that changes the price of a call, read by the protocol's table (the limits
   // refuse what they cannot count).
   const change = priceChange(protocol.api, 'body', req);
-  return { ok: true, model, stream, ...(change === undefined ? {} : { priceChange: change }) };
+  const maxOutput = maxOutputTokens(req);
+  return { ok: true, model, stream, ...(change === undefined ? {} : { priceChange: change }), ...(maxOutput === undefined ? {} : { maxOutputTokens: maxOutput }) };
 }
 
 

@@ -44,6 +44,9 @@ export interface WindowCounts {
   readonly tokensLastMinute: number;
   readonly runSpentUsd: number;
   readonly workflowSpentUsdToday: number;
+  /** Money held by the run's calls in progress: each one's worst case, until it is charged (absent: none). */
+  readonly runHeldUsd?: number;
+  readonly workflowHeldUsdToday?: number;
   /** Every workload together, when the policy has global limits. */
   readonly global?: {
     readonly inFlight: number;
@@ -51,13 +54,14 @@ export interface WindowCounts {
     readonly tokensLastMinute: number;
     readonly oldestInWindowAgeMs: number;
     readonly spentUsdToday: number;
+    readonly heldUsdToday?: number;
   };
 }
 
 export type Verdict =
   | { readonly ok: true }
-  /** Transient: retry after `retryAfterSec`. */
-  | { readonly ok: false; readonly kind: 'concurrency' | 'requests_per_minute' | 'tokens_per_minute' | 'global_concurrency' | 'global_requests_per_minute' | 'global_tokens_per_minute'; readonly retryAfterSec: number; readonly message: string }
+  /** Transient: retry after `retryAfterSec` (a budget `_held`: what is left is held by calls in progress until they are charged). */
+  | { readonly ok: false; readonly kind: 'concurrency' | 'requests_per_minute' | 'tokens_per_minute' | 'global_concurrency' | 'global_requests_per_minute' | 'global_tokens_per_minute' | 'run_budget_held' | 'workflow_budget_held' | 'global_budget_held'; readonly retryAfterSec: number; readonly message: string }
   /** Final: the budget is spent. */
   | { readonly ok: false; readonly kind: 'run_budget' | 'workflow_budget' | 'global_budget'; readonly message: string };
 
@@ -72,24 +76,61 @@ export function toMicroUsd(usd: number): number {
   return Math.round(usd * 1e6);
 }
 
+/**
+ * Pure: a budget as whole micro-dollars, the one rounding rule of every store: up, and never to 0
+ * when it is above 0 (a budget of $0.0000001 is one micro-dollar, spent by any charge; 0 means no
+ * budget). A charge rounds to the nearest micro-dollar (toMicroUsd).
+ */
+export function budgetMicroUsd(usd: number): number {
+  if (!(usd > 0)) return 0;
+  // The product's float noise (0.29 * 1e6 = 289999.99999999994) is not a fraction of a micro-dollar.
+  return Math.max(1, Math.ceil(Math.round(usd * 1e9) / 1e3));
+}
+
+/**
+ * Pure: a budget's verdict: spent (final), or what is left held by calls in progress (transient:
+ * each holds its worst case until it is charged), or undefined while anything is left.
+ */
+function budgetVerdict(budgetUsd: number, spentUsd: number, heldUsd: number): 'spent' | 'held' | undefined {
+  const budget = budgetMicroUsd(budgetUsd);
+  if (budget === 0) return undefined;
+  const spent = toMicroUsd(spentUsd);
+  if (spent >= budget) return 'spent';
+  return spent + toMicroUsd(heldUsd) >= budget ? 'held' : undefined;
+}
+
 /** Pure: whether a call that will bring `estimatedTokens` input tokens may start now. */
 export function admissionVerdict(policy: LimitsPolicy, usage: WindowCounts, estimatedTokens: number, oldestInWindowAgeMs: number): Verdict {
-  if (policy.runBudgetUsd > 0 && toMicroUsd(usage.runSpentUsd) >= toMicroUsd(policy.runBudgetUsd)) {
+  const run = budgetVerdict(policy.runBudgetUsd, usage.runSpentUsd, usage.runHeldUsd ?? 0);
+  if (run === 'spent') {
     const asked = policy.askedAboveCeiling?.runBudgetUsd;
     const ceiling = asked === undefined ? '' : ` (the token asked ${usd(asked)}; the file's ceiling ${usd(policy.runBudgetUsd)} applies)`;
     return { ok: false, kind: 'run_budget', message: `this run's budget is spent: ${usd(usage.runSpentUsd)} of ${usd(policy.runBudgetUsd)}${ceiling}; the run must stop (the operator sets it in --limits, the orchestrator may lower it per run)` };
   }
-  if (policy.workflowBudgetUsdPerDay > 0 && toMicroUsd(usage.workflowSpentUsdToday) >= toMicroUsd(policy.workflowBudgetUsdPerDay)) {
+  const workflow = budgetVerdict(policy.workflowBudgetUsdPerDay, usage.workflowSpentUsdToday, usage.workflowHeldUsdToday ?? 0);
+  if (workflow === 'spent') {
     return { ok: false, kind: 'workflow_budget', message: `this workflow's budget for today (UTC) is spent: ${usd(usage.workflowSpentUsdToday)} of ${usd(policy.workflowBudgetUsdPerDay)}; it starts again tomorrow` };
   }
   const g = policy.global;
   const gu = usage.global;
-  if (g && gu && g.budgetUsdPerDay > 0 && toMicroUsd(gu.spentUsdToday) >= toMicroUsd(g.budgetUsdPerDay)) {
-    return { ok: false, kind: 'global_budget', message: `the gateway's budget for today (UTC), shared by every workload, is spent: ${usd(gu.spentUsdToday)} of ${usd(g.budgetUsdPerDay)}; it starts again tomorrow` };
+  const all = g && gu ? budgetVerdict(g.budgetUsdPerDay, gu.spentUsdToday, gu.heldUsdToday ?? 0) : undefined;
+  if (all === 'spent') {
+    return { ok: false, kind: 'global_budget', message: `the gateway's budget for today (UTC), shared by every workload, is spent: ${usd(gu!.spentUsdToday)} of ${usd(g!.budgetUsdPerDay)}; it starts again tomorrow` };
   }
+  const held = heldVerdict(run, workflow, all, policy, usage);
+  if (held) return held;
   const instance = windowVerdict('this instance', '', policy, { ...usage, oldestInWindowAgeMs }, estimatedTokens);
   if (instance !== undefined || !g || !gu) return instance ?? { ok: true };
   return windowVerdict('all workloads together', 'global_', g, gu, estimatedTokens) ?? { ok: true };
+}
+
+/** Pure: the transient refusal when what is left of a budget is held by calls in progress (each holds its worst case until charged). */
+function heldVerdict(run: 'held' | undefined, workflow: 'held' | undefined, all: 'held' | undefined, policy: LimitsPolicy, usage: WindowCounts): Exclude<Verdict, { ok: true }> | undefined {
+  const retry = 'retry when one of them has finished and been charged';
+  if (run) return { ok: false, kind: 'run_budget_held', retryAfterSec: 1, message: `what is left of this run's budget (${usd(policy.runBudgetUsd - usage.runSpentUsd)} of ${usd(policy.runBudgetUsd)}) is held by its calls in progress, each for the most it may cost; ${retry}` };
+  if (workflow) return { ok: false, kind: 'workflow_budget_held', retryAfterSec: 1, message: `what is left of this workflow's budget for today is held by its calls in progress, each for the most it may cost; ${retry}` };
+  if (all) return { ok: false, kind: 'global_budget_held', retryAfterSec: 1, message: `what is left of the gateway's budget for today is held by calls in progress, each for the most it may cost; ${retry}` };
+  return undefined;
 }
 
 /** Pure: the checks of calls in progress and of the last minute, for one instance or for all. */
@@ -140,7 +181,11 @@ export type Admission =
 export interface LimitsStore {
   /** The file's limits (before any token lowers them). */
   readonly policy: LimitsPolicy;
-  admit(who: WorkloadIdentity, bodyBytes: number, nowMs: number): Admission | Promise<Admission>;
+  /**
+   * Admits a call, or says which limit refuses it. `holdUsd` is the most the call may cost (its
+   * worst case): held against the budgets until the reservation is released with the real charge.
+   */
+  admit(who: WorkloadIdentity, bodyBytes: number, nowMs: number, holdUsd?: number): Admission | Promise<Admission>;
 }
 
 export interface Reservation {
@@ -205,6 +250,8 @@ export class LocalLimits implements LimitsStore {
   readonly #global: InstanceState = { inFlight: 0, window: [], head: 0, tokens: 0 };
   /** Micro-dollars spent by every workload, per UTC day. */
   readonly #globalSpent = new Map<string, number>();
+  /** Micro-dollars held by calls in progress (their worst cases), per run, workflow-day and day: gone when nothing is held. */
+  readonly #held = new Map<string, number>();
   #lastSweepMs = 0;
 
   constructor(policy: LimitsPolicy) {
@@ -215,13 +262,20 @@ export class LocalLimits implements LimitsStore {
     return this.#policy;
   }
 
-  admit(who: WorkloadIdentity, bodyBytes: number, nowMs: number): Admission {
+  #hold(key: string, micro: number): void {
+    const left = (this.#held.get(key) ?? 0) + micro;
+    if (left > 0) this.#held.set(key, left);
+    else this.#held.delete(key);
+  }
+
+  admit(who: WorkloadIdentity, bodyBytes: number, nowMs: number, holdUsd = 0): Admission {
     const keys = limitsKeys(who);
     if (nowMs - this.#lastSweepMs >= SWEEP_EVERY_MS) this.#sweep(nowMs);
     const state = this.#instances.get(keys.instance) ?? { inFlight: 0, window: [], head: 0, tokens: 0 };
     slide(state, nowMs);
     const day = new Date(nowMs).toISOString().slice(0, 10);
     const workflowKey = `${day}\u0000${keys.workflow}`;
+    const heldKeys = [`r\u0000${keys.run}`, `w\u0000${workflowKey}`, `g\u0000${day}`] as const;
     const estimate = estimateTokens(bodyBytes);
     const inWindow = state.window.length - state.head;
     const all = this.#policy.global === undefined ? undefined : this.#global;
@@ -234,6 +288,8 @@ export class LocalLimits implements LimitsStore {
         tokensLastMinute: state.tokens,
         runSpentUsd: (this.#runSpent.get(keys.run)?.micro ?? 0) / 1e6,
         workflowSpentUsdToday: (this.#workflowSpent.get(workflowKey) ?? 0) / 1e6,
+        runHeldUsd: (this.#held.get(heldKeys[0]) ?? 0) / 1e6,
+        workflowHeldUsdToday: (this.#held.get(heldKeys[1]) ?? 0) / 1e6,
         ...(all && {
           global: {
             inFlight: all.inFlight,
@@ -241,6 +297,7 @@ export class LocalLimits implements LimitsStore {
             tokensLastMinute: all.tokens,
             oldestInWindowAgeMs: all.window.length > all.head ? nowMs - all.window[all.head]!.at : 0,
             spentUsdToday: (this.#globalSpent.get(day) ?? 0) / 1e6,
+            heldUsdToday: (this.#held.get(heldKeys[2]) ?? 0) / 1e6,
           },
         }),
       },
@@ -259,6 +316,8 @@ export class LocalLimits implements LimitsStore {
       all.window.push(globalEntry);
       all.tokens += estimate;
     }
+    const holdMicro = toMicroUsd(Math.max(0, holdUsd));
+    for (const key of heldKeys) this.#hold(key, holdMicro);
     let released = false;
     return {
       ok: true,
@@ -266,6 +325,7 @@ export class LocalLimits implements LimitsStore {
         release: ({ tokens, costUsd }) => {
           if (released) return;
           released = true;
+          for (const key of heldKeys) this.#hold(key, -holdMicro);
           state.inFlight--;
           const actual = Math.max(tokens, 0);
           if (entry.counted) state.tokens += actual - entry.tokens;

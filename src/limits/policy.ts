@@ -28,7 +28,17 @@ export interface LimitsPolicy {
   readonly unpricedModels?: 'allowed';
   /** What a bot token asked above the file's ceiling, per limit (the ceiling applies): refusals name both. */
   readonly askedAboveCeiling?: Partial<Record<Lowerable, number>>;
+  /** The output a call that names no limit (max_tokens, ...) is assumed to reach, for its worst case (absent: ASSUMED_MAX_OUTPUT_TOKENS). */
+  readonly assumedMaxOutputTokens?: number;
+  /** Each call in progress holds its worst case against the budgets until it is charged (a budget passed by at most one call; fewer calls at once). */
+  readonly holdWorstCase?: boolean;
 }
+
+/**
+ * The output assumed of a call whose body names no limit: as much as the largest models write in
+ * one answer (128k tokens), so that its worst case is not an underestimate.
+ */
+export const ASSUMED_MAX_OUTPUT_TOKENS = 128_000;
 
 /** The limits a bot token may set for its run (within the ceilings). */
 export type Lowerable = 'concurrent' | 'requestsPerMinute' | 'tokensPerMinute' | 'runBudgetUsd';
@@ -41,11 +51,12 @@ export interface GlobalLimits {
 }
 
 export const LIMITS_FIELDS: Readonly<Record<string, ReadonlySet<string>>> = {
-  '(file)': new Set(['perInstance', 'perRun', 'perWorkflow', 'global']),
+  '(file)': new Set(['perInstance', 'perRun', 'perWorkflow', 'global', 'perCall']),
   perInstance: new Set(['concurrent', 'requestsPerMinute', 'tokensPerMinute']),
   perRun: new Set(['budgetUsd']),
   perWorkflow: new Set(['budgetUsdPerDay']),
   global: new Set(['concurrent', 'requestsPerMinute', 'tokensPerMinute', 'budgetUsdPerDay']),
+  perCall: new Set(['assumedMaxOutputTokens', 'holdWorstCase']),
 };
 
 /** Pure: the --limits file, or an error naming the file and the field. */
@@ -53,7 +64,7 @@ export function parseLimitsFile(text: string, fileName: string): LimitsPolicy {
   const { doc, fail } = parseConfigJson(text, fileName);
   if (!isObject(doc)) return fail('(file)', 'must be a JSON object with perInstance, perRun, perWorkflow and/or global');
   const section = (name: string): Record<string, unknown> => {
-    for (const k of Object.keys(doc)) if (!LIMITS_FIELDS['(file)']!.has(k)) fail(k, 'unknown field (expected perInstance, perRun, perWorkflow, global)');
+    for (const k of Object.keys(doc)) if (!LIMITS_FIELDS['(file)']!.has(k)) fail(k, 'unknown field (expected perInstance, perRun, perWorkflow, global, perCall)');
     const v = doc[name];
     if (v === undefined) return {};
     if (!isObject(v)) return fail(name, 'must be an object');
@@ -82,6 +93,10 @@ export function parseLimitsFile(text: string, fileName: string): LimitsPolicy {
   const run = section('perRun');
   const workflow = section('perWorkflow');
   const global = section('global');
+  const perCall = section('perCall');
+  const assumed = num(perCall, 'perCall', 'assumedMaxOutputTokens', true);
+  const hold = perCall.holdWorstCase;
+  if (hold !== undefined && typeof hold !== 'boolean') fail('perCall.holdWorstCase', 'must be true or false');
   const policy = {
     concurrent: lowerable(instance, 'perInstance', 'concurrent', true, 'concurrent'),
     requestsPerMinute: lowerable(instance, 'perInstance', 'requestsPerMinute', true, 'requestsPerMinute'),
@@ -99,6 +114,8 @@ export function parseLimitsFile(text: string, fileName: string): LimitsPolicy {
     ...policy,
     ...(Object.keys(ceilings).length > 0 ? { ceilings } : {}),
     ...(Object.values(globalLimits).some((v) => v > 0) ? { global: globalLimits } : {}),
+    ...(assumed > 0 ? { assumedMaxOutputTokens: assumed } : {}),
+    ...(hold === true ? { holdWorstCase: true } : {}),
   };
 }
 

@@ -4,26 +4,31 @@
 // decides: `closed` refuses calls until it is back (503, transient), `open` lets them through
 // unlimited; either is logged and counted while it lasts.
 import { createHash, randomUUID } from 'node:crypto';
-import { admissionVerdict, effectivePolicy, estimateTokens, toMicroUsd, type Admission, type LimitsStore, type WindowCounts, limitsKeys } from './admission.ts';
+import { admissionVerdict, budgetMicroUsd, effectivePolicy, estimateTokens, limitsKeys, toMicroUsd, type Admission, type LimitsStore, type Reservation, type WindowCounts } from './admission.ts';
 import type { WorkloadIdentity } from '../auth/identity.ts';
 import type { LimitsPolicy } from './policy.ts';
 import { RespError, type RespClient, type RespValue } from '../store/resp.ts';
 
 /**
- * Checks every limit and, when all pass, reserves the call; returns {'ok'} or {kind, detail, wait}.
- * Keys per instance (KEYS[1]) and, with global limits, for every workload together (KEYS[4]):
- * `:f` the calls in flight (a sorted set of reservation ids by start time, so the slots of a
- * replica that died holding them lapse after an hour each), `:w` the calls of the last minute
- * (members `id:tokens` by start time) and `:t` the running sum of their tokens. Money: KEYS[2]
- * the run's, KEYS[3] the workflow's day, KEYS[5] the day's over all, in micro-dollars. Each call
- * costs O(log n) plus the entries that leave the window: never a pass over the whole window.
- * The same verdicts, in the same order, as admissionVerdict.
+ * Checks every limit and, when all pass, reserves the call; returns {'ok'} or {kind, detail, wait}
+ * (for a budget held by calls in progress: {kind, spent, held}). Keys per instance (KEYS[1]) and,
+ * with global limits, for every workload together (KEYS[4]): `:f` the calls in flight, a sorted
+ * set of reservation ids scored by when their lease ends (a call renews its lease while it lives,
+ * so the slots of a replica that died, or of an admission whose answer was lost, lapse within one
+ * lease), `:w` the calls of the last minute (members `id:tokens` by start time) and `:t` the
+ * running sum of their tokens. Money: KEYS[2] the run's, KEYS[3] the workflow's day, KEYS[5] the
+ * day's over all, in micro-dollars; beside each, `:h` the money held by calls in progress (a hash
+ * of id -> `micro:lease end`: each call's worst case, until it is charged). Budgets arrive in
+ * whole micro-dollars rounded up (budgetMicroUsd), 0 meaning none. Each call costs O(log n) plus
+ * the entries that leave the window and the calls in progress of its run. The same verdicts, in
+ * the same order, as admissionVerdict.
  */
 const ADMIT = `
 local now, estimate, id = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local concurrent, rpm, tpm, runBudget, wfBudget = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local global = ARGV[9] == '1'
 local gConcurrent, gRpm, gTpm, gBudget = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
+local lease, hold = tonumber(ARGV[14]), tonumber(ARGV[15])
 local function slide(prefix)
   local w, t = prefix .. ':w', prefix .. ':t'
   local old = redis.call('ZRANGEBYSCORE', w, '-inf', now - 60000)
@@ -39,7 +44,7 @@ local function slide(prefix)
     tokens = tonumber(redis.call('GET', t) or '0')
     oldest = tonumber(redis.call('ZRANGE', w, 0, 0, 'WITHSCORES')[2])
   end
-  redis.call('ZREMRANGEBYSCORE', prefix .. ':f', '-inf', now - 3600000)
+  redis.call('ZREMRANGEBYSCORE', prefix .. ':f', '-inf', now)
   return {redis.call('ZCARD', prefix .. ':f'), count, tokens, math.max(1, math.ceil((60000 - (now - oldest)) / 1000))}
 end
 local function check(kind, u, limC, limR, limT)
@@ -48,21 +53,47 @@ local function check(kind, u, limC, limR, limT)
   if limT > 0 and u[3] > 0 and u[3] + estimate > limT then return {kind .. 'tokens_per_minute', tostring(u[3]), tostring(u[4])} end
   return nil
 end
+local function held(key)
+  local h = redis.call('HGETALL', key .. ':h')
+  local sum = 0
+  for i = 1, #h, 2 do
+    local micro, ends = string.match(h[i + 1], '^(%d+):(%d+)$')
+    if tonumber(ends) <= now then redis.call('HDEL', key .. ':h', h[i]) else sum = sum + tonumber(micro) end
+  end
+  return sum
+end
 local function reserve(prefix, count)
-  redis.call('ZADD', prefix .. ':f', now, id)
-  redis.call('EXPIRE', prefix .. ':f', 3600)
+  redis.call('ZADD', prefix .. ':f', now + lease, id)
+  redis.call('PEXPIRE', prefix .. ':f', lease + 60000)
   redis.call('ZADD', prefix .. ':w', now, id .. ':' .. estimate)
   if count == 0 then redis.call('SET', prefix .. ':t', estimate) else redis.call('INCRBY', prefix .. ':t', estimate) end
   redis.call('EXPIRE', prefix .. ':w', 120)
   redis.call('EXPIRE', prefix .. ':t', 120)
 end
+local function hold_on(key)
+  redis.call('HSET', key .. ':h', id, hold .. ':' .. (now + lease))
+  redis.call('PEXPIRE', key .. ':h', lease + 60000)
+end
 local runSpent = tonumber(redis.call('GET', KEYS[2]) or '0')
 if runBudget > 0 and runSpent >= runBudget then return {'run_budget', tostring(runSpent)} end
 local wfSpent = tonumber(redis.call('GET', KEYS[3]) or '0')
 if wfBudget > 0 and wfSpent >= wfBudget then return {'workflow_budget', tostring(wfSpent)} end
+local allSpent = 0
 if global then
-  local allSpent = tonumber(redis.call('GET', KEYS[5]) or '0')
+  allSpent = tonumber(redis.call('GET', KEYS[5]) or '0')
   if gBudget > 0 and allSpent >= gBudget then return {'global_budget', tostring(allSpent)} end
+end
+if runBudget > 0 then
+  local h = held(KEYS[2])
+  if runSpent + h >= runBudget then return {'run_budget_held', tostring(runSpent), tostring(h)} end
+end
+if wfBudget > 0 then
+  local h = held(KEYS[3])
+  if wfSpent + h >= wfBudget then return {'workflow_budget_held', tostring(wfSpent), tostring(h)} end
+end
+if global and gBudget > 0 then
+  local h = held(KEYS[5])
+  if allSpent + h >= gBudget then return {'global_budget_held', tostring(allSpent), tostring(h)} end
 end
 local mine = slide(KEYS[1])
 local all = nil
@@ -75,20 +106,40 @@ if global then
 end
 reserve(KEYS[1], mine[2])
 if global then reserve(KEYS[4], all[2]) end
+if hold > 0 then
+  if runBudget > 0 then hold_on(KEYS[2]) end
+  if wfBudget > 0 then hold_on(KEYS[3]) end
+  if global and gBudget > 0 then hold_on(KEYS[5]) end
+end
 return {'ok'}
 `;
 
 /**
+ * Renews a call's lease while it lives: its slots and the money it holds, where they still are
+ * (XX: a lease that already lapsed is not brought back).
+ */
+const RENEW = `
+local id, ends = ARGV[1], tonumber(ARGV[2]) + tonumber(ARGV[3])
+redis.call('ZADD', KEYS[1] .. ':f', 'XX', ends, id)
+if ARGV[4] == '1' then redis.call('ZADD', KEYS[4] .. ':f', 'XX', ends, id) end
+for _, key in ipairs({KEYS[2], KEYS[3], KEYS[5]}) do
+  local v = redis.call('HGET', key .. ':h', id)
+  if v then redis.call('HSET', key .. ':h', id, string.match(v, '^(%d+):') .. ':' .. ends) end
+end
+return 'OK'
+`;
+
+/**
  * Gives the slot back and charges the call: its real tokens in the windows (while it is still
- * there), its cost to the run, the workflow's day and, with global limits, the day's total. A
- * replay (ARGV[6] = 1, a charge sent again after the store was away) is applied only while its
- * reservation is still in flight: if the first attempt did run and only its answer was lost, the
- * reservation is gone and the replay charges nothing, so no call is charged twice.
+ * there), its cost to the run, the workflow's day and, with global limits, the day's total; the
+ * money it held goes. A charge is applied once per reservation id (a marker kept five minutes,
+ * longer than a reconnection and a replay take; a few tens of bytes a call): a charge sent again
+ * after the store was away, whose first attempt did run and only lost its answer, charges nothing.
  */
 const RELEASE = `
 local id, estimate, tokens, cost = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local global = ARGV[5] == '1'
-if ARGV[6] == '1' and not redis.call('ZSCORE', KEYS[1] .. ':f', id) then return 'SETTLED' end
+if not redis.call('SET', 'lim:c:' .. id, '1', 'NX', 'EX', 300) then return 'SETTLED' end
 local function settle(prefix)
   redis.call('ZREM', prefix .. ':f', id)
   local member = id .. ':' .. ARGV[2]
@@ -101,6 +152,7 @@ local function settle(prefix)
 end
 settle(KEYS[1])
 if global then settle(KEYS[4]) end
+for _, key in ipairs({KEYS[2], KEYS[3], KEYS[5]}) do redis.call('HDEL', key .. ':h', id) end
 if cost > 0 then
   redis.call('INCRBY', KEYS[2], cost)
   redis.call('EXPIRE', KEYS[2], 172800)
@@ -129,9 +181,20 @@ export interface RedisLimitsHooks {
   readonly onRoundTrip?: (op: 'admit' | 'charge', seconds: number) => void;
   /** Told when charges start waiting for the store, when one is dropped (the backlog is full), and when the backlog is empty again. */
   readonly onBacklog?: (state: { pending: number; dropped: number; settled: number }) => void;
+  /** How long a call's slot and held money last in the store unless renewed (default LEASE_MS). */
+  readonly leaseMs?: number;
+  /** How often the backlog of charges is tried again while the store is away (default REPLAY_EVERY_MS). */
+  readonly replayEveryMs?: number;
   /** Whether the store lost its state (store/state-marker.ts): under the closed policy, calls are refused as in an outage. */
   readonly stateLost?: () => boolean;
 }
+
+/**
+ * A call's slot (and the money it holds) is a lease this long, renewed every third of it while the
+ * call lives: a replica that dies, or an admission whose answer never arrived, frees its slots
+ * within one lease, not an hour.
+ */
+const LEASE_MS = 30_000;
 
 /** Charges kept while the store is away (each a few hundred bytes); past this, the oldest is dropped. */
 const MAX_UNSETTLED_CHARGES = 10_000;
@@ -145,6 +208,8 @@ export class RedisLimits implements LimitsStore {
   readonly #onError: (why: string) => void;
   readonly #onRoundTrip: (op: 'admit' | 'charge', seconds: number) => void;
   readonly #onBacklog: (state: { pending: number; dropped: number; settled: number }) => void;
+  readonly #leaseMs: number;
+  readonly #replayEveryMs: number;
   readonly #stateLost: () => boolean;
   /** Charges the store could not take (it was away), replayed oldest first once it answers. */
   readonly #unsettled: { keys: readonly string[]; args: readonly (string | number)[] }[] = [];
@@ -159,6 +224,8 @@ export class RedisLimits implements LimitsStore {
     this.#onError = hooks.onError ?? (() => {});
     this.#onRoundTrip = hooks.onRoundTrip ?? (() => {});
     this.#onBacklog = hooks.onBacklog ?? (() => {});
+    this.#leaseMs = hooks.leaseMs ?? LEASE_MS;
+    this.#replayEveryMs = hooks.replayEveryMs ?? REPLAY_EVERY_MS;
     this.#stateLost = hooks.stateLost ?? (() => false);
   }
 
@@ -176,13 +243,13 @@ export class RedisLimits implements LimitsStore {
    * that does not have it yet (a new or restarted Redis answers NOSCRIPT) is sent the whole script
    * once (EVAL), which also caches it there. Still one round trip per call in the usual case.
    */
-  async #runScript(op: 'admit' | 'charge', script: string, keys: readonly string[], args: readonly (string | number)[]): Promise<RespValue> {
+  async #runScript(op: 'admit' | 'charge' | 'renew', script: string, keys: readonly string[], args: readonly (string | number)[]): Promise<RespValue> {
     const began = performance.now();
     const tail = [keys.length, ...keys, ...args];
     let reply = await this.#client.command(['EVALSHA', scriptSha(script), ...tail]);
     if (reply instanceof RespError && reply.message.startsWith('NOSCRIPT')) reply = await this.#client.command(['EVAL', script, ...tail]);
     if (reply instanceof RespError) throw reply;
-    this.#onRoundTrip(op, (performance.now() - began) / 1000);
+    if (op !== 'renew') this.#onRoundTrip(op, (performance.now() - began) / 1000);
     return reply;
   }
 
@@ -197,7 +264,7 @@ export class RedisLimits implements LimitsStore {
       this.#keep(keys, args); // behind the backlog, in order
       return;
     }
-    this.#runScript('charge', RELEASE, keys, [...args, '0']).catch((err: Error) => {
+    this.#runScript('charge', RELEASE, keys, args).catch((err: Error) => {
       this.#onError(err.message);
       if (!(err instanceof RespError)) this.#keep(keys, args);
     });
@@ -214,7 +281,7 @@ export class RedisLimits implements LimitsStore {
     if (this.#unsettled.length === 1 || droppedFirst) this.#onBacklog({ pending: this.#unsettled.length, dropped: this.#dropped, settled: this.#settled });
     if (!this.#replaying) {
       this.#replaying = true;
-      setTimeout(() => void this.#replay(), REPLAY_EVERY_MS).unref();
+      setTimeout(() => void this.#replay(), this.#replayEveryMs).unref();
     }
   }
 
@@ -223,7 +290,7 @@ export class RedisLimits implements LimitsStore {
       // Pipelined in batches: Redis runs one connection's commands in order, so the oldest still
       // goes first. A replay is idempotent, so one sent again after a partial batch costs nothing.
       const batch = this.#unsettled.slice(0, REPLAY_BATCH);
-      const results = await Promise.allSettled(batch.map((c) => this.#runScript('charge', RELEASE, c.keys, [...c.args, '1'])));
+      const results = await Promise.allSettled(batch.map((c) => this.#runScript('charge', RELEASE, c.keys, c.args)));
       let done = 0;
       for (const r of results) {
         if (r.status === 'rejected' && !(r.reason instanceof RespError)) break; // still away
@@ -233,7 +300,7 @@ export class RedisLimits implements LimitsStore {
       }
       this.#unsettled.splice(0, done);
       if (done < batch.length) {
-        setTimeout(() => void this.#replay(), REPLAY_EVERY_MS).unref(); // try again later
+        setTimeout(() => void this.#replay(), this.#replayEveryMs).unref(); // try again later
         return;
       }
     }
@@ -243,7 +310,7 @@ export class RedisLimits implements LimitsStore {
     this.#settled = 0;
   }
 
-  async admit(who: WorkloadIdentity, bodyBytes: number, nowMs: number): Promise<Admission> {
+  async admit(who: WorkloadIdentity, bodyBytes: number, nowMs: number, holdUsd = 0): Promise<Admission> {
     if (this.#failure === 'closed' && this.#stateLost()) {
       return { ok: false, kind: 'store_unavailable', retryAfterSec: 1, message: 'the limits store lost its state (restarted empty, flushed or evicting): calls are refused until an operator confirms it (confirm-store-reset) or every token issued before the loss has expired (--limits-store-failure closed)' };
     }
@@ -252,39 +319,44 @@ export class RedisLimits implements LimitsStore {
     const day = new Date(nowMs).toISOString().slice(0, 10);
     const keys = [`lim:i:${at.instance}`, `lim:r:${at.run}`, `lim:wf:${at.workflow}:${day}`, 'lim:g', `lim:g:d:${day}`];
     const g = this.#policy.global;
-    const global = g === undefined ? ['0', 0, 0, 0, 0] : ['1', g.concurrent, g.requestsPerMinute, g.tokensPerMinute, toMicroUsd(g.budgetUsdPerDay)];
+    const global = g === undefined ? ['0', 0, 0, 0, 0] : ['1', g.concurrent, g.requestsPerMinute, g.tokensPerMinute, budgetMicroUsd(g.budgetUsdPerDay)];
     const id = randomUUID();
     const estimate = estimateTokens(bodyBytes);
+    const budgets = [budgetMicroUsd(policy.runBudgetUsd), budgetMicroUsd(policy.workflowBudgetUsdPerDay)];
     let reply: RespValue;
     try {
-      reply = await this.#runScript('admit', ADMIT, keys, [nowMs, estimate, id, policy.concurrent, policy.requestsPerMinute, policy.tokensPerMinute, toMicroUsd(policy.runBudgetUsd), toMicroUsd(policy.workflowBudgetUsdPerDay), ...global]);
+      reply = await this.#runScript('admit', ADMIT, keys, [nowMs, estimate, id, policy.concurrent, policy.requestsPerMinute, policy.tokensPerMinute, ...budgets, ...global, this.#leaseMs, toMicroUsd(Math.max(0, holdUsd))]);
     } catch (err) {
       this.#onError((err as Error).message);
+      // The script may have run and only its answer be lost: whatever it reserved is given back
+      // as soon as the store answers (the backlog), and lapses with its lease at the latest.
+      if (!(err instanceof RespError)) this.#keep(keys, [id, estimate, 0, 0, global[0]!]);
       if (this.#failure === 'closed') return { ok: false, kind: 'store_unavailable', retryAfterSec: 1, message: 'the limits store cannot be reached, and the operator chose to refuse calls until it is back (--limits-store-failure closed)' };
       return { ok: true, reservation: { release: () => {} } };
     }
-    const [kind, detail, wait] = Array.isArray(reply) ? (reply as string[]) : ['error'];
-    switch (kind) {
-      case 'ok': {
-        let released = false;
-        return {
-          ok: true,
-          reservation: {
-            release: ({ tokens, costUsd }) => {
-              if (released) return;
-              released = true;
-              this.#charge(keys, [id, estimate, Math.max(0, Math.round(tokens)), Math.max(0, toMicroUsd(costUsd)), global[0]!]);
-            },
-          },
-        };
-      }
-      default: {
-        const refused = kind === undefined ? undefined : refusalFromStore(policy, kind, Number(detail ?? 0), Number(wait ?? 1), estimate);
-        if (refused !== undefined) return refused;
-        this.#onError('the limits store answered something unexpected');
-        return this.#failure === 'closed' ? { ok: false, kind: 'store_unavailable', retryAfterSec: 1, message: 'the limits store answered something unexpected' } : { ok: true, reservation: { release: () => {} } };
-      }
-    }
+    const [kind, detail, third] = Array.isArray(reply) ? (reply as string[]) : ['error'];
+    if (kind === 'ok') return { ok: true, reservation: this.#lease(keys, id, estimate, global[0] === '1') };
+    const refused = kind === undefined ? undefined : refusalFromStore(policy, kind, Number(detail ?? 0), Number(third ?? 1), estimate);
+    if (refused !== undefined) return refused;
+    this.#onError('the limits store answered something unexpected');
+    return this.#failure === 'closed' ? { ok: false, kind: 'store_unavailable', retryAfterSec: 1, message: 'the limits store answered something unexpected' } : { ok: true, reservation: { release: () => {} } };
+  }
+
+  /** An admitted call's reservation: its lease renewed while it lives, released once with its charge. */
+  #lease(keys: readonly string[], id: string, estimate: number, global: boolean): Reservation {
+    const renew = setInterval(() => {
+      this.#runScript('renew', RENEW, keys, [id, Date.now(), this.#leaseMs, global ? '1' : '0']).catch((err: Error) => this.#onError(err.message));
+    }, Math.max(1, Math.floor(this.#leaseMs / 3)));
+    renew.unref();
+    let released = false;
+    return {
+      release: ({ tokens, costUsd }) => {
+        if (released) return;
+        released = true;
+        clearInterval(renew);
+        this.#charge(keys, [id, estimate, Math.max(0, Math.round(tokens)), Math.max(0, toMicroUsd(costUsd)), global ? '1' : '0']);
+      },
+    };
   }
 }
 
@@ -293,7 +365,8 @@ export class RedisLimits implements LimitsStore {
  * admissionVerdict words it: the usage that gives that verdict is rebuilt, so the messages have
  * one source. Undefined when the verdict does not come out the same (an unexpected answer).
  */
-function refusalFromStore(policy: LimitsPolicy, kind: string, detail: number, waitSec: number, estimate: number): Exclude<Admission, { ok: true }> | undefined {
+function refusalFromStore(policy: LimitsPolicy, kind: string, detail: number, third: number, estimate: number): Exclude<Admission, { ok: true }> | undefined {
+  const waitSec = third;
   const none = { inFlight: 0, requestsLastMinute: 0, tokensLastMinute: 0, runSpentUsd: 0, workflowSpentUsdToday: 0 };
   const windowAge = 60_000 - waitSec * 1000;
   const globalNone = { inFlight: 0, requestsLastMinute: 0, tokensLastMinute: 0, oldestInWindowAgeMs: 0, spentUsdToday: 0 };
@@ -301,6 +374,9 @@ function refusalFromStore(policy: LimitsPolicy, kind: string, detail: number, wa
     run_budget: { ...none, runSpentUsd: detail / 1e6 },
     workflow_budget: { ...none, workflowSpentUsdToday: detail / 1e6 },
     global_budget: { ...none, global: { ...globalNone, spentUsdToday: detail / 1e6 } },
+    run_budget_held: { ...none, runSpentUsd: detail / 1e6, runHeldUsd: third / 1e6 },
+    workflow_budget_held: { ...none, workflowSpentUsdToday: detail / 1e6, workflowHeldUsdToday: third / 1e6 },
+    global_budget_held: { ...none, global: { ...globalNone, spentUsdToday: detail / 1e6, heldUsdToday: third / 1e6 } },
     concurrency: { ...none, inFlight: detail },
     requests_per_minute: { ...none, requestsLastMinute: detail },
     tokens_per_minute: { ...none, tokensLastMinute: detail },

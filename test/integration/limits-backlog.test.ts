@@ -71,7 +71,7 @@ test('limits in redis: a call that ends while the store is away is charged once 
   const direct = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
   const backlog: { pending: number; dropped: number; settled: number }[] = [];
   const policy = { concurrent: 2, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 100, workflowBudgetUsdPerDay: 0 };
-  const limits = new RedisLimits(policy, client, 'closed', { onBacklog: (s) => backlog.push(s) });
+  const limits = new RedisLimits(policy, client, 'closed', { onBacklog: (s) => backlog.push(s), replayEveryMs: 50 });
   const other = new RedisLimits(policy, direct, 'closed'); // another replica, which still reaches Redis
   const suffix = randomBytes(4).toString('hex');
   const who = { instanceId: `i-backlog-${suffix}`, workflow: 'w', runId: `r-backlog-${suffix}` };
@@ -120,7 +120,7 @@ test('limits in redis: the backlog of charges is bounded: past 10,000 the oldest
   let up = false;
   const client = new RespClient({ host: '127.0.0.1', port: relay.port, tls: false, password: undefined, onState: (isUp) => void (up = isUp) });
   const backlog: { pending: number; dropped: number; settled: number }[] = [];
-  const limits = new RedisLimits({ concurrent: 0, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 }, client, 'closed', { onBacklog: (s) => backlog.push(s) });
+  const limits = new RedisLimits({ concurrent: 0, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 }, client, 'closed', { onBacklog: (s) => backlog.push(s), replayEveryMs: 50 });
   const who = { instanceId: `i-bound-${randomBytes(4).toString('hex')}`, workflow: 'w', runId: 'r-bound' };
   try {
     await until('the connection up', () => up);

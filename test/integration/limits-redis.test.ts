@@ -198,16 +198,20 @@ test('limits in redis: the store\'s script gives the in-process verdicts, step b
 
 const DEFAULT_SEED = 20_261_124;
 const SEED = fuzzSeed(DEFAULT_SEED);
-test(`limits in redis: the script and the in-process store agree over a random series (held and late charges, calls sliding out of the window, days turning, global ceilings; seed ${SEED})`, async () => {
+/** One random series through both stores; with `holds`, calls hold money (their worst cases) and tokens lower the run budget anywhere from a micro-dollar to a million dollars. */
+async function agreeOverSeries(holds: boolean): Promise<void> {
   const rng = mulberry32(SEED);
   // Global ceilings under the sum of the instances' own: every workload together meets them too.
   const policy = { concurrent: 4, requestsPerMinute: 5, tokensPerMinute: 2000, runBudgetUsd: 2, workflowBudgetUsdPerDay: 3, global: { concurrent: 7, requestsPerMinute: 9, tokensPerMinute: 3500, budgetUsdPerDay: 5 } };
   const client = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
   while (!client.up) await new Promise((r) => setImmediate(r));
-  const shared = new RedisLimits(policy, client, 'closed', { onError: (e) => assert.fail(e) });
+  // Leases longer than the series: a call held here lives as long as in process (leases are tested apart).
+  const shared = new RedisLimits(policy, client, 'closed', { onError: (e) => assert.fail(e), leaseMs: 48 * 3_600_000 });
   const local = new LocalLimits(policy);
   const suffix = randomBytes(4).toString('hex');
-  await client.command(['DEL', 'lim:g:f', 'lim:g:w', 'lim:g:t']); // the global keys are shared by every test on this server
+  // The global keys are shared by every test on this server (and by both series): each series starts them afresh.
+  const days = [0, 86_400_000].map((d) => new Date(1_800_000_000_000 - 3_600_000 + d).toISOString().slice(0, 10));
+  await client.command(['DEL', 'lim:g:f', 'lim:g:w', 'lim:g:t', ...days.flatMap((d) => [`lim:g:d:${d}`, `lim:g:d:${d}:h`])]);
   const held: { s: { release(c: { tokens: number; costUsd: number }): void }; l: { release(c: { tokens: number; costUsd: number }): void } }[] = [];
   const differences: string[] = [];
   const seen = new Set<string>();
@@ -229,10 +233,11 @@ test(`limits in redis: the script and the in-process store agree over a random s
       const small = n === 3;
       const who = small
         ? { instanceId: `i3-${suffix}`, workflow: `wf-small-${suffix}`, runId: `r-small-${suffix}`, lowered: undefined }
-        : { instanceId: `i${n}-${suffix}`, workflow: `wf${n % 2}-${suffix}`, runId: `r${rng.int(6)}-${suffix}`, lowered: rng.chance(0.2) ? { concurrent: 1, budgetUsd: 1 } : undefined };
+        : { instanceId: `i${n}-${suffix}`, workflow: `wf${n % 2}-${suffix}`, runId: `r${rng.int(6)}-${suffix}`, lowered: rng.chance(0.2) ? { concurrent: 1, budgetUsd: holds ? rng.pick([1, 1e-7, 4e-7, 6e-7, 0.0000015, 0.29, 1e6]) : 1 } : undefined };
       for (let call = small ? rng.between(1, 7) : 1; call > 0; call--) {
         const bytes = small ? 4 : rng.pick([4, 400, 2000, 6000]);
-        const [s, l] = [await shared.admit(who, bytes, now), local.admit(who, bytes, now)];
+        const hold = small || !holds ? 0 : rng.pick([0, 0, 0.05, 0.4, 1.5]);
+        const [s, l] = [await shared.admit(who, bytes, now, hold), local.admit(who, bytes, now, hold)];
         const view = (a: typeof s) => (a.ok ? 'ok' : `${a.kind}${'retryAfterSec' in a ? ` after ${a.retryAfterSec}` : ''}`);
         if (view(s) !== view(l)) differences.push(`step ${step}: redis ${view(s)}, in process ${view(l)}`);
         seen.add(l.ok ? 'ok' : l.kind);
@@ -252,6 +257,15 @@ test(`limits in redis: the script and the in-process store agree over a random s
   assert.deepEqual(differences, [], `seed ${SEED}: reproduce with FUZZ_SEED=${SEED}`);
   // The default seed's series reaches every verdict (so this test cannot pass by comparing only
   // admissions); another seed (FUZZ_SEED) is held to agreement alone.
-  if (SEED === DEFAULT_SEED) assert.deepEqual([...seen].sort(), ['concurrency', 'global_budget', 'global_concurrency', 'global_requests_per_minute', 'global_tokens_per_minute', 'ok', 'requests_per_minute', 'run_budget', 'tokens_per_minute', 'workflow_budget'], 'the series reached every verdict');
+  if (SEED === DEFAULT_SEED && !holds) assert.deepEqual([...seen].sort(), ['concurrency', 'global_budget', 'global_concurrency', 'global_requests_per_minute', 'global_tokens_per_minute', 'ok', 'requests_per_minute', 'run_budget', 'tokens_per_minute', 'workflow_budget'], 'the series reached every verdict');
+  if (SEED === DEFAULT_SEED && holds) for (const kind of ['run_budget_held', 'workflow_budget_held', 'global_budget_held', 'run_budget']) assert.ok(seen.has(kind), `the series with money held reached ${kind}`);
   assert.equal(local.held().inFlight, 0);
+}
+
+test(`limits in redis: the script and the in-process store agree over a random series (held and late charges, calls sliding out of the window, days turning, global ceilings; seed ${SEED})`, async () => {
+  await agreeOverSeries(false);
+});
+
+test(`limits in redis: the script and the in-process store agree over a random series with money held by calls in progress and run budgets from a micro-dollar to a million dollars, one rounding rule in both (budgetMicroUsd; seed ${SEED})`, async () => {
+  await agreeOverSeries(true);
 });

@@ -26,7 +26,7 @@ const BASE = { model: MODEL, max_tokens: 1024, messages: [{ role: 'user', conten
 
 test('the recorded Claude Code request shape passes: system-role messages, untyped tools, defer_loading, stream', () => {
   const rec = JSON.parse(readFileSync(join(__dirname, '..', 'fixtures', 'recorded', 'claude-code-2.1.330-3.json'), 'utf8')) as { body: Record<string, unknown> };
-  assert.deepEqual(check({ ...rec.body, model: MODEL }), { ok: true, model: MODEL, stream: true });
+  assert.deepEqual(check({ ...rec.body, model: MODEL }), { ok: true, model: MODEL, stream: true, maxOutputTokens: rec.body.max_tokens });
 });
 
 test('messages: a model outside the allowlist, no messages, a role outside user/assistant/system, a non-boolean stream are precise 400s', () => {

@@ -32,7 +32,7 @@ test('cloud routes: the model is the path\'s; a body that names one too is refus
   const pathModel = { model: 'claude-opus-5-5', action: 'streamRawPredict', project: 'proj-123', region: 'us-east5' };
   const policy = { allowedModels: new Set(['claude-opus-5-5']), hostedTools: new Set<string>() };
   const body = { anthropic_version: 'vertex-2023-10-16', max_tokens: 8, stream: true, messages: [{ role: 'user', content: 'hi' }] };
-  assert.deepEqual(checkRequestBody(Buffer.from(JSON.stringify(body)), vertex, policy, pathModel), { ok: true, model: 'claude-opus-5-5', stream: true });
+  assert.deepEqual(checkRequestBody(Buffer.from(JSON.stringify(body)), vertex, policy, pathModel), { ok: true, model: 'claude-opus-5-5', stream: true, maxOutputTokens: 8 });
   const inBody = checkRequestBody(Buffer.from(JSON.stringify({ ...body, model: 'claude-opus-5-5' })), vertex, policy, pathModel);
   assert.equal(!inBody.ok && inBody.error.code, 'model_in_body');
   const other = checkRequestBody(Buffer.from(JSON.stringify(body)), vertex, policy, { ...pathModel, model: 'claude-secret' });
@@ -45,7 +45,7 @@ for (const file of ['claude-code-2.1.330-bedrock-2.json', 'claude-code-2.1.330-v
     const route = routeGatewayRequest(rec.method, rec.url, PROTOCOLS);
     assert.ok(route.ok && route.kind === 'protocol' && route.pathModel, JSON.stringify(route));
     const checked = checkRequestBody(Buffer.from(JSON.stringify(rec.body)), route.protocol, { allowedModels: new Set([route.pathModel.model]), hostedTools: new Set() }, route.pathModel);
-    assert.deepEqual(checked, { ok: true, model: route.pathModel.model, stream: true });
+    assert.deepEqual(checked, { ok: true, model: route.pathModel.model, stream: true, maxOutputTokens: rec.body.max_tokens });
   });
 }
 

@@ -106,16 +106,29 @@ test('modelRecord: a client that left after [DONE] is recorded complete; one tha
   assert.deepEqual([plain.interrupted, plain.error, plain.charged_usd, plain.charge_estimated], ['client', 'client_aborted', 0.1, true]);
 });
 
-test('chargeFor: a call that cannot have cost anything is charged nothing; complete usage is priced as reported; without it the charge is estimated from bytes / 4, marked', () => {
-  const price = { input: 2, output: 8, cached: undefined, reasoning: undefined, cacheWrite: undefined };
-  assert.deepEqual(chargeFor(summary({ usageComplete: true, usage: { inputTokens: 100, outputTokens: 50, reasoningTokens: null, cachedTokens: null, cacheWriteTokens: null } }), 4000, 4000, price, false), { tokens: 0, costUsd: 0, usd: 0, estimated: false });
-  const real = chargeFor(summary({ usageComplete: true, usage: { inputTokens: 100, outputTokens: 50, reasoningTokens: null, cachedTokens: null, cacheWriteTokens: null } }), 4000, 4000, price, true);
-  assert.deepEqual(real, { tokens: 150, costUsd: costUsd(price, { input: 100, output: 50, reasoning: null, cached: null, cache_write: null })!, usd: costUsd(price, { input: 100, output: 50, reasoning: null, cached: null, cache_write: null })!, estimated: false });
-  const estimated = chargeFor(summary(), 401, 8, price, true);
-  assert.equal(estimated.tokens, 101 + 2);
-  assert.equal(estimated.estimated, true);
-  assert.equal(estimated.usd, costUsd(price, { input: 101, output: 2, reasoning: null, cached: null, cache_write: null }));
-  assert.deepEqual(chargeFor(summary(), 400, 0, undefined, true), { tokens: 100, costUsd: 0, usd: null, estimated: true }, 'no price: tokens counted, no money');
+const usageOf = (inputTokens: number | null, outputTokens: number | null, cachedTokens: number | null = null) => ({ inputTokens, outputTokens, reasoningTokens: null, cachedTokens, cacheWriteTokens: null });
+const price = { input: 2, output: 8, cached: undefined, reasoning: undefined, cacheWrite: undefined };
+const priced = (input: number, output: number) => costUsd(price, { input, output, reasoning: null, cached: null, cache_write: null })!;
+const worst = { inputTokens: 100, outputTokens: 4000, usd: priced(100, 4000) };
+
+test('chargeFor: a call that cannot have cost anything is charged nothing; complete usage is charged as reported', () => {
+  const complete = summary({ usageComplete: true, usage: usageOf(100, 50) });
+  assert.deepEqual(chargeFor({ summary: complete, bytesIn: 4000, bytesOut: 4000, cut: false, billable: false }, price, worst), { tokens: 0, costUsd: 0, usd: 0, estimated: false });
+  assert.deepEqual(chargeFor({ summary: complete, bytesIn: 4000, bytesOut: 4000, cut: false, billable: true }, price, worst), { tokens: 150, costUsd: priced(100, 50), usd: priced(100, 50), estimated: false });
+});
+
+test('chargeFor: a call cut before any of its answer arrived is charged its worst case (the provider finishes a non-streamed generation and bills it)', () => {
+  assert.deepEqual(chargeFor({ summary: undefined, bytesIn: 400, bytesOut: 0, cut: true, billable: true }, price, worst), { tokens: 4100, costUsd: worst.usd, usd: worst.usd, estimated: true });
+  assert.deepEqual(chargeFor({ summary: undefined, bytesIn: 400, bytesOut: 0, cut: true, billable: true }, undefined, { ...worst, usd: 0 }), { tokens: 4100, costUsd: 0, usd: null, estimated: true }, 'no price: the tokens still count');
+});
+
+test('chargeFor: a cut stream is charged at least every usage figure it already reported (input from its first event), and at least the bytes / 4 estimate', () => {
+  const started = summary({ usage: usageOf(150_000, null) });
+  const charge = chargeFor({ summary: started, bytesIn: 400, bytesOut: 800, cut: true, billable: true }, price, worst);
+  assert.deepEqual(charge, { tokens: 150_000 + 200, costUsd: priced(150_000, 200), usd: priced(150_000, 200), estimated: true });
+  const noUsage = chargeFor({ summary: summary(), bytesIn: 401, bytesOut: 8, cut: false, billable: true }, price, worst);
+  assert.deepEqual(noUsage, { tokens: 101 + 2, costUsd: priced(101, 2), usd: priced(101, 2), estimated: true }, 'a stream without usage (chat without include_usage): the bytes');
+  assert.deepEqual(chargeFor({ summary: summary(), bytesIn: 400, bytesOut: 0, cut: false, billable: true }, undefined, worst), { tokens: 100, costUsd: 0, usd: null, estimated: true }, 'no price: tokens counted, no money');
 });
 
 test('limitRefusal: a rate or concurrency limit is 429 with Retry-After on every protocol; a spent budget is 429 insufficient_quota on OpenAI routes and 402 billing_error on Anthropic ones; a store outage is 503 with Retry-After', () => {

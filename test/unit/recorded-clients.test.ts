@@ -48,7 +48,8 @@ for (const entry of INDEX) {
   test(`recorded ${entry.file}: the ${entry.agent} request passes the ${route.protocol.api} checks`, () => {
     const model = rec.body.model as string;
     const checked = checkRequestBody(Buffer.from(JSON.stringify(rec.body)), route.protocol, { allowedModels: new Set([model]), hostedTools: new Set() });
-    assert.deepEqual(checked, { ok: true, model, stream: rec.body.stream === true });
+    const maxOutput = ['max_tokens', 'max_completion_tokens', 'max_output_tokens'].map((k) => rec.body[k]).filter((v): v is number => typeof v === 'number');
+    assert.deepEqual(checked, { ok: true, model, stream: rec.body.stream === true, ...(maxOutput.length > 0 ? { maxOutputTokens: Math.max(...maxOutput) } : {}) });
   });
 
   test(`recorded ${entry.file}: every ${entry.agent} header but the replaced ones goes upstream`, () => {

@@ -74,6 +74,8 @@ export type CheckedRequest = {
   readonly stream: boolean;
   /** The first value of the body that changes the price of a call beyond the price table's rates (../../limits/price-changers.ts). */
   readonly priceChange?: PriceChange;
+  /** The most output the body allows (max_tokens, max_completion_tokens, max_output_tokens), when it names a limit. */
+  readonly maxOutputTokens?: number;
 };
 export type RequestRefusal = {
   readonly ok: false;
