@@ -1,4 +1,4 @@
-// Credential sources: the table beside the protocol table. A provider names its protocol (its
+// Credential sources (their table is table.ts, beside the protocol table). A provider names its protocol (its
 // kind) and its credential; a source has one job: given the outgoing call, the headers that
 // authenticate it, and the strings that must never come back to a workload. A static key is read
 // at request time; a Google service account mints an access token and keeps it fresh; AWS signs

@@ -1,0 +1,162 @@
+// The commands other than `serve`: each takes the parsed command line and its surroundings (the
+// environment, the clock, where its notices go) and returns what it prints on stdout.
+import { randomBytes } from 'node:crypto';
+import { asUsageError, UsageError, type CommandLine } from '../config/cli.ts';
+import { agentProviders, AGENTS, botClaims, renderAgentConfig, type AgentName } from '../gateway/agent-config.ts';
+import { parseGatewayEnv } from '../gateway/config.ts';
+import { gitWorkloadConfig } from '../git/config.ts';
+import { gitScopeClaim, unregisteredScopeHost } from '../git/scope.ts';
+import { parseSigningKey, signBotToken, tokenIdFrom } from '../auth/jwt.ts';
+import { addRevocation, type Revocation } from '../auth/revocations.ts';
+import { addStoreRevocation } from '../auth/redis-revocations.ts';
+import { aboveCeilingReason, parseLimitsFile } from '../limits/policy.ts';
+import { RespClient } from '../store/resp.ts';
+import { parseStoreUrl, storePassword } from '../store/config.ts';
+import { describeMarker, formatMarker, newEpoch, STATE_KEY } from '../store/state-marker.ts';
+import type { ServeOptions } from '../config/cli.ts';
+import { loadGateway, loadHosts, readTextFile } from './load.ts';
+
+/** What a command may read and where its notices (stderr) go. */
+export interface CommandContext {
+  readonly env: NodeJS.ProcessEnv;
+  /** The clock, in milliseconds since the epoch. */
+  readonly nowMs: () => number;
+  /** A line for stderr (a notice beside the output), without its newline. */
+  readonly notice: (line: string) => void;
+}
+
+/** `git-config`: the workload's git configuration, with no secret in it, and a notice for stderr when there is one. */
+export function gitConfig(cli: CommandLine, ctx: CommandContext): { text: string; notice?: string } {
+  const { env } = ctx;
+  return gitWorkloadConfig({
+    hostKeys: loadHosts(cli.options, env).map((h) => h.key),
+    proxyHostFlag: cli.gitConfig.proxyHost,
+    proxyHostEnv: env.GIT_AUTH_PROXY_HOST,
+    credentialHelper: env.GIT_CREDENTIAL_HELPER,
+    workloadTokenEnv: cli.gitConfig.workloadTokenEnv,
+  });
+}
+
+/** `agent-config`: an agent's configuration pointing at the gateway. */
+export function agentConfigText(cli: CommandLine, ctx: CommandContext): string {
+  const agent = cli.agent.agent as AgentName;
+  if (!AGENTS.includes(agent)) throw new UsageError(`--agent: "${agent}" is not an agent agent-config knows; use ${AGENTS.join(', ')}`);
+  const gateway = loadGateway(cli.options, ctx.env);
+  return renderAgentConfig(agent, {
+    ...agentProviders(agent, gateway.providers, cli.agent.model),
+    providerName: cli.agent.providerName,
+    proxyHost: cli.agent.proxyHost ?? ctx.env.MODEL_GATEWAY_PROXY_HOST,
+    model: cli.agent.model,
+    smallModel: cli.agent.smallModel,
+    webSearchAllowed: cli.options.allowHostedTools.includes('web_search'),
+  });
+}
+
+/** `mint-token`: a bot token for the gateway, or with --git-repo a workload token for the git proxy (never both in one). */
+export function mintToken(cli: CommandLine, ctx: CommandContext): string {
+  const { env } = ctx;
+  // With the gateway's --limits file at hand, a limit asked above its ceiling is an error: the
+  // gateway would apply the ceiling, and the orchestrator would believe in another budget.
+  if (cli.options.limitsFile !== undefined) {
+    const { budgetUsd, maxConcurrent: concurrent, requestsPerMinute, tokensPerMinute } = cli.mint;
+    const policy = parseLimitsFile(readTextFile(cli.options.limitsFile, '--limits:'), cli.options.limitsFile);
+    const above = aboveCeilingReason(policy, { budgetUsd, concurrent, requestsPerMinute, tokensPerMinute }, cli.options.limitsFile);
+    if (above) throw new Error(above);
+  }
+  // Its own id, printed on stderr, to revoke this token alone (`revoke --token-id`).
+  const jti = tokenIdFrom(randomBytes(12));
+  ctx.notice(`mint-token: token id ${jti} (stop it before it expires: proxy.js revoke --token-id ${jti} with --revocations FILE or --limits-store URL)`);
+  // A missing or malformed flag is a usage error (exit 2), like an unknown one.
+  const claims = asUsageError(() =>
+    botClaims({
+      ...cli.mint,
+      ttlSec: Math.floor(cli.mint.ttlMs / 1000),
+      maxLifetimeSec: Math.floor(cli.options.maxTokenLifetimeMs / 1000),
+      nowSec: Math.floor(ctx.nowMs() / 1000),
+    }),
+  );
+  if (cli.mint.gitRepos.length > 0) {
+    const git = asUsageError(() => gitScopeClaim(cli.mint.gitRepos));
+    const registered = loadHosts(cli.options, env).map((h) => h.key);
+    const unknown = asUsageError(() => unregisteredScopeHost(git, registered));
+    if (unknown === 'unchecked') ctx.notice('mint-token: no git host is registered in this environment (GIT_HOST_A, GIT_HOST_B, --git-hosts): the scope\'s hosts were not checked against the registry');
+    const key = parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY);
+    if (!key) throw new Error('mint-token: --git-repo makes a token for the git proxy, and GIT_PROXY_SIGNING_KEY is not set');
+    return signBotToken({ ...claims, git, jti }, key);
+  }
+  const gateway = parseGatewayEnv(env);
+  if (!gateway.signingKey) throw new Error('mint-token: MODEL_PROXY_SIGNING_KEY is not set');
+  return signBotToken({ ...claims, jti }, gateway.signingKey);
+}
+
+/**
+ * `revoke`: adds a run, an instance or a token to the deny list both listeners read (the
+ * --revocations file, the shared store of --limits-store, or both), for as long as a token it
+ * names could live.
+ */
+export async function revoke(cli: CommandLine, ctx: CommandContext): Promise<string> {
+  const { revocationsFile: file, limitsStore } = cli.options;
+  if (file === undefined && limitsStore === 'memory') throw new UsageError('revoke: give --revocations FILE (the deny-list file the listeners read) or --limits-store redis://HOST:PORT (the store they share), or both');
+  const named = ([['run_id', cli.mint.runId], ['instance_id', cli.mint.instanceId], ['token_id', cli.mint.tokenId]] as const).filter(([, v]) => v !== undefined);
+  if (named.length !== 1) throw new UsageError('revoke: give exactly one of --run-id, --instance-id, --token-id');
+  const [key, value] = named[0]!;
+  const nowSec = Math.floor(ctx.nowMs() / 1000);
+  const until = nowSec + Math.floor(cli.options.maxTokenLifetimeMs / 1000) + 60;
+  const where: string[] = [];
+  if (file !== undefined) {
+    const count = addRevocation(file, { [key]: value, until } as unknown as Revocation, nowSec);
+    where.push(`${count} entries in ${file}`);
+  }
+  if (limitsStore !== 'memory') {
+    const store = asUsageError(() => parseStoreUrl(limitsStore));
+    const client = await connectToStore(cli.options, `revoke: the store at ${store.host}:${store.port} could not be reached within 5 s; nothing was revoked there`);
+    try {
+      await addStoreRevocation(client, key, value!, until - nowSec);
+    } finally {
+      client.close();
+    }
+    where.push(`in the store at ${store.host}:${store.port}`);
+  }
+  return `revoked ${key} ${value} until ${new Date(until * 1000).toISOString()} (${where.join('; ')}); both listeners refuse its tokens from their next request`;
+}
+
+/**
+ * `confirm-store-reset`: tells the gateways that the shared store's state, as it is now, is the
+ * one to trust: a new marker of kind confirmed. Gateways that refuse calls because the store lost
+ * its state serve again at their next check of the marker (within a second).
+ */
+export async function confirmStoreReset(cli: CommandLine, ctx: CommandContext): Promise<string> {
+  if (cli.options.limitsStore === 'memory') throw new UsageError('confirm-store-reset: give --limits-store redis://HOST:PORT (the store the gateways share)');
+  const store = asUsageError(() => parseStoreUrl(cli.options.limitsStore));
+  const client = await connectToStore(cli.options, `confirm-store-reset: the store at ${store.host}:${store.port} could not be reached within 5 s; nothing was confirmed`);
+  try {
+    const found = await client.command(['GET', STATE_KEY]);
+    if (found !== null && typeof found !== 'string') throw new Error(`confirm-store-reset: the store answered GET ${STATE_KEY} with something else; nothing was confirmed`);
+    const marker = { kind: 'confirmed', epoch: newEpoch(), sinceSec: Math.floor(ctx.nowMs() / 1000) } as const;
+    const reply = await client.command(['SET', STATE_KEY, formatMarker(marker)]);
+    if (reply !== 'OK') throw new Error('confirm-store-reset: the store refused the marker; nothing was confirmed');
+    return `confirmed the store at ${store.host}:${store.port} (${describeMarker(found)}): the gateways trust its state as it is now, revocations and spend before included, from their next check (within a second)`;
+  } finally {
+    client.close();
+  }
+}
+
+/** A one-off connection to the store of --limits-store (for a command): up within 5 s, or `failure` is thrown. */
+async function connectToStore(options: ServeOptions, failure: string): Promise<RespClient> {
+  const store = asUsageError(() => parseStoreUrl(options.limitsStore));
+  const password = storePassword(options.limitsStorePasswordFile);
+  let connected!: () => void;
+  const up = new Promise<void>((resolve) => (connected = resolve));
+  const client = new RespClient({ ...store, password, name: 'the limits store', onState: (isUp) => isUp && connected() });
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(failure)), 5000)));
+  try {
+    await Promise.race([up, gaveUp]);
+  } catch (err) {
+    client.close();
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+  return client;
+}

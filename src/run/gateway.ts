@@ -1,0 +1,94 @@
+// Start-up: the model gateway, with its limits, providers and credentials, its warnings and its
+// listening line.
+import type { ServeOptions } from '../config/cli.ts';
+import { VERSION } from '../config/version.ts';
+import type { LogSink } from '../http/log.ts';
+import { createUpstreamAgent } from '../http/forward.ts';
+import { startListener, type Listener } from '../http/server.ts';
+import type { GatewayConfig } from '../gateway/config.ts';
+import { createGatewayHandler, refuseAtGateway, type GatewayDeps } from '../gateway/handler.ts';
+import type { Provider } from '../gateway/providers.ts';
+import { PROTOCOLS } from '../gateway/protocols/table.ts';
+import { openCredential } from '../gateway/credentials/table.ts';
+import { readTextFile, type ServeConfig } from './load.ts';
+import { openLimits, type Shared } from './shared.ts';
+import { startupWarnings } from './warnings.ts';
+
+type RefreshOutcome = { ok: true } | { ok: false; reason: string };
+
+function openProviders(gateway: GatewayConfig, env: NodeJS.ProcessEnv, onRefresh: (provider: string, outcome: RefreshOutcome) => void): Provider[] {
+  return gateway.providers.map((config) => ({
+    config,
+    agent: createUpstreamAgent({ ca: config.caFile ? readTextFile(config.caFile, `provider ${config.name}: CA file`) : undefined, tlsInsecureSkipVerify: false, plainHttp: config.upstream.plainHttp }),
+    credential: openCredential(config, env, (outcome) => onRefresh(config.name, outcome)),
+  }));
+}
+
+export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv, config: ServeConfig, shared: Shared, log: LogSink): Promise<Listener> {
+  const { gateway, hostedTools } = config;
+  const { metrics, prices } = shared;
+  const limits = openLimits(options, gateway, shared.store, log, metrics);
+  const providers = openProviders(gateway, env, (provider, outcome) => {
+    metrics?.credentialRefresh(provider, outcome.ok);
+    if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });
+  });
+  const gatewayDeps: GatewayDeps = {
+    record: (rec) => {
+      log(rec);
+      metrics?.model(rec);
+    },
+    streams: metrics?.streams,
+    signingKey: gateway.signingKey,
+    providers,
+    protocols: PROTOCOLS,
+    hostedTools,
+    timeouts: shared.upstreamTimeouts,
+    retry: { maxRetries: options.upstreamMaxRetries, budgetMs: options.upstreamRetryBudgetMs, baseDelayMs: 500 },
+    maxBodyBytes: options.maxRequestBodyBytes,
+    revoked: shared.revoked,
+    limits: limits?.store,
+    prices,
+    maxTokenLifetimeSec: config.maxTokenLifetimeSec,
+    log,
+  };
+  const model = await startListener({
+    name: 'model',
+    flag: 'model-gateway-listen',
+    address: options.modelListen,
+    timeouts: shared.listenerTimeouts,
+    ...shared.capped('model'),
+    rootIsHealth: true,
+    log,
+    handle: createGatewayHandler(gatewayDeps),
+    refuse: refuseAtGateway(gatewayDeps),
+  });
+  const warnings = startupWarnings({
+    model: {
+      limits: limits?.policy,
+      providers: providers.map((p) => ({ name: p.config.name, models: p.config.models, plainHttp: p.config.upstream.plainHttp, credential: p.credential.type })),
+      priced: (provider, model) => prices.get(provider, model) !== undefined,
+      hostedTools,
+      botAuth: !!gateway.signingKey,
+    },
+  });
+  for (const warning of warnings) log(warning);
+  log({
+    event: 'listening',
+    listener: 'model',
+    address: model.address,
+    version: VERSION,
+    providers: providers.map((p) => ({
+      name: p.config.name,
+      kind: p.config.kind,
+      upstream: `${p.config.upstream.plainHttp ? 'http' : 'https'}://${p.config.upstream.host}${p.config.upstream.basePath}`,
+      models: p.config.models,
+      // Presence only; a key's value is never logged.
+      credential: p.credential.type,
+      key: p.credential.present() ? 'present' : 'missing',
+    })),
+    apis: PROTOCOLS.map((p) => p.api),
+    hosted_tools: [...hostedTools],
+    bot_auth: gateway.signingKey ? 'jwt' : 'network-policy',
+  });
+  return model;
+}

@@ -1,0 +1,109 @@
+// Start-up, step one: the configuration the flags, the environment and the files they name give.
+// Reads files; returns data; every error names the flag, variable or file at fault.
+import { readFileSync } from 'node:fs';
+import type { ServeOptions } from '../config/cli.ts';
+import { asUsageError } from '../config/cli.ts';
+import { literalSecret, secretSource } from '../config/secret.ts';
+import { createUpstreamAgent } from '../http/forward.ts';
+import { softOpenFilesLimit } from '../http/connection-caps.ts';
+import { parseSigningKey } from '../auth/jwt.ts';
+import { isBasicUsername } from '../git/credentials.ts';
+import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from '../git/hosts.ts';
+import type { GitUpstream } from '../git/proxy.ts';
+import { formatRepoPattern } from '../git/scope.ts';
+import { parseGatewayEnv, type GatewayConfig } from '../gateway/config.ts';
+import { parsePrices, type PriceTable } from '../gateway/prices.ts';
+import { hostedToolsPolicy } from '../gateway/protocols/tools.ts';
+
+/** The registered git hosts: GIT_HOST_A/B from the environment, merged with the --git-hosts file. */
+export function loadHosts(options: ServeOptions, env: NodeJS.ProcessEnv): HostConfig[] {
+  const fromFile = options.gitHostsFile ? parseHostsFile(readFileSync(options.gitHostsFile, 'utf8'), options.gitHostsFile) : [];
+  return mergeHosts(hostsFromEnv(env), fromFile);
+}
+
+/** A file the configuration names; `what` says which, as in `<what> <path> cannot be read (ENOENT)`. */
+export function readTextFile(path: string, what: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`${what} ${path} cannot be read (${(err as NodeJS.ErrnoException).code})`);
+  }
+}
+
+function openGitUpstreams(hosts: readonly HostConfig[], env: NodeJS.ProcessEnv): Map<string, GitUpstream> {
+  const upstreams = new Map<string, GitUpstream>();
+  for (const config of hosts) {
+    const ca = config.caFile ? readTextFile(config.caFile, `git host ${config.key}: CA file`) : undefined;
+    const username = config.username === undefined ? undefined : 'literal' in config.username ? literalSecret(config.username.literal) : secretSource(env, config.username);
+    const name = username?.read();
+    if (name?.ok && !isBasicUsername(name.value)) throw new Error(`git host ${config.key}: the username contains ":", which Basic authentication cannot carry (RFC 7617); fix its username`);
+    upstreams.set(config.key, {
+      config,
+      agent: createUpstreamAgent({ ca, tlsInsecureSkipVerify: config.tlsInsecureSkipVerify }),
+      token: secretSource(env, config.token),
+      username,
+    });
+  }
+  return upstreams;
+}
+
+/** The model gateway's configuration: the environment, or the --providers file. */
+export function loadGateway(options: ServeOptions, env: NodeJS.ProcessEnv): GatewayConfig {
+  const file = options.providersFile;
+  return file === undefined ? parseGatewayEnv(env) : parseGatewayEnv(env, { text: readTextFile(file, '--providers:'), name: file });
+}
+
+/** The price table of MODEL_PRICES_FILE; without one, no model has a price. */
+export function loadPrices(env: NodeJS.ProcessEnv): PriceTable {
+  const file = env.MODEL_PRICES_FILE;
+  return file ? parsePrices(readFileSync(file, 'utf8'), file) : { get: () => undefined };
+}
+
+/** RLIMIT_NOFILE's soft limit where /proc tells it (Linux); undefined elsewhere. */
+export function openFilesLimit(): number | undefined {
+  try {
+    return softOpenFilesLimit(readFileSync('/proc/self/limits', 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** A git host as the start-up line shows it: presence of its credential, never its value. */
+export type HostState = {
+  readonly host: string;
+  readonly auth: string;
+  readonly credential: 'present' | 'missing';
+  readonly tls_verify: boolean;
+  readonly repos: string[] | undefined;
+  readonly read_only: boolean | undefined;
+};
+
+export interface ServeConfig {
+  readonly gitUpstreams: Map<string, GitUpstream>;
+  readonly gitSigningKey: ReturnType<typeof parseSigningKey>;
+  readonly gateway: GatewayConfig;
+  readonly hostedTools: ReadonlySet<string>;
+  readonly maxTokenLifetimeSec: number;
+  readonly hostStates: readonly HostState[];
+  readonly gitEnabled: boolean;
+}
+
+/** Everything `serve` needs to know before it starts anything. */
+export function loadServeConfig(options: ServeOptions, env: NodeJS.ProcessEnv): ServeConfig {
+  const gitUpstreams = openGitUpstreams(loadHosts(options, env), env);
+  const gitSigningKey = parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY);
+  const gateway = loadGateway(options, env);
+  const hostedTools = asUsageError(() => hostedToolsPolicy(options.allowHostedTools));
+  const maxTokenLifetimeSec = Math.floor(options.maxTokenLifetimeMs / 1000);
+  const hostStates = [...gitUpstreams.values()].map((u): HostState => ({
+    host: u.config.key,
+    auth: u.config.authType,
+    // Presence only; a credential's value is never logged.
+    credential: u.token.read().ok ? 'present' : 'missing',
+    tls_verify: !u.config.tlsInsecureSkipVerify,
+    repos: u.config.repos?.map(formatRepoPattern),
+    read_only: u.config.readOnly,
+  }));
+  const gitEnabled = env.GIT_AUTH_ENABLED === 'true' || hostStates.some((h) => h.credential === 'present');
+  return { gitUpstreams, gitSigningKey, gateway, hostedTools, maxTokenLifetimeSec, hostStates, gitEnabled };
+}

@@ -1,0 +1,60 @@
+// `serve`: start-up as its order. Signals are handled before any listener is announced (a
+// supervisor may send SIGTERM as soon as it reads a listening line).
+import type { ServeOptions } from '../config/cli.ts';
+import { VERSION } from '../config/version.ts';
+import { METRICS_LISTENER_CAPS } from '../http/connection-caps.ts';
+import type { LineWriter, LogSink } from '../http/log.ts';
+import { writeProxyError } from '../http/respond.ts';
+import { startListener, type Listener } from '../http/server.ts';
+import { serveMetrics } from '../metrics/registry.ts';
+import { startGateway } from './gateway.ts';
+import { startGit } from './git.ts';
+import { loadServeConfig, openFilesLimit, type ServeConfig } from './load.ts';
+import { openShared, type Shared } from './shared.ts';
+import { installProcessNets, installShutdown } from './shutdown.ts';
+import { startupWarnings } from './warnings.ts';
+
+export async function serve(options: ServeOptions, env: NodeJS.ProcessEnv, log: LogSink, lines: LineWriter): Promise<void> {
+  const config = loadServeConfig(options, env);
+  refuseIfNothingEnabled(config, lines);
+  installProcessNets(log);
+  const shutdown = installShutdown(options.shutdownGraceMs, log, lines);
+  const shared = openShared(options, env, log);
+  if (config.gitEnabled) shutdown.addProxy(await startGit(options, config, shared, log));
+  if (config.gateway.enabled) shutdown.addProxy(await startGateway(options, env, config, shared, log));
+  const facts = { openFilesLimit: openFilesLimit(), proxyListeners: shutdown.proxies.length, caps: shared.caps, metricsCaps: options.metricsListen === undefined ? undefined : METRICS_LISTENER_CAPS };
+  for (const warning of startupWarnings({ descriptors: facts })) log(warning);
+  if (shared.metrics === undefined || options.metricsListen === undefined) return; // --metrics-listen off
+  shutdown.setMetrics(await startMetrics(options.metricsListen, shared.metrics, shared, [...shutdown.proxies], log, lines));
+}
+
+/** With neither listener enabled there is nothing to serve: say how to enable one, exit 1. */
+function refuseIfNothingEnabled(config: ServeConfig, lines: LineWriter): void {
+  if (config.gitEnabled || config.gateway.enabled) return;
+  lines.flushSync();
+  process.stderr.write(
+    'proxy: no listener is enabled.\n' +
+      '  git proxy:     set GIT_HOST_A_TOKEN (host GIT_HOST_A, default github.com), GIT_HOST_B_TOKEN with GIT_HOST_B,\n' +
+      '                 a token of a --git-hosts file, or GIT_AUTH_ENABLED=true.\n' +
+      '  model gateway: set UPSTREAM_API_KEY or UPSTREAM_API_KEY_FILE, or MODEL_GATEWAY_ENABLED=true.\n',
+  );
+  process.exit(1);
+}
+
+/** The metrics listener: a separate port, so that workloads need not (and, by network policy, cannot) reach it. */
+async function startMetrics(address: NonNullable<ServeOptions['metricsListen']>, metrics: NonNullable<Shared['metrics']>, shared: Shared, proxies: readonly Listener[], log: LogSink, lines: LineWriter): Promise<Listener> {
+  metrics.watchProcess(() => new Map(proxies.map((l) => [l.name, l.connections()])), () => lines.dropped());
+  const listener = await startListener({
+    name: 'metrics',
+    flag: 'metrics-listen',
+    address,
+    timeouts: shared.listenerTimeouts,
+    // Its own caps, not the proxy listeners': a client filling those cannot starve probes and scrapes.
+    ...shared.capped('metrics', METRICS_LISTENER_CAPS),
+    log,
+    handle: (req, res) => void serveMetrics(metrics.registry, req, res).catch(() => res.destroy()),
+    refuse: (req, res, { error }) => writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `${error.message}\n`),
+  });
+  log({ event: 'listening', listener: 'metrics', address: listener.address, version: VERSION });
+  return listener;
+}

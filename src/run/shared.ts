@@ -1,0 +1,150 @@
+// Start-up, the parts both listeners share: metrics, the store client, the deny list, the
+// connection caps and the timeouts; and the limits the gateway applies.
+import type { ServeOptions } from '../config/cli.ts';
+import { asUsageError } from '../config/cli.ts';
+import type { LogSink } from '../http/log.ts';
+import type { ListenerTimeouts } from '../http/server.ts';
+import { clockTickMs } from '../metrics/registry.ts';
+import { createProxyMetrics } from '../metrics/proxy-metrics.ts';
+import type { PriceTable } from '../gateway/prices.ts';
+import type { GatewayConfig } from '../gateway/config.ts';
+import { revocationList } from '../auth/revocations.ts';
+import { NOT_REVOKED, type RevocationCheck } from '../auth/identity.ts';
+import { storeRevocations } from '../auth/redis-revocations.ts';
+import { LocalLimits, type LimitsStore } from '../limits/admission.ts';
+import { RedisLimits } from '../limits/redis-store.ts';
+import { parseLimitsFile, type LimitsPolicy } from '../limits/policy.ts';
+import { RespClient } from '../store/resp.ts';
+import { parseStoreUrl, storePassword } from '../store/config.ts';
+import { StoreStateWatch } from '../store/state-marker.ts';
+import { loadPrices, readTextFile } from './load.ts';
+
+type ProxyMetrics = ReturnType<typeof createProxyMetrics>;
+type StoreMetrics = { limitsStore(up: boolean): void; limitsStoreError(): void; limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void; limitsStoreStateLost(): void };
+
+/** The store the replicas share, and whether it lost its state (a store/state-marker.ts verdict, read on every call). */
+type SharedStore = { readonly client: RespClient; readonly stateLost: () => boolean };
+
+export type ConnectionCapsOf = (listener: string, listenerCaps?: { total: number; perClient: number }) => {
+  caps: { total: number; perClient: number };
+  onConnectionRefused: (reason: 'total' | 'per_client') => void;
+};
+
+/** What every listener is built from. */
+export interface Shared {
+  readonly prices: PriceTable;
+  readonly metrics: ProxyMetrics | undefined;
+  readonly store: SharedStore | undefined;
+  readonly revoked: RevocationCheck | undefined;
+  readonly caps: { total: number; perClient: number };
+  readonly capped: ConnectionCapsOf;
+  readonly listenerTimeouts: ListenerTimeouts;
+  readonly upstreamTimeouts: { connectMs: number; responseMs: number; idleMs: number; bodyIdleMs: number };
+}
+
+export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, log: LogSink): Shared {
+  // The price table is checked even with `--metrics-listen off` (e.g. a second proxy beside the
+  // first on one host), so that switching metrics on cannot reveal a broken file; but nothing
+  // is recorded that nobody could read.
+  const prices = loadPrices(env);
+  const metrics =
+    options.metricsListen === undefined
+      ? undefined
+      : createProxyMetrics({ maxSeriesPerFamily: options.metricsMaxSeries, seriesTtlMs: options.metricsSeriesTtlMs, runIdLabel: options.metricsRunIdLabel, prices });
+  if (metrics && options.metricsSeriesTtlMs > 0) {
+    // Series expiry runs on a coarse clock, so that recording a request never reads the time.
+    setInterval(() => metrics.registry.tick(performance.now()), clockTickMs(options.metricsSeriesTtlMs)).unref();
+  }
+  const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
+  const store = openStore(options, log, metrics);
+  const revoked = openRevocations(options, store, log, metrics);
+  const caps = { total: options.maxConnections, perClient: options.maxConnectionsPerClient };
+  const capped: ConnectionCapsOf = (listener, listenerCaps = caps) => ({ caps: listenerCaps, onConnectionRefused: (reason) => metrics?.connectionRefused(listener, reason) });
+  const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs, bodyIdleMs: options.bodyTimeoutMs };
+  return { prices, metrics, store, revoked, caps, capped, listenerTimeouts, upstreamTimeouts };
+}
+
+/**
+ * The store the replicas share (--limits-store redis://), when there is one: the limits' state and
+ * the deny list of revoked tokens. Its state changes are logged and counted: up and down, and a
+ * store found to have lost its state (its marker, checked on every connection before it carries a
+ * call and every few seconds), and trusted again. Its settings are checked at the first connection.
+ */
+function openStore(options: ServeOptions, log: LogSink, metrics: StoreMetrics | undefined): SharedStore | undefined {
+  if (options.limitsStore === 'memory') return undefined;
+  const store = asUsageError(() => parseStoreUrl(options.limitsStore));
+  const password = storePassword(options.limitsStorePasswordFile);
+  const where = `${store.host}:${store.port}`;
+  const policy = options.limitsStoreFailure;
+  const iso = (sec: number) => new Date(sec * 1000).toISOString();
+  const state = new StoreStateWatch({
+    maxTokenLifetimeSec: Math.floor(options.maxTokenLifetimeMs / 1000),
+    onWarning: (message) => log({ event: 'warning', store: where, message }),
+    onChange: (change) => {
+      if (change.state === 'trusted') {
+        log({ event: 'limits_store', state: 'trusted', store: where, reason: change.reason, failure_policy: policy });
+        return;
+      }
+      metrics?.limitsStoreStateLost();
+      const consequence = policy === 'closed'
+        ? `model calls are refused and tokens are unchecked (503) until an operator runs confirm-store-reset, or until ${iso(change.untilSec)}, when every token issued before has expired`
+        : 'calls go on without them (--limits-store-failure open)';
+      log({ event: 'limits_store', state: 'lost', store: where, lost_at: iso(change.lostAtSec), until: iso(change.untilSec), failure_policy: policy, message: `the limits store lost its state (restarted empty, flushed or evicting): revocations and spend written before ${iso(change.lostAtSec)} may be gone; ${consequence}` });
+    },
+  });
+  metrics?.limitsStore(false);
+  const client = new RespClient({
+    ...store,
+    password,
+    name: 'the limits store',
+    handshake: (command) => state.onConnect(command),
+    onState: (up, why) => {
+      metrics?.limitsStore(up);
+      log({ event: 'limits_store', state: up ? 'up' : 'down', store: where, ...(why ? { reason: why } : {}), failure_policy: policy });
+    },
+  });
+  state.watch(client);
+  return { client, stateLost: () => state.lost };
+}
+
+/**
+ * The limits (--limits), held in this process or in the shared store. They apply per verified
+ * identity, so they need MODEL_PROXY_SIGNING_KEY: an identity from headers is the caller's say-so.
+ */
+export function openLimits(options: ServeOptions, gateway: GatewayConfig, shared: SharedStore | undefined, log: LogSink, metrics: StoreMetrics | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
+  if (options.limitsFile === undefined) return undefined;
+  if (!gateway.signingKey) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (without it, identities are the callers\' own headers)');
+  const file = parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile);
+  const policy: LimitsPolicy = options.allowUnpricedModels ? { ...file, unpricedModels: 'allowed' } : file;
+  if (shared === undefined) return { store: new LocalLimits(policy), policy };
+  const store = new RedisLimits(policy, shared.client, options.limitsStoreFailure, {
+    stateLost: shared.stateLost,
+    onError: () => metrics?.limitsStoreError(),
+    onRoundTrip: (op, seconds) => metrics?.limitsStoreRoundTrip(op, seconds),
+    // Charges the store could not take wait for it: logged when they start waiting, when one is
+    // dropped (the backlog full), and when all are settled.
+    onBacklog: ({ pending, dropped, settled }) => log({ event: 'limits_charges', state: pending > 0 ? 'waiting' : 'settled', pending, settled, dropped }),
+  });
+  return { store, policy };
+}
+
+/**
+ * The deny list both listeners read: the --revocations file (re-read when it changed; an
+ * unreadable one refuses every token, logged once per distinct problem) and, with a shared store,
+ * its keys (one round trip a token). A token either names is refused.
+ */
+function openRevocations(options: ServeOptions, shared: SharedStore | undefined, log: LogSink, metrics: StoreMetrics | undefined): RevocationCheck | undefined {
+  let lastError = '';
+  const file = options.revocationsFile === undefined ? undefined : revocationList(options.revocationsFile, (message) => {
+    if (message === lastError) return;
+    lastError = message;
+    log({ event: 'config_error', message });
+  });
+  const store = shared === undefined ? undefined : storeRevocations(shared.client, options.limitsStoreFailure, () => metrics?.limitsStoreError(), shared.stateLost);
+  if (file === undefined && store === undefined) return undefined;
+  return (who, nowSec) => {
+    const why = file?.reason(who, nowSec);
+    if (why !== undefined) return { kind: 'revoked', reason: why };
+    return store === undefined ? NOT_REVOKED : store.verdict(who);
+  };
+}

@@ -1,0 +1,67 @@
+// Start-up, the process-wide parts: the nets under the handlers, and the shutdown order the
+// signals start (installed before any listener is announced).
+import type { LineWriter, LogSink } from '../http/log.ts';
+import type { Listener } from '../http/server.ts';
+
+/** At a forced shutdown, how long the calls cut get to record and charge themselves before the process exits. */
+const FORCED_CUT_DEADLINE_MS = 1000;
+
+/**
+ * A bug reached by one request must not take every other request down with it: log it and keep
+ * serving. Handlers catch their own errors; this is the net under them.
+ */
+export function installProcessNets(log: LogSink): void {
+  process.on('uncaughtException', (err: Error) => log({ event: 'uncaught_exception', error: err?.name ?? 'Error', detail: String(err?.message ?? err) }));
+  process.on('unhandledRejection', (reason: unknown) => log({ event: 'unhandled_rejection', detail: String((reason as Error)?.message ?? reason) }));
+}
+
+/** The listeners a shutdown stops: the proxy listeners first, the metrics listener after them. */
+export interface Shutdown {
+  addProxy(listener: Listener): void;
+  setMetrics(listener: Listener): void;
+  /** The proxy listeners started so far. */
+  readonly proxies: readonly Listener[];
+}
+
+/**
+ * SIGTERM and SIGINT: the first drains (the proxy listeners stop accepting and get `graceMs` to
+ * finish, then the metrics listener closes, then the process exits 0); the second is a forced cut.
+ */
+export function installShutdown(graceMs: number, log: LogSink, lines: LineWriter): Shutdown {
+  const proxies: Listener[] = [];
+  let metricsListener: Listener | undefined;
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      // Forced: every connection is cut now, and each call still open ends as a cut one:
+      // recorded, charged and its slot given back (bounded wait), before the process exits.
+      log({ event: 'shutdown', signal, phase: 'forced' });
+      void Promise.all(proxies.map((l) => l.cut(FORCED_CUT_DEADLINE_MS))).finally(() => {
+        lines.flushSync();
+        process.exit(0);
+      });
+      return;
+    }
+    stopping = true;
+    // The proxy listeners stop accepting at once (closed first, announced after: whoever reads
+    // "draining" can no longer get a connection in). The metrics listener stays up until they
+    // have drained, answering /healthz with 503, so probes and scrapes see the drain.
+    const closing = proxies.map((l) => l.close(graceMs));
+    metricsListener?.markDraining();
+    log({ event: 'shutdown', signal, phase: 'draining', grace_ms: graceMs });
+    Promise.all(closing)
+      .then(() => metricsListener?.close(0))
+      .then(() => {
+        log({ event: 'shutdown', signal, phase: 'done' });
+        return lines.drain();
+      })
+      .then(() => process.exit(0));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  return {
+    addProxy: (listener) => void proxies.push(listener),
+    setMetrics: (listener) => void (metricsListener = listener),
+    proxies,
+  };
+}

@@ -1,0 +1,71 @@
+// The start-up warnings: pure, from what start-up learned (no file, no environment, no clock).
+// Each is one log line `{"event":"warning", ...}`; serve logs a listener's before its listening line.
+import { descriptorWarning, type ConnectionCaps } from '../http/connection-caps.ts';
+import { hostedToolFeesWarning, unpricedWarning, type LimitsPolicy } from '../limits/policy.ts';
+
+export type StartupWarning = { readonly event: 'warning'; readonly listener?: 'git' | 'model'; readonly host?: string; readonly provider?: string; readonly message: string };
+
+/** What the git listener's warnings depend on. */
+export interface GitFacts {
+  readonly hosts: readonly { readonly host: string; readonly tls_verify: boolean }[];
+  /** GIT_PROXY_SIGNING_KEY is set: workloads are authenticated. */
+  readonly workloadAuth: boolean;
+}
+
+/** What the model gateway's warnings depend on. */
+export interface ModelFacts {
+  /** The --limits policy, when there is one. */
+  readonly limits: LimitsPolicy | undefined;
+  readonly providers: readonly { readonly name: string; readonly models: readonly string[]; readonly plainHttp: boolean; readonly credential: string }[];
+  readonly priced: (provider: string, model: string) => boolean;
+  readonly hostedTools: ReadonlySet<string>;
+  /** MODEL_PROXY_SIGNING_KEY is set: bots are authenticated. */
+  readonly botAuth: boolean;
+}
+
+/** What the process-wide warning depends on: the open-files limit against the connection caps. */
+export interface DescriptorFacts {
+  readonly openFilesLimit: number | undefined;
+  readonly proxyListeners: number;
+  readonly caps: ConnectionCaps;
+  readonly metricsCaps: ConnectionCaps | undefined;
+}
+
+/** The warnings for whichever of git, model and descriptors are given, in the order they are logged. */
+export function startupWarnings(facts: { git?: GitFacts; model?: ModelFacts; descriptors?: DescriptorFacts }): StartupWarning[] {
+  const out: StartupWarning[] = [];
+  const { git, model, descriptors } = facts;
+  if (git) {
+    for (const h of git.hosts) {
+      if (!h.tls_verify) out.push({ event: 'warning', listener: 'git', host: h.host, message: 'TLS verification is switched off for this host (tlsInsecureSkipVerify)' });
+    }
+    if (!git.workloadAuth) {
+      out.push({ event: 'warning', listener: 'git', message: 'GIT_PROXY_SIGNING_KEY is not set: workloads are not authenticated (network-policy mode); whoever reaches this port may use every registered host credential, within the hosts file limits' });
+    }
+  }
+  if (model) {
+    const unpriced = model.limits && unpricedWarning(model.limits, model.providers.flatMap((p) => p.models.map((m) => ({ provider: p.name, model: m }))), model.priced);
+    if (unpriced) out.push({ event: 'warning', listener: 'model', message: unpriced });
+    const toolFees = model.limits && hostedToolFeesWarning(model.limits, model.hostedTools);
+    if (toolFees) out.push({ event: 'warning', listener: 'model', message: toolFees });
+    if (!model.botAuth) {
+      out.push({ event: 'warning', listener: 'model', message: 'MODEL_PROXY_SIGNING_KEY is not set: bots are not authenticated (network-policy mode); identity headers are informational only' });
+    }
+    for (const p of model.providers) {
+      if (!p.plainHttp) continue;
+      const clear = p.credential !== 'none';
+      out.push({ event: 'warning', listener: 'model', provider: p.name, message: `provider ${p.name} is reached over plain http (allowPlainHttp)${clear ? ', and its credential travels in clear (allowCredentialOverPlainHttp)' : ''}: only for a server inside the cluster` });
+    }
+    if (model.providers.every((p) => p.models.length === 0)) {
+      out.push({ event: 'warning', listener: 'model', message: 'no model is allowed (UPSTREAM_ALLOWED_MODELS is empty): every model request will be refused until it lists the model IDs bots may use' });
+    }
+    if (model.hostedTools.size > 0) {
+      out.push({ event: 'warning', listener: 'model', message: `hosted tools allowed (--allow-hosted-tools): ${[...model.hostedTools].join(', ')}; the provider runs them outside the sandbox` });
+    }
+  }
+  if (descriptors) {
+    const fd = descriptorWarning(descriptors.openFilesLimit, descriptors.proxyListeners, descriptors.caps, descriptors.metricsCaps);
+    if (fd) out.push({ event: 'warning', message: fd });
+  }
+  return out;
+}
