@@ -10,7 +10,12 @@ import { serve } from './run/serve.ts';
 // Log lines never block the event loop; a reader 8 MiB behind loses lines, counted in metrics.
 const logWriter = asyncLineWriter(1, 8 * 1024 * 1024);
 const log: LogSink = jsonLineSink((line) => logWriter.write(line));
-const context: CommandContext = { env: process.env, nowMs: () => Date.now(), notice: (line) => process.stderr.write(`${line}\n`) };
+const context: CommandContext = {
+  env: process.env,
+  nowMs: () => Date.now(),
+  notice: (line) => process.stderr.write(`${line}\n`),
+  storeReachTimeoutMs: 5000,
+};
 
 async function main(argv: readonly string[]): Promise<void> {
   const cli = parseCommandLine(argv);

@@ -23,6 +23,8 @@ export interface CommandContext {
   readonly nowMs: () => number;
   /** A line for stderr (a notice beside the output), without its newline. */
   readonly notice: (line: string) => void;
+  /** How long revoke and confirm-store-reset wait for the store of --limits-store to answer (the CLI: 5 s). */
+  readonly storeReachTimeoutMs: number;
 }
 
 /** `git-config`: the workload's git configuration, with no secret in it, and a notice for stderr when there is one. */
@@ -109,7 +111,7 @@ export async function revoke(cli: CommandLine, ctx: CommandContext): Promise<str
   }
   if (limitsStore !== 'memory') {
     const store = asUsageError(() => parseStoreUrl(limitsStore));
-    const client = await connectToStore(cli.options, `revoke: the store at ${store.host}:${store.port} could not be reached within 5 s; nothing was revoked there`);
+    const client = await connectToStore(cli.options, ctx.storeReachTimeoutMs, `revoke: the store at ${store.host}:${store.port} could not be reached within ${ctx.storeReachTimeoutMs / 1000} s; nothing was revoked there`);
     try {
       await addStoreRevocation(client, key, value!, until - nowSec);
     } finally {
@@ -128,7 +130,7 @@ export async function revoke(cli: CommandLine, ctx: CommandContext): Promise<str
 export async function confirmStoreReset(cli: CommandLine, ctx: CommandContext): Promise<string> {
   if (cli.options.limitsStore === 'memory') throw new UsageError('confirm-store-reset: give --limits-store redis://HOST:PORT (the store the gateways share)');
   const store = asUsageError(() => parseStoreUrl(cli.options.limitsStore));
-  const client = await connectToStore(cli.options, `confirm-store-reset: the store at ${store.host}:${store.port} could not be reached within 5 s; nothing was confirmed`);
+  const client = await connectToStore(cli.options, ctx.storeReachTimeoutMs, `confirm-store-reset: the store at ${store.host}:${store.port} could not be reached within ${ctx.storeReachTimeoutMs / 1000} s; nothing was confirmed`);
   try {
     const found = await client.command(['GET', STATE_KEY]);
     if (found !== null && typeof found !== 'string') throw new Error(`confirm-store-reset: the store answered GET ${STATE_KEY} with something else; nothing was confirmed`);
@@ -141,15 +143,15 @@ export async function confirmStoreReset(cli: CommandLine, ctx: CommandContext): 
   }
 }
 
-/** A one-off connection to the store of --limits-store (for a command): up within 5 s, or `failure` is thrown. */
-async function connectToStore(options: ServeOptions, failure: string): Promise<RespClient> {
+/** A one-off connection to the store of --limits-store (for a command): up within `timeoutMs`, or `failure` is thrown. */
+async function connectToStore(options: ServeOptions, timeoutMs: number, failure: string): Promise<RespClient> {
   const store = asUsageError(() => parseStoreUrl(options.limitsStore));
   const password = storePassword(options.limitsStorePasswordFile);
   let connected!: () => void;
   const up = new Promise<void>((resolve) => (connected = resolve));
   const client = new RespClient({ ...store, password, name: 'the limits store', onState: (isUp) => isUp && connected() });
   let timer: NodeJS.Timeout | undefined;
-  const gaveUp = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(failure)), 5000)));
+  const gaveUp = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(failure)), timeoutMs)));
   try {
     await Promise.race([up, gaveUp]);
   } catch (err) {

@@ -1,0 +1,100 @@
+// The start-up warnings (src/run/warnings.ts): one test per warning, from the facts start-up
+// learned, with no process to spawn.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseLimitsFile } from '../../src/limits/policy.ts';
+import { startupWarnings, type ModelFacts } from '../../src/run/warnings.ts';
+
+const quietModel: ModelFacts = {
+  limits: undefined,
+  providers: [{ name: 'openai', models: ['gpt-5'], plainHttp: false, credential: 'key' }],
+  priced: () => true,
+  hostedTools: new Set(),
+  botAuth: true,
+};
+const moneyBudget = parseLimitsFile('{"perRun":{"budgetUsd":5}}', 'limits.json');
+const messages = (facts: Parameters<typeof startupWarnings>[0]) => startupWarnings(facts).map((w) => w.message);
+
+test('no warning: TLS verified, both signing keys set, priced models allowed, no hosted tool, descriptors enough', () => {
+  assert.deepEqual(
+    startupWarnings({
+      git: { hosts: [{ host: 'github.com', tls_verify: true }], workloadAuth: true },
+      model: quietModel,
+      descriptors: { openFilesLimit: 1_000_000, proxyListeners: 2, caps: { total: 1024, perClient: 256 }, metricsCaps: { total: 64, perClient: 16 } },
+    }),
+    [],
+  );
+});
+
+test('git host with TLS verification off: warned for that host only (tlsInsecureSkipVerify)', () => {
+  assert.deepEqual(startupWarnings({ git: { hosts: [{ host: 'github.com', tls_verify: true }, { host: 'git.internal:8443', tls_verify: false }], workloadAuth: true } }), [
+    { event: 'warning', listener: 'git', host: 'git.internal:8443', message: 'TLS verification is switched off for this host (tlsInsecureSkipVerify)' },
+  ]);
+});
+
+test('git without GIT_PROXY_SIGNING_KEY: workloads are not authenticated (network-policy mode)', () => {
+  const [warning, ...rest] = startupWarnings({ git: { hosts: [], workloadAuth: false } });
+  assert.deepEqual(rest, []);
+  assert.equal(warning!.listener, 'git');
+  assert.match(warning!.message, /^GIT_PROXY_SIGNING_KEY is not set: workloads are not authenticated \(network-policy mode\)/);
+});
+
+test('unpriced models under a money budget: the models the price table lacks are named', () => {
+  const [warning, ...rest] = startupWarnings({ model: { ...quietModel, limits: moneyBudget, priced: (_, model) => model !== 'gpt-5' } });
+  assert.deepEqual(rest, []);
+  assert.equal(warning!.listener, 'model');
+  assert.match(warning!.message, /openai\/gpt-5/);
+  assert.deepEqual(startupWarnings({ model: { ...quietModel, limits: parseLimitsFile('{"perInstance":{"concurrent":2}}', 'l.json'), priced: () => false } }), [], 'no money limit, no warning');
+});
+
+test('hosted tool fees under a money budget: what a hosted tool bills is not counted', () => {
+  const warnings = messages({ model: { ...quietModel, limits: moneyBudget, hostedTools: new Set(['web_search']) } });
+  assert.equal(warnings.length, 2);
+  assert.match(warnings[0]!, /^--limits sets a money budget, and --allow-hosted-tools allows web_search: .* is not counted/);
+  assert.match(warnings[1]!, /^hosted tools allowed/);
+});
+
+test('model gateway without MODEL_PROXY_SIGNING_KEY: bots are not authenticated, identity headers informational', () => {
+  assert.deepEqual(messages({ model: { ...quietModel, botAuth: false } }), [
+    'MODEL_PROXY_SIGNING_KEY is not set: bots are not authenticated (network-policy mode); identity headers are informational only',
+  ]);
+});
+
+test('provider over plain http: warned by name, and the credential in clear said when it carries one', () => {
+  const providers = [
+    { name: 'vllm', models: ['llama'], plainHttp: true, credential: 'none' },
+    { name: 'tgi', models: ['mistral'], plainHttp: true, credential: 'key' },
+  ];
+  assert.deepEqual(startupWarnings({ model: { ...quietModel, providers } }), [
+    { event: 'warning', listener: 'model', provider: 'vllm', message: 'provider vllm is reached over plain http (allowPlainHttp): only for a server inside the cluster' },
+    { event: 'warning', listener: 'model', provider: 'tgi', message: 'provider tgi is reached over plain http (allowPlainHttp), and its credential travels in clear (allowCredentialOverPlainHttp): only for a server inside the cluster' },
+  ]);
+});
+
+test('no model allowed: every model request will be refused until UPSTREAM_ALLOWED_MODELS lists some', () => {
+  assert.deepEqual(messages({ model: { ...quietModel, providers: [{ name: 'openai', models: [], plainHttp: false, credential: 'key' }] } }), [
+    'no model is allowed (UPSTREAM_ALLOWED_MODELS is empty): every model request will be refused until it lists the model IDs bots may use',
+  ]);
+});
+
+test('hosted tools allowed: named, and the provider runs them outside the sandbox', () => {
+  assert.deepEqual(messages({ model: { ...quietModel, hostedTools: new Set(['web_search', 'code_interpreter']) } }), [
+    'hosted tools allowed (--allow-hosted-tools): web_search, code_interpreter; the provider runs them outside the sandbox',
+  ]);
+});
+
+test('file descriptors: connection caps that may need more than the open-files limit, with the cap that fits', () => {
+  const [warning, ...rest] = startupWarnings({ descriptors: { openFilesLimit: 1024, proxyListeners: 2, caps: { total: 1024, perClient: 256 }, metricsCaps: undefined } });
+  assert.deepEqual(rest, []);
+  assert.equal(warning!.listener, undefined);
+  assert.match(warning!.message, /^--max-connections 1024 on 2 proxy listener\(s\) may need \d+ file descriptors, above the process limit of 1024: raise the limit \(ulimit -n\) or lower --max-connections to \d+$/);
+});
+
+test('the warnings come in the order they are logged: git, then the model gateway, then file descriptors', () => {
+  const warnings = startupWarnings({
+    descriptors: { openFilesLimit: 64, proxyListeners: 2, caps: { total: 0, perClient: 0 }, metricsCaps: undefined },
+    model: { ...quietModel, botAuth: false },
+    git: { hosts: [], workloadAuth: false },
+  });
+  assert.deepEqual(warnings.map((w) => w.listener), ['git', 'model', undefined]);
+});
