@@ -7,6 +7,7 @@
 // that only their own file uses are reported: drop the `export`, or the code.
 //
 //   node scripts/check-exports.mjs        exit 0: every export is used; 1: the list of those that are not
+//   node scripts/check-exports.mjs --typecheck   the type errors first, as tsc --noEmit (npm test runs this)
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -15,6 +16,18 @@ const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const configFile = ts.readConfigFile(path.join(root, 'tsconfig.json'), ts.sys.readFile);
 const parsed = ts.parseJsonConfigFileContent(configFile.config, ts.sys, root);
 const program = ts.createProgram(parsed.fileNames, parsed.options);
+// --typecheck: the type errors of this same program first (what `tsc --noEmit` reports), so that
+// `npm test` builds one TypeScript program, not two.
+if (process.argv.includes('--typecheck')) {
+  const diagnostics = ts.getPreEmitDiagnostics(program);
+  if (diagnostics.length > 0) {
+    const host = { getCanonicalFileName: (f) => f, getCurrentDirectory: () => root, getNewLine: () => '\n' };
+    console.error(ts.formatDiagnosticsWithColorAndContext(diagnostics, host));
+    console.error(`check-exports --typecheck: ${diagnostics.length} type error(s)`);
+    process.exit(1);
+  }
+  console.log(`typecheck: no type errors (${program.getSourceFiles().length} files)`);
+}
 const checker = program.getTypeChecker();
 const srcDir = path.join(root, 'src') + path.sep;
 const ours = program.getSourceFiles().filter((f) => !f.isDeclarationFile && !f.fileName.includes(`${path.sep}node_modules${path.sep}`));
