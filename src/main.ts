@@ -14,7 +14,6 @@ const context: CommandContext = {
   env: process.env,
   nowMs: () => Date.now(),
   notice: (line) => process.stderr.write(`${line}\n`),
-  storeReachTimeoutMs: 5000,
 };
 
 async function main(argv: readonly string[]): Promise<void> {

@@ -31,6 +31,8 @@ export interface ServeOptions {
   readonly upstreamResponseTimeoutMs: number;
   readonly upstreamIdleTimeoutMs: number;
   readonly shutdownGraceMs: number;
+  /** revoke, confirm-store-reset: how long to wait for the shared store. */
+  readonly storeReachTimeoutMs: number;
   /** undefined: `--metrics-listen off`, no metrics listener. */
   readonly metricsListen: ListenAddress | undefined;
   readonly metricsMaxSeries: number;
@@ -115,6 +117,7 @@ const FLAGS = {
   revocations: { default: undefined, commands: ['serve', 'revoke'], help: 'deny-list file of revoked runs, instances and tokens, re-read when it changes (both listeners; revoke writes it)' },
   'token-id': { default: undefined, commands: ['revoke'], help: 'a token id (mint-token prints it): revoke that token alone' },
   'limits-store': { default: 'memory', commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'where the limits\' state and the revoked tokens are: memory (this process) or redis://HOST:PORT / rediss://HOST:PORT, shared by every replica (revoke writes there)' },
+  'store-reach-timeout': { default: '5s', commands: ['revoke', 'confirm-store-reset'], help: 'how long revoke and confirm-store-reset wait for the shared store before they give up (exit 1, nothing written)' },
   'limits-store-password-file': { default: undefined, commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'file holding the Redis password (read again on every connection)' },
   'limits-store-failure': { default: 'closed', commands: SERVE, help: 'with the Redis store unreachable, closed refuses model calls (503) and tokens it cannot check for revocation until it is back, open lets them through without limits or revocations; the same with a store found to have lost its state, until confirm-store-reset or until every token issued before the loss has expired' },
   providers: { default: undefined, commands: ['serve', 'agent-config'], help: 'JSON file of model gateway providers (see README, "Several providers"); the UPSTREAM_* variables are the one-provider shorthand' },
@@ -233,6 +236,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       upstreamResponseTimeoutMs: duration('upstream-response-timeout'),
       upstreamIdleTimeoutMs: duration('upstream-idle-timeout'),
       shutdownGraceMs: duration('shutdown-grace'),
+      storeReachTimeoutMs: duration('store-reach-timeout'),
       metricsListen: str('metrics-listen') === 'off' ? undefined : asUsageError(() => parseListenAddress('metrics-listen', str('metrics-listen')!)),
       metricsMaxSeries: asUsageError(() => parseCount('metrics-max-series', str('metrics-max-series')!, 10, 1_000_000)),
       metricsSeriesTtlMs: duration('metrics-series-ttl'),

@@ -23,8 +23,13 @@ export interface CommandContext {
   readonly nowMs: () => number;
   /** A line for stderr (a notice beside the output), without its newline. */
   readonly notice: (line: string) => void;
-  /** How long revoke and confirm-store-reset wait for the store of --limits-store to answer (the CLI: 5 s). */
-  readonly storeReachTimeoutMs: number;
+  /** How long revoke and confirm-store-reset wait for the store of --limits-store to answer (absent: --store-reach-timeout). */
+  readonly storeReachTimeoutMs?: number;
+}
+
+/** How long to wait for the shared store: the context's figure (tests), else the command line's. */
+function reachMs(cli: CommandLine, ctx: CommandContext): number {
+  return ctx.storeReachTimeoutMs ?? cli.options.storeReachTimeoutMs;
 }
 
 /** `git-config`: the workload's git configuration, with no secret in it, and a notice for stderr when there is one. */
@@ -111,7 +116,7 @@ export async function revoke(cli: CommandLine, ctx: CommandContext): Promise<str
   }
   if (limitsStore !== 'memory') {
     const store = asUsageError(() => parseStoreUrl(limitsStore));
-    const client = await connectToStore(cli.options, ctx.storeReachTimeoutMs, `revoke: the store at ${store.host}:${store.port} could not be reached within ${ctx.storeReachTimeoutMs / 1000} s; nothing was revoked there`);
+    const client = await connectToStore(cli.options, reachMs(cli, ctx), `revoke: the store at ${store.host}:${store.port} could not be reached within ${reachMs(cli, ctx) / 1000} s; nothing was revoked there`);
     try {
       await addStoreRevocation(client, key, value!, until - nowSec);
     } finally {
@@ -130,7 +135,7 @@ export async function revoke(cli: CommandLine, ctx: CommandContext): Promise<str
 export async function confirmStoreReset(cli: CommandLine, ctx: CommandContext): Promise<string> {
   if (cli.options.limitsStore === 'memory') throw new UsageError('confirm-store-reset: give --limits-store redis://HOST:PORT (the store the gateways share)');
   const store = asUsageError(() => parseStoreUrl(cli.options.limitsStore));
-  const client = await connectToStore(cli.options, ctx.storeReachTimeoutMs, `confirm-store-reset: the store at ${store.host}:${store.port} could not be reached within ${ctx.storeReachTimeoutMs / 1000} s; nothing was confirmed`);
+  const client = await connectToStore(cli.options, reachMs(cli, ctx), `confirm-store-reset: the store at ${store.host}:${store.port} could not be reached within ${reachMs(cli, ctx) / 1000} s; nothing was confirmed`);
   try {
     const found = await client.command(['GET', STATE_KEY]);
     if (found !== null && typeof found !== 'string') throw new Error(`confirm-store-reset: the store answered GET ${STATE_KEY} with something else; nothing was confirmed`);
