@@ -26,6 +26,7 @@ export async function sendWithRetries(call: GatewayCall, target: UpstreamTarget,
     const attempt = newExchange();
     call.attempt = attempt;
     call.attempts++;
+    call.waitingAfterUnbilled = false;
     const sent = openUpstream(target, policy.timeouts, body.bytes!, attempt);
     call.attach(sent.request);
     let res: IncomingMessage;
@@ -66,6 +67,7 @@ export async function sendWithRetries(call: GatewayCall, target: UpstreamTarget,
 async function backOff(call: GatewayCall, ms: number): Promise<boolean> {
   call.attempt = undefined; // between attempts: a client leaving now is recorded in the client's exchange
   call.attach(undefined);
+  call.waitingAfterUnbilled = true; // only a refused connect or a complete retryable error leads here
   if (!(await call.pause(ms))) return false;
   call.retries++;
   return true;

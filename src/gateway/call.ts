@@ -49,6 +49,11 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState {
   /** The most the call may cost (held against the budgets): what a call cut before its answer is charged. */
   worst: WorstCase | undefined;
   charge: Charge | undefined;
+  /**
+   * Between attempts after one the provider cannot have billed (a refused connect, a complete
+   * error answer such as a 429): a client leaving now leaves nothing to charge.
+   */
+  waitingAfterUnbilled = false;
 
   /** Begins a call: its route, its correlation id on every answer. */
   constructor(
@@ -87,7 +92,8 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState {
       if (this.reservation) {
         const failure = callFailure(this.exchange.failure, this.summary);
         const price = this.provider && this.model ? this.ctx.prices?.get(this.provider.config.name, this.model) : undefined;
-        this.charge = chargeFor({ summary: this.summary, bytesIn: this.bytesIn, bytesOut: this.exchange.bytesOut, cut: failure !== undefined, billable: mayHaveCost(this.attempts, outcome.status, failure !== undefined) }, price, this.worst);
+        const billable = mayHaveCost(this.attempts, outcome.status, failure !== undefined) && !this.waitingAfterUnbilled;
+        this.charge = chargeFor({ summary: this.summary, bytesIn: this.bytesIn, bytesOut: this.exchange.bytesOut, cut: failure !== undefined, billable, streamed: this.stream }, price, this.worst);
         this.reservation.release({ tokens: this.charge.tokens, costUsd: this.charge.costUsd });
       }
     } finally {

@@ -138,6 +138,8 @@ async function relayJson(call: GatewayCall, upstream: IncomingMessage, exchange:
       if (copied <= MAX_SUMMARY_BODY_BYTES) copy.push(chunk);
     },
   });
-  if (copied <= MAX_SUMMARY_BODY_BYTES && exchange.failure === undefined) call.summary = protocol.summarizeJson(Buffer.concat(copy));
+  // The upstream's answer arrived whole: its usage is read even when the client left before the
+  // last bytes reached it (the provider billed the whole answer).
+  if (copied <= MAX_SUMMARY_BODY_BYTES && upstream.complete) call.summary = protocol.summarizeJson(Buffer.concat(copy));
   call.end(status);
 }

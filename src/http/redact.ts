@@ -8,11 +8,21 @@ import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
 
 const REDACTED = '[REDACTED]';
 
-/** The longest text one character of a secret takes in any of its forms (`\u00XX`, `&#xXX;`, `&quot;`). */
-const LONGEST_CHAR_FORM = 6;
+/** The longest text one character of a secret takes in any of its forms (`\u00XX`, `&#x000000002f;`, `&DiacriticalGrave;`). */
+const LONGEST_CHAR_FORM = 20;
 
-/** The named HTML references of ASCII characters an encoder writes (any other is numeric). */
-const NAMED_REFERENCES: Readonly<Record<string, string>> = { '&': 'amp', '<': 'lt', '>': 'gt', '"': 'quot', "'": 'apos' };
+/**
+ * The named HTML references of ASCII characters (HTML5's list: a decoder reads each back as the
+ * character; any other is numeric). Matched in any case and with or without the `;`, as the
+ * legacy names are decoded.
+ */
+const NAMED_REFERENCES: Readonly<Record<string, readonly string[]>> = {
+  '&': ['amp'], '<': ['lt'], '>': ['gt'], '"': ['quot'], "'": ['apos'], '_': ['lowbar', 'UnderBar'], '/': ['sol'], '+': ['plus'],
+  '.': ['period'], ':': ['colon'], '=': ['equals'], '#': ['num'], '!': ['excl'], '$': ['dollar'], '%': ['percnt'], '(': ['lpar'],
+  ')': ['rpar'], '*': ['ast', 'midast'], ',': ['comma'], ';': ['semi'], '?': ['quest'], '@': ['commat'], '[': ['lsqb', 'lbrack'],
+  ']': ['rsqb', 'rbrack'], '\\': ['bsol'], '^': ['Hat'], '`': ['grave', 'DiacriticalGrave'], '{': ['lcub', 'lbrace'], '}': ['rcub', 'rbrace'],
+  '|': ['verbar', 'vert', 'VerticalLine'], '\t': ['Tab'], '\n': ['NewLine'],
+};
 
 /**
  * Per character of a secret: the forms a decoder turns back into it: itself, JSON-escaped, percent-
@@ -27,8 +37,9 @@ function charForms(byte: number, references: boolean): string {
   if (byte >= 0x80) return `(?:${literal}|${percent})`;
   const forms = [literal, `\\\\u00${hex}`, percent];
   if (ch === '/' || ch === '"' || ch === '\\') forms.push(`\\\\${literal}`);
-  if (references) forms.push(`&#(?:${byte}|x${hex});?`);
-  if (references && NAMED_REFERENCES[ch] !== undefined) forms.push(`&${NAMED_REFERENCES[ch]};`);
+  // Numeric references with leading zeros are references too (`&#0115;`, `&#x073;`).
+  if (references) forms.push(`&#(?:0{0,8}${byte}|x0{0,8}${byte.toString(16)});?`);
+  for (const name of references ? (NAMED_REFERENCES[ch] ?? []) : []) forms.push(`&${name};?`);
   return `(?:${forms.join('|')})`;
 }
 

@@ -6,9 +6,15 @@
 import { tokenCeiling, type LimitsPolicy, type Lowerable } from './policy.ts';
 import type { LoweredLimits, WorkloadIdentity } from '../auth/identity.ts';
 
-/** Pure: the keys an identity's limits are kept under: `none` for what nobody said (network-policy mode without headers). */
+/**
+ * Pure: the keys an identity's limits are kept under: `none` for what nobody said (network-policy
+ * mode without headers). An id may hold `:`, which the store's keys use to add a suffix (a run
+ * `r:h` would be run `r`'s held money): it is written `%3A` (and `%` as `%25`), so no id names
+ * another's key.
+ */
 export function limitsKeys(who: WorkloadIdentity): { readonly instance: string; readonly workflow: string; readonly run: string } {
-  return { instance: who.instanceId ?? 'none', workflow: who.workflow ?? 'none', run: who.runId ?? 'none' };
+  const key = (id: string | null) => (id === null ? 'none' : id.replace(/%/g, '%25').replace(/:/g, '%3A'));
+  return { instance: key(who.instanceId), workflow: key(who.workflow), run: key(who.runId) };
 }
 
 /**

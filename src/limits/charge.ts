@@ -25,6 +25,8 @@ export interface ChargedCall {
   readonly cut: boolean;
   /** It can have cost anything (mayHaveCost): it reached the upstream and was not answered with a complete error. */
   readonly billable: boolean;
+  /** The answer was asked for as a stream (a non-streamed generation is finished, and billed, before its first byte). */
+  readonly streamed: boolean;
 }
 
 const NOTHING: Charge = Object.freeze({ tokens: 0, costUsd: 0, usd: 0, estimated: false });
@@ -33,8 +35,9 @@ const NOTHING: Charge = Object.freeze({ tokens: 0, costUsd: 0, usd: 0, estimated
  * Pure: a call's charge.
  * - Nothing, for a call that cannot have cost anything.
  * - The upstream's usage, when it reported it whole.
- * - The call's worst case, for a call cut before any of its answer arrived: the provider goes on
- *   with a non-streamed generation after its client left, and bills it.
+ * - The call's worst case, for a call cut before any of its answer arrived, or a non-streamed
+ *   call cut before its answer's end (where its usage is): the provider goes on with a
+ *   non-streamed generation after its client left, and bills it.
  * - Otherwise (a cut stream, an answer without usage), at least every figure the answer did
  *   report (a stream's input from its first event) and at least the estimate from the bytes that
  *   crossed (estimateTokens), marked as estimated.
@@ -48,7 +51,9 @@ export function chargeFor(call: ChargedCall, price: ModelPrice | undefined, wors
     return { tokens: counts.input + counts.output, costUsd: usd ?? 0, usd, estimated: false };
   }
   const nothingReported = usage === null || (usage.inputTokens === null && usage.outputTokens === null);
-  if (call.cut && nothingReported && call.bytesOut === 0 && worst) {
+  // Cut before anything said what it cost: a stream before its first byte, a non-streamed answer
+  // before its end (its usage comes last, and the provider billed the whole of it).
+  if (call.cut && nothingReported && (call.bytesOut === 0 || !call.streamed) && worst) {
     return { tokens: worst.inputTokens + worst.outputTokens, costUsd: worst.usd, usd: price ? worst.usd : null, estimated: true };
   }
   const input = Math.max(usage?.inputTokens ?? 0, estimateTokens(call.bytesIn));

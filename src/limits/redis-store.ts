@@ -116,15 +116,27 @@ return {'ok'}
 
 /**
  * Renews a call's lease while it lives: its slots and the money it holds, where they still are
- * (XX: a lease that already lapsed is not brought back).
+ * (a lease that already lapsed is not brought back), and the keys that hold them with it (a key
+ * is set to expire a lease and a minute after the last admission that touched it: a long call
+ * renews that too, or its slot would vanish with the key).
  */
 const RENEW = `
-local id, ends = ARGV[1], tonumber(ARGV[2]) + tonumber(ARGV[3])
-redis.call('ZADD', KEYS[1] .. ':f', 'XX', ends, id)
-if ARGV[4] == '1' then redis.call('ZADD', KEYS[4] .. ':f', 'XX', ends, id) end
+local id, lease = ARGV[1], tonumber(ARGV[3])
+local ends = tonumber(ARGV[2]) + lease
+local function renew_slot(set)
+  if redis.call('ZSCORE', set, id) then
+    redis.call('ZADD', set, 'XX', ends, id)
+    if redis.call('PTTL', set) < lease + 60000 then redis.call('PEXPIRE', set, lease + 60000) end
+  end
+end
+renew_slot(KEYS[1] .. ':f')
+if ARGV[4] == '1' then renew_slot(KEYS[4] .. ':f') end
 for _, key in ipairs({KEYS[2], KEYS[3], KEYS[5]}) do
   local v = redis.call('HGET', key .. ':h', id)
-  if v then redis.call('HSET', key .. ':h', id, string.match(v, '^(%d+):') .. ':' .. ends) end
+  if v then
+    redis.call('HSET', key .. ':h', id, string.match(v, '^(%d+):') .. ':' .. ends)
+    if redis.call('PTTL', key .. ':h') < lease + 60000 then redis.call('PEXPIRE', key .. ':h', lease + 60000) end
+  end
 end
 return 'OK'
 `;

@@ -135,3 +135,26 @@ test('budget: with perCall.holdWorstCase, what is left of a run\'s budget is hel
     await gw.close();
   }
 });
+
+test('budget: a client that leaves while the gateway waits to retry after a 429 (which the provider did not bill) is charged nothing (waitingAfterUnbilled, chargeFor)', { timeout: 30_000 }, async () => {
+  const limits = new LocalLimits(parseLimitsFile(JSON.stringify({ perInstance: { concurrent: 1 }, perRun: { budgetUsd: 1 } }), 'limits.json'));
+  const prices = parsePrices(JSON.stringify({ providers: { anthropic: { [TEST_MODEL]: PRICE } } }), 'prices.json');
+  const gw = await startGatewayInProcess({ baseUrl: `https://127.0.0.1:${upstream.port}`, pki, kind: 'anthropic', limits, prices, deps: { retry: { maxRetries: 2, budgetMs: 60_000, baseDelayMs: 30_000 } } });
+  try {
+    let answered!: () => void;
+    const refusedOnce = new Promise<void>((r) => (answered = r));
+    upstream.script((_req, res) => {
+      res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '30' });
+      res.end('{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}', () => answered());
+    });
+    const req = request({ host: '127.0.0.1', port: gw.port, method: 'POST', path: '/v1/messages', agent: false, headers: { 'content-type': 'application/json', 'x-instance-id': 'bot-429', 'x-run-id': 'run-429' } }, () => {});
+    req.on('error', () => {});
+    req.end(JSON.stringify({ model: TEST_MODEL, max_tokens: MAX_TOKENS, messages: [{ role: 'user', content: 'go' }] }));
+    await refusedOnce; // the gateway now waits 30 s to try again
+    req.destroy();
+    const rec = await gw.records.nth(1);
+    assert.deepEqual([rec.status, rec.attempts, rec.rate_limited, rec.charged_usd], [0, 1, 1, 0], JSON.stringify(rec));
+  } finally {
+    await gw.close();
+  }
+});

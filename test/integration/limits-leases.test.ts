@@ -66,6 +66,9 @@ test('limits leases: a call that lives longer than its lease keeps its slot, ren
     await delay(2000); // more than three leases: only the renewals keep it
     const refused = await limits.admit(who, 4, Date.now());
     assert.equal(refused.ok ? 'ok' : refused.kind, 'concurrency', 'still held: renewed');
+    // The key holding the slot is renewed with it (a lease and a minute), not left to expire a
+    // minute after the admission that created it.
+    assert.ok(Number(await c.command(['PTTL', `lim:i:${who.instanceId}:f`])) > 60_000, 'the slot set\'s own expiry is renewed');
     held.reservation.release({ tokens: 1, costUsd: 0 });
     await eventually('the released slot lets the instance in', async () => {
       const a = await limits.admit(who, 4, Date.now());
@@ -129,5 +132,25 @@ test('limits leases: an admission whose answer is lost holds its slot no longer 
     c.close();
     direct.close();
     await relay.close();
+  }
+});
+
+test('limits keys: an id ending in a key suffix (run "r:h", instance "i:f") never names another run\'s or instance\'s keys in Redis (limitsKeys)', { timeout: 30_000 }, async () => {
+  const c = await client();
+  const suffix = randomBytes(4).toString('hex');
+  try {
+    const errors: string[] = [];
+    const limits = new RedisLimits({ ...ONE, concurrent: 0, runBudgetUsd: 1 }, c, 'closed', { onError: (e) => void errors.push(e) });
+    const crafted = await limits.admit({ instanceId: `i-${suffix}:f`, workflow: 'w', runId: `victim-${suffix}:h` }, 4, Date.now(), 0.5);
+    assert.ok(crafted.ok);
+    crafted.reservation.release({ tokens: 1, costUsd: 0.9 });
+    await c.command(['PING']);
+    const victim = await limits.admit({ instanceId: `i-${suffix}`, workflow: 'w', runId: `victim-${suffix}` }, 4, Date.now(), 0.5);
+    assert.ok(victim.ok, `the victim run is admitted: ${victim.ok ? '' : victim.message}`);
+    victim.reservation.release({ tokens: 1, costUsd: 0 });
+    await c.command(['PING']); // the charge went first on the one connection
+    assert.deepEqual(errors, [], 'no script met a key of another type (WRONGTYPE)');
+  } finally {
+    c.close();
   }
 });

@@ -113,22 +113,23 @@ const worst = { inputTokens: 100, outputTokens: 4000, usd: priced(100, 4000) };
 
 test('chargeFor: a call that cannot have cost anything is charged nothing; complete usage is charged as reported', () => {
   const complete = summary({ usageComplete: true, usage: usageOf(100, 50) });
-  assert.deepEqual(chargeFor({ summary: complete, bytesIn: 4000, bytesOut: 4000, cut: false, billable: false }, price, worst), { tokens: 0, costUsd: 0, usd: 0, estimated: false });
-  assert.deepEqual(chargeFor({ summary: complete, bytesIn: 4000, bytesOut: 4000, cut: false, billable: true }, price, worst), { tokens: 150, costUsd: priced(100, 50), usd: priced(100, 50), estimated: false });
+  assert.deepEqual(chargeFor({ summary: complete, bytesIn: 4000, bytesOut: 4000, cut: false, billable: false, streamed: true }, price, worst), { tokens: 0, costUsd: 0, usd: 0, estimated: false });
+  assert.deepEqual(chargeFor({ summary: complete, bytesIn: 4000, bytesOut: 4000, cut: false, billable: true, streamed: true }, price, worst), { tokens: 150, costUsd: priced(100, 50), usd: priced(100, 50), estimated: false });
 });
 
 test('chargeFor: a call cut before any of its answer arrived is charged its worst case (the provider finishes a non-streamed generation and bills it)', () => {
-  assert.deepEqual(chargeFor({ summary: undefined, bytesIn: 400, bytesOut: 0, cut: true, billable: true }, price, worst), { tokens: 4100, costUsd: worst.usd, usd: worst.usd, estimated: true });
-  assert.deepEqual(chargeFor({ summary: undefined, bytesIn: 400, bytesOut: 0, cut: true, billable: true }, undefined, { ...worst, usd: 0 }), { tokens: 4100, costUsd: 0, usd: null, estimated: true }, 'no price: the tokens still count');
+  assert.deepEqual(chargeFor({ summary: undefined, bytesIn: 400, bytesOut: 0, cut: true, billable: true, streamed: true }, price, worst), { tokens: 4100, costUsd: worst.usd, usd: worst.usd, estimated: true });
+  assert.deepEqual(chargeFor({ summary: undefined, bytesIn: 400, bytesOut: 9000, cut: true, billable: true, streamed: false }, price, worst), { tokens: 4100, costUsd: worst.usd, usd: worst.usd, estimated: true }, 'a non-streamed answer cut before its end (its usage comes last): the worst case, whatever crossed');
+  assert.deepEqual(chargeFor({ summary: undefined, bytesIn: 400, bytesOut: 0, cut: true, billable: true, streamed: true }, undefined, { ...worst, usd: 0 }), { tokens: 4100, costUsd: 0, usd: null, estimated: true }, 'no price: the tokens still count');
 });
 
 test('chargeFor: a cut stream is charged at least every usage figure it already reported (input from its first event), and at least the bytes / 4 estimate', () => {
   const started = summary({ usage: usageOf(150_000, null) });
-  const charge = chargeFor({ summary: started, bytesIn: 400, bytesOut: 800, cut: true, billable: true }, price, worst);
+  const charge = chargeFor({ summary: started, bytesIn: 400, bytesOut: 800, cut: true, billable: true, streamed: true }, price, worst);
   assert.deepEqual(charge, { tokens: 150_000 + 200, costUsd: priced(150_000, 200), usd: priced(150_000, 200), estimated: true });
-  const noUsage = chargeFor({ summary: summary(), bytesIn: 401, bytesOut: 8, cut: false, billable: true }, price, worst);
+  const noUsage = chargeFor({ summary: summary(), bytesIn: 401, bytesOut: 8, cut: false, billable: true, streamed: true }, price, worst);
   assert.deepEqual(noUsage, { tokens: 101 + 2, costUsd: priced(101, 2), usd: priced(101, 2), estimated: true }, 'a stream without usage (chat without include_usage): the bytes');
-  assert.deepEqual(chargeFor({ summary: summary(), bytesIn: 400, bytesOut: 0, cut: false, billable: true }, undefined, worst), { tokens: 100, costUsd: 0, usd: null, estimated: true }, 'no price: tokens counted, no money');
+  assert.deepEqual(chargeFor({ summary: summary(), bytesIn: 400, bytesOut: 0, cut: false, billable: true, streamed: true }, undefined, worst), { tokens: 100, costUsd: 0, usd: null, estimated: true }, 'no price: tokens counted, no money');
 });
 
 test('limitRefusal: a rate or concurrency limit is 429 with Retry-After on every protocol; a spent budget is 429 insufficient_quota on OpenAI routes and 402 billing_error on Anthropic ones; a store outage is 503 with Retry-After', () => {

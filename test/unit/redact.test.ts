@@ -105,8 +105,9 @@ test('redaction: a stream is redacted event by event, a key split across chunks 
   }
   // A plain body holds back only the last few bytes a key could end in.
   const plain = new StreamRedactor([KEY], false);
-  const head = plain.push(Buffer.from(`{"text":"${'x'.repeat(1000)}`)).toString();
-  assert.ok(head.length > 800 && head.length < 1010);
+  // (the longest form a key can take: every character as an HTML reference up to 20 characters long)
+  const head = plain.push(Buffer.from(`{"text":"${'x'.repeat(4000)}`)).toString();
+  assert.ok(head.length > 2500 && head.length < 4010, String(head.length));
 });
 
 // ---- encoded forms: base64, base64url, twice over, HTML references, percent twice ----
@@ -231,5 +232,17 @@ test('redaction, StreamRedactor: each encoded form split between two chunks at e
 test('redaction: a response header carrying the key base64-encoded twice, or base64 of its JSON-escaped form, is dropped (headerCarriesSecret)', () => {
   for (const value of [base64Of(base64Of(KEY, 'u:')), `Basic ${base64Of(escapeAll(KEY), 'x:')}`, htmlReferencesOf(KEY), doublePercentOf(KEY)]) {
     assert.equal(headerCarriesSecret(value, [KEY]), true, value);
+  }
+});
+
+test('redaction, HTML references with leading zeros and HTML5 names: &#0115;, &#x073;, &lowbar;, &sol;, &plus;, &period; (any case, with or without the semicolon) are the key too (redactBody)', () => {
+  const key = 'sk_live/ab+cd.ef_0123456789';
+  const zeros = [...key].map((c) => `&#00${c.charCodeAt(0)};`).join('');
+  const hexZeros = [...key].map((c) => `&#x00${c.charCodeAt(0).toString(16)};`).join('');
+  const named = key.replace(/_/g, '&lowbar;').replace(/\//g, '&sol;').replace(/\+/g, '&plus;').replace(/\./g, '&period;');
+  const namedUpper = key.replace(/_/g, '&UnderBar;').replace(/\//g, '&SOL').replace(/\+/g, '&plus');
+  for (const form of [zeros, hexZeros, named, namedUpper]) {
+    const out = redactBody(Buffer.from(`<p>error: ${form}</p>`), [key]).toString('latin1');
+    assert.ok(!out.includes(form), `${form} was relayed: ${out}`);
   }
 });
