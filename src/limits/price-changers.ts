@@ -130,6 +130,17 @@ const OPENAI_SERVICE_TIER: PriceChanger = {
 export const PRICE_CHANGERS: Readonly<Record<ApiName, readonly PriceChanger[]>> = {
   chat_completions: [
     OPENAI_SERVICE_TIER,
+    // A stream reports its usage only when asked (https://platform.openai.com/docs/api-reference/chat/create#chat-create-stream_options);
+    // without it the budget could count only the bytes relayed, never the hidden reasoning tokens
+    // the provider bills.
+    {
+      field: 'stream_options.include_usage',
+      in: 'body',
+      values: (body) => (isObject(body) && body.stream === true ? [isObject(body.stream_options) ? (body.stream_options.include_usage ?? 'absent') : 'absent'] : []),
+      priced: (v) => v === true,
+      why: 'leaves the stream without its usage, so the budget could count only its bytes, not the reasoning tokens the provider bills',
+      instead: 'send "stream_options": {"include_usage": true} (the OpenAI SDKs and opencode do)',
+    },
     // Audio output bills audio tokens at the model's audio rates, several times its text rates,
     // which the price table does not hold (https://platform.openai.com/docs/guides/audio,
     // https://platform.openai.com/docs/pricing).

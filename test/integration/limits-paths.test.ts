@@ -156,14 +156,16 @@ test('limits: a stream cut by the idle timeout is charged an estimate, marked, a
   assert.ok(Number(r.charged_usd) > 0, JSON.stringify(r));
 });
 
-test('limits: a chat stream sent without stream_options.include_usage is charged an estimate, marked', async () => {
+test('limits: under a money budget, a chat stream sent without stream_options.include_usage is refused (400 price_not_counted naming the field) and never forwarded: its usage, reasoning tokens included, could not be counted', async () => {
   const token = await oneAtATime('path-no-usage');
+  const before = upstream.requests.length;
   const seen = await call(token, chatBody({ stream: true }));
-  assert.equal(seen.status, 200);
-  assert.doesNotMatch(seen.text, /"usage"/, 'the upstream sent no usage, as the real one does without include_usage');
+  assert.equal(seen.status, 400);
+  assert.match(seen.text, /price_not_counted/);
+  assert.match(seen.text, /stream_options\.include_usage/);
+  assert.equal(upstream.requests.length, before, 'never forwarded');
   const r = await recordAndSlotBack('path-no-usage', token);
-  assert.equal(r.charge_estimated, true);
-  assert.ok(Number(r.charged_usd) > 0, JSON.stringify(r));
+  assert.equal(r.limit, 'unpriced_call');
 });
 
 test('limits: an answer too large for the usage reader (over 8 MiB) is charged an estimate from its size, marked', async () => {

@@ -31,6 +31,17 @@ interface RowCase {
 const CASES: readonly RowCase[] = [
   {
     api: 'chat_completions',
+    field: 'stream_options.include_usage',
+    says: 'a stream asking for its usage, or no stream, is priced; a stream without it is refused',
+    priced: [chat({}), chat({ stream: false }), chat({ stream: true, stream_options: { include_usage: true } })],
+    refused: [
+      [chat({ stream: true }), /^"stream_options\.include_usage": "absent" leaves the stream without its usage/],
+      [chat({ stream: true, stream_options: { include_usage: false } }), /"stream_options\.include_usage": false/],
+      [chat({ stream: true, stream_options: 'yes' }), /"absent"/],
+    ],
+  },
+  {
+    api: 'chat_completions',
     field: 'service_tier',
     says: '"auto", "default", "flex", null or none is priced; "priority", "fast", "scale" and a number are refused',
     priced: [chat({}), chat({ service_tier: 'auto' }), chat({ service_tier: 'default' }), chat({ service_tier: 'flex' }), chat({ service_tier: null })],
