@@ -38,7 +38,7 @@ after(async () => {
 /** Opens a stream and resolves once its first chunk arrived; `ended` says how it finished. */
 function openStream(port: number, token: string): Promise<{ ended: Promise<string> }> {
   return new Promise((resolve, reject) => {
-    const body = JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    const body = JSON.stringify({ model: MODEL, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hi' }] });
     const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/v1/chat/completions', agent: false, headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` } }, (res) => {
       const ended = new Promise<string>((done) => {
         res.on('end', () => done('end'));
