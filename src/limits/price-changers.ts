@@ -139,7 +139,7 @@ export const PRICE_CHANGERS: Readonly<Record<ApiName, readonly PriceChanger[]>> 
       values: (body) => (isObject(body) && body.stream === true ? [isObject(body.stream_options) ? (body.stream_options.include_usage ?? 'absent') : 'absent'] : []),
       priced: (v) => v === true,
       why: 'leaves the stream without its usage, so the budget could count only its bytes, not the reasoning tokens the provider bills',
-      instead: 'send "stream_options": {"include_usage": true} (the OpenAI SDKs and opencode do)',
+      instead: 'send "stream_options": {"include_usage": true} (opencode does; an OpenAI SDK client passes it in stream_options)',
     },
     // Audio output bills audio tokens at the model's audio rates, several times its text rates,
     // which the price table does not hold (https://platform.openai.com/docs/guides/audio,
