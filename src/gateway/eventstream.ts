@@ -41,9 +41,47 @@ export function frameHeaders(bytes: Buffer): Map<string, string> | undefined {
   return out;
 }
 
+/**
+ * The bytes of a frame still arriving, kept as the chunks that brought them: joined once, when the
+ * frame's length (or its prelude) is all there, never copied again on every chunk (an upstream
+ * that drips a 1 MiB frame in small chunks would otherwise cost its square in copying).
+ */
+class Arriving {
+  #parts: Buffer[] = [];
+  #length = 0;
+  /** How many bytes must be there before they are worth joining (the prelude, then the frame's length). */
+  #need = PRELUDE_BYTES;
+
+  /** Adds a chunk; the bytes held, joined, once `need` of them are there (else undefined). */
+  add(chunk: Buffer): Buffer | undefined {
+    this.#parts.push(chunk);
+    this.#length += chunk.length;
+    if (this.#length < this.#need) return undefined;
+    const joined = this.#parts.length === 1 ? this.#parts[0]! : Buffer.concat(this.#parts, this.#length);
+    this.#parts = [];
+    this.#length = 0;
+    return joined;
+  }
+
+  /** Keeps what is left of the joined bytes (a partial frame), with the length it needs to be whole. */
+  keep(rest: Buffer): void {
+    this.#parts = rest.length === 0 ? [] : [rest];
+    this.#length = rest.length;
+    this.#need = rest.length >= PRELUDE_BYTES ? Math.max(PRELUDE_BYTES, rest.readUInt32BE(0)) : PRELUDE_BYTES;
+  }
+
+  clear(): Buffer {
+    const rest = this.#parts.length === 1 ? this.#parts[0]! : Buffer.concat(this.#parts, this.#length);
+    this.#parts = [];
+    this.#length = 0;
+    this.#need = PRELUDE_BYTES;
+    return rest;
+  }
+}
+
 export class EventStreamFramer {
   readonly #reader: EventReader;
-  #pending: Buffer = Buffer.alloc(0);
+  readonly #arriving = new Arriving();
   /** A frame failed its CRC, its headers or the size cap: nothing more is read. */
   corrupt = false;
   /** The upstream sent an exception frame (`:message-type` exception). */
@@ -55,24 +93,26 @@ export class EventStreamFramer {
 
   push(chunk: Buffer): void {
     if (this.corrupt) return;
-    this.#pending = this.#pending.length === 0 ? chunk : Buffer.concat([this.#pending, chunk]);
-    while (this.#pending.length >= PRELUDE_BYTES) {
-      const total = this.#pending.readUInt32BE(0);
-      const headersLength = this.#pending.readUInt32BE(4);
-      if (total > MAX_FRAME_BYTES || total < PRELUDE_BYTES + headersLength + 4 || crc32(this.#pending.subarray(0, 8)) !== this.#pending.readUInt32BE(8)) return this.#fail();
-      if (this.#pending.length < total) return;
-      const frame = this.#pending.subarray(0, total);
-      this.#pending = this.#pending.subarray(total);
+    let pending = this.#arriving.add(chunk);
+    if (pending === undefined) return;
+    while (pending.length >= PRELUDE_BYTES) {
+      const total = pending.readUInt32BE(0);
+      const headersLength = pending.readUInt32BE(4);
+      if (total > MAX_FRAME_BYTES || total < PRELUDE_BYTES + headersLength + 4 || crc32(pending.subarray(0, 8)) !== pending.readUInt32BE(8)) return this.#fail();
+      if (pending.length < total) break;
+      const frame = pending.subarray(0, total);
+      pending = pending.subarray(total);
       if (crc32(frame.subarray(0, total - 4)) !== frame.readUInt32BE(total - 4)) return this.#fail();
       const headers = frameHeaders(frame.subarray(PRELUDE_BYTES, PRELUDE_BYTES + headersLength));
       if (headers === undefined) return this.#fail();
       this.#dispatch(headers, frame.subarray(PRELUDE_BYTES + headersLength, total - 4));
     }
+    this.#arriving.keep(pending);
   }
 
   #fail(): void {
     this.corrupt = true;
-    this.#pending = Buffer.alloc(0);
+    this.#arriving.clear();
   }
 
   #dispatch(headers: Map<string, string>, payload: Buffer): void {
@@ -126,32 +166,33 @@ function payloadStrings(frame: Buffer): string[] {
  * when a string in its JSON payload that is all base64 or base64url (a chunk's `bytes`, any other
  * field) decodes to text that does: the event inside a chunk is checked in every form too.
  */
+const EMPTY = Buffer.alloc(0);
+
 export class EventStreamGuard {
   readonly #secrets: readonly string[];
-  #held: Buffer = Buffer.alloc(0);
+  readonly #arriving = new Arriving();
 
   constructor(secrets: readonly string[]) {
     this.#secrets = secrets;
   }
 
   push(chunk: Buffer): Buffer {
-    this.#held = this.#held.length === 0 ? chunk : Buffer.concat([this.#held, chunk]);
+    const held = this.#arriving.add(chunk);
+    if (held === undefined) return EMPTY;
     let cut = 0;
-    while (this.#held.length - cut >= PRELUDE_BYTES) {
-      const total = this.#held.readUInt32BE(cut);
+    while (held.length - cut >= PRELUDE_BYTES) {
+      const total = held.readUInt32BE(cut);
       if (total < PRELUDE_BYTES + 4 || total > MAX_FRAME_BYTES) throw new Error('a malformed event-stream frame');
-      if (this.#held.length - cut < total) break;
-      this.#check(this.#held.subarray(cut, cut + total));
+      if (held.length - cut < total) break;
+      this.#check(held.subarray(cut, cut + total));
       cut += total;
     }
-    const out = this.#held.subarray(0, cut);
-    this.#held = this.#held.subarray(cut);
-    return out;
+    this.#arriving.keep(held.subarray(cut));
+    return held.subarray(0, cut);
   }
 
   end(): Buffer {
-    const rest = this.#held;
-    this.#held = Buffer.alloc(0);
+    const rest = this.#arriving.clear();
     if (rest.length > 0) this.#check(rest);
     return rest;
   }
