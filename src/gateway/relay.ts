@@ -5,7 +5,8 @@
 // read for its usage). Every relayed byte passes the redactor of the call's secrets.
 import type { IncomingMessage } from 'node:http';
 import { ERRORS } from '../http/errors.ts';
-import { relayRedactedBody, relayResponse, type Exchange } from '../http/forward.ts';
+import { relayResponse, type Exchange } from '../http/forward.ts';
+import { relayRedactedBody } from '../http/error-body.ts';
 import { mediaType, scrubResponseHeaders } from '../http/headers.ts';
 import { isRelayableStatus } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';

@@ -9,7 +9,8 @@ import type { RevocationCheck, RevocationVerdict, WorkloadIdentity } from '../au
 import type { SecretSource } from '../config/secret.ts';
 import { KeyedCounts } from '../http/connection-caps.ts';
 import { ERRORS, errorForUpstreamFailure, withMessage, type ProxyError, type UpstreamError } from '../http/errors.ts';
-import { openUpstream, relayRedactedBody, relayResponse, staleSocketReset, type UpstreamTarget, type UpstreamTimeouts } from '../http/forward.ts';
+import { openUpstream, relayResponse, staleSocketReset, type UpstreamTarget, type UpstreamTimeouts } from '../http/forward.ts';
+import { relayRedactedBody } from '../http/error-body.ts';
 import { gitUpstreamHeaders, headerCount, scrubResponseHeaders } from '../http/headers.ts';
 import { isRelayableStatus, type Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';

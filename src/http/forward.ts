@@ -9,7 +9,7 @@ import { pipeline, Transform } from 'node:stream';
 import { classifyUpstreamError, UpstreamError, type UpstreamFailure } from './errors.ts';
 import { STREAM_HIGH_WATER_MARK } from './sockets.ts';
 import { watchBodyIdle } from './body-idle.ts';
-import { decodeBody, redactBody, type DecodedBody } from './redact.ts';
+import { writeInSlices } from './slices.ts';
 
 export interface UpstreamAgentOptions {
   /** PEM text of extra CA certificates; replaces the public roots for this upstream. */
@@ -171,58 +171,6 @@ export interface UpstreamCall {
  */
 export function staleSocketReset(kind: UpstreamFailure, request: ClientRequest): boolean {
   return kind === 'reset' && request.reusedSocket;
-}
-
-/**
- * The most a body in hand is written upstream in one write. Node's TLS layer keeps a buffer as
- * large as the largest single write for the life of the socket, pooled between calls too: one
- * `end(body)` of a 31 MiB model call left 31 MiB behind on that connection for as long as it lived.
- */
-export const BODY_SLICE_BYTES = 64 * 1024;
-
-/** What writeInSlices needs of a request: a writable with backpressure (a ClientRequest is one). */
-export interface SliceSink {
-  readonly destroyed: boolean;
-  write(chunk: Buffer): boolean;
-  end(chunk: Buffer): unknown;
-  once(event: 'drain' | 'close', listener: () => void): unknown;
-  off(event: 'drain', listener: () => void): unknown;
-}
-
-/**
- * Writes `bytes` in slices of at most BODY_SLICE_BYTES, the next slice only after 'drain' when
- * a write reports a full buffer, the last one with end(); `onWritten` counts each slice handed
- * over. A sink destroyed meanwhile (a failure, the client gone) gets nothing more, and the body
- * is let go then: only the one closure here refers to it, and only until the last slice is
- * handed over or the sink closes (SECURITY rule 52: nothing that lives as long as the stream
- * keeps it). An empty body is an end() with no bytes.
- */
-export function writeInSlices(sink: SliceSink, bytes: Buffer, onWritten: (n: number) => void): void {
-  let rest: Buffer | undefined = bytes;
-  let at = 0;
-  const next = (): void => {
-    while (rest !== undefined) {
-      if (sink.destroyed) break;
-      const slice = rest.subarray(at, at + BODY_SLICE_BYTES);
-      at += slice.length;
-      onWritten(slice.length);
-      if (at >= rest.length) {
-        rest = undefined;
-        sink.end(slice);
-        return;
-      }
-      if (!sink.write(slice)) {
-        sink.once('drain', next);
-        return;
-      }
-    }
-    rest = undefined;
-  };
-  sink.once('close', () => {
-    rest = undefined;
-    sink.off('drain', next);
-  });
-  next();
 }
 
 /**
@@ -396,51 +344,5 @@ export function relayResponse(res: ServerResponse, upstream: IncomingMessage, he
       resolve(false);
     });
     source.pipe(res, { end: false });
-  });
-}
-
-/** Error bodies are read whole, to be checked; one larger than this (decoded) is refused rather than relayed unread. */
-const MAX_ERROR_BODY_BYTES = 1024 * 1024;
-
-/**
- * Relays an upstream answer that is read whole first (an error): decoded from any
- * Content-Encoding (bounded), every form of `secrets` redacted, sent with its own length. A body
- * that is too large, corrupt or in an unknown encoding is not relayed: the caller answers 502
- * with the reason. Used by both listeners for the answers an upstream may echo a credential in.
- */
-export async function relayRedactedBody(res: ServerResponse, upstream: IncomingMessage, headers: readonly string[], secrets: readonly string[], exchange: Exchange): Promise<{ readonly ok: true } | { readonly ok: false; readonly reason: string }> {
-  const raw = await readWhole(upstream, MAX_ERROR_BODY_BYTES);
-  if (res.destroyed) return { ok: false, reason: 'client_aborted' };
-  const decoded: DecodedBody = raw === undefined ? { ok: false, reason: 'too_large' } : decodeBody(raw, upstream.headers['content-encoding'], MAX_ERROR_BODY_BYTES);
-  if (!decoded.ok) return { ok: false, reason: `upstream_error_body_${decoded.reason}` };
-  const body = redactBody(decoded.body, secrets);
-  const out: string[] = [];
-  for (let i = 0; i < headers.length; i += 2) {
-    const name = headers[i]!.toLowerCase();
-    if (name !== 'content-length' && name !== 'content-encoding' && name !== 'transfer-encoding') out.push(headers[i]!, headers[i + 1]!);
-  }
-  out.push('Content-Length', String(body.length));
-  exchange.bytesOut = body.length;
-  res.writeHead(upstream.statusCode ?? 502, out);
-  res.end(body);
-  return { ok: true };
-}
-
-/** The whole body, or undefined past `max` bytes or on a failure (the stream is then destroyed). */
-function readWhole(stream: IncomingMessage, max: number): Promise<Buffer | undefined> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    stream.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > max) {
-        stream.destroy();
-        resolve(undefined);
-      } else chunks.push(c);
-    });
-    stream.once('end', () => resolve(Buffer.concat(chunks)));
-    stream.once('error', () => resolve(undefined));
-    // Destroyed without an error (the client left and took the upstream request with it): after 'end', a no-op.
-    stream.once('close', () => resolve(undefined));
   });
 }

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { test } from 'node:test';
-import { BODY_SLICE_BYTES, writeInSlices } from '../../src/http/forward.ts';
+import { BODY_SLICE_BYTES, writeInSlices } from '../../src/http/slices.ts';
 
 /** Records writes; `full(n)` says write() reports a full buffer on every n-th write. */
 class RecordingSink extends EventEmitter {
