@@ -50,6 +50,19 @@ function workloadTokenHelper(variable: string): string {
   );
 }
 
+/**
+ * What stderr says about the fallback: which helper was written and why, so that a workload pod
+ * that lost GIT_AUTH_PROXY_HOST (and so sends git straight to the hosts) shows it in its log.
+ */
+function fallbackNotice(helper: string, fromEnv: boolean): string {
+  const source = fromEnv ? 'from GIT_CREDENTIAL_HELPER' : 'the default; GIT_CREDENTIAL_HELPER is not set';
+  return (
+    `git-config: no proxy host (--proxy-host or GIT_AUTH_PROXY_HOST): printed the credential-helper fallback, ` +
+    `helper "${helper}" (${source}), for local development, not the proxy configuration; ` +
+    'in a workload pod this means GIT_AUTH_PROXY_HOST was lost and git will not go through the proxy'
+  );
+}
+
 export function gitWorkloadConfig(input: GitConfigInput): GitConfigOutput {
   if (input.hostKeys.length === 0) {
     throw new Error('git-config: no git host is configured: set GIT_HOST_A and/or GIT_HOST_B (the host names; the tokens stay with the proxy) or give --git-hosts, as for the proxy');
@@ -66,7 +79,7 @@ export function gitWorkloadConfig(input: GitConfigInput): GitConfigOutput {
     }
     return {
       text: `${lines.join('\n')}\n`,
-      notice: `git-config: no proxy host (--proxy-host or GIT_AUTH_PROXY_HOST): printed the credential-helper fallback ("${helper}") for local development, not the proxy configuration`,
+      notice: fallbackNotice(helper, Boolean(input.credentialHelper)),
     };
   }
   const base = proxyBaseUrl(proxyHost, source);

@@ -191,7 +191,8 @@ test('git-config without a proxy host prints the credential-helper fallback and 
   const r = await runProxyCommand(['git-config'], { GIT_HOST_A: 'github.com' });
   assert.equal(r.code, 0);
   assert.deepEqual(gitConfigList(r.stdout), ['credential.https://github.com.helper=executor']);
-  assert.match(r.stderr, /^proxy: git-config: no proxy host \(--proxy-host or GIT_AUTH_PROXY_HOST\): printed the credential-helper fallback/);
+  assert.match(r.stderr, /^proxy: git-config: no proxy host \(--proxy-host or GIT_AUTH_PROXY_HOST\): printed the credential-helper fallback, helper "executor" \(the default; GIT_CREDENTIAL_HELPER is not set\)/);
+  assert.match(r.stderr, /GIT_AUTH_PROXY_HOST was lost/);
 });
 
 test('agent-config prints the bot provider entry of the design as JSON', async () => {

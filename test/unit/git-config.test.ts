@@ -139,8 +139,16 @@ test('a bad --proxy-host is an error naming --proxy-host, even when GIT_AUTH_PRO
 
 test('the credential-helper fallback comes with a notice for stderr; the proxy configuration does not', () => {
   const fallback = generate({ ...INPUT, proxyHostEnv: undefined });
-  assert.match(fallback.notice ?? '', /no proxy host \(--proxy-host or GIT_AUTH_PROXY_HOST\): printed the credential-helper fallback \("executor"\)/);
+  assert.match(fallback.notice ?? '', /no proxy host \(--proxy-host or GIT_AUTH_PROXY_HOST\): printed the credential-helper fallback, helper "executor"/);
   assert.equal(generate(INPUT).notice, undefined);
+});
+
+test('the fallback notice says which helper it wrote and why, and what a lost GIT_AUTH_PROXY_HOST means in a pod', () => {
+  const byDefault = generate({ ...INPUT, proxyHostEnv: undefined }).notice ?? '';
+  assert.match(byDefault, /helper "executor" \(the default; GIT_CREDENTIAL_HELPER is not set\)/);
+  assert.match(byDefault, /in a workload pod this means GIT_AUTH_PROXY_HOST was lost and git will not go through the proxy/);
+  const fromEnv = generate({ ...INPUT, proxyHostEnv: undefined, credentialHelper: 'store' }).notice ?? '';
+  assert.match(fromEnv, /helper "store" \(from GIT_CREDENTIAL_HELPER\)/);
 });
 
 test('git-config with no registered host is an error saying which variables name the hosts', () => {
