@@ -4,6 +4,8 @@ export const BUILD_INPUTS: readonly string[];
 
 export interface Provenance {
   readonly version: string;
+  /** package.json's "license", an SPDX identifier (Apache-2.0). */
+  readonly license: string;
   /** `git rev-parse HEAD`, `<sha>-dirty` with uncommitted changes to a build input, or 'unknown' outside git. */
   readonly commit: string;
   readonly sourcesSha256: string;

@@ -48,12 +48,12 @@ function git(root, args) {
 }
 
 /**
- * Where the bytes come from: { version (package.json), commit (`git rev-parse HEAD`, with
+ * Where the bytes come from: { version and license (package.json), commit (`git rev-parse HEAD`, with
  * `-dirty` when a build input has uncommitted changes; 'unknown' outside git), sourcesSha256,
  * lockfileSha256, esbuild (the version that bundled) }.
  */
 export function provenance(root) {
-  const { version } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
+  const { version, license } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
   const head = git(root, ['rev-parse', '--verify', '--quiet', 'HEAD']);
   let commit = 'unknown';
   if (head !== null && /^[0-9a-f]{40,64}$/.test(head)) {
@@ -61,7 +61,7 @@ export function provenance(root) {
     commit = status === null ? 'unknown' : status === '' ? head : `${head}-dirty`;
   }
   const lockfile = path.join(root, 'package-lock.json');
-  return { version, commit, sourcesSha256: sourcesSha256(root), lockfileSha256: sha256(readFileSync(lockfile)), esbuild: esbuildVersion };
+  return { version, license, commit, sourcesSha256: sourcesSha256(root), lockfileSha256: sha256(readFileSync(lockfile)), esbuild: esbuildVersion };
 }
 
 /** The header at the top of the bundle: what it is, where it comes from, how to check that. */
@@ -76,6 +76,7 @@ export function bundleHeader(p) {
     '// SECURITY.md, "How to review". A name with a digit that src/ does not spell (reject2) is the',
     '// source\'s name (reject), numbered by esbuild because another module declares it too.',
     '// The source\'s comments are in src/, not here: read src/, then compare this file with a rebuild.',
+    `// SPDX-License-Identifier: ${p.license} (the licence's full text: LICENSE, at the root of the sources)`,
   ].join('\n');
 }
 

@@ -98,6 +98,9 @@ test('reproducible build: the header names the version, the commit (-dirty for a
   assert.match(lines[3]!, new RegExp(`^// sources sha256: +${clean.provenance.sourcesSha256} `));
   const lock = spawnSync('sha256sum', ['package-lock.json'], { cwd: repo, encoding: 'utf8' });
   assert.match(lines[4]!, new RegExp(`^// lockfile sha256: ${lock.stdout.split(' ')[0]} `));
+  const { license } = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as { license: string };
+  assert.equal(license, 'Apache-2.0');
+  assert.ok(clean.header.split('\n').includes(`// SPDX-License-Identifier: Apache-2.0 (the licence's full text: LICENSE, at the root of the sources)`), 'the header names the licence package.json names');
 
   writeFileSync(join(repo, 'README.md'), 'edited\n');
   assert.equal((await buildBundle(repo, join(repo, 'dist', 'proxy.js'))).provenance.commit, head, 'a file the bundle does not depend on: still clean');
