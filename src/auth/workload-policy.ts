@@ -17,8 +17,7 @@ import { entryReader, parseConfigJson, type FieldFailure } from '../config/confi
 import { suggestion } from '../config/suggest.ts';
 import { isObject } from '../json/keys.ts';
 import { formatScopeEntry, parseScopeEntry } from '../git/scope.ts';
-import type { LoweredLimits } from './identity.ts';
-import { IDENTITY_VALUE } from './jwt.ts';
+import { IDENTITY_VALUE, type RunLimits } from './jwt.ts';
 
 /** A Kubernetes namespace name: an RFC 1123 label. */
 export const K8S_NAMESPACE = /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -35,8 +34,8 @@ export interface WorkloadGrant {
   readonly git: readonly string[] | undefined;
   /** Whether the model gateway serves the account. */
   readonly models: boolean;
-  /** What the entry lowers of the --limits file (as a token's `limits` claim would). */
-  readonly lowered: LoweredLimits | undefined;
+  /** What the entry lowers of the --limits file: a token's `limits` claim, as if minted with it. */
+  readonly limits: RunLimits | undefined;
   /** The workflow the account's calls count under; undefined: `namespace/serviceaccount`. */
   readonly workflow: string | undefined;
 }
@@ -51,12 +50,12 @@ export type PolicyLookup = { readonly ok: true; readonly grant: WorkloadGrant } 
 
 const TOP_FIELDS = new Set(['serviceAccounts']);
 const ENTRY_FIELDS = new Set(['git', 'models', 'limits', 'workflow']);
-/** The `limits` fields: the token claim's names, and where each goes in the identity. */
-const LIMIT_FIELDS: ReadonlyMap<string, { readonly key: keyof LoweredLimits; readonly whole: boolean }> = new Map([
-  ['budget_usd', { key: 'budgetUsd', whole: false }],
-  ['max_concurrent', { key: 'concurrent', whole: true }],
-  ['requests_per_minute', { key: 'requestsPerMinute', whole: true }],
-  ['tokens_per_minute', { key: 'tokensPerMinute', whole: true }],
+/** The `limits` fields, the token claim's: whether each is a whole number (the budget is dollars). */
+const LIMIT_FIELDS: ReadonlyMap<string, boolean> = new Map([
+  ['budget_usd', false],
+  ['max_concurrent', true],
+  ['requests_per_minute', true],
+  ['tokens_per_minute', true],
 ]);
 const MAX_GIT_ENTRIES = 64;
 
@@ -92,12 +91,12 @@ function parseGrant(key: string, raw: unknown, where: string, fail: FieldFailure
   const git = r.entry.git === undefined ? undefined : parseGit(r.entry.git, r.at('git'), fail);
   const models = r.entry.models;
   if (models !== undefined && typeof models !== 'boolean') fail(r.at('models'), 'must be true or false');
-  const lowered = r.entry.limits === undefined ? undefined : parseLimits(r.entry.limits, r.at('limits'), fail);
-  if (lowered !== undefined && models !== true) fail(r.at('limits'), 'limits apply to model calls: add "models": true, or remove them');
+  const limits = r.entry.limits === undefined ? undefined : parseLimits(r.entry.limits, r.at('limits'), fail);
+  if (limits !== undefined && models !== true) fail(r.at('limits'), 'limits apply to model calls: add "models": true, or remove them');
   if (git === undefined && models !== true) fail(where, 'grants nothing: give it "git" scopes, "models": true, or both');
   const workflow = r.str('workflow');
   if (workflow !== undefined && !IDENTITY_VALUE.test(workflow)) fail(r.at('workflow'), "must be 1 to 128 of letters, digits and . _ : @ / -");
-  return { entry: key, git, models: models === true, lowered, workflow };
+  return { entry: key, git, models: models === true, limits, workflow };
 }
 
 /** The git scopes, each as mint-token's --git-repo takes it, kept in canonical form. */
@@ -112,17 +111,15 @@ function parseGit(value: unknown, where: string, fail: FieldFailure): string[] {
 }
 
 /** The token claim's shape: `budget_usd` > 0, the others whole numbers ≥ 1, nothing else. */
-function parseLimits(value: unknown, where: string, fail: FieldFailure): LoweredLimits {
+function parseLimits(value: unknown, where: string, fail: FieldFailure): RunLimits {
   if (!isObject(value)) return fail(where, 'must be an object such as {"budget_usd": 5, "max_concurrent": 2}');
-  const out: { -readonly [K in keyof LoweredLimits]: LoweredLimits[K] } = {};
   for (const [k, v] of Object.entries(value)) {
-    const field = LIMIT_FIELDS.get(k);
-    if (field === undefined) return fail(`${where}.${k}`, `unknown field${suggestion(k, LIMIT_FIELDS.keys())}`);
-    const valid = field.whole ? Number.isSafeInteger(v) && (v as number) >= 1 : typeof v === 'number' && Number.isFinite(v) && v > 0;
-    if (!valid) return fail(`${where}.${k}`, field.whole ? 'must be a whole number of at least 1' : 'must be a number above 0 (US dollars)');
-    out[field.key] = v as number;
+    const whole = LIMIT_FIELDS.get(k);
+    if (whole === undefined) return fail(`${where}.${k}`, `unknown field${suggestion(k, LIMIT_FIELDS.keys())}`);
+    const valid = whole ? Number.isSafeInteger(v) && (v as number) >= 1 : typeof v === 'number' && Number.isFinite(v) && v > 0;
+    if (!valid) return fail(`${where}.${k}`, whole ? 'must be a whole number of at least 1' : 'must be a number above 0 (US dollars)');
   }
-  return out;
+  return { ...value } as RunLimits;
 }
 
 /**

@@ -16,7 +16,7 @@ test('workload policy: an entry grants git scopes (canonical, as mint-token writ
     entry: 'agents/triage',
     git: ['github.com/acme/widgets:write', 'github.com/acme/*:read'],
     models: true,
-    lowered: { budgetUsd: 2.5, concurrent: 2, requestsPerMinute: 60, tokensPerMinute: 100000 },
+    limits: { budget_usd: 2.5, max_concurrent: 2, requests_per_minute: 60, tokens_per_minute: 100000 },
     workflow: 'triage',
   });
   assert.ok(lookupWorkload(policy, 'agents', 'triage', 'git').ok);
