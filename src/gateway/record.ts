@@ -4,6 +4,7 @@
 import type { WorkloadIdentity } from '../auth/identity.ts';
 import type { Exchange } from '../http/forward.ts';
 import type { Outcome } from '../http/lifecycle.ts';
+import type { TraceContext } from '../http/trace-context.ts';
 import { elapsedMs, pathForLog } from '../http/log.ts';
 import type { Charge } from '../limits/charge.ts';
 import type { CredentialSource } from './credentials/source.ts';
@@ -16,6 +17,9 @@ export type ModelRequestRecord = {
   readonly listener: 'model';
   readonly request_id: string;
   readonly upstream_request_id: string | null;
+  /** The W3C trace context's trace-id and parent-id the client sent (null without a valid traceparent). */
+  readonly trace_id: string | null;
+  readonly parent_id: string | null;
   /** The provider the model belongs to (null when refused before the model was known). */
   readonly provider: string | null;
   /** The cloud whose credential the provider uses (`aws`, `google`; null for a key or none). */
@@ -70,6 +74,7 @@ export interface ModelCallState {
   readonly method: string;
   readonly target: string;
   readonly startedAt: number;
+  readonly trace: TraceContext | undefined;
   readonly api: ApiName | null;
   readonly identity: WorkloadIdentity;
   readonly provider: Provider | undefined;
@@ -131,6 +136,8 @@ export function modelRecord(call: ModelCallState, outcome: Outcome, charge: Char
     listener: 'model',
     request_id: call.requestId,
     upstream_request_id: call.upstreamRequestId ?? null,
+    trace_id: call.trace?.traceId ?? null,
+    parent_id: call.trace?.parentId ?? null,
     provider: call.provider?.config.name ?? null,
     cloud: call.provider ? cloudOf(call.provider.credential.type) : null,
     api: call.api,

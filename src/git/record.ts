@@ -3,6 +3,7 @@
 import type { WorkloadIdentity } from '../auth/identity.ts';
 import type { Exchange } from '../http/forward.ts';
 import type { Outcome } from '../http/lifecycle.ts';
+import type { TraceContext } from '../http/trace-context.ts';
 import { elapsedMs, pathForLog } from '../http/log.ts';
 import type { GitRouteName } from './route.ts';
 
@@ -11,6 +12,9 @@ export type GitRequestRecord = {
   readonly event: 'request';
   readonly listener: 'git';
   readonly request_id: string;
+  /** The W3C trace context's trace-id and parent-id the client sent (null without a valid traceparent). */
+  readonly trace_id: string | null;
+  readonly parent_id: string | null;
   readonly method: string;
   /** A registered host key, or undefined when the request was refused before routing. */
   readonly host: string | undefined;
@@ -40,6 +44,7 @@ export interface GitCallState {
   readonly method: string;
   readonly target: string;
   readonly startedAt: number;
+  readonly trace: TraceContext | undefined;
   readonly host: string | undefined;
   readonly route: GitRouteName | undefined;
   readonly identity: WorkloadIdentity | undefined;
@@ -54,6 +59,8 @@ export function gitRecord(call: GitCallState, outcome: Outcome, nowMs: number): 
     event: 'request',
     listener: 'git',
     request_id: call.requestId,
+    trace_id: call.trace?.traceId ?? null,
+    parent_id: call.trace?.parentId ?? null,
     method: call.method,
     host: call.host,
     route: call.route,

@@ -1,6 +1,7 @@
 // Which headers cross the proxy, in each direction. Pure functions over Node's header shapes.
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { headerCarriesSecret } from './redact.ts';
+import { readTraceContext, type TraceContext } from './trace-context.ts';
 
 // RFC 9110 §7.6.1: connection-specific headers are never forwarded.
 const HOP_BY_HOP: ReadonlySet<string> = new Set([
@@ -67,16 +68,34 @@ const GIT_REQUEST_HEADERS: ReadonlySet<string> = new Set([
 
 const isGitRequestHeader = (name: string): boolean => GIT_REQUEST_HEADERS.has(name);
 
+const TRACE_HEADERS: ReadonlySet<string> = new Set(['traceparent', 'tracestate']);
+
 /**
- * The client headers that `allowed` names, minus any the client named in `Connection`: both
- * listeners start from this, before adding their own, so that a client cannot strip what the
- * proxy sets.
+ * The request's W3C trace context (trace-context.ts), unless the client named its headers in
+ * `Connection` (then they are hop-by-hop, like any other). What the record shows is what
+ * allowedRequestHeaders forwards: both come from here.
+ */
+export function requestTraceContext(incoming: IncomingHttpHeaders): TraceContext | undefined {
+  if (incoming.traceparent === undefined) return undefined;
+  const dropped = connectionNamed(incoming.connection);
+  return readTraceContext(dropped.has('traceparent') ? undefined : incoming.traceparent, dropped.has('tracestate') ? undefined : incoming.tracestate);
+}
+
+/**
+ * The client headers that `allowed` names, minus any the client named in `Connection`, plus the
+ * trace context when it is valid (never as sent: as trace-context.ts judged it): both listeners
+ * start from this, before adding their own, so that a client cannot strip what the proxy sets.
  */
 export function allowedRequestHeaders(incoming: IncomingHttpHeaders, allowed: (name: string) => boolean): OutgoingHttpHeaders {
   const dropped = connectionNamed(incoming.connection);
   const out: OutgoingHttpHeaders = {};
   for (const name of Object.keys(incoming)) {
-    if (!dropped.has(name) && allowed(name)) out[name] = incoming[name];
+    if (!dropped.has(name) && !TRACE_HEADERS.has(name) && allowed(name)) out[name] = incoming[name];
+  }
+  const trace = requestTraceContext(incoming);
+  if (trace !== undefined) {
+    out.traceparent = trace.traceparent;
+    if (trace.tracestate !== undefined) out.tracestate = trace.tracestate;
   }
   return out;
 }

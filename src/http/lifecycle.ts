@@ -6,9 +6,10 @@
 import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
 import { ERRORS, type ProxyError } from './errors.ts';
 import { newExchange, type Exchange } from './forward.ts';
-import { assertHeaderValue } from './headers.ts';
+import { assertHeaderValue, requestTraceContext } from './headers.ts';
 import type { LogSink } from './log.ts';
 import { wasCutByShutdown } from './sockets.ts';
+import type { TraceContext } from './trace-context.ts';
 
 /** How a request ended, for its record: the status sent (0: none) and the error class, if any. */
 export interface Outcome {
@@ -41,6 +42,8 @@ export abstract class RequestLifecycle {
   readonly method: string;
   /** The request target as received (only ever logged through pathForLog). */
   readonly target: string;
+  /** The client's W3C trace context when valid: forwarded upstream and recorded (headers.ts). */
+  readonly trace: TraceContext | undefined;
   /** Outside an upstream attempt (reading the body, waiting to retry), the client's leaving is recorded here. */
   readonly client: Exchange = newExchange();
   /** The upstream attempt in flight, with its own bytes and failure (a retried one never mixes into the next). */
@@ -59,6 +62,7 @@ export abstract class RequestLifecycle {
   ) {
     this.method = req.method ?? '';
     this.target = req.url ?? '';
+    this.trace = requestTraceContext(req.headers);
     // First thing, before any await: a client that leaves at any instant after this is seen.
     res.once('close', () => this.#clientClosed());
   }

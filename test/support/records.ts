@@ -9,6 +9,8 @@ export function modelRecord(over: Partial<ModelRequestRecord> = {}): ModelReques
     listener: 'model',
     request_id: 'req-0001',
     upstream_request_id: null,
+    trace_id: null,
+    parent_id: null,
     provider: 'openai',
     cloud: null,
     api: 'chat_completions',

@@ -30,6 +30,8 @@ function gitRecord(over: Partial<GitRequestRecord>): GitRequestRecord {
     event: 'request',
     listener: 'git',
     request_id: 'git-0001',
+    trace_id: null,
+    parent_id: null,
     method: 'GET',
     host: 'github.com',
     route: 'info-refs',
