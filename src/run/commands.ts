@@ -41,6 +41,7 @@ export function gitConfig(cli: CommandLine, ctx: CommandContext): { text: string
     proxyHostEnv: env.GIT_AUTH_PROXY_HOST,
     credentialHelper: env.GIT_CREDENTIAL_HELPER,
     workloadTokenEnv: cli.gitConfig.workloadTokenEnv,
+    workloadTokenFile: cli.gitConfig.workloadTokenFile,
   });
 }
 
@@ -55,6 +56,7 @@ export function agentConfigText(cli: CommandLine, ctx: CommandContext): string {
     proxyHost: cli.agent.proxyHost ?? ctx.env.MODEL_GATEWAY_PROXY_HOST,
     model: cli.agent.model,
     smallModel: cli.agent.smallModel,
+    tokenFile: cli.agent.tokenFile,
     webSearchAllowed: cli.options.allowHostedTools.includes('web_search'),
   });
 }
@@ -70,9 +72,13 @@ export function mintToken(cli: CommandLine, ctx: CommandContext): string {
     const above = aboveCeilingReason(policy, { budgetUsd, concurrent, requestsPerMinute, tokensPerMinute }, cli.options.limitsFile);
     if (above) throw new Error(above);
   }
-  // Its own id, printed on stderr, to revoke this token alone (`revoke --token-id`).
+  // Its own id, printed on stderr once the token is signed (never for one refused), to revoke
+  // this token alone (`revoke --token-id`).
   const jti = tokenIdFrom(randomBytes(12));
-  ctx.notice(`mint-token: token id ${jti} (stop it before it expires: proxy.js revoke --token-id ${jti} with --revocations FILE or --limits-store URL)`);
+  const issued = (token: string): string => {
+    ctx.notice(`mint-token: token id ${jti} (stop it before it expires: proxy.js revoke --token-id ${jti} with --revocations FILE or --limits-store URL)`);
+    return token;
+  };
   // A missing or malformed flag is a usage error (exit 2), like an unknown one.
   const claims = asUsageError(() =>
     botClaims({
@@ -89,11 +95,11 @@ export function mintToken(cli: CommandLine, ctx: CommandContext): string {
     if (unknown === 'unchecked') ctx.notice('mint-token: no git host is registered in this environment (GIT_HOST_A, GIT_HOST_B, --git-hosts): the scope\'s hosts were not checked against the registry');
     const key = parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY);
     if (!key) throw new Error('mint-token: --git-repo makes a token for the git proxy, and GIT_PROXY_SIGNING_KEY is not set');
-    return signBotToken({ ...claims, git, jti }, key);
+    return issued(signBotToken({ ...claims, git, jti }, key));
   }
   const gateway = parseGatewayEnv(env);
   if (!gateway.signingKey) throw new Error('mint-token: MODEL_PROXY_SIGNING_KEY is not set');
-  return signBotToken({ ...claims, jti }, gateway.signingKey);
+  return issued(signBotToken({ ...claims, jti }, gateway.signingKey));
 }
 
 /**

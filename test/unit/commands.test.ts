@@ -44,6 +44,17 @@ test('mint-token: without MODEL_PROXY_SIGNING_KEY in the environment passed in, 
   assert.throws(() => mintToken(parseCommandLine(['mint-token', '--instance-id', 'bot-7', '--workflow', 'triage', '--run-id', 'run-42']), context({})), /^Error: mint-token: MODEL_PROXY_SIGNING_KEY is not set$/);
 });
 
+test('mint-token prints a token id only when it issues the token: a refused mint says nothing of an id', () => {
+  for (const [args, env] of [
+    [['mint-token', '--instance-id', 'bot-7', '--workflow', 'triage', '--run-id', 'run-42'], {}],
+    [['mint-token', '--instance-id', 'bot-7', '--workflow', 'triage', '--run-id', 'run-42', '--git-repo', 'github.com/acme/widgets:write'], { MODEL_PROXY_SIGNING_KEY: KEY }],
+  ] as const) {
+    const ctx = context({ ...env });
+    assert.throws(() => mintToken(parseCommandLine([...args]), ctx), /is not set/);
+    assert.deepEqual(ctx.notices.filter((line) => line.includes('token id')), [], args.join(' '));
+  }
+});
+
 test('mint-token --git-repo: signed only with GIT_PROXY_SIGNING_KEY, and an unregistered environment is told on stderr', () => {
   const cli = parseCommandLine(['mint-token', '--instance-id', 'bot-7', '--workflow', 'triage', '--run-id', 'run-42', '--git-repo', 'github.com/acme/widgets:write']);
   assert.throws(() => mintToken(cli, context({ MODEL_PROXY_SIGNING_KEY: KEY })), /GIT_PROXY_SIGNING_KEY is not set/);
