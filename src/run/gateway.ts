@@ -8,7 +8,7 @@ import { startListener, type Listener } from '../http/server.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { createGatewayHandler, refuseAtGateway, type GatewayDeps } from '../gateway/handler.ts';
 import type { Provider } from '../gateway/providers.ts';
-import { PROTOCOLS } from '../gateway/protocols/table.ts';
+import { PROTOCOLS, servedApis } from '../gateway/protocols/table.ts';
 import { openCredential } from '../gateway/credentials/table.ts';
 import { readTextFile, type ServeConfig } from './load.ts';
 import { openLimits, type Shared } from './shared.ts';
@@ -86,7 +86,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
       credential: p.credential.type,
       key: p.credential.present() ? 'present' : 'missing',
     })),
-    apis: PROTOCOLS.map((p) => p.api),
+    apis: servedApis(PROTOCOLS, providers.map((p) => p.config.kind)),
     hosted_tools: [...hostedTools],
     bot_auth: gateway.signingKey ? 'jwt' : 'network-policy',
   });
