@@ -26,7 +26,10 @@
 //
 // Environment: SOAK_MINUTES (default 10; fractions allowed, e.g. 0.5), SOAK_MODEL_WORKERS
 // (default 24), SOAK_GIT_WORKERS (default 3), SOAK_REFS_WORKERS (default 2); SOAK_DEBUG=1 times
-// each cleanup step.
+// each cleanup step. SOAK_QUICK=1 (what .ci/run uses): 15 s of traffic by fewer workers, a 5 s
+// warm-up and a sample every 5 s. It judges correctness (every outcome, the counts the log and
+// the metrics give) and the quiet descriptors; memory is told, not judged (its baseline falls
+// while the heap still grows), and it is too short for a trend.
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -54,7 +57,8 @@ function envNumber(name: string, dflt: number, min: number, max: number): number
   return n;
 }
 
-const MINUTES = envNumber('SOAK_MINUTES', 10, 0.5, 240);
+const QUICK = process.env.SOAK_QUICK === '1';
+const MINUTES = QUICK ? 0.25 : envNumber('SOAK_MINUTES', 10, 0.5, 240);
 const DURATION_MS = Math.round(MINUTES * 60_000);
 /**
  * The first sample after warm-up is the baseline: a third of the run, between 30 s and one
@@ -62,20 +66,20 @@ const DURATION_MS = Math.round(MINUTES * 60_000);
  * load (about 45 MiB idle to about 110 MiB, most of it in the first 15-30 s), and a baseline
  * taken then makes that growth look like a leak.
  */
-const WARMUP_MS = Math.max(30_000, Math.min(60_000, Math.round(DURATION_MS / 3)));
+const WARMUP_MS = QUICK ? 5_000 : Math.max(30_000, Math.min(60_000, Math.round(DURATION_MS / 3)));
 /** At least this much traffic follows the baseline, so a short run (0.5 min) lasts about a minute. */
-const MIN_AFTER_WARMUP_MS = 30_000;
+const MIN_AFTER_WARMUP_MS = QUICK ? 10_000 : 30_000;
 const RUN_MS = Math.max(DURATION_MS, WARMUP_MS + MIN_AFTER_WARMUP_MS);
-const SAMPLE_EVERY_MS = 15_000;
+const SAMPLE_EVERY_MS = QUICK ? 5_000 : 15_000;
 const PRINT_EVERY_MS = 60_000;
-const MODEL_WORKERS = Math.round(envNumber('SOAK_MODEL_WORKERS', 24, 1, 500));
-const GIT_WORKERS = Math.round(envNumber('SOAK_GIT_WORKERS', 3, 0, 50));
-const REFS_WORKERS = Math.round(envNumber('SOAK_REFS_WORKERS', 2, 0, 50));
+const MODEL_WORKERS = Math.round(envNumber('SOAK_MODEL_WORKERS', QUICK ? 8 : 24, 1, 500));
+const GIT_WORKERS = Math.round(envNumber('SOAK_GIT_WORKERS', QUICK ? 1 : 3, 0, 50));
+const REFS_WORKERS = Math.round(envNumber('SOAK_REFS_WORKERS', QUICK ? 1 : 2, 0, 50));
 const REPOS = 3;
 const SEED_BLOB_BYTES = 2 * 1024 * 1024;
 
 /** Share of model requests that carry an injected upstream fault, and that abort on the client. */
-const FAULT_SHARE = 0.05;
+const FAULT_SHARE = QUICK ? 0.2 : 0.05;
 const ABORT_SHARE = 0.05;
 /** Share of HTTP-level git requests that abort midway. */
 const GIT_ABORT_SHARE = 0.05;
@@ -582,9 +586,15 @@ async function faultyChat(env: ModelEnv): Promise<void> {
       good = r.status === 504 && r.complete;
       break;
     case 'cutStream':
-    case 'stallStream':
-    case 'cutPlain': // the head was relayed: the client connection must break, never end cleanly
+    case 'stallStream': // the head was relayed at once: the client connection must break, never end cleanly
       good = r.status === 200 && !r.complete && !r.timedOut;
+      break;
+    case 'cutPlain':
+      // A plain body's head goes out with its first relayed bytes, and the redactor holds back
+      // the tail of what has arrived (a secret may span two chunks): a body cut before anything
+      // was relayed reaches the client as a connection broken before any head (status 0), one
+      // cut later as a 200 broken midway. Either way broken, never a clean end, never a hang.
+      good = (r.status === 200 || (r.status === 0 && r.error !== undefined)) && !r.complete && !r.timedOut;
       break;
   }
   const outcome = `${fault}${stream ? '/stream' : ''} -> ${r.status}${r.complete ? '' : ' cut'}`;
@@ -1040,13 +1050,15 @@ function judge(samples: readonly SoakSample[], crash: string | undefined, proxy:
   if (baseline && last && last !== baseline) {
     const growth = last.rssBytes - baseline.rssBytes;
     const line = `RSS under load ${mib(baseline.rssBytes)} -> ${mib(last.rssBytes)} MiB (${growth >= 0 ? '+' : ''}${mib(growth)}; allowed +${mib(allowed(baseline.rssBytes))})`;
-    if (growth > allowed(baseline.rssBytes)) reasons.push(`memory not flat: ${line}`);
+    if (growth > allowed(baseline.rssBytes) && !QUICK) reasons.push(`memory not flat: ${line}`);
     else notes.push(line);
   } else reasons.push('not enough samples under load to judge memory');
   if (qBase && qEnd) {
     const growth = qEnd.rssBytes - qBase.rssBytes;
     const line = `RSS quiet ${mib(qBase.rssBytes)} -> ${mib(qEnd.rssBytes)} MiB (${growth >= 0 ? '+' : ''}${mib(growth)}; allowed +${mib(allowed(qBase.rssBytes))})`;
-    if (growth > allowed(qBase.rssBytes)) reasons.push(`memory not flat: ${line}`);
+    // A quick run's baseline falls while the heap still grows to its steady size (the first
+    // 15-30 s): its memory figures are told, not judged; the descriptors are.
+    if (growth > allowed(qBase.rssBytes) && !QUICK) reasons.push(`memory not flat: ${line}`);
     else notes.push(line);
   }
   // Trend: the per-minute samples after warm-up when there are enough of them, else all 15 s
@@ -1054,11 +1066,16 @@ function judge(samples: readonly SoakSample[], crash: string | undefined, proxy:
   const minuteSamples = load.filter((s) => s.atMs % PRINT_EVERY_MS < SAMPLE_EVERY_MS / 2 || s === last);
   const trendBase = minuteSamples.length >= 4 ? minuteSamples : load;
   const trend = trendBase.slice(-TREND_SAMPLES);
-  if (trend.length >= 3) {
+  if (QUICK) notes.push('SOAK_QUICK: too short for a trend; judged on the quiet samples and the outcomes');
+  else if (trend.length >= 3) {
     if (climbs(trend.map((s) => s.rssBytes), CLIMB_MIN_TOTAL_BYTES)) {
       reasons.push(`memory climbing: RSS rose at every one of the last ${trend.length} samples (${trend.map((s) => mib(s.rssBytes)).join(' -> ')} MiB)`);
     } else notes.push(`RSS trend over the last ${trend.length} samples: ${trend.map((s) => mib(s.rssBytes)).join(', ')} MiB (no steady climb)`);
-    if (climbs(trend.map((s) => s.fds), FD_CLIMB_MIN_TOTAL)) {
+    // Under load the count follows the requests in flight at the instant of the sample (24
+    // workers, each request a client and an upstream socket): 15 s samples of a short run rising
+    // 75 -> 85 -> 90 said nothing, while the quiet counts (below) stayed equal. Only per-minute
+    // samples of a long run can show a climb under load; the quiet comparison is the leak check.
+    if (minuteSamples.length >= 4 && climbs(trend.map((s) => s.fds), FD_CLIMB_MIN_TOTAL)) {
       reasons.push(`descriptors climbing under load: ${trend.map((s) => s.fds).join(' -> ')}`);
     }
   } else notes.push('too few samples for a trend check');
@@ -1120,7 +1137,7 @@ async function soak(): Promise<number> {
     // not a git checkout
   }
   const bundleIdentity = { sha256: createHash('sha256').update(readFileSync(BUNDLE)).digest('hex'), bytes: statSync(BUNDLE).size, builtAt: statSync(BUNDLE).mtime.toISOString(), gitHead: head };
-  const length = RUN_MS === DURATION_MS ? `${MINUTES} min` : `${(RUN_MS / 60_000).toFixed(1)} min (${MINUTES} asked; at least ${MIN_AFTER_WARMUP_MS / 1000} s follow the warm-up)`;
+  const length = QUICK ? `${RUN_MS / 1000} s (SOAK_QUICK)` : RUN_MS === DURATION_MS ? `${MINUTES} min` : `${(RUN_MS / 60_000).toFixed(1)} min (${MINUTES} asked; at least ${MIN_AFTER_WARMUP_MS / 1000} s follow the warm-up)`;
   print(`soak: ${length} of mixed traffic against dist/proxy.js (warm-up ${WARMUP_MS / 1000} s; ${MODEL_WORKERS} model, ${GIT_WORKERS} git, ${REFS_WORKERS} refs workers)`);
 
   // Runs last: any git process this soak started that is still alive (a stuck clone or
@@ -1341,6 +1358,7 @@ async function soak(): Promise<number> {
         bundle: bundleIdentity,
         config: {
           minutes: MINUTES,
+          quick: QUICK,
           warmupMs: WARMUP_MS,
           sampleEveryMs: SAMPLE_EVERY_MS,
           modelWorkers: MODEL_WORKERS,

@@ -180,7 +180,7 @@ function report(o: {
   const cpu = cpus();
   const when = new Date().toISOString();
   const header = [
-    `credential-proxy bench (${o.cfg.quick ? 'QUICK mode: small sizes, short runs' : 'full'}), ${when}, ${o.seconds.toFixed(0)} s`,
+    `credential-proxy bench (${o.cfg.smoke ? 'SMOKE mode: every scenario at its smallest, figures not meaningful' : o.cfg.quick ? 'QUICK mode: small sizes, short runs' : 'full'}), ${when}, ${o.seconds.toFixed(0)} s`,
     `machine: ${cpu[0]?.model ?? '?'} x ${cpu.length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB; node ${process.version}`,
     `processes, all on the same ${cpu.length} cores (no pinning), all on 127.0.0.1:`,
     '  orchestrator  this process: starts everything, reads /proc, drains the proxy log pipe',

@@ -20,7 +20,7 @@ export async function openStreams(ctx: Ctx): Promise<ScenarioResult> {
   const target = { ...ctx.model.proxy, port: proxy.ports.model! };
   try {
     ctx.say('open streams: warming up a fresh proxy');
-    await ctx.lg.call('openStreams', { target, count: 500, intervalMs: 1000, concurrency: 128, rampLimitMs: c.openRampLimitMs });
+    await ctx.lg.call('openStreams', { target, count: Math.min(500, c.openStreams), intervalMs: 1000, concurrency: 128, rampLimitMs: c.openRampLimitMs });
     await sleep(1500);
     await ctx.lg.call('closeStreams');
     await sleep(1500);
