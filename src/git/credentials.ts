@@ -1,7 +1,9 @@
-// Builds the Authorization header for a git host from credentials read at request time.
-import { ERRORS, type ProxyError } from '../http/errors.ts';
+// Builds the Authorization header for a git host: from a token (and username) read at request
+// time, or from the installation token its GitHub App keeps fresh (github-app.ts).
+import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';
 import type { AuthType } from './hosts.ts';
-import type { SecretRead } from '../config/secret.ts';
+import type { SecretRead, SecretSource } from '../config/secret.ts';
+import { INSTALLATION_TOKEN_USER, type InstallationTokens } from './github-app.ts';
 
 export type Credential =
   | {
@@ -34,4 +36,33 @@ export function injectCredential(authType: AuthType, token: SecretRead, username
   if (!isBasicUsername(username.value)) return { ok: false, error: ERRORS.credentialInvalid };
   const basic = Buffer.from(`${username.value}:${token.value}`).toString('base64');
   return { ok: true, authorization: `Basic ${basic}`, secrets: [token.value, basic] };
+}
+
+/** Pure: an installation token as git sends it to GitHub: Basic `x-access-token:<token>`. */
+export function installationTokenCredential(token: string): { authorization: string; secrets: readonly string[] } {
+  const made = injectCredential('basic', { ok: true, value: token }, { ok: true, value: INSTALLATION_TOKEN_USER });
+  if (!made.ok) throw new Error('an installation token is checked before it is kept');
+  return made;
+}
+
+/**
+ * A host's credential for one request: its GitHub App's installation token, or its token (and
+ * username) read now. A host whose app cannot produce a token is refused 502 naming the host
+ * and what failed; nothing is forwarded.
+ */
+export async function hostCredential(hostKey: string, source: HostCredentialSource, nowMs: number): Promise<Credential> {
+  if (source.installation === undefined) {
+    if (source.token === undefined) return { ok: false, error: ERRORS.credentialMissing };
+    return injectCredential(source.authType, source.token.read(), source.username?.read());
+  }
+  const got = await source.installation.authorization(nowMs);
+  if (got.ok) return { ok: true, authorization: got.authorization, secrets: got.secrets };
+  return { ok: false, error: withMessage(ERRORS.gitAppTokenFailed, `the proxy could not obtain the GitHub App installation token for git host ${hostKey} (${got.reason}); the operator must fix its githubApp settings`) };
+}
+
+export interface HostCredentialSource {
+  readonly authType: AuthType;
+  readonly token: SecretSource | undefined;
+  readonly username: SecretSource | undefined;
+  readonly installation: InstallationTokens | undefined;
 }

@@ -4,10 +4,12 @@
 import { entryReader, parseConfigJson } from '../config/config-file.ts';
 import { isObject } from '../json/keys.ts';
 import type { SecretRef } from '../config/secret.ts';
+import { parseGitHubApp, type GitHubAppConfig } from './github-app-config.ts';
 import { parseHostKey } from './host-key.ts';
 import { parseRepoPattern, type RepoPattern } from './scope.ts';
 
-export type AuthType = 'bearer' | 'basic';
+/** `github-app`: the token is an installation token the proxy mints from the host's `githubApp`. */
+export type AuthType = 'bearer' | 'basic' | 'github-app';
 
 export type UsernameRef = SecretRef | { readonly literal: string };
 
@@ -17,7 +19,10 @@ export interface HostConfig {
   readonly hostname: string;
   readonly port: number;
   readonly authType: AuthType;
-  readonly token: SecretRef;
+  /** Where the token is read from; undefined for a GitHub App host (its token is minted). */
+  readonly token: SecretRef | undefined;
+  /** The GitHub App that mints this host's tokens (`auth: "github-app"`); absent otherwise. */
+  readonly githubApp?: GitHubAppConfig;
   readonly username: UsernameRef | undefined;
   readonly caFile: string | undefined;
   readonly tlsInsecureSkipVerify: boolean;
@@ -76,6 +81,7 @@ export const HOST_FIELDS = new Set([
   'tlsInsecureSkipVerify',
   'repos',
   'readOnly',
+  'githubApp',
 ]);
 
 /** Parses the --git-hosts JSON file: `{"hosts": [{"host": ..., "auth": ..., ...}]}`. */
@@ -90,10 +96,20 @@ export function parseHostsFile(text: string, fileName: string): HostConfig[] {
 
     const hostText = str('host') ?? fail(at('host'), 'is required');
     const parsed = parseHostKey(hostText) ?? fail(at('host'), `"${hostText}" is not host or host:port`);
-    const auth = str('auth') ?? fail(at('auth'), 'is required ("bearer" or "basic")');
-    if (auth !== 'bearer' && auth !== 'basic') fail(at('auth'), 'must be "bearer" or "basic"');
+    const auth = str('auth') ?? fail(at('auth'), 'is required ("bearer", "basic" or "github-app")');
+    if (auth !== 'bearer' && auth !== 'basic' && auth !== 'github-app') fail(at('auth'), 'must be "bearer", "basic" or "github-app"');
 
-    const token = secretRef('tokenEnv', 'tokenFile');
+    // A GitHub App host's token is minted from its githubApp; any other host's is read from one place.
+    let token: SecretRef | undefined;
+    let githubApp: GitHubAppConfig | undefined;
+    if (auth === 'github-app') {
+      if (entry.githubApp === undefined) fail(at('githubApp'), 'is required with "auth": "github-app" (appId or clientId, installationId, privateKeyFile)');
+      for (const f of ['tokenEnv', 'tokenFile']) if (entry[f] !== undefined) fail(at(f), 'a github-app host takes no token: the proxy mints it from githubApp');
+      githubApp = parseGitHubApp(entry.githubApp, `hosts[${i}]`, fail);
+    } else {
+      if (entry.githubApp !== undefined) fail(at('githubApp'), 'is only for "auth": "github-app"');
+      token = secretRef('tokenEnv', 'tokenFile');
+    }
 
     const userLiteral = str('username');
     const userEnv = envName('usernameEnv');
@@ -104,7 +120,7 @@ export function parseHostsFile(text: string, fileName: string): HostConfig[] {
       if (userCount !== 1) fail(at('username'), 'basic auth needs exactly one of username, usernameEnv, usernameFile');
       username = userLiteral !== undefined ? { literal: userLiteral } : userEnv !== undefined ? { env: userEnv } : { file: userFile! };
     } else if (userCount !== 0) {
-      fail(at('username'), 'only basic auth takes a username');
+      fail(at('username'), auth === 'github-app' ? 'a github-app host takes no username: its token goes upstream as x-access-token' : 'only basic auth takes a username');
     }
 
     const bool = (f: string): boolean => {
@@ -127,6 +143,7 @@ export function parseHostsFile(text: string, fileName: string): HostConfig[] {
       ...parsed,
       authType: auth as AuthType,
       token,
+      ...(githubApp ? { githubApp } : {}),
       username,
       caFile: str('caFile'),
       tlsInsecureSkipVerify: bool('tlsInsecureSkipVerify'),

@@ -16,7 +16,8 @@ import { isRelayableStatus, type Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import { decideGitAccess, WORKLOAD_CHALLENGE, type AccessDecision } from './access.ts';
 import { GitCall } from './call.ts';
-import { injectCredential } from './credentials.ts';
+import { hostCredential } from './credentials.ts';
+import type { InstallationTokens } from './github-app.ts';
 import type { HostConfig } from './hosts.ts';
 import type { GitRequestRecord } from './record.ts';
 import { parseGitRoute } from './route.ts';
@@ -24,8 +25,11 @@ import { parseGitRoute } from './route.ts';
 export interface GitUpstream {
   readonly config: HostConfig;
   readonly agent: Agent;
-  readonly token: SecretSource;
+  /** A bearer or basic host's token, read at each request; undefined for a GitHub App host. */
+  readonly token: SecretSource | undefined;
   readonly username: SecretSource | undefined;
+  /** A GitHub App host's installation tokens (run/git.ts opens them); undefined otherwise. */
+  readonly installation?: InstallationTokens;
 }
 
 export interface GitProxyDeps {
@@ -116,7 +120,8 @@ async function runGitRequest(deps: GitProxyDeps, inProgress: KeyedCounts, call: 
     if (refused) return;
   }
 
-  const credential = injectCredential(upstream.config.authType, upstream.token.read(), upstream.username?.read());
+  const credential = await hostCredential(upstream.config.key, { authType: upstream.config.authType, token: upstream.token, username: upstream.username, installation: upstream.installation }, Date.now());
+  if (call.gone) return call.abandon();
   if (!credential.ok) return call.refuse({ error: credential.error });
   const target: UpstreamTarget = {
     agent: upstream.agent,

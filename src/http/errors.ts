@@ -32,6 +32,7 @@ export const ERRORS = {
   workloadBusy: def('workload_busy', 429, 'this workload already has as many git requests in progress as the proxy allows one workload (--git-max-concurrent-per-workload); retry when one has finished'),
   credentialMissing: def('credential_missing', 503, 'no credential is configured for that git host: the operator must set its token'),
   credentialInvalid: def('credential_invalid', 503, 'the credential configured for that git host is not a valid header value: the operator must fix it'),
+  gitAppTokenFailed: def('git_app_token_failed', 502, "the proxy could not obtain its GitHub App installation token for that git host (the log says why); the operator must check the host's githubApp settings"),
   upstreamRejectedCredential: def('upstream_rejected_credential', 502, "the git host refused the proxy's credential; the operator must check its token"),
   upstreamUnreachable: def('upstream_unreachable', 502, 'the upstream could not be reached'),
   upstreamTls: def('upstream_tls', 502, 'the upstream TLS certificate could not be verified'),

@@ -3,16 +3,43 @@ import type { ServeOptions } from '../config/cli.ts';
 import { VERSION } from '../config/version.ts';
 import type { LogSink } from '../http/log.ts';
 import { startListener, type Listener } from '../http/server.ts';
-import { createGitHandler, refuseAtGit } from '../git/proxy.ts';
+import { createGitHandler, refuseAtGit, type GitUpstream } from '../git/proxy.ts';
+import { installationTokenCredential } from '../git/credentials.ts';
+import { exchangeAtGitHub, installationTokens, privateKeyFileSource } from '../git/github-app.ts';
+import { keepFresh } from '../gateway/credentials/table.ts';
 import type { GitRequestRecord } from '../git/record.ts';
 import type { ServeConfig } from './load.ts';
 import type { Shared } from './shared.ts';
 import { startupWarnings } from './warnings.ts';
 
+/**
+ * GitHub App hosts get their installation tokens: the first fetched at once, then each refreshed
+ * ahead of its expiry; a failed refresh is logged with its reason (never a token, JWT or key).
+ */
+function withInstallationTokens(upstreams: ReadonlyMap<string, GitUpstream>, log: LogSink): Map<string, GitUpstream> {
+  return new Map(
+    [...upstreams].map(([key, upstream]) => {
+      const app = upstream.config.githubApp;
+      if (app === undefined) return [key, upstream];
+      const installation = installationTokens({
+        config: app,
+        privateKey: privateKeyFileSource(app.privateKeyFile),
+        exchange: exchangeAtGitHub,
+        basic: installationTokenCredential,
+        onRefresh: (outcome) => {
+          if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'git', host: key, credential: 'github-app', reason: outcome.reason });
+        },
+      });
+      keepFresh(installation.minted);
+      return [key, { ...upstream, installation }];
+    }),
+  );
+}
+
 export async function startGit(options: ServeOptions, config: ServeConfig, shared: Shared, log: LogSink): Promise<Listener> {
   const { metrics } = shared;
   const gitDeps = {
-    hosts: config.gitUpstreams,
+    hosts: withInstallationTokens(config.gitUpstreams, log),
     revoked: shared.revoked,
     maxConcurrentPerWorkload: options.gitMaxConcurrentPerWorkload,
     workloadAuth: config.gitSigningKey && { key: config.gitSigningKey, maxLifetimeSec: config.maxTokenLifetimeSec },

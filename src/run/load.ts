@@ -8,6 +8,7 @@ import { createUpstreamAgent } from '../http/forward.ts';
 import { softOpenFilesLimit } from '../http/connection-caps.ts';
 import { parseSigningKey } from '../auth/jwt.ts';
 import { isBasicUsername } from '../git/credentials.ts';
+import { appPrivateKey } from '../git/github-app.ts';
 import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from '../git/hosts.ts';
 import type { GitUpstream } from '../git/proxy.ts';
 import { formatRepoPattern } from '../git/scope.ts';
@@ -37,14 +38,21 @@ function openGitUpstreams(hosts: readonly HostConfig[], env: NodeJS.ProcessEnv):
     const username = config.username === undefined ? undefined : 'literal' in config.username ? literalSecret(config.username.literal) : secretSource(env, config.username);
     const name = username?.read();
     if (name?.ok && !isBasicUsername(name.value)) throw new Error(`git host ${config.key}: the username contains ":", which Basic authentication cannot carry (RFC 7617); fix its username`);
+    if (config.githubApp) checkAppKey(config.key, config.githubApp.privateKeyFile);
     upstreams.set(config.key, {
       config,
       agent: createUpstreamAgent({ ca, tlsInsecureSkipVerify: config.tlsInsecureSkipVerify }),
-      token: secretSource(env, config.token),
+      token: config.token && secretSource(env, config.token),
       username,
     });
   }
   return upstreams;
+}
+
+/** A GitHub App host's private key must be there and be one at start-up (it is re-read when it changes); its text is never shown. */
+function checkAppKey(hostKey: string, file: string): void {
+  const key = appPrivateKey(readTextFile(file, `git host ${hostKey}: githubApp.privateKeyFile`));
+  if ('error' in key) throw new Error(`git host ${hostKey}: githubApp.privateKeyFile ${file} ${key.error}`);
 }
 
 /** The model gateway's configuration: the environment, or the --providers file. */
@@ -99,7 +107,7 @@ export function loadServeConfig(options: ServeOptions, env: NodeJS.ProcessEnv): 
     host: u.config.key,
     auth: u.config.authType,
     // Presence only; a credential's value is never logged.
-    credential: u.token.read().ok ? 'present' : 'missing',
+    credential: u.config.githubApp !== undefined || u.token?.read().ok ? 'present' : 'missing',
     tls_verify: !u.config.tlsInsecureSkipVerify,
     repos: u.config.repos?.map(formatRepoPattern),
     read_only: u.config.readOnly,

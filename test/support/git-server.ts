@@ -17,6 +17,9 @@ export type GitServerAuth =
   | { type: 'bearer'; token: string }
   | { type: 'basic'; username: string; token: string };
 
+/** A credential the server judges itself (an installation token that rotates): whether to let the request through. */
+export type GitServerCheck = { type: 'check'; accepts: (authorization: string | undefined) => boolean };
+
 export interface RecordedRequest {
   method: string;
   url: string;
@@ -63,7 +66,7 @@ export function authorizationFor(auth: GitServerAuth): string {
 
 export async function startGitServer(opts: {
   pki: TestPki;
-  auth: GitServerAuth;
+  auth: GitServerAuth | GitServerCheck;
   root?: string;
 }): Promise<GitServer> {
   const ownsRoot = opts.root === undefined;
@@ -71,12 +74,13 @@ export async function startGitServer(opts: {
   // Private HOME for every git process the server runs, so nothing from the
   // real user's ~/.gitconfig affects the server side.
   const home = mkdtempSync(join(tmpdir(), 'test-git-server-home-'));
-  const expectedAuthorization = authorizationFor(opts.auth);
+  const auth = opts.auth;
+  const accepts = auth.type === 'check' ? auth.accepts : (authorization: string | undefined) => authorization === authorizationFor(auth);
   const requests: RecordedRequest[] = [];
   const children = new Set<CgiChild>();
 
   const server = createServer({ key: opts.pki.keyPem, cert: opts.pki.certPem }, (req, res) => {
-    const authorized = req.headers.authorization === expectedAuthorization;
+    const authorized = accepts(req.headers.authorization);
     requests.push({ method: req.method ?? '', url: req.url ?? '', headers: { ...req.headers }, authorized });
     if (!authorized) {
       // Node discards the unread request body once the response is finished.

@@ -247,7 +247,7 @@ test('each bad hosts file is rejected with an error naming the file and the offe
     ['bad-host', 'hosts[0].host: "user@git.example.com" is not host or host:port'],
     ['empty-host', 'hosts[0].host: must be a non-empty string'],
     ['missing-auth', 'hosts[0].auth: is required'],
-    ['bad-auth', 'hosts[0].auth: must be "bearer" or "basic"'],
+    ['bad-auth', 'hosts[0].auth: must be "bearer", "basic" or "github-app"'],
     ['token-env-and-file', 'hosts[0].tokenEnv: exactly one of tokenEnv and tokenFile is required'],
     ['no-token', 'hosts[0].tokenEnv: exactly one of tokenEnv and tokenFile is required'],
     ['bad-token-env-name', 'hosts[0].tokenEnv: must be an environment variable name'],

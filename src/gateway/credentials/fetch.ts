@@ -10,6 +10,7 @@ import { request as httpsRequest } from 'node:https';
  * idle, and would otherwise hold the refresh (and every call waiting on it) for as long as it likes.
  */
 export const FETCH_DEADLINE_MS = 10_000;
+/** The largest answer a credential endpoint gives (unless `maxBytes` says more). */
 const MAX_BYTES = 64 * 1024;
 
 export interface FetchedBody {
@@ -21,6 +22,10 @@ export interface FetchOptions {
   readonly headers?: Record<string, string>;
   /** Makes it a form POST. */
   readonly form?: Record<string, string>;
+  /** Makes it a POST of this JSON text (a GitHub App's token request). */
+  readonly json?: string;
+  /** The largest answer accepted (MAX_BYTES unless the endpoint lists more: GitHub repeats each repository a token is narrowed to). */
+  readonly maxBytes?: number;
   /** The total deadline (FETCH_DEADLINE_MS unless a test needs a shorter one). */
   readonly deadlineMs?: number;
 }
@@ -28,12 +33,13 @@ export interface FetchOptions {
 /** One request; http: only for the metadata server's link-local address. */
 export function fetchBody(url: string, opts: FetchOptions): Promise<FetchedBody> {
   const deadlineMs = opts.deadlineMs ?? FETCH_DEADLINE_MS;
+  const maxBytes = opts.maxBytes ?? MAX_BYTES;
   const host = new URL(url).host;
   return new Promise((resolve, reject) => {
-    const body = opts.form === undefined ? undefined : new URLSearchParams(opts.form).toString();
+    const body = opts.json ?? (opts.form === undefined ? undefined : new URLSearchParams(opts.form).toString());
     const headers: Record<string, string | number> = { ...opts.headers };
     if (body !== undefined) {
-      headers['content-type'] = 'application/x-www-form-urlencoded';
+      headers['content-type'] = opts.json === undefined ? 'application/x-www-form-urlencoded' : 'application/json';
       headers['content-length'] = Buffer.byteLength(body);
     }
     // Settled once: by the answer's end, the first error, or the deadline (which then destroys
@@ -52,7 +58,7 @@ export function fetchBody(url: string, opts: FetchOptions): Promise<FetchedBody>
       let size = 0;
       res.on('data', (c: Buffer) => {
         size += c.length;
-        if (size > MAX_BYTES) res.destroy(new Error(`the answer of ${host} was larger than 64 KiB`));
+        if (size > maxBytes) res.destroy(new Error(`the answer of ${host} was larger than ${Math.round(maxBytes / 1024)} KiB`));
         else chunks.push(c);
       });
       res.on('error', (error) => settle({ ok: false, error }));

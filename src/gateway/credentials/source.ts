@@ -24,7 +24,7 @@ export type Authenticated =
 
 export interface CredentialSource {
   /** For the listening line and the logs: which kind of credential. */
-  readonly type: 'none' | 'key' | 'google-service-account' | 'google-metadata' | 'aws-sigv4' | 'aws-web-identity';
+  readonly type: 'none' | 'key' | 'google-service-account' | 'google-metadata' | 'aws-sigv4' | 'aws-web-identity' | 'github-app';
   /** Presence only, at start-up: a value is never logged. */
   present(): boolean;
   authenticate(call: OutgoingCall, nowMs: number): Promise<Authenticated>;

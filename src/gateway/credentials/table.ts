@@ -31,7 +31,7 @@ export function openCredential(config: ProviderConfig, env: NodeJS.ProcessEnv, o
 }
 
 /** A minted credential's first fetch at once, then refreshes ahead of each expiry, so that no call waits on one. */
-function keepFresh(source: MintedSource): CredentialSource {
+export function keepFresh(source: MintedSource): CredentialSource {
   void source.refresh(Date.now());
   setInterval(() => void source.refreshIfDue(Date.now()), 30_000).unref();
   return source;
