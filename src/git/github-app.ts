@@ -43,11 +43,11 @@ export function appPrivateKey(pem: string): KeyObject | { readonly error: string
   return key;
 }
 
-const b64url = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+const appJwtSegment = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
 
 /** Pure: the app's JWT at `nowSec`: RS256, `iss` the client or app ID, `iat` a minute back, `exp` ten minutes after `iat`. */
 export function appJwt(issuer: string | number, key: KeyObject, nowSec: number): string {
-  const input = `${b64url({ alg: 'RS256', typ: 'JWT' })}.${b64url({ iat: nowSec - JWT_BACKDATE_SEC, exp: nowSec + JWT_AHEAD_SEC, iss: issuer })}`;
+  const input = `${appJwtSegment({ alg: 'RS256', typ: 'JWT' })}.${appJwtSegment({ iat: nowSec - JWT_BACKDATE_SEC, exp: nowSec + JWT_AHEAD_SEC, iss: issuer })}`;
   return `${input}.${sign('RSA-SHA256', Buffer.from(input), key).toString('base64url')}`;
 }
 
