@@ -9,6 +9,9 @@
 //          (--limits, a token minted with --budget-usd): the gateway refuses its first call in
 //          the form that agent treats as final, and the agent must end within seconds, print
 //          the refusal, and send nothing upstream.
+//   rotate (gateway mode) the agent reads its bot token from a file (agent-config --token-file)
+//          that is rewritten with another instance's token during the run; the gateway's records
+//          must show the new identity where the agent promises it (scripts/e2e/rotate.ts).
 //   cloud  (gateway mode, with Claude Code) Claude Code in its Bedrock and Vertex modes, against
 //          fakes that check the gateway's SigV4 signatures and OAuth assertions for real:
 //          scripts/e2e-cloud.ts, run after the table (alone: npm run e2e:cloud).
@@ -45,6 +48,7 @@ import { startFakes, turnOfBody, turnOfRequest, type Fakes } from './e2e/fakes.t
 import { startGateway, Unsupported, type Gateway } from './e2e/gateway.ts';
 import { binPath, ensureInstalled } from './e2e/install.ts';
 import { startRecorder, type Recorder } from './e2e/recorder.ts';
+import { runRotateTurn } from './e2e/rotate.ts';
 import { canTrace, killAllGroups, killStragglers, runAgent, traceFileFor, type RunResult } from './e2e/run-agent.ts';
 
 const AGENTS: readonly AgentSpec[] = [codex, opencode, claudeCode];
@@ -74,7 +78,7 @@ interface Options {
 
 interface Row {
   agent: AgentSpec;
-  turn: TurnName | 'setup' | 'budget';
+  turn: TurnName | 'setup' | 'budget' | 'rotate';
   ok: boolean;
   seconds: number;
   requests: number;
@@ -218,6 +222,31 @@ async function runBudgetTurn(agent: AgentSpec, config: string, fake: { requests:
   return row;
 }
 
+/** The rotation turn: the bot token from a file rewritten mid-run; the gateway's records show the new identity. */
+async function runTokenFileTurn(agent: AgentSpec, fake: Fakes['openai'] | Fakes['anthropic'], runRoot: string, opts: Options, gateway: Gateway): Promise<Row> {
+  const root = join(runRoot, `${agent.name}-rotate`);
+  const launch = async (config: string, prompt: string, label: string): Promise<RunResult> => {
+    const sandbox: Sandbox = { root: join(root, label), home: join(root, label, 'home'), work: join(root, label, 'work') };
+    mkdirSync(sandbox.home, { recursive: true });
+    mkdirSync(sandbox.work, { recursive: true });
+    const command = agent.prepare(sandbox, config, prompt);
+    // No MODEL_PROXY_TOKEN: the token comes from the file only.
+    const env = { PATH: SYSTEM_PATH, HOME: sandbox.home, ...command.env };
+    return runAgent({ command: binPath(agent), args: command.args, env, cwd: sandbox.work, timeoutMs: opts.turnTimeoutMs, traceFile: opts.trace ? traceFileFor(sandbox.root) : undefined, sandboxRoot: sandbox.root });
+  };
+  let outcome;
+  try {
+    outcome = await runRotateTurn(agent, fake, gateway, root, { tool: PROMPTS.tool, plain: PROMPTS.plain }, launch);
+  } catch (err) {
+    if (!(err instanceof Unsupported)) throw err;
+    return { agent, turn: 'rotate', ok: false, seconds: 0, requests: 0, note: err.message };
+  }
+  if (outcome.last?.egress && outcome.last.egress.length > 0) outcome.problems.push(`connections beyond loopback: ${outcome.last.egress.join(', ')}`);
+  const row: Row = { agent, turn: 'rotate', ok: outcome.problems.length === 0, seconds: outcome.seconds, requests: outcome.requests, note: outcome.problems.join('; ') || outcome.note };
+  if (!row.ok && outcome.last) row.details = [`-- ${agent.name} stdout --`, tail(outcome.last.stdout), `-- ${agent.name} stderr --`, tail(outcome.last.stderr), '-- gateway output --', tail(gateway.output(), 8)].join('\n');
+  return row;
+}
+
 /** Writes the recorder's requests of one agent as fixtures, replacing that version's old ones. */
 function saveRecording(agent: AgentSpec, recorder: Recorder, turnStarts: { turn: TurnName; from: number }[], index: IndexEntry[]): string[] {
   mkdirSync(RECORDED_DIR, { recursive: true });
@@ -331,6 +360,10 @@ async function main(): Promise<number> {
     if (gateway && BUDGET_AGENTS.includes(agent.name)) {
       log(`  ${agent.name}: budget turn (a run whose budget is spent) via ${origin}`);
       rows.push(await runBudgetTurn(agent, config, fakeOf(agent), runRoot, opts, gateway));
+    }
+    if (gateway) {
+      log(`  ${agent.name}: rotation turn (the bot token from a file rewritten mid-run) via ${origin}`);
+      rows.push(await runTokenFileTurn(agent, fakeOf(agent), runRoot, opts, gateway));
     }
     if (opts.record && recorders) {
       const files = saveRecording(agent, recorders[agent.providerKind], turnStarts, index);

@@ -4,7 +4,7 @@
 import type { ModelHandler, ModelRequest } from '../../test/support/model-upstream.ts';
 import { startHttpsFake, type HttpsFake } from '../../test/support/https-fake.ts';
 import { defaultResponses, errorHandler, turnOf as responsesTurn, type ResponsesRequest } from '../../test/support/responses-upstream.ts';
-import { startAnthropicUpstream, turnOf as messagesTurn, type AnthropicUpstream, type MessagesRequest } from '../../test/support/anthropic-upstream.ts';
+import { defaultMessages, startAnthropicUpstream, turnOf as messagesTurn, type AnthropicUpstream, type MessagesRequest } from '../../test/support/anthropic-upstream.ts';
 import { agentChatTurn, turnOf as chatTurn, type ChatRequest } from '../../test/support/chat-turns.ts';
 import type { Turn } from '../../test/support/agent-turns.ts';
 import type { TestPki } from '../../test/support/tls.ts';
@@ -16,6 +16,9 @@ const openaiRoutes: ModelHandler = (req, res, recorded) => {
   if (path === '/v1/chat/completions') return agentChatTurn(req, res, recorded);
   errorHandler(404, { message: `Invalid URL (${recorded.method} ${recorded.url})`, type: 'invalid_request_error', code: null })(req, res, recorded);
 };
+
+/** What each fake answers when nothing is scripted (a scripted handler may wrap it). */
+export const DEFAULT_ANSWER: Record<'openai' | 'anthropic', ModelHandler> = { openai: openaiRoutes, anthropic: defaultMessages };
 
 export interface Fakes {
   openai: HttpsFake & { baseUrl: string; origin: string };

@@ -26,8 +26,12 @@ export interface Gateway {
   readonly botToken: string;
   /** The upstream keys; the fakes must see these and never the bot token. */
   readonly keys: { openai: string; anthropic: string };
-  /** The agent's configuration as agent-config prints it; Unsupported when that fails or the agent cannot use it. */
-  configFor(agent: AgentSpec): Promise<string>;
+  /** The agent's configuration as agent-config prints it (with `extraArgs`, e.g. --token-file); Unsupported when that fails or the agent cannot use it. */
+  configFor(agent: AgentSpec, extraArgs?: readonly string[]): Promise<string>;
+  /** A bot token for this instance and run (mint-token). */
+  mint(instanceId: string, runId: string): Promise<string>;
+  /** Revokes an instance's tokens (revoke --instance-id, the gateway's --revocations file): refused from its next request. */
+  revokeInstance(instanceId: string): Promise<void>;
   /** A bot token of a run whose budget is already spent (one call in the agent's protocol spent it). */
   spentToken(agent: AgentSpec): Promise<string>;
   records(): LogRecord[];
@@ -55,11 +59,13 @@ export async function startGateway(agents: readonly AgentSpec[], upstreams: Gate
   writeFileSync(pricesFile, JSON.stringify({ providers: Object.fromEntries(providers.map((p) => [p.name, Object.fromEntries(p.models.map((m) => [m, price]))])) }));
   const limitsFile = join(tempDir, 'limits.json');
   writeFileSync(limitsFile, JSON.stringify({ perRun: { budgetUsd: 100 } }));
+  // The deny list the gateway reads at each request (the rotation turn revokes a token mid-run).
+  const revocationsFile = join(tempDir, 'revocations.json');
   const env = { MODEL_PROXY_SIGNING_KEY: signingKey, E2E_OPENAI_UPSTREAM_KEY: keys.openai, E2E_ANTHROPIC_UPSTREAM_KEY: keys.anthropic, MODEL_PRICES_FILE: pricesFile };
 
   let proxy: ProxyProcess;
   try {
-    proxy = await startProxy({ env, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', providersFile, '--limits', limitsFile], listeners: ['model'] });
+    proxy = await startProxy({ env, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', providersFile, '--limits', limitsFile, '--revocations', revocationsFile], listeners: ['model'] });
   } catch (err) {
     throw new Unsupported(`the gateway did not start: ${(err as Error).message}`);
   }
@@ -99,11 +105,23 @@ export async function startGateway(agents: readonly AgentSpec[], upstreams: Gate
     },
     stop: async () => void (await proxy.stop()),
 
-    async configFor(agent) {
-      const cmd = ['agent-config', '--agent', agent.name, '--proxy-host', host, '--model', agent.model, '--providers', providersFile];
+    async mint(instanceId, runId) {
+      const r = await runProxyCommand(['mint-token', '--instance-id', instanceId, '--workflow', 'e2e', '--run-id', runId, '--ttl', '30m'], env);
+      if (r.code !== 0) throw new Unsupported(`proxy.js mint-token failed: ${r.stderr.trim()}`);
+      return r.stdout.trim();
+    },
+
+    async revokeInstance(instanceId) {
+      const r = await runProxyCommand(['revoke', '--revocations', revocationsFile, '--instance-id', instanceId], env);
+      if (r.code !== 0) throw new Error(`proxy.js revoke failed: ${r.stderr.trim()}`);
+    },
+
+    async configFor(agent, extraArgs = []) {
+      const cmd = ['agent-config', '--agent', agent.name, '--proxy-host', host, '--model', agent.model, '--providers', providersFile, ...extraArgs];
       const r = await runProxyCommand(cmd, env);
       if (r.code !== 0) throw new Unsupported(`\`proxy.js ${cmd.join(' ')}\` failed (exit ${r.code}): ${r.stderr.trim().split('\n')[0]}`);
-      const problem = agent.checkConfig(r.stdout);
+      // The reference configurations read $MODEL_PROXY_TOKEN; one for a token file is checked by its turn.
+      const problem = extraArgs.length === 0 ? agent.checkConfig(r.stdout) : undefined;
       if (problem) throw new Unsupported(`\`proxy.js ${cmd.join(' ')}\` printed a configuration ${agent.name} cannot use: ${problem}`);
       return r.stdout;
     },

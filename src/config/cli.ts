@@ -77,11 +77,14 @@ export interface AgentConfigOptions {
   readonly providerName: string | undefined;
   readonly model: string | undefined;
   readonly smallModel: string | undefined;
+  /** --token-file: the agent reads the bot token from this file (see agent-config.ts for when). */
+  readonly tokenFile: string | undefined;
 }
 
 export interface GitConfigOptions {
   readonly proxyHost: string | undefined;
   readonly workloadTokenEnv: string | undefined;
+  readonly workloadTokenFile: string | undefined;
 }
 
 export interface CommandLine {
@@ -149,6 +152,8 @@ const FLAGS = {
   agent: { default: 'opencode', commands: ['agent-config'], help: 'the agent to configure: opencode (opencode.json), codex (config.toml) or claude-code (settings.json)' },
   'proxy-host': { default: undefined, commands: ['git-config', 'agent-config'], help: 'the proxy host[:port] as workloads reach it (default $GIT_AUTH_PROXY_HOST / $MODEL_GATEWAY_PROXY_HOST)' },
   'workload-token-env': { default: undefined, commands: ['git-config'], help: 'add a credential helper that gives git the workload token from this variable' },
+  'workload-token-file': { default: undefined, commands: ['git-config'], help: 'add a credential helper that gives git the workload token read from this file (absolute path) each time git asks' },
+  'token-file': { default: undefined, commands: ['agent-config'], help: 'the agent reads the bot token from this file (absolute path) instead of $MODEL_PROXY_TOKEN; see docs/gateway.md for when each agent reads it again' },
   'provider-name': { default: undefined, commands: ['agent-config'], help: 'display name of the provider' },
   model: { default: undefined, commands: ['agent-config'], help: 'default model (default: first allowed model)' },
   'small-model': { default: undefined, commands: ['agent-config'], help: 'small model (default: the default model)' },
@@ -166,7 +171,7 @@ export function usage(): string {
   });
   return [
     'usage: node proxy.js [serve] [flags]     start the listeners enabled by the environment',
-    '       node proxy.js git-config [--git-hosts FILE] [--proxy-host H] [--workload-token-env VAR]',
+    '       node proxy.js git-config [--git-hosts FILE] [--proxy-host H] [--workload-token-env VAR | --workload-token-file PATH]',
     '                                         print the workload git configuration',
     '       node proxy.js agent-config [--agent opencode|codex|claude-code] [--proxy-host H] [--model M] ...   print the agent\'s config',
     '       node proxy.js mint-token --instance-id I --workflow W --run-id R [--ttl 1h] [--git-repo host/path:read|write ...]',
@@ -268,10 +273,12 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       providerName: str('provider-name'),
       model: str('model'),
       smallModel: str('small-model'),
+      tokenFile: str('token-file'),
     },
     gitConfig: {
       proxyHost: str('proxy-host'),
       workloadTokenEnv: str('workload-token-env'),
+      workloadTokenFile: str('workload-token-file'),
     },
   };
 }

@@ -2,6 +2,7 @@
 // token. Pure: inputs in, file text or claims out.
 import { IDENTITY_VALUE, type BotClaims } from '../auth/jwt.ts';
 import { parseServiceHost } from '../http/address.ts';
+import { checkTokenFilePath, shellWord } from '../config/token-file.ts';
 import type { ProviderConfig } from './config.ts';
 import type { ProviderKind } from './protocols/protocol.ts';
 
@@ -16,6 +17,8 @@ export interface AgentConfigInput {
   readonly smallModel: string | undefined;
   /** Claude Code in a cloud mode: the provider's kind, project and region (the paths name them). */
   readonly cloud?: CloudMode;
+  /** `--token-file PATH`: the agent reads the bot token from this file, not from $MODEL_PROXY_TOKEN. */
+  readonly tokenFile?: string | undefined;
 }
 
 export interface CloudMode {
@@ -67,9 +70,20 @@ function resolve(input: AgentConfigInput): { origin: string; baseURL: string; mo
   return { origin: `http://${hostPort}`, baseURL: `http://${hostPort}/v1`, model, small };
 }
 
+/**
+ * opencode's `{file:PATH}` reference: opencode replaces it in the configuration's raw text when it
+ * starts (1.18: `/\{file:[^}]+\}/`, before the JSON is parsed), so the path must need no JSON
+ * escape and hold no brace; it is read once per opencode process, never per call.
+ */
+function opencodeFileReference(path: string): string {
+  if (/[{}"\\]/.test(path)) throw new Error(`--token-file: opencode cannot read "${path}": its {file:...} reference takes no { } " or \\ in the path; choose another path`);
+  return `{file:${path}}`;
+}
+
 /** opencode's config: one OpenAI-compatible provider pointing at the gateway, nothing else. */
 export function agentConfig(input: AgentConfigInput): Record<string, unknown> {
   const { baseURL, model, small } = resolve(input);
+  const tokenFile = input.tokenFile === undefined ? undefined : checkTokenFilePath('--token-file', input.tokenFile);
   return {
     $schema: 'https://opencode.ai/config.json',
     provider: {
@@ -78,8 +92,9 @@ export function agentConfig(input: AgentConfigInput): Record<string, unknown> {
         name: input.providerName ?? `${input.provider} (gateway)`,
         options: {
           baseURL,
-          // The agent reads the bot token from its environment; it never sees the upstream key.
-          apiKey: '{env:MODEL_PROXY_TOKEN}',
+          // The agent reads the bot token from its environment or the token file when it starts; it
+          // never sees the upstream key.
+          apiKey: tokenFile === undefined ? '{env:MODEL_PROXY_TOKEN}' : opencodeFileReference(tokenFile),
           // Ask for the final usage chunk in streams, so that every call's usage is recorded.
           includeUsage: true,
         },
@@ -92,6 +107,9 @@ export function agentConfig(input: AgentConfigInput): Record<string, unknown> {
     share: 'disabled',
   };
 }
+
+/** Codex's `auth.refresh_interval_ms` for a token file: its cached token is older at every call. */
+const CODEX_TOKEN_REFRESH_MS = 1;
 
 /** A TOML basic string: JSON's escapes for quote, backslash and controls are TOML's too, plus DEL. */
 function tomlString(value: string): string {
@@ -107,9 +125,12 @@ function tomlString(value: string): string {
  */
 export function codexConfig(input: AgentConfigInput & { readonly webSearchAllowed: boolean }): string {
   const { baseURL, model } = resolve(input);
+  const tokenFile = input.tokenFile === undefined ? undefined : checkTokenFilePath('--token-file', input.tokenFile);
   const lines = [
     '# Codex through the model gateway: save as $CODEX_HOME/config.toml (default ~/.codex/config.toml).',
-    '# Codex sends "Authorization: Bearer $MODEL_PROXY_TOKEN"; it never holds the upstream key.',
+    tokenFile === undefined
+      ? '# Codex sends "Authorization: Bearer $MODEL_PROXY_TOKEN"; it never holds the upstream key.'
+      : '# Codex sends "Authorization: Bearer <the token file\'s content>"; it never holds the upstream key.',
     `model = ${tomlString(model)}`,
     'model_provider = "gateway"',
   ];
@@ -129,9 +150,21 @@ export function codexConfig(input: AgentConfigInput & { readonly webSearchAllowe
     '[model_providers.gateway]',
     `name = ${tomlString(input.providerName ?? `${input.provider} (gateway)`)}`,
     `base_url = ${tomlString(baseURL)}`,
-    'env_key = "MODEL_PROXY_TOKEN"',
+    ...(tokenFile === undefined ? ['env_key = "MODEL_PROXY_TOKEN"'] : []),
     'wire_api = "responses"',
   );
+  if (tokenFile !== undefined) {
+    // Codex runs the command (no shell: the path is one argument) when its cached token is older
+    // than refresh_interval_ms, and again after a 401; 1 ms makes that every call.
+    lines.push(
+      '',
+      '# The bot token: the file as it is at each call (an orchestrator or the kubelet may rewrite it).',
+      '[model_providers.gateway.auth]',
+      'command = "cat"',
+      `args = [${tomlString(tokenFile)}]`,
+      `refresh_interval_ms = ${CODEX_TOKEN_REFRESH_MS}`,
+    );
+  }
   return `${lines.join('\n')}\n`;
 }
 
@@ -153,11 +186,15 @@ export function claudeCodeConfig(input: AgentConfigInput): Record<string, unknow
       : input.cloud?.kind === 'anthropic-vertex'
         ? { CLAUDE_CODE_USE_VERTEX: '1', ANTHROPIC_VERTEX_BASE_URL: `${origin}/v1`, CLAUDE_CODE_SKIP_VERTEX_AUTH: '1', ANTHROPIC_VERTEX_PROJECT_ID: input.cloud.project ?? '', CLOUD_ML_REGION: input.cloud.region }
         : { ANTHROPIC_BASE_URL: origin };
+  const tokenFile = input.tokenFile === undefined ? undefined : checkTokenFilePath('--token-file', input.tokenFile);
   return {
-    apiKeyHelper: 'printf %s "$MODEL_PROXY_TOKEN"',
+    apiKeyHelper: tokenFile === undefined ? 'printf %s "$MODEL_PROXY_TOKEN"' : `cat -- ${shellWord(tokenFile)}`,
     model,
     env: {
       ...mode,
+      // Claude Code keeps the helper's answer for this long, then answers one more call with it
+      // while it runs the helper again; 0: every call starts a fresh read (see docs/gateway.md).
+      ...(tokenFile === undefined ? {} : { CLAUDE_CODE_API_KEY_HELPER_TTL_MS: '0' }),
       // Background work (titles, summaries) asks for the "haiku" model: keep it on the allowlist.
       ANTHROPIC_DEFAULT_HAIKU_MODEL: small,
       CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',

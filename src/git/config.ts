@@ -3,6 +3,7 @@
 // the config text and, when it falls back to credential helpers, a notice for stderr.
 import { ENV_NAME } from '../config/config-file.ts';
 import { parseServiceHost } from '../http/address.ts';
+import { checkTokenFilePath, shellWord } from '../config/token-file.ts';
 
 export const DEFAULT_PROXY_PORT = 8447;
 export const DEFAULT_CREDENTIAL_HELPER = 'executor';
@@ -17,6 +18,8 @@ export interface GitConfigInput {
   readonly credentialHelper: string | undefined;
   /** `--workload-token-env VAR`: the variable holding the workload token when git runs. */
   readonly workloadTokenEnv: string | undefined;
+  /** `--workload-token-file PATH`: the file holding the workload token when git runs (read at each git request for it). */
+  readonly workloadTokenFile?: string | undefined;
 }
 
 export interface GitConfigOutput {
@@ -63,6 +66,34 @@ function fallbackNotice(helper: string, fromEnv: boolean): string {
   );
 }
 
+/**
+ * A credential helper that answers git's `get` with the token in the file as it is when git
+ * asks, so an orchestrator or the kubelet can rewrite the file during a run: the next git command
+ * (or the next 401 within one) presents the new token. The path is one single-quoted shell word;
+ * a missing or empty file is said on stderr. Like the variable's helper, it ignores `store` and
+ * `erase`.
+ */
+function workloadTokenFileHelper(path: string): string {
+  return (
+    `!f() { test "$1" = get || exit 0; p=${shellWord(path)}; t=$(cat -- "$p" 2>/dev/null); ` +
+    `if test -z "$t"; then printf 'git-auth-proxy: the workload token file %s is missing, unreadable or empty: no workload token for git to present\\n' "$p" >&2; exit 0; fi; ` +
+    `printf 'username=workload\\npassword=%s\\n' "$t"; }; f`
+  );
+}
+
+/** The helper for the token's source: a variable or a file (never both), or none. */
+function tokenHelper(input: GitConfigInput): { helper: string; from: string } | undefined {
+  if (input.workloadTokenEnv !== undefined && input.workloadTokenFile !== undefined) {
+    throw new Error('git-config: give --workload-token-env or --workload-token-file, not both (the helper reads one source)');
+  }
+  if (input.workloadTokenEnv !== undefined) return { helper: workloadTokenHelper(input.workloadTokenEnv), from: `$${input.workloadTokenEnv}` };
+  if (input.workloadTokenFile !== undefined) {
+    const path = checkTokenFilePath('--workload-token-file', input.workloadTokenFile);
+    return { helper: workloadTokenFileHelper(path), from: `the file ${path}` };
+  }
+  return undefined;
+}
+
 export function gitWorkloadConfig(input: GitConfigInput): GitConfigOutput {
   if (input.hostKeys.length === 0) {
     throw new Error('git-config: no git host is configured: set GIT_HOST_A and/or GIT_HOST_B (the host names; the tokens stay with the proxy) or give --git-hosts, as for the proxy');
@@ -72,6 +103,7 @@ export function gitWorkloadConfig(input: GitConfigInput): GitConfigOutput {
   const lines: string[] = [];
   if (proxyHost === undefined) {
     if (input.workloadTokenEnv !== undefined) throw new Error('git-config: --workload-token-env needs the proxy host (--proxy-host or GIT_AUTH_PROXY_HOST)');
+    if (input.workloadTokenFile !== undefined) throw new Error('git-config: --workload-token-file needs the proxy host (--proxy-host or GIT_AUTH_PROXY_HOST)');
     const helper = input.credentialHelper || DEFAULT_CREDENTIAL_HELPER;
     lines.push('# git-auth-proxy: GIT_AUTH_PROXY_HOST is not set; falling back to a credential helper.');
     for (const key of input.hostKeys) {
@@ -87,13 +119,14 @@ export function gitWorkloadConfig(input: GitConfigInput): GitConfigOutput {
   for (const key of input.hostKeys) {
     lines.push(`[url "${base}/${key}/"]`, `\tinsteadOf = https://${key}/`);
   }
-  if (input.workloadTokenEnv !== undefined) {
+  const token = tokenHelper(input);
+  if (token !== undefined) {
     lines.push(
-      `# git-auth-proxy: git answers the proxy's 401 with the workload token from $${input.workloadTokenEnv}, read when git asks.`,
+      `# git-auth-proxy: git answers the proxy's 401 with the workload token from ${token.from}, read when git asks.`,
       '# The empty helper drops helpers configured before this file, so none of them stores the token.',
       `[credential "${base}"]`,
       '\thelper = ""',
-      `\thelper = ${quote(workloadTokenHelper(input.workloadTokenEnv))}`,
+      `\thelper = ${quote(token.helper)}`,
     );
   }
   return { text: `${lines.join('\n')}\n`, notice: undefined };
