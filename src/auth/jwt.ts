@@ -1,11 +1,12 @@
 /**
- * HS256 JSON Web Tokens (RFC 7519) that workloads present: to the model gateway (bot tokens) and,
- * with a git scope, to the git proxy (workload tokens).
+ * JSON Web Tokens (RFC 7519) that workloads present: to the model gateway (bot tokens) and, with a
+ * git scope, to the git proxy (workload tokens). Signed with HS256 (a shared secret), EdDSA
+ * (Ed25519) or ES256 (P-256); the key fixes the algorithm, never the token (see KeyRing).
  *
  * Verification fails closed: anything not exactly as issued by signBotToken is rejected. Failure
  * reasons are fixed phrases and never echo token content, because they end up in logs.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, sign as cryptoSign, timingSafeEqual, verify as cryptoVerify, type KeyObject } from 'node:crypto';
 import { isObject } from '../json/keys.ts';
 import { parseStrictJson } from '../json/strict.ts';
 
@@ -36,6 +37,8 @@ export interface RunLimits {
 }
 
 export type VerifyResult = { ok: true; claims: BotClaims } | { ok: false; reason: string };
+/** A token whose signature and claims held, and the key that verified it (for the cache of src/auth/verifier.ts). */
+export type SignedResult = { ok: true; claims: BotClaims; key: VerificationKey } | { ok: false; reason: string };
 export type GitVerifyResult = { ok: true; claims: BotClaims & { git: readonly string[] } } | { ok: false; reason: string };
 
 export interface VerifyOptions {
@@ -44,9 +47,9 @@ export interface VerifyOptions {
 }
 
 /** Clock skew tolerated between the signer (mint-token) and the verifying listener. */
-const TOKEN_LEEWAY_SEC = 30;
+export const TOKEN_LEEWAY_SEC = 30;
 /** Checked before any decoding, so hostile input costs little. Real tokens are a few hundred chars. */
-const MAX_TOKEN_LENGTH = 4096;
+export const MAX_TOKEN_LENGTH = 4096;
 /** RFC 7518 section 3.2: an HS256 key must be at least as long as the hash output. */
 export const MIN_SIGNING_KEY_BYTES = 32;
 const HEADER_SEGMENT = base64urlJson({ alg: 'HS256', typ: 'JWT' });
@@ -61,6 +64,63 @@ const STRING_CLAIMS = ['sub', 'workflow', 'run_id'] as const;
 /** Git scope entries: visible ASCII, bounded; their syntax is checked by the git proxy (src/git/scope.ts). */
 const GIT_SCOPE_ENTRY = /^[\x21-\x7e]{1,300}$/;
 const MAX_GIT_SCOPE_ENTRIES = 64;
+
+/** The algorithms a key may fix: HS256 (a shared secret), EdDSA (Ed25519) and ES256 (P-256, r||s signatures). */
+export type TokenAlgorithm = 'HS256' | 'EdDSA' | 'ES256';
+
+/**
+ * A key the listeners verify with. Its algorithm comes with the key (from its file's type), so a
+ * token cannot choose one: no `none`, and no HS256 "signed" with a public key as its secret.
+ */
+export interface VerificationKey {
+  /** The key id tokens name in their header; undefined for the key of MODEL_PROXY_SIGNING_KEY / GIT_PROXY_SIGNING_KEY. */
+  readonly kid: string | undefined;
+  readonly alg: TokenAlgorithm;
+  /** HS256: the secret's bytes; EdDSA and ES256: a public key. */
+  readonly key: Buffer | KeyObject;
+}
+
+/** The key mint-token signs with: an HS256 secret, or an Ed25519 / P-256 private key. */
+export interface SigningKey {
+  readonly kid: string | undefined;
+  readonly alg: TokenAlgorithm;
+  readonly key: Buffer | KeyObject;
+}
+
+/**
+ * The keys a listener verifies with, chosen by the token header's `kid`. A ring holding only the
+ * key without kid (the environment's, as before key files) does not read `kid` at all. Once any
+ * key has a kid, a token naming a kid gets that key and no other, and a token naming none gets
+ * the key without kid, if there is one.
+ */
+export interface KeyRing {
+  readonly byKid: ReadonlyMap<string, VerificationKey>;
+  readonly unnamed: VerificationKey | undefined;
+  /** The algorithms of the ring's keys: any other in a header is an unsupported algorithm. */
+  readonly algs: ReadonlySet<string>;
+}
+
+/** Pure: the ring of `keys`; two keys with one kid, two without, or a key unfit for its algorithm is an error. */
+export function keyRing(keys: readonly VerificationKey[]): KeyRing {
+  const byKid = new Map<string, VerificationKey>();
+  let unnamed: VerificationKey | undefined;
+  for (const k of keys) {
+    requireFitKey(k, 'public');
+    if (k.kid === undefined) {
+      if (unnamed) throw new Error('two keys without a key id: only one environment key per listener');
+      unnamed = k;
+    } else {
+      if (byKid.has(k.kid)) throw new Error(`two keys with the key id "${k.kid}": each key needs a name of its own`);
+      byKid.set(k.kid, k);
+    }
+  }
+  return { byKid, unnamed, algs: new Set(keys.map((k) => k.alg)) };
+}
+
+/** Pure: whether `key` is still in `ring` (a key removed, or replaced under its kid, is not). */
+export function ringHolds(ring: KeyRing, key: VerificationKey): boolean {
+  return (key.kid === undefined ? ring.unnamed : ring.byKid.get(key.kid)) === key;
+}
 
 /** An HS256 key from an environment variable: unset or empty is undefined; a short key stops start-up naming the variable. */
 export function parseSigningKey(variable: string, value: string | undefined): Buffer | undefined {
@@ -79,26 +139,54 @@ export function tokenIdFrom(random: Buffer): string {
   return random.toString('hex');
 }
 
-export function signBotToken(claims: BotClaims, key: Buffer): string {
-  requireStrongKey(key);
+/** A signed token; a bare Buffer is an HS256 secret without kid (the environment's key). */
+export function signBotToken(claims: BotClaims, signer: Buffer | SigningKey): string {
+  const key: SigningKey = Buffer.isBuffer(signer) ? { kid: undefined, alg: 'HS256', key: signer } : signer;
+  requireFitKey(key, 'private');
   // Copy the known claims only, so nothing else the caller's object carries gets signed.
   const { sub, workflow, run_id, iat, exp, git, limits, jti } = claims;
   const payload: Record<string, unknown> = git === undefined ? { sub, workflow, run_id, iat, exp } : { sub, workflow, run_id, iat, exp, git: [...git] };
   if (limits !== undefined) payload.limits = { ...limits };
   if (jti !== undefined) payload.jti = jti;
-  const signingInput = `${HEADER_SEGMENT}.${base64urlJson(payload)}`;
-  return `${signingInput}.${hmacSha256(signingInput, key).toString('base64url')}`;
+  // Without a kid, an HS256 token's header is the one it always was, byte for byte.
+  const header = key.kid === undefined && key.alg === 'HS256' ? HEADER_SEGMENT : base64urlJson(key.kid === undefined ? { alg: key.alg, typ: 'JWT' } : { alg: key.alg, typ: 'JWT', kid: key.kid });
+  const signingInput = `${header}.${base64urlJson(payload)}`;
+  return `${signingInput}.${signatureOf(key, signingInput).toString('base64url')}`;
 }
 
-/** A bot token for the model gateway: a token that carries a git scope is refused. */
-export function verifyBotToken(token: string, key: Buffer, opts: VerifyOptions): VerifyResult {
-  const verified = verifyToken(token, key, opts);
+/** Pure: the signature of `signingInput` (JOSE form: ES256 as r||s, 64 bytes, not DER). */
+function signatureOf(key: SigningKey, signingInput: string): Buffer {
+  const data = Buffer.from(signingInput, 'utf8');
+  if (key.alg === 'HS256') return hmacSha256(signingInput, key.key as Buffer);
+  if (key.alg === 'EdDSA') return cryptoSign(null, data, key.key as KeyObject);
+  return cryptoSign('sha256', data, { key: key.key as KeyObject, dsaEncoding: 'ieee-p1363' });
+}
+
+/** Pure: whether `signature` is `key`'s over `signingInput`; constant-time for HS256. */
+function signatureHolds(key: VerificationKey, signingInput: string, signature: Buffer): boolean {
+  if (key.alg === 'HS256') {
+    const expected = hmacSha256(signingInput, key.key as Buffer);
+    // timingSafeEqual throws on a length mismatch, and the length of an HMAC is no secret.
+    return signature.length === expected.length && timingSafeEqual(signature, expected);
+  }
+  // Both signatures are 64 bytes (Ed25519; P-256's r||s); any other length is no signature.
+  if (signature.length !== 64) return false;
+  const data = Buffer.from(signingInput, 'utf8');
+  try {
+    return key.alg === 'EdDSA' ? cryptoVerify(null, data, key.key as KeyObject, signature) : cryptoVerify('sha256', data, { key: key.key as KeyObject, dsaEncoding: 'ieee-p1363' }, signature);
+  } catch {
+    return false;
+  }
+}
+
+/** Pure: a verified token as the gateway takes it (a bot token): one with a git scope is refused. */
+export function asBotToken(token: string, verified: SignedResult): VerifyResult {
   if (verified.ok && verified.claims.git !== undefined) return reject('meant for the git proxy');
   // Signed with another key (the git proxy's, as recommended): the reason says which kind of
   // token it is. Read from the unverified payload only to word the refusal, never to accept;
   // whoever holds the token can read its payload anyway.
   if (!verified.ok && verified.reason === 'bad signature' && unverifiedGitScope(token) === true) return reject('meant for the git proxy');
-  return verified;
+  return verified.ok ? { ok: true, claims: verified.claims } : verified;
 }
 
 /** Pure: whether a token's payload, unverified, carries a git scope (undefined: unreadable). */
@@ -108,9 +196,8 @@ function unverifiedGitScope(token: string): boolean | undefined {
   return payload === null || payload === 'duplicate' ? undefined : payload.git !== undefined;
 }
 
-/** A workload token for the git proxy: a token without a git scope (a gateway bot token) is refused. */
-export function verifyGitToken(token: string, key: Buffer, opts: VerifyOptions): GitVerifyResult {
-  const verified = verifyToken(token, key, opts);
+/** Pure: a verified token as the git proxy takes it (a workload token): one without a git scope (a gateway bot token) is refused. */
+export function asGitToken(token: string, verified: SignedResult): GitVerifyResult {
   if (!verified.ok) return verified.reason === 'bad signature' && unverifiedGitScope(token) === false ? reject('no git scope') : verified;
   const { git } = verified.claims;
   if (git === undefined) return reject('no git scope');
@@ -118,8 +205,7 @@ export function verifyGitToken(token: string, key: Buffer, opts: VerifyOptions):
 }
 
 /** Everything both kinds of token must satisfy; the git claim is checked for shape only. */
-function verifyToken(token: string, key: Buffer, opts: VerifyOptions): VerifyResult {
-  requireStrongKey(key);
+export function verifySignedToken(token: string, ring: KeyRing, opts: VerifyOptions): SignedResult {
   if (token.length > MAX_TOKEN_LENGTH) return reject('token too long');
   const segments = token.split('.');
   if (segments.length !== 3) return reject('malformed token');
@@ -130,20 +216,21 @@ function verifyToken(token: string, key: Buffer, opts: VerifyOptions): VerifyRes
   if (headerBytes === null || payloadBytes === null || signature === null) return reject('malformed token');
 
   // The header is read before the signature is checked so that the algorithm is ours, never the
-  // token's choice: anything but HS256 (e.g. 'none') is refused.
+  // token's choice: an algorithm none of the keys has (e.g. 'none') is refused, and so is one
+  // that is not the chosen key's own (key confusion: HS256 over a public key, say).
   const header = parseClaimsObject(headerBytes);
   if (header === 'duplicate') return reject('duplicate key in header');
   if (header === null) return reject('malformed header');
-  if (header.alg !== 'HS256') return reject('unsupported algorithm');
+  if (ring.algs.size === 0) return reject('no verification key');
+  if (typeof header.alg !== 'string' || !ring.algs.has(header.alg)) return reject('unsupported algorithm');
   if (Object.hasOwn(header, 'typ') && header.typ !== 'JWT') return reject('unsupported token type');
   // We understand no extensions, and RFC 7515 section 4.1.11 requires rejecting tokens that need one.
   if (Object.hasOwn(header, 'crit')) return reject('unsupported critical header');
+  const key = keyFor(header, ring);
+  if (typeof key === 'string') return reject(key);
+  if (header.alg !== key.alg) return reject('algorithm not allowed for this key');
 
-  const expectedSignature = hmacSha256(`${headerSegment}.${payloadSegment}`, key);
-  // timingSafeEqual throws on a length mismatch, and the length of an HMAC is no secret.
-  if (signature.length !== expectedSignature.length || !timingSafeEqual(signature, expectedSignature)) {
-    return reject('bad signature');
-  }
+  if (!signatureHolds(key, `${headerSegment}.${payloadSegment}`, signature)) return reject('bad signature');
 
   const payload = parseClaimsObject(payloadBytes);
   if (payload === 'duplicate') return reject('duplicate key in payload');
@@ -175,10 +262,19 @@ function verifyToken(token: string, key: Buffer, opts: VerifyOptions): VerifyRes
   if (jti !== undefined && (typeof jti !== 'string' || !IDENTITY_VALUE.test(jti))) return reject('invalid claim jti');
   const base: BotClaims = { sub, workflow, run_id, iat, exp, ...(limits === undefined ? {} : { limits }), ...(jti === undefined ? {} : { jti: jti as string }) };
   const { git } = payload;
-  if (git === undefined) return { ok: true, claims: base };
+  if (git === undefined) return { ok: true, claims: base, key };
   if (!Array.isArray(git) || git.length === 0 || git.length > MAX_GIT_SCOPE_ENTRIES) return reject('invalid claim git');
   if (!git.every((entry: unknown) => typeof entry === 'string' && GIT_SCOPE_ENTRY.test(entry))) return reject('invalid claim git');
-  return { ok: true, claims: { ...base, git: git as string[] } };
+  return { ok: true, claims: { ...base, git: git as string[] }, key };
+}
+
+/** Pure: the key the header names, or why there is none (a fixed phrase). */
+function keyFor(header: Record<string, unknown>, ring: KeyRing): VerificationKey | string {
+  // The environment's one key alone: the header's kid is not read, as before key files.
+  if (ring.byKid.size === 0) return ring.unnamed ?? 'no verification key';
+  if (!Object.hasOwn(header, 'kid')) return ring.unnamed ?? 'token has no key id';
+  if (typeof header.kid !== 'string') return 'invalid key id';
+  return ring.byKid.get(header.kid) ?? 'unknown key id';
 }
 
 /** Pure: the `limits` claim: an object of `budget_usd` (> 0), `max_concurrent`, `requests_per_minute` and `tokens_per_minute` (whole numbers ≥ 1), nothing else. */
@@ -198,6 +294,23 @@ function requireStrongKey(key: Buffer): void {
   if (key.length < MIN_SIGNING_KEY_BYTES) throw new RangeError(`HS256 key must be at least ${MIN_SIGNING_KEY_BYTES} bytes`);
 }
 
+/**
+ * A key fit for its algorithm, or a RangeError: an HS256 secret of 32 bytes or more; an Ed25519
+ * or P-256 key object of the kind the use needs (a verifying listener holds public keys only).
+ */
+function requireFitKey(k: VerificationKey | SigningKey, use: 'public' | 'private'): void {
+  if (k.alg === 'HS256') {
+    if (!Buffer.isBuffer(k.key)) throw new RangeError('an HS256 key is a secret of bytes');
+    requireStrongKey(k.key);
+    return;
+  }
+  const key = k.key as KeyObject;
+  const type = Buffer.isBuffer(key) ? undefined : key.asymmetricKeyType;
+  const fits = k.alg === 'EdDSA' ? type === 'ed25519' : type === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1';
+  if (!fits) throw new RangeError(`an ${k.alg} key must be ${k.alg === 'EdDSA' ? 'an Ed25519' : 'a P-256 (prime256v1)'} key`);
+  if (key.type !== use) throw new RangeError(`an ${k.alg} key for ${use === 'public' ? 'verification must be a public' : 'signing must be a private'} key`);
+}
+
 function reject(reason: string): { ok: false; reason: string } {
   return { ok: false, reason };
 }
@@ -215,7 +328,7 @@ function base64urlJson(value: object): string {
  * ignores unused trailing bits, so the segment must also be exactly the canonical encoding of its
  * bytes; otherwise several spellings of one signature would all verify.
  */
-function decodeSegment(segment: string): Buffer | null {
+export function decodeSegment(segment: string): Buffer | null {
   if (!BASE64URL_SEGMENT.test(segment)) return null;
   const bytes = Buffer.from(segment, 'base64url');
   return bytes.toString('base64url') === segment ? bytes : null;
@@ -226,7 +339,7 @@ function decodeSegment(segment: string): Buffer | null {
  * reading the first of two `exp` (or `alg`, or `EXP`) claims must never see a different token
  * than the one verified here.
  */
-function parseClaimsObject(bytes: Buffer): Record<string, unknown> | 'duplicate' | null {
+export function parseClaimsObject(bytes: Buffer): Record<string, unknown> | 'duplicate' | null {
   const parsed = parseStrictJson(bytes);
   if (!parsed.ok) return parsed.reason === 'duplicate_key' || parsed.reason === 'case_variant_key' ? 'duplicate' : null;
   return isObject(parsed.value) ? parsed.value : null;

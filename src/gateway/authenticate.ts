@@ -1,9 +1,10 @@
-// Step 1 of a model call: who is asking. With a signing key only a verified bot token counts,
-// and the deny list may still refuse it; without one (network-policy mode) the identity headers
-// are informational. The decisions are pure (botIdentity); only the deny list may be awaited.
+// Step 1 of a model call: who is asking. With a verifier (signing keys) only a verified bot
+// token counts, and the deny list may still refuse it; without one (network-policy mode) the
+// identity headers are informational. The decisions are pure (botPresentation, botIdentity);
+// the verification (a source may fetch keys) and the deny list may be awaited between them.
 import type { IncomingMessage } from 'node:http';
 import type { RevocationCheck, WorkloadIdentity } from '../auth/identity.ts';
-import { verifyBotToken } from '../auth/jwt.ts';
+import { peerOf, type TokenVerifier, type Verification } from '../auth/verifier.ts';
 import { ERRORS } from '../http/errors.ts';
 import { headerCount } from '../http/headers.ts';
 import type { Refusal } from '../http/lifecycle.ts';
@@ -11,9 +12,8 @@ import type { WireProtocol } from './protocols/protocol.ts';
 import { botToken, identityFromHeaders } from './rules.ts';
 
 export interface BotAuth {
-  /** HS256 key for bot tokens; undefined: network-policy mode. */
-  readonly signingKey: Buffer | undefined;
-  readonly maxLifetimeSec: number;
+  /** Verifies bot tokens (src/auth/verifier.ts); undefined: network-policy mode. */
+  readonly verifier: TokenVerifier | undefined;
   /** The deny list (--revocations, or the shared store). */
   readonly revoked?: RevocationCheck;
 }
@@ -34,18 +34,26 @@ function unauthenticated(message: string): Authenticated {
   return { ok: false, refusal: { error: ERRORS.unauthenticated, message } };
 }
 
-/** Pure: the identity the request's headers prove (or, without a signing key, state), or why not. */
-export function botIdentity(req: Pick<IncomingMessage, 'headers' | 'rawHeaders'>, auth: BotAuth, protocol: WireProtocol | undefined, nowSec: number): Authenticated {
-  if (!auth.signingKey) {
+/**
+ * Pure: what the request's headers present. Without a verifier (network-policy mode) the identity
+ * they state is the answer; with one, the token to verify (undefined: none sent), or why not.
+ */
+export function botPresentation(req: Pick<IncomingMessage, 'headers' | 'rawHeaders'>, verifying: boolean): Authenticated | { readonly token: string | undefined } {
+  if (!verifying) {
     const fromHeaders = identityFromHeaders(req.headers);
     if ('error' in fromHeaders) return { ok: false, refusal: { error: fromHeaders.error, param: fromHeaders.param } };
     return { ok: true, identity: fromHeaders };
   }
   // Two of a header are refused, not chosen from: Node keeps the first, another reader the last.
-  const token = headerCount(req.rawHeaders, 'authorization') > 1 || headerCount(req.rawHeaders, 'x-api-key') > 1 ? 'conflict' : botToken(req.headers);
-  if (token === 'conflict') return unauthenticated('the request carries two different bot tokens (Authorization and x-api-key, or one of them twice): send one token');
-  if (token === undefined) return unauthenticated(`a bot token is required: send the one mint-token made ${tokenHeaderHint(protocol)}`);
-  const verified = verifyBotToken(token, auth.signingKey, { nowSec, maxLifetimeSec: auth.maxLifetimeSec });
+  if (headerCount(req.rawHeaders, 'authorization') > 1 || headerCount(req.rawHeaders, 'x-api-key') > 1) {
+    return unauthenticated('the request carries two different bot tokens (Authorization and x-api-key, or one of them twice): send one token');
+  }
+  return { token: botToken(req.headers) };
+}
+
+/** Pure: the identity a verification proves, or the refusal that says what to send instead. */
+export function botIdentity(verified: Verification, protocol: WireProtocol | undefined): Authenticated {
+  if (!verified.ok && verified.absent) return unauthenticated(`a bot token is required: send the one mint-token made ${tokenHeaderHint(protocol)}`);
   if (!verified.ok) return unauthenticated(`the bot token was refused (${verified.reason}): send a valid one, from mint-token, ${tokenHeaderHint(protocol)}`);
   const c = verified.claims;
   const lowered = c.limits && { budgetUsd: c.limits.budget_usd, concurrent: c.limits.max_concurrent, requestsPerMinute: c.limits.requests_per_minute, tokensPerMinute: c.limits.tokens_per_minute };
@@ -61,8 +69,11 @@ export function revocationRefusal(verdict: Awaited<ReturnType<RevocationCheck>>)
 
 /** The step: the verified identity, checked against the deny list (which may live in the shared store). */
 export async function authenticateBot(req: IncomingMessage, auth: BotAuth, protocol: WireProtocol | undefined, nowSec: number): Promise<Authenticated> {
-  const who = botIdentity(req, auth, protocol, nowSec);
-  if (!who.ok || !auth.signingKey || !auth.revoked) return who;
+  const presented = botPresentation(req, auth.verifier !== undefined);
+  if ('ok' in presented) return presented;
+  const verification = auth.verifier!.verify('bot', { token: presented.token, peer: peerOf(req.socket) }, nowSec);
+  const who = botIdentity(verification instanceof Promise ? await verification : verification, protocol);
+  if (!who.ok || !auth.revoked) return who;
   const refusal = revocationRefusal(await auth.revoked(who.identity, nowSec));
   return refusal ? { ok: false, refusal } : who;
 }

@@ -6,6 +6,7 @@
 // `finally`, whichever way the call ended: answered, refused, cut, abandoned, or thrown.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RevocationCheck } from '../auth/identity.ts';
+import type { TokenVerifier } from '../auth/verifier.ts';
 import { ERRORS } from '../http/errors.ts';
 import type { UpstreamTimeouts } from '../http/forward.ts';
 import type { Refusal } from '../http/lifecycle.ts';
@@ -31,8 +32,8 @@ export interface GatewayDeps {
   readonly record: (rec: ModelRequestRecord) => void;
   /** Told when an SSE relay starts and ends (for the streams-in-flight gauge). */
   readonly streams?: { opened(provider: string, model: string): void; closed(provider: string, model: string): void };
-  /** HS256 key for bot tokens; undefined: network-policy mode. */
-  readonly signingKey: Buffer | undefined;
+  /** Verifies bot tokens (src/auth/verifier.ts); undefined: network-policy mode. */
+  readonly verifier: TokenVerifier | undefined;
   /** The providers, each serving its own models (./providers.ts). */
   readonly providers: readonly Provider[];
   /** The wire protocols served (./protocols/table.ts). */
@@ -48,7 +49,6 @@ export interface GatewayDeps {
   readonly limits?: LimitsStore;
   /** Prices, to charge a call against a money budget. */
   readonly prices?: PriceTable;
-  readonly maxTokenLifetimeSec: number;
   readonly log: LogSink;
   /** The jitter of retry waits (Math.random; a test may fix it). */
   readonly random?: () => number;
@@ -75,7 +75,7 @@ function gatewayContext(deps: GatewayDeps): GatewayContext {
     record: deps.record,
     log: deps.log,
     streams: deps.streams,
-    auth: { signingKey: deps.signingKey, maxLifetimeSec: deps.maxTokenLifetimeSec, revoked: deps.revoked },
+    auth: { verifier: deps.verifier, revoked: deps.revoked },
     policy: { request: { allowedModels: new Set(byModel.keys()), hostedTools: deps.hostedTools }, byModel, protocols: deps.protocols, prices: deps.prices },
     send: { timeouts: deps.timeouts, retry: deps.retry, random: deps.random ?? Math.random },
     limits: deps.limits,

@@ -1,6 +1,7 @@
 // Who may do what through the git listener, decided after the route check: the workload token
-// (when GIT_PROXY_SIGNING_KEY is set) and the hosts file's static limits. Pure: the caller
-// passes the clock and the key.
+// (when GIT_PROXY_SIGNING_KEY or git keys are set) and the hosts file's static limits. The
+// token is verified first (proveWorkload: the verifier may have to wait for keys); the decision
+// on its result is pure.
 //
 // How git presents the token: its first request carries no credentials and gets a 401 with
 // WWW-Authenticate: Basic; git then asks its credential helper (the one `git-config
@@ -8,7 +9,7 @@
 // Bearer Authorization (e.g. from http.extraHeader) is accepted too. The workload token only
 // ever opens the proxy: it is never forwarded (the upstream Authorization is the host's).
 import type { WorkloadIdentity } from '../auth/identity.ts';
-import { verifyGitToken } from '../auth/jwt.ts';
+import type { PresentedPeer, TokenVerifier, Verification } from '../auth/verifier.ts';
 import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';
 import { canonicalRepoPath, grantedAccess, parseScopeEntry, patternMatches, type GitAccess, type RepoPattern, type ScopeEntry } from './scope.ts';
 
@@ -43,12 +44,21 @@ export function presentedToken(authorization: string | undefined): PresentedToke
 }
 
 
+/**
+ * The step before the decision: what the request's Authorization header (and its peer) prove,
+ * by the verifier. A value when the verifier answered at once, a promise when it had to wait.
+ */
+export function proveWorkload(verifier: TokenVerifier, authorization: string | undefined, peer: PresentedPeer | undefined, nowSec: number): Verification | Promise<Verification> {
+  const presented = presentedToken(authorization);
+  if (presented.kind === 'unreadable') return { ok: false, reason: 'unreadable authorization header' };
+  return verifier.verify('git', { token: presented.kind === 'token' ? presented.token : undefined, peer }, nowSec);
+}
+
 export interface AccessRequest {
   readonly hostKey: string;
   /** The route's raw repository segments. */
   readonly repo: readonly string[];
   readonly access: GitAccess;
-  readonly authorization: string | undefined;
 }
 
 export interface AccessPolicy {
@@ -56,8 +66,8 @@ export interface AccessPolicy {
   readonly repos: readonly RepoPattern[] | undefined;
   /** The host's `readOnly` from the hosts file. */
   readonly readOnly: boolean;
-  /** GIT_PROXY_SIGNING_KEY and the verification clock; undefined: network-policy mode, no token. */
-  readonly workloadAuth: { readonly key: Buffer; readonly nowSec: number; readonly maxLifetimeSec: number } | undefined;
+  /** What the workload proved (proveWorkload); undefined: network-policy mode, no token asked for. */
+  readonly workload: Verification | undefined;
 }
 
 export type AccessDecision =
@@ -89,13 +99,11 @@ function tokenRefused(reason: string): AccessDecision {
 export function decideGitAccess(req: AccessRequest, policy: AccessPolicy): AccessDecision {
   let identity: WorkloadIdentity | undefined;
   let scope: ScopeEntry[] | undefined;
-  if (policy.workloadAuth) {
-    const presented = presentedToken(req.authorization);
-    if (presented.kind === 'none') return refused(ERRORS.workloadTokenMissing);
-    if (presented.kind === 'unreadable') return tokenRefused('unreadable authorization header');
-    const { key, nowSec, maxLifetimeSec } = policy.workloadAuth;
-    const verified = verifyGitToken(presented.token, key, { nowSec, maxLifetimeSec });
-    if (!verified.ok) return tokenRefused(verified.reason);
+  const verified = policy.workload;
+  if (verified) {
+    if (!verified.ok) return verified.absent ? refused(ERRORS.workloadTokenMissing) : tokenRefused(verified.reason);
+    // A source that proves no git scope proves no git access (keyRingSource refuses such a token already).
+    if (verified.claims.git === undefined) return tokenRefused('no git scope');
     scope = [];
     for (const text of verified.claims.git) {
       const entry = parseScopeEntry(text);

@@ -6,6 +6,7 @@
 // (slot given back, record written) exactly once in the `finally`.
 import type { Agent, IncomingMessage, ServerResponse } from 'node:http';
 import type { RevocationCheck, RevocationVerdict, WorkloadIdentity } from '../auth/identity.ts';
+import { peerOf, type TokenVerifier } from '../auth/verifier.ts';
 import type { SecretSource } from '../config/secret.ts';
 import { KeyedCounts } from '../http/connection-caps.ts';
 import { ERRORS, errorForUpstreamFailure, withMessage, type ProxyError, type UpstreamError } from '../http/errors.ts';
@@ -14,7 +15,7 @@ import { relayRedactedBody } from '../http/error-body.ts';
 import { gitUpstreamHeaders, headerCount, scrubResponseHeaders } from '../http/headers.ts';
 import { isRelayableStatus, type Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
-import { decideGitAccess, WORKLOAD_CHALLENGE, type AccessDecision } from './access.ts';
+import { decideGitAccess, proveWorkload, WORKLOAD_CHALLENGE, type AccessDecision } from './access.ts';
 import { GitCall } from './call.ts';
 import { hostCredential } from './credentials.ts';
 import type { InstallationTokens } from './github-app.ts';
@@ -34,8 +35,8 @@ export interface GitUpstream {
 
 export interface GitProxyDeps {
   readonly hosts: ReadonlyMap<string, GitUpstream>;
-  /** GIT_PROXY_SIGNING_KEY and the longest token lifetime; undefined: network-policy mode. */
-  readonly workloadAuth: { readonly key: Buffer; readonly maxLifetimeSec: number } | undefined;
+  /** Verifies workload tokens (src/auth/verifier.ts); undefined: network-policy mode. */
+  readonly verifier: TokenVerifier | undefined;
   readonly timeouts: UpstreamTimeouts;
   /** The deny list (--revocations): why a verified token is refused anyway, or undefined. */
   readonly revoked?: RevocationCheck;
@@ -104,10 +105,12 @@ async function runGitRequest(deps: GitProxyDeps, inProgress: KeyedCounts, call: 
   const upstream = deps.hosts.get(parsed.hostKey)!;
 
   if (headerCount(call.req.rawHeaders, 'authorization') > 1) return call.refuse({ error: ERRORS.twoAuthorizations });
-  const access = decideGitAccess(
-    { hostKey: parsed.hostKey, repo: parsed.repo, access: parsed.access, authorization: call.req.headers.authorization },
-    { repos: upstream.config.repos, readOnly: upstream.config.readOnly, workloadAuth: deps.workloadAuth && { ...deps.workloadAuth, nowSec: Math.floor(Date.now() / 1000) } },
-  );
+  let workload = deps.verifier && proveWorkload(deps.verifier, call.req.headers.authorization, peerOf(call.req.socket), Math.floor(Date.now() / 1000));
+  if (workload instanceof Promise) {
+    workload = await workload;
+    if (call.gone) return call.abandon();
+  }
+  const access = decideGitAccess({ hostKey: parsed.hostKey, repo: parsed.repo, access: parsed.access }, { repos: upstream.config.repos, readOnly: upstream.config.readOnly, workload });
   call.identity = access.identity;
   if (!access.ok) {
     call.tokenError = access.tokenError;

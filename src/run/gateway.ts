@@ -11,8 +11,10 @@ import type { Provider } from '../gateway/providers.ts';
 import { PROTOCOLS, servedApis } from '../gateway/protocols/table.ts';
 import { openCredential } from '../gateway/credentials/table.ts';
 import { readTextFile, type ServeConfig } from './load.ts';
+import { notReadyReason, unusableFiles } from './readiness.ts';
 import { openLimits, type Shared } from './shared.ts';
 import { startupWarnings } from './warnings.ts';
+import { keysVerifier } from './keys.ts';
 
 type RefreshOutcome = { ok: true } | { ok: false; reason: string };
 
@@ -38,7 +40,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
       metrics?.model(rec);
     },
     streams: metrics?.streams,
-    signingKey: gateway.signingKey,
+    verifier: keysVerifier(gateway.signingKey, config.maxTokenLifetimeSec),
     providers,
     protocols: PROTOCOLS,
     hostedTools,
@@ -48,7 +50,6 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     revoked: shared.revoked,
     limits: limits?.store,
     prices,
-    maxTokenLifetimeSec: config.maxTokenLifetimeSec,
     log,
   };
   const model = await startListener({
@@ -60,6 +61,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     rootIsHealth: true,
     log,
     handle: createGatewayHandler(gatewayDeps),
+    notReady: () => notReadyReason(unusableFiles(config.credentialFiles.model)),
     refuse: refuseAtGateway(gatewayDeps),
   });
   const warnings = startupWarnings({

@@ -8,7 +8,9 @@ import { installationTokenCredential } from '../git/credentials.ts';
 import { exchangeAtGitHub, installationTokens, privateKeyFileSource } from '../git/github-app.ts';
 import { keepFresh } from '../gateway/credentials/table.ts';
 import type { GitRequestRecord } from '../git/record.ts';
+import { keysVerifier } from './keys.ts';
 import type { ServeConfig } from './load.ts';
+import { notReadyReason, unusableFiles } from './readiness.ts';
 import type { Shared } from './shared.ts';
 import { startupWarnings } from './warnings.ts';
 
@@ -42,7 +44,7 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
     hosts: withInstallationTokens(config.gitUpstreams, log),
     revoked: shared.revoked,
     maxConcurrentPerWorkload: options.gitMaxConcurrentPerWorkload,
-    workloadAuth: config.gitSigningKey && { key: config.gitSigningKey, maxLifetimeSec: config.maxTokenLifetimeSec },
+    verifier: keysVerifier(config.gitSigningKey, config.maxTokenLifetimeSec),
     timeouts: shared.upstreamTimeouts,
     record: (rec: GitRequestRecord) => {
       log(rec);
@@ -58,6 +60,7 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
     ...shared.capped('git'),
     log,
     handle: createGitHandler(gitDeps),
+    notReady: () => notReadyReason(unusableFiles(config.credentialFiles.git)),
     refuse: refuseAtGit(gitDeps),
   });
   for (const warning of startupWarnings({ git: { hosts: config.hostStates, workloadAuth: !!config.gitSigningKey } })) log(warning);

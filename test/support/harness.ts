@@ -5,6 +5,8 @@
 // without spawning the bundle.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RevocationCheck } from '../../src/auth/identity.ts';
+import type { TokenVerifier } from '../../src/auth/verifier.ts';
+import { secretVerifier } from './tokens.ts';
 import { literalSecret } from '../../src/config/secret.ts';
 import { parseGatewayEnv } from '../../src/gateway/config.ts';
 import type { CredentialSource } from '../../src/gateway/credentials/source.ts';
@@ -112,7 +114,7 @@ export async function startGatewayInProcess(opts: GatewayOptions): Promise<InPro
   const logs: LogRecord[] = [];
   const deps: GatewayDeps = {
     record: (rec) => records.push(rec),
-    signingKey: opts.signingKey,
+    verifier: opts.signingKey && secretVerifier(opts.signingKey, 3600),
     providers: [opts.provider ? opts.provider(base) : base],
     protocols: opts.protocols ?? PROTOCOLS,
     hostedTools: new Set(),
@@ -122,7 +124,6 @@ export async function startGatewayInProcess(opts: GatewayOptions): Promise<InPro
     revoked: opts.revoked,
     limits: opts.limits,
     prices: opts.prices,
-    maxTokenLifetimeSec: 3600,
     log: (r) => void logs.push(r),
     ...opts.deps,
   };
@@ -134,7 +135,10 @@ export interface GitOptions {
   readonly hostKey: string;
   readonly pki: Pick<TestPki, 'caPem'>;
   readonly token?: GitUpstream['token'];
-  readonly workloadAuth?: GitProxyDeps['workloadAuth'];
+  /** The git signing key (one HS256 secret) and the longest token lifetime; absent: network-policy mode. */
+  readonly workloadAuth?: { readonly key: Buffer; readonly maxLifetimeSec: number };
+  /** A verifier of its own (key files, say), instead of workloadAuth's secret. */
+  readonly verifier?: TokenVerifier;
   readonly revoked?: RevocationCheck;
   readonly maxConcurrentPerWorkload?: number;
 }
@@ -147,7 +151,7 @@ export async function startGitInProcess(opts: GitOptions): Promise<InProcessList
   const logs: LogRecord[] = [];
   const deps: GitProxyDeps = {
     hosts: new Map([[config!.key, upstream]]),
-    workloadAuth: opts.workloadAuth,
+    verifier: opts.verifier ?? (opts.workloadAuth && secretVerifier(opts.workloadAuth.key, opts.workloadAuth.maxLifetimeSec)),
     timeouts: { connectMs: 5000, responseMs: 10_000, idleMs: 10_000, bodyIdleMs: 5000 },
     revoked: opts.revoked,
     maxConcurrentPerWorkload: opts.maxConcurrentPerWorkload ?? 0,

@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { test } from 'node:test';
-import { signBotToken, verifyBotToken, type BotClaims, type VerifyResult } from '../../src/auth/jwt.ts';
+import { signBotToken, type BotClaims, type VerifyResult } from '../../src/auth/jwt.ts';
+import { verifyBotToken } from '../support/tokens.ts';
 import { fuzzSeed, mulberry32, type Rng } from '../support/prng.ts';
 
 const SEED = fuzzSeed(0x6a77_7431);

@@ -6,7 +6,9 @@ import { test } from 'node:test';
 import { signBotToken } from '../../src/auth/jwt.ts';
 import { ERRORS } from '../../src/http/errors.ts';
 import { isRelayableStatus } from '../../src/http/lifecycle.ts';
-import { botIdentity, revocationRefusal, tokenHeaderHint } from '../../src/gateway/authenticate.ts';
+import { botIdentity, botPresentation, revocationRefusal, tokenHeaderHint } from '../../src/gateway/authenticate.ts';
+import type { Verification } from '../../src/auth/verifier.ts';
+import { secretVerifier } from '../support/tokens.ts';
 import { bodyPreflight, RequestBody } from '../../src/gateway/body.ts';
 import { answerKind, errorClassForStatus, relayedHeaders } from '../../src/gateway/relay.ts';
 import { callFailure, cloudOf, interruption, modelRecord, type ModelCallState } from '../../src/gateway/record.ts';
@@ -170,16 +172,17 @@ test('RequestBody: release() lets the bytes go; the size stays for the record (S
 });
 
 test('botIdentity: without a signing key the identity headers are informational; with one, two tokens are refused, not chosen from, and a verified token gives its identity, token id and lowered limits', () => {
-  assert.deepEqual(botIdentity({ headers: { 'x-instance-id': 'i-1', 'x-run-id': 'r-1' }, rawHeaders: [] }, { signingKey: undefined, maxLifetimeSec: 3600 }, chat, 0), { ok: true, identity: { instanceId: 'i-1', workflow: null, runId: 'r-1' } });
+  assert.deepEqual(botPresentation({ headers: { 'x-instance-id': 'i-1', 'x-run-id': 'r-1' }, rawHeaders: [] }, false), { ok: true, identity: { instanceId: 'i-1', workflow: null, runId: 'r-1' } });
   const key = randomBytes(32);
   const now = Math.floor(Date.now() / 1000);
   const token = signBotToken({ sub: 'bot-1', workflow: 'wf', run_id: 'run-1', iat: now, exp: now + 60, jti: 'tok-1', limits: { budget_usd: 2 } }, key);
-  const auth = { signingKey: key, maxLifetimeSec: 3600 };
-  const two = botIdentity({ headers: { authorization: `Bearer ${token}` }, rawHeaders: ['Authorization', `Bearer ${token}`, 'authorization', `Bearer ${token}`] }, auth, chat, now);
-  assert.ok(!two.ok && /two different bot tokens/.test(two.refusal.message!));
-  const ok = botIdentity({ headers: { 'x-api-key': token }, rawHeaders: ['x-api-key', token] }, auth, messages, now);
+  const verifier = secretVerifier(key, 3600);
+  const verify = (presented: ReturnType<typeof botPresentation>) => verifier.verify('bot', { token: (presented as { token?: string }).token }, now) as Verification;
+  const two = botPresentation({ headers: { authorization: `Bearer ${token}` }, rawHeaders: ['Authorization', `Bearer ${token}`, 'authorization', `Bearer ${token}`] }, true);
+  assert.ok('ok' in two && !two.ok && /two different bot tokens/.test(two.refusal.message!));
+  const ok = botIdentity(verify(botPresentation({ headers: { 'x-api-key': token }, rawHeaders: ['x-api-key', token] }, true)), messages);
   assert.deepEqual(ok, { ok: true, identity: { instanceId: 'bot-1', workflow: 'wf', runId: 'run-1', tokenId: 'tok-1', lowered: { budgetUsd: 2, concurrent: undefined, requestsPerMinute: undefined, tokensPerMinute: undefined } } });
-  const none = botIdentity({ headers: {}, rawHeaders: [] }, auth, messages, now);
+  const none = botIdentity(verify(botPresentation({ headers: {}, rawHeaders: [] }, true)), messages);
   assert.ok(!none.ok && none.refusal.message!.includes(tokenHeaderHint(messages)));
   assert.match(tokenHeaderHint(messages), /^as x-api-key/);
   assert.match(tokenHeaderHint(chat), /^as Authorization: Bearer/);

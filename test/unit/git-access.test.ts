@@ -3,7 +3,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { signBotToken, type BotClaims } from '../../src/auth/jwt.ts';
-import { decideGitAccess, presentedToken, WORKLOAD_CHALLENGE, type AccessDecision, type AccessPolicy, type AccessRequest } from '../../src/git/access.ts';
+import type { Verification } from '../../src/auth/verifier.ts';
+import { secretVerifier } from '../support/tokens.ts';
+import { decideGitAccess as decide, presentedToken, proveWorkload, WORKLOAD_CHALLENGE, type AccessDecision, type AccessRequest } from '../../src/git/access.ts';
 import { parseRepoPattern, type RepoPattern } from '../../src/git/scope.ts';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef-git-access-test');
@@ -15,11 +17,24 @@ function token(git: readonly string[] | undefined, over: Partial<BotClaims> = {}
 }
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 
+/** The policy as the tests write it: the git signing key and the clock, or none (network-policy mode). */
+interface AccessPolicy {
+  readonly repos: Parameters<typeof decide>[1]['repos'];
+  readonly readOnly: boolean;
+  readonly workloadAuth: { readonly key: Buffer; readonly nowSec: number; readonly maxLifetimeSec: number } | undefined;
+}
 const SIGNED: AccessPolicy = { repos: undefined, readOnly: false, workloadAuth: { key: KEY, nowSec: NOW, maxLifetimeSec: 3600 } };
 const OPEN: AccessPolicy = { repos: undefined, readOnly: false, workloadAuth: undefined };
 
-function request(path: string, access: 'read' | 'write', authorization?: string, hostKey = 'github.com'): AccessRequest {
+function request(path: string, access: 'read' | 'write', authorization?: string, hostKey = 'github.com'): AccessRequest & { authorization?: string } {
   return { hostKey, repo: path.split('/'), access, authorization };
+}
+
+/** The listener's two steps: the token verified by the key's verifier (it answers at once), then the decision. */
+function decideGitAccess(req: AccessRequest & { authorization?: string }, policy: AccessPolicy): AccessDecision {
+  const auth = policy.workloadAuth;
+  const workload = auth && (proveWorkload(secretVerifier(auth.key, auth.maxLifetimeSec), req.authorization, undefined, auth.nowSec) as Verification);
+  return decide({ hostKey: req.hostKey, repo: req.repo, access: req.access }, { repos: policy.repos, readOnly: policy.readOnly, workload });
 }
 
 function refusal(d: AccessDecision): { status: number; code: string; message: string; challenge: boolean } {

@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { parseCommandLine } from '../../src/config/cli.ts';
-import { parseSigningKey, signBotToken, tokenIdFrom, verifyBotToken, verifyGitToken, type BotClaims, type VerifyResult } from '../../src/auth/jwt.ts';
+import { parseSigningKey, signBotToken, tokenIdFrom, type BotClaims, type VerifyResult } from '../../src/auth/jwt.ts';
+import { verifyBotToken, verifyGitToken } from '../support/tokens.ts';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef-test-key');
 const OTHER_KEY = Buffer.from('fedcba9876543210fedcba9876543210-test-key');
