@@ -89,12 +89,12 @@ export function parseGitHubApp(raw: unknown, where: string, fail: FieldFailure):
   if (!isId(entry.installationId)) fail(at('installationId'), 'is required: a positive whole number (the number at the end of the installation\'s settings URL)');
   const privateKeyFile = str('privateKeyFile') ?? fail(at('privateKeyFile'), 'is required: the path of the app\'s private key (PEM)');
   const api = parseApiUrl(str('apiUrl') ?? DEFAULT_GITHUB_API_URL);
-  if (!api.ok) fail(at('apiUrl'), api.reason);
+  const apiUrl = api.ok ? api.value : fail(at('apiUrl'), api.reason);
   return {
     issuer: clientId ?? (entry.appId as number),
     installationId: entry.installationId as number,
     privateKeyFile,
-    apiUrl: (api as { value: string }).value,
+    apiUrl,
     repositories: entry.repositories === undefined ? undefined : parseRepositories(entry.repositories, at('repositories'), fail),
     permissions: entry.permissions === undefined ? undefined : parsePermissions(entry.permissions, at('permissions'), fail),
   };
