@@ -39,10 +39,17 @@ export function sanitizePassword(raw: string | undefined): SecretRead {
 
 export interface SecretSource {
   read(): SecretRead;
+  /** Where the value is read from, for messages that tell the operator what to fix (never the value). */
+  readonly ref?: SecretRef;
 }
 
 export function envSecret(env: NodeJS.ProcessEnv, name: string): SecretSource {
-  return { read: () => sanitizeSecret(env[name]) };
+  return { read: () => sanitizeSecret(env[name]), ref: { env: name } };
+}
+
+/** Pure: a source's place as an operator reads it: `the file /run/key` or `the variable NAME`. */
+export function describeSecretRef(ref: SecretRef): string {
+  return 'file' in ref ? `the file ${ref.file}` : `the variable ${ref.env}`;
 }
 
 /**
@@ -53,6 +60,7 @@ export function fileSecret(path: string, judge: (raw: string) => SecretRead = sa
   let stamp = '';
   let cached: SecretRead = { ok: false, reason: 'missing' };
   return {
+    ref: { file: path },
     read(): SecretRead {
       let next: string;
       try {

@@ -2,7 +2,7 @@
 // time, or from the installation token its GitHub App keeps fresh (github-app.ts).
 import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';
 import type { AuthType } from './hosts.ts';
-import type { SecretRead, SecretSource } from '../config/secret.ts';
+import { describeSecretRef, type SecretRead, type SecretRef, type SecretSource } from '../config/secret.ts';
 import { INSTALLATION_TOKEN_USER, type InstallationTokens } from './github-app.ts';
 
 export type Credential =
@@ -53,11 +53,26 @@ export function installationTokenCredential(token: string): { authorization: str
 export async function hostCredential(hostKey: string, source: HostCredentialSource, nowMs: number): Promise<Credential> {
   if (source.installation === undefined) {
     if (source.token === undefined) return { ok: false, error: ERRORS.credentialMissing };
-    return injectCredential(source.authType, source.token.read(), source.username?.read());
+    const token = source.token.read();
+    const made = injectCredential(source.authType, token, source.username?.read());
+    if (made.ok) return made;
+    const [what, at] = token.ok ? (['username', source.username] as const) : (['token', source.token] as const);
+    return { ok: false, error: namedCredentialError(made.error, what, at?.ref) };
   }
   const got = await source.installation.authorization(nowMs);
   if (got.ok) return { ok: true, authorization: got.authorization, secrets: got.secrets };
   return { ok: false, error: withMessage(ERRORS.gitAppTokenFailed, `the proxy could not obtain the GitHub App installation token for git host ${hostKey} (${got.reason}); the operator must fix its githubApp settings`) };
+}
+
+/**
+ * Pure: the 503 for a git host's token or username that gives nothing usable names where the
+ * operator configured it (the file, or the variable), so that the message says what to fix.
+ */
+export function namedCredentialError(error: ProxyError, what: 'token' | 'username', ref: SecretRef | undefined): ProxyError {
+  if (ref === undefined) return error;
+  const where = describeSecretRef(ref);
+  if (error.code === ERRORS.credentialInvalid.code) return withMessage(error, `the ${what} configured for that git host in ${where} cannot be used (not a valid header value${what === 'username' ? ', or it contains ":"' : ''}): the operator must fix it`);
+  return withMessage(error, 'file' in ref ? `the proxy cannot read the ${what} of that git host from ${where} (missing, unreadable or empty): the operator must mount it` : `no ${what} is configured for that git host: ${where} is empty or unset; the operator must set it`);
 }
 
 export interface HostCredentialSource {

@@ -35,6 +35,11 @@ export interface ListenerSpec {
    */
   readonly rootIsHealth?: boolean;
   /**
+   * Asked by each /healthz: why this listener cannot serve its calls now (a credential file it
+   * needs is missing), answered as a 503 with that text; undefined when it can.
+   */
+  readonly notReady?: () => string | undefined;
+  /**
    * Refuses a request before any handler runs (HTTP version, Host, a GET with a body), or one whose
    * handler threw synchronously: rendered as this listener's clients read errors (git: text,
    * gateway: JSON) and recorded like every other refusal.
@@ -125,7 +130,7 @@ function serveRequest(spec: ListenerSpec, table: ConnectionTable, req: IncomingM
     return;
   }
   if ((req.url === '/healthz' || (spec.rootIsHealth === true && req.url === '/')) && (req.method === 'GET' || req.method === 'HEAD')) {
-    answerHealth(req, res, table.draining);
+    answerHealth(req, res, table.draining ? 'draining' : spec.notReady?.());
     return;
   }
   try {
@@ -137,10 +142,10 @@ function serveRequest(spec: ListenerSpec, table: ConnectionTable, req: IncomingM
   }
 }
 
-/** /healthz (and `/` where it stands for it): 200 while serving, 503 once draining. */
-function answerHealth(req: IncomingMessage, res: ServerResponse, draining: boolean): void {
-  const body = draining ? 'draining\n' : 'ok\n';
-  res.writeHead(draining ? 503 : 200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': body.length, 'cache-control': 'no-store' });
+/** /healthz (and `/` where it stands for it): 200 while serving, 503 saying why when draining or not ready. */
+function answerHealth(req: IncomingMessage, res: ServerResponse, unready: string | undefined): void {
+  const body = `${unready ?? 'ok'}\n`;
+  res.writeHead(unready === undefined ? 200 : 503, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
   res.end(req.method === 'HEAD' ? undefined : body);
 }
 

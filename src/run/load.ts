@@ -15,6 +15,7 @@ import { formatRepoPattern } from '../git/scope.ts';
 import { parseGatewayEnv, type GatewayConfig } from '../gateway/config.ts';
 import { parsePrices, type PriceTable } from '../gateway/prices.ts';
 import { hostedToolsPolicy } from '../gateway/protocols/tools.ts';
+import { gitCredentialFiles, modelCredentialFiles, type CredentialFile } from './readiness.ts';
 
 /** The registered git hosts: GIT_HOST_A/B from the environment, merged with the --git-hosts file. */
 export function loadHosts(options: ServeOptions, env: NodeJS.ProcessEnv): HostConfig[] {
@@ -94,6 +95,8 @@ export interface ServeConfig {
   readonly maxTokenLifetimeSec: number;
   readonly hostStates: readonly HostState[];
   readonly gitEnabled: boolean;
+  /** The credential files each listener needs, checked at start-up and by every /healthz (readiness.ts). */
+  readonly credentialFiles: { readonly git: readonly CredentialFile[]; readonly model: readonly CredentialFile[] };
 }
 
 /** Everything `serve` needs to know before it starts anything. */
@@ -112,6 +115,10 @@ export function loadServeConfig(options: ServeOptions, env: NodeJS.ProcessEnv): 
     repos: u.config.repos?.map(formatRepoPattern),
     read_only: u.config.readOnly,
   }));
-  const gitEnabled = env.GIT_AUTH_ENABLED === 'true' || hostStates.some((h) => h.credential === 'present');
-  return { gitUpstreams, gitSigningKey, gateway, hostedTools, maxTokenLifetimeSec, hostStates, gitEnabled };
+  const hosts = [...gitUpstreams.values()].map((u) => u.config);
+  const credentialFiles = { git: gitCredentialFiles(hosts), model: modelCredentialFiles(gateway) };
+  // A host whose token is a file is configured even while the file is missing: the listener
+  // starts, names the file and answers /healthz 503 until it is mounted, as the gateway does.
+  const gitEnabled = env.GIT_AUTH_ENABLED === 'true' || hostStates.some((h) => h.credential === 'present') || credentialFiles.git.some((f) => f.what === 'token file');
+  return { gitUpstreams, gitSigningKey, gateway, hostedTools, maxTokenLifetimeSec, hostStates, gitEnabled, credentialFiles };
 }

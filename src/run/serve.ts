@@ -10,6 +10,7 @@ import { serveMetrics } from '../metrics/registry.ts';
 import { startGateway } from './gateway.ts';
 import { startGit } from './git.ts';
 import { loadServeConfig, openFilesLimit, type ServeConfig } from './load.ts';
+import { credentialFileWarnings, notReadyReason, unusableFiles, type CredentialFile } from './readiness.ts';
 import { openShared, type Shared } from './shared.ts';
 import { installProcessNets, installShutdown } from './shutdown.ts';
 import { startupWarnings } from './warnings.ts';
@@ -17,6 +18,8 @@ import { startupWarnings } from './warnings.ts';
 export async function serve(options: ServeOptions, env: NodeJS.ProcessEnv, log: LogSink, lines: LineWriter): Promise<void> {
   const config = loadServeConfig(options, env);
   refuseIfNothingEnabled(config, lines);
+  const needed = [...(config.gitEnabled ? config.credentialFiles.git : []), ...(config.gateway.enabled ? config.credentialFiles.model : [])];
+  for (const warning of credentialFileWarnings(unusableFiles(needed))) log(warning);
   installProcessNets(log);
   const shutdown = installShutdown(options.shutdownGraceMs, log, lines);
   const shared = openShared(options, env, log);
@@ -25,7 +28,7 @@ export async function serve(options: ServeOptions, env: NodeJS.ProcessEnv, log: 
   const facts = { openFilesLimit: openFilesLimit(), proxyListeners: shutdown.proxies.length, caps: shared.caps, metricsCaps: options.metricsListen === undefined ? undefined : METRICS_LISTENER_CAPS };
   for (const warning of startupWarnings({ descriptors: facts })) log(warning);
   if (shared.metrics === undefined || options.metricsListen === undefined) return; // --metrics-listen off
-  shutdown.setMetrics(await startMetrics(options.metricsListen, shared.metrics, shared, [...shutdown.proxies], log, lines));
+  shutdown.setMetrics(await startMetrics(options.metricsListen, shared.metrics, shared, [...shutdown.proxies], needed, log, lines));
 }
 
 /** With neither listener enabled there is nothing to serve: say how to enable one, exit 1. */
@@ -36,13 +39,13 @@ function refuseIfNothingEnabled(config: ServeConfig, lines: LineWriter): void {
     'proxy: no listener is enabled.\n' +
       '  git proxy:     set GIT_HOST_A_TOKEN (host GIT_HOST_A, default github.com), GIT_HOST_B_TOKEN with GIT_HOST_B,\n' +
       '                 a token of a --git-hosts file, or GIT_AUTH_ENABLED=true.\n' +
-      '  model gateway: set UPSTREAM_API_KEY or UPSTREAM_API_KEY_FILE, or MODEL_GATEWAY_ENABLED=true.\n',
+      '  model gateway: give --providers FILE, set UPSTREAM_API_KEY or UPSTREAM_API_KEY_FILE, or MODEL_GATEWAY_ENABLED=true.\n',
   );
   process.exit(1);
 }
 
 /** The metrics listener: a separate port, so that workloads need not (and, by network policy, cannot) reach it. */
-async function startMetrics(address: NonNullable<ServeOptions['metricsListen']>, metrics: NonNullable<Shared['metrics']>, shared: Shared, proxies: readonly Listener[], log: LogSink, lines: LineWriter): Promise<Listener> {
+async function startMetrics(address: NonNullable<ServeOptions['metricsListen']>, metrics: NonNullable<Shared['metrics']>, shared: Shared, proxies: readonly Listener[], credentialFiles: readonly CredentialFile[], log: LogSink, lines: LineWriter): Promise<Listener> {
   metrics.watchProcess(() => new Map(proxies.map((l) => [l.name, l.connections()])), () => lines.dropped());
   const listener = await startListener({
     name: 'metrics',
@@ -51,6 +54,8 @@ async function startMetrics(address: NonNullable<ServeOptions['metricsListen']>,
     timeouts: shared.listenerTimeouts,
     // Its own caps, not the proxy listeners': a client filling those cannot starve probes and scrapes.
     ...shared.capped('metrics', METRICS_LISTENER_CAPS),
+    // The pod's readiness probe: not ready while a credential file either listener needs is unusable.
+    notReady: () => notReadyReason(unusableFiles(credentialFiles)),
     log,
     handle: (req, res) => void serveMetrics(metrics.registry, req, res).catch(() => res.destroy()),
     refuse: (req, res, { error }) => writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `${error.message}\n`),

@@ -169,10 +169,11 @@ async function runBlock(block: Block, world: World): Promise<void> {
   const proxies: Started[] = [];
   try {
     let segment: string[] = [];
-    const flush = async () => {
-      if (segment.every((l) => l.trim() === '' || l.trim().startsWith('#'))) return (segment = []);
-      const script = substitute(segment.join('\n'), world.names);
+    const flush = async (): Promise<void> => {
+      const lines = segment;
       segment = [];
+      if (lines.every((l) => l.trim() === '' || l.trim().startsWith('#'))) return;
+      const script = substitute(lines.join('\n'), world.names);
       const r = await runBash(script, world);
       assert.equal(r.code, 0, `${where}: exit ${r.code}\n--- script\n${script}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`);
     };
