@@ -42,12 +42,13 @@ test('an unknown flag is an error with the usage message and exit code 2', async
   assert.match(r.stderr, /usage: node proxy\.js/);
 });
 
-test('with no listener enabled the process exits non-zero and names the enabling variables', async () => {
+test('with no listener enabled the process exits non-zero and names the enabling variables and --providers', async () => {
   const r = await runProxyCommand([]);
   assert.equal(r.code, 1);
   assert.match(r.stderr, /no listener is enabled/);
   assert.match(r.stderr, /GIT_HOST_A_TOKEN/);
   assert.match(r.stderr, /GIT_AUTH_ENABLED=true/);
+  assert.match(r.stderr, /model gateway: give --providers FILE, set UPSTREAM_API_KEY/);
 });
 
 test('GIT_AUTH_ENABLED=true starts the git listener without any token', async () => {
