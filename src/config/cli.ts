@@ -110,7 +110,7 @@ const SERVE: readonly FlagCommand[] = ['serve'];
 /** Flag name, default, commands and one line of help: the single source for parsing and usage text. */
 const FLAGS = {
   'git-auth-listen': { default: ':8447', commands: SERVE, help: 'git proxy listen address (:PORT, HOST:PORT, [V6]:PORT)' },
-  'git-hosts': { default: undefined, commands: ['serve', 'git-config', 'mint-token'], help: 'JSON file with more git hosts (see README, "Hosts file")' },
+  'git-hosts': { default: undefined, commands: ['serve', 'git-config', 'mint-token'], help: 'JSON file with more git hosts (see docs/configuration.md#hosts-file---git-hosts)' },
   'model-gateway-listen': { default: ':8450', commands: SERVE, help: 'model gateway listen address' },
   'max-request-body': { default: '32MiB', commands: SERVE, help: 'largest model request body, any route (413 beyond)' },
   'upstream-max-retries': { default: '2', commands: SERVE, help: 'model gateway: retries after a 429 or a failed connect, before any byte reached the client' },
@@ -123,7 +123,7 @@ const FLAGS = {
   'store-reach-timeout': { default: '5s', commands: ['revoke', 'confirm-store-reset'], help: 'how long revoke and confirm-store-reset wait for the shared store before they give up (exit 1, nothing written)' },
   'limits-store-password-file': { default: undefined, commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'file holding the Redis password (read again on every connection)' },
   'limits-store-failure': { default: 'closed', commands: SERVE, help: 'with the Redis store unreachable, closed refuses model calls (503) and tokens it cannot check for revocation until it is back, open lets them through without limits or revocations; the same with a store found to have lost its state, until confirm-store-reset or until every token issued before the loss has expired' },
-  providers: { default: undefined, commands: ['serve', 'agent-config'], help: 'JSON file of model gateway providers (see README, "Several providers"); the UPSTREAM_* variables are the one-provider shorthand' },
+  providers: { default: undefined, commands: ['serve', 'agent-config'], help: 'JSON file of model gateway providers (see docs/configuration.md#providers-file---providers); the UPSTREAM_* variables are the one-provider shorthand' },
   'allow-hosted-tools': { default: '', commands: ['serve', 'agent-config'], help: 'model gateway: provider-run tools allowed, comma-separated (web_search, web_fetch, file_search, code_interpreter, code_execution, image_generation, mcp, shell, tool_search; url_content: images, documents and files given by URL); none by default' },
   'max-token-lifetime': { default: '24h', commands: ['serve', 'mint-token', 'revoke'], help: 'longest bot or workload token lifetime (exp - iat) the proxy accepts and mint-token issues' },
   'header-timeout': { default: '30s', commands: SERVE, help: 'time a client has to send its request head' },
@@ -184,8 +184,8 @@ export function usage(): string {
     '',
     'The git listener starts when a git host token is set (GIT_HOST_A_TOKEN, GIT_HOST_B_TOKEN,',
     'or a token of the --git-hosts file) or GIT_AUTH_ENABLED=true; the model gateway when',
-    'UPSTREAM_API_KEY or UPSTREAM_API_KEY_FILE is set, or MODEL_GATEWAY_ENABLED=true.',
-    'See README for every environment variable.',
+    'a --providers file is given, UPSTREAM_API_KEY or UPSTREAM_API_KEY_FILE is set, or',
+    'MODEL_GATEWAY_ENABLED=true. Every environment variable: see docs/configuration.md#environment-variables',
   ].join('\n');
 }
 
