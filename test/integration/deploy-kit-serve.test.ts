@@ -125,8 +125,9 @@ test('deploy kit: the Redis example and the proxy container start as rendered, t
     const rec = await until(`the ${listener} listening line`, () => lines().find((r) => r.event === 'listening' && r.listener === listener), proxy.output);
     ports[listener] = Number(String(rec.address).split(':').pop());
   }
-  const health = await httpGet(ports.metrics!, '/healthz');
-  assert.equal(health.status, 200);
+  // The probes' paths, as the Deployment names them, on the metrics listener.
+  assert.equal((await httpGet(ports.metrics!, container.readinessProbe.httpGet.path)).status, 200, 'ready');
+  assert.equal((await httpGet(ports.metrics!, container.livenessProbe.httpGet.path)).status, 200, 'live');
   // Connected to Redis with the password, its settings checked by the proxy at the first connection.
   await until('the limits store connected', async () => ((await httpGet(ports.metrics!, '/metrics')).body.includes('\nmodel_gateway_limits_store_up 1') ? true : undefined), proxy.output);
   await httpGet(ports.metrics!, '/healthz'); // one more round trip: the lines logged before are read

@@ -142,17 +142,16 @@ test('deploy kit: grace: terminationGracePeriodSeconds is longer than the preSto
   // the proxy cuts what is left and exits within a second.
   assert.ok(proxyPod().terminationGracePeriodSeconds > pauseSec + graceSec + 1, `terminationGracePeriodSeconds ${proxyPod().terminationGracePeriodSeconds} > ${pauseSec} + ${graceSec} + 1`);
   const live = c.livenessProbe;
-  assert.ok(live.periodSeconds * live.failureThreshold > graceSec, 'a draining pod (503) is not restarted by its liveness probe');
+  assert.ok(live.periodSeconds * live.failureThreshold > graceSec, 'a draining pod is not restarted by its liveness probe');
 });
 
-test('deploy kit: probes go to /healthz on the metrics listener', () => {
+test('deploy kit: probes: readiness on /healthz of the metrics listener, liveness on its /metrics (a restart cures neither a missing Secret file nor a drain)', () => {
   const opts = serveOptions();
   const c = proxyContainer();
   const port = (name: string | number) => (typeof name === 'number' ? name : c.ports.find((p: { name: string }) => p.name === name).containerPort);
-  for (const probe of [c.readinessProbe, c.livenessProbe]) {
-    assert.equal(probe.httpGet.path, '/healthz');
-    assert.equal(port(probe.httpGet.port), opts.metricsListen!.port);
-  }
+  assert.equal(c.readinessProbe.httpGet.path, '/healthz');
+  assert.equal(c.livenessProbe.httpGet.path, '/metrics');
+  for (const probe of [c.readinessProbe, c.livenessProbe]) assert.equal(port(probe.httpGet.port), opts.metricsListen!.port);
   // What the metrics listener serves: /metrics and /healthz (src/metrics/registry.ts, src/http/server.ts).
   assert.match(readFileSync(join(ROOT, 'src', 'metrics', 'registry.ts'), 'utf8'), /only GET \/metrics and \/healthz are served here/);
 });
