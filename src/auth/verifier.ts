@@ -48,8 +48,11 @@ export interface Presented {
 /**
  * A verifier's answer. `absent`: nothing was presented that any source could read (the listener
  * then asks for a token, as a 401 with its own instructions, instead of naming a reason).
+ * `forbidden`: the proof was verified but grants nothing here (a client certificate without a
+ * usable SPIFFE ID or policy entry): a token cannot change that, so the listener answers 403 with
+ * the reason, not a 401 whose challenge would make git ask for a password and hide the reason.
  */
-export type Verification = { readonly ok: true; readonly claims: BotClaims } | { readonly ok: false; readonly reason: string; readonly absent?: true };
+export type Verification = { readonly ok: true; readonly claims: BotClaims } | { readonly ok: false; readonly reason: string; readonly absent?: true; readonly forbidden?: true };
 
 /** One way of proving identity. undefined: not this source's kind of proof; the next source is asked. */
 export interface TokenSource {

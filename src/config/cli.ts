@@ -50,6 +50,15 @@ export interface ServeOptions {
   readonly limitsStoreFailure: 'open' | 'closed';
   /** --revocations: the deny-list file both listeners read (and `revoke` writes). */
   readonly revocationsFile: string | undefined;
+  /** --tls-cert, --tls-key: the git and model listeners serve TLS (src/run/tls.ts); undefined: plain HTTP. */
+  readonly tlsCertFile: string | undefined;
+  readonly tlsKeyFile: string | undefined;
+  /** --tls-client-ca: mutual TLS, the CA bundle client certificates must chain to. */
+  readonly tlsClientCaFile: string | undefined;
+  /** --spiffe-trust-domain: the trust domain of the client certificates' SPIFFE IDs. */
+  readonly spiffeTrustDomain: string | undefined;
+  /** --workload-policy: namespace/serviceaccount to git scopes, models and limits (src/auth/workload-policy.ts). */
+  readonly workloadPolicyFile: string | undefined;
   /** --allow-hosted-tools, split; the names are checked against the gateway's list by main. */
   readonly allowHostedTools: readonly string[];
 }
@@ -118,6 +127,11 @@ const FLAGS = {
   limits: { default: undefined, commands: ['serve', 'mint-token'], help: 'model gateway: JSON file of the limits enforced per workload (requests in progress, per minute, tokens per minute, money per run and per workflow per day); needs MODEL_PROXY_SIGNING_KEY. mint-token reads it to refuse a token that asks more than its ceilings' },
   'allow-unpriced-models': { default: undefined, commands: SERVE, type: 'boolean', help: 'model gateway, under a money budget in --limits: let calls to models without a price in MODEL_PRICES_FILE through, counting tokens only and spending no budget (by default they are refused)' },
   revocations: { default: undefined, commands: ['serve', 'revoke'], help: 'deny-list file of revoked runs, instances and tokens, re-read when it changes (both listeners; revoke writes it)' },
+  'tls-cert': { default: undefined, commands: SERVE, help: 'PEM certificate (chain) the git and model listeners serve TLS with (TLS 1.2 minimum, 1.3 preferred; re-read when it changes); without it they serve plain HTTP' },
+  'tls-key': { default: undefined, commands: SERVE, help: "PEM private key of --tls-cert (re-read when it changes)" },
+  'tls-client-ca': { default: undefined, commands: SERVE, help: 'mutual TLS: PEM CA bundle every client certificate must chain to (else the handshake fails); re-read when it changes; the identity is the certificate\'s SPIFFE ID (needs --spiffe-trust-domain and --workload-policy)' },
+  'spiffe-trust-domain': { default: undefined, commands: SERVE, help: 'with --tls-client-ca: the trust domain of the SPIFFE IDs accepted (spiffe://<domain>/ns/<namespace>/sa/<serviceaccount>)' },
+  'workload-policy': { default: undefined, commands: SERVE, help: 'JSON file mapping namespace/serviceaccount (* for either half) to git scopes, models and limits, for identities without a minted token (service-account tokens, client certificates); re-read when it changes' },
   'token-id': { default: undefined, commands: ['revoke'], help: 'a token id (mint-token prints it): revoke that token alone' },
   'limits-store': { default: 'memory', commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'where the limits\' state and the revoked tokens are: memory (this process) or redis://HOST:PORT / rediss://HOST:PORT, shared by every replica (revoke writes there)' },
   'store-reach-timeout': { default: '5s', commands: ['revoke', 'confirm-store-reset'], help: 'how long revoke and confirm-store-reset wait for the shared store before they give up (exit 1, nothing written)' },
@@ -252,6 +266,11 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       limitsStore: str('limits-store')!,
       limitsStorePasswordFile: str('limits-store-password-file'),
       revocationsFile: str('revocations'),
+      tlsCertFile: str('tls-cert'),
+      tlsKeyFile: str('tls-key'),
+      tlsClientCaFile: str('tls-client-ca'),
+      spiffeTrustDomain: str('spiffe-trust-domain'),
+      workloadPolicyFile: str('workload-policy'),
       limitsStoreFailure: asUsageError(() => oneOf('limits-store-failure', str('limits-store-failure')!, ['open', 'closed'] as const)),
       allowHostedTools: str('allow-hosted-tools')!.split(',').map((t) => t.trim()).filter((t) => t !== ''),
     },

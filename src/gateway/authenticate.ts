@@ -54,6 +54,7 @@ export function botPresentation(req: Pick<IncomingMessage, 'headers' | 'rawHeade
 /** Pure: the identity a verification proves, or the refusal that says what to send instead. */
 export function botIdentity(verified: Verification, protocol: WireProtocol | undefined): Authenticated {
   if (!verified.ok && verified.absent) return unauthenticated(`a bot token is required: send the one mint-token made ${tokenHeaderHint(protocol)}`);
+  if (!verified.ok && verified.forbidden) return { ok: false, refusal: { error: ERRORS.clientCertificateRefused, message: `the client certificate was refused: ${verified.reason}` } };
   if (!verified.ok) return unauthenticated(`the bot token was refused (${verified.reason}): send a valid one, from mint-token, ${tokenHeaderHint(protocol)}`);
   const c = verified.claims;
   const lowered = c.limits && { budgetUsd: c.limits.budget_usd, concurrent: c.limits.max_concurrent, requestsPerMinute: c.limits.requests_per_minute, tokensPerMinute: c.limits.tokens_per_minute };

@@ -101,7 +101,10 @@ export function decideGitAccess(req: AccessRequest, policy: AccessPolicy): Acces
   let scope: ScopeEntry[] | undefined;
   const verified = policy.workload;
   if (verified) {
-    if (!verified.ok) return verified.absent ? refused(ERRORS.workloadTokenMissing) : tokenRefused(verified.reason);
+    if (!verified.ok) {
+      if (verified.forbidden) return refused(withMessage(ERRORS.clientCertificateRefused, `the client certificate was refused: ${verified.reason}`), undefined, verified.reason);
+      return verified.absent ? refused(ERRORS.workloadTokenMissing) : tokenRefused(verified.reason);
+    }
     // A source that proves no git scope proves no git access (keyRingSource refuses such a token already).
     if (verified.claims.git === undefined) return tokenRefused('no git scope');
     scope = [];

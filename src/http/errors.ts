@@ -25,6 +25,7 @@ export const ERRORS = {
   workloadTokenMissing: def('workload_token_missing', 401, 'a workload token is required: configure git with `proxy.js git-config --workload-token-env VAR` and put a token from `proxy.js mint-token --git-repo ...` in VAR'),
   twoAuthorizations: def('two_authorizations', 400, 'the request has two Authorization headers; send one (the credential helper, or http.extraHeader, not both)'),
   workloadTokenInvalid: def('workload_token_invalid', 401, 'the workload token was refused'),
+  clientCertificateRefused: def('client_certificate_refused', 403, 'the client certificate proves no identity this proxy serves (its SPIFFE ID, trust domain or workload policy entry)'),
   repoNotInScope: def('repo_not_in_scope', 403, 'this workload may not use that repository'),
   pushNotInScope: def('push_not_in_scope', 403, 'this workload may not push to that repository'),
   repoNotInHostRepos: def('repo_not_in_host_repos', 403, 'the proxy serves no such repository on that host'),

@@ -9,6 +9,7 @@ import { ERRORS, type ProxyError } from './errors.ts';
 import type { Refusal } from './lifecycle.ts';
 import type { LogSink } from './log.ts';
 import { STREAM_HIGH_WATER_MARK } from './sockets.ts';
+import { createTlsServer, type tlsFileSource } from './tls-listener.ts';
 
 export interface ListenerTimeouts {
   /** Time a client has to send the complete request head. */
@@ -45,6 +46,8 @@ export interface ListenerSpec {
    * gateway: JSON) and recorded like every other refusal.
    */
   readonly refuse: (req: IncomingMessage, res: ServerResponse, refusal: Refusal) => void;
+  /** Serve TLS (and mutual TLS) with these files (tls-listener.ts); undefined: plain HTTP. */
+  readonly tls?: ReturnType<typeof tlsFileSource>;
 }
 
 export interface Listener {
@@ -72,19 +75,19 @@ export interface Listener {
 
 export async function startListener(spec: ListenerSpec): Promise<Listener> {
   const table = new ConnectionTable(spec.name, spec.caps, spec.log, spec.onConnectionRefused);
-  const server = createServer(
-    {
-      // Node's 300 s default would cut a long push or stream; head and idle limits still apply.
-      requestTimeout: 0,
-      headersTimeout: spec.timeouts.headerMs,
-      keepAliveTimeout: spec.timeouts.keepAliveMs,
-      connectionsCheckingInterval: Math.min(1000, spec.timeouts.headerMs || 1000),
-      noDelay: true,
-      highWaterMark: STREAM_HIGH_WATER_MARK,
-    },
-    (req, res) => table.oneAtATime(req, res, () => serveRequest(spec, table, req, res)),
-  );
-  server.on('connection', (socket: Socket) => table.accept(socket));
+  const options = {
+    // Node's 300 s default would cut a long push or stream; head and idle limits still apply.
+    requestTimeout: 0,
+    headersTimeout: spec.timeouts.headerMs,
+    keepAliveTimeout: spec.timeouts.keepAliveMs,
+    connectionsCheckingInterval: Math.min(1000, spec.timeouts.headerMs || 1000),
+    noDelay: true,
+    highWaterMark: STREAM_HIGH_WATER_MARK,
+  };
+  const handler = (req: IncomingMessage, res: ServerResponse) => table.oneAtATime(req, res, () => serveRequest(spec, table, req, res));
+  const server = spec.tls === undefined ? createServer(options, handler) : createTlsServer(spec.tls, options, handler, spec.name, spec.log);
+  // The table tracks the socket requests arrive on: the TLS socket, once its handshake is done.
+  server.on(spec.tls === undefined ? 'connection' : 'secureConnection', (socket: Socket) => table.accept(socket));
   // CONNECT (forward-proxy tunnelling) and protocol upgrades are never proxied.
   server.on('connect', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 405, 'Method Not Allowed'));
   server.on('upgrade', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 400, 'Bad Request'));

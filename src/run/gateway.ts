@@ -15,6 +15,7 @@ import { notReadyReason, unusableFiles } from './readiness.ts';
 import { openLimits, type Shared } from './shared.ts';
 import { startupWarnings } from './warnings.ts';
 import { keysVerifier } from './keys.ts';
+import { listenerTls } from './tls.ts';
 
 type RefreshOutcome = { ok: true } | { ok: false; reason: string };
 
@@ -34,13 +35,14 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     metrics?.credentialRefresh(provider, outcome.ok);
     if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });
   });
+  const tlsOf = listenerTls(options, 'model', log);
   const gatewayDeps: GatewayDeps = {
     record: (rec) => {
       log(rec);
       metrics?.model(rec);
     },
     streams: metrics?.streams,
-    verifier: keysVerifier(gateway.signingKey, config.maxTokenLifetimeSec),
+    verifier: tlsOf.verifier(keysVerifier(gateway.signingKey, config.maxTokenLifetimeSec)),
     providers,
     protocols: PROTOCOLS,
     hostedTools,
@@ -63,6 +65,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     handle: createGatewayHandler(gatewayDeps),
     notReady: () => notReadyReason(unusableFiles(config.credentialFiles.model)),
     refuse: refuseAtGateway(gatewayDeps),
+    tls: tlsOf.tls,
   });
   const warnings = startupWarnings({
     model: {
@@ -91,6 +94,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     apis: servedApis(PROTOCOLS, providers.map((p) => p.config.kind)),
     hosted_tools: [...hostedTools],
     bot_auth: gateway.signingKey ? 'jwt' : 'network-policy',
+    tls: tlsOf.mode,
   });
   return model;
 }

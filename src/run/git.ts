@@ -9,6 +9,7 @@ import { exchangeAtGitHub, installationTokens, privateKeyFileSource } from '../g
 import { keepFresh } from '../gateway/credentials/table.ts';
 import type { GitRequestRecord } from '../git/record.ts';
 import { keysVerifier } from './keys.ts';
+import { listenerTls } from './tls.ts';
 import type { ServeConfig } from './load.ts';
 import { notReadyReason, unusableFiles } from './readiness.ts';
 import type { Shared } from './shared.ts';
@@ -40,11 +41,12 @@ function withInstallationTokens(upstreams: ReadonlyMap<string, GitUpstream>, log
 
 export async function startGit(options: ServeOptions, config: ServeConfig, shared: Shared, log: LogSink): Promise<Listener> {
   const { metrics } = shared;
+  const tlsOf = listenerTls(options, 'git', log);
   const gitDeps = {
     hosts: withInstallationTokens(config.gitUpstreams, log),
     revoked: shared.revoked,
     maxConcurrentPerWorkload: options.gitMaxConcurrentPerWorkload,
-    verifier: keysVerifier(config.gitSigningKey, config.maxTokenLifetimeSec),
+    verifier: tlsOf.verifier(keysVerifier(config.gitSigningKey, config.maxTokenLifetimeSec)),
     timeouts: shared.upstreamTimeouts,
     record: (rec: GitRequestRecord) => {
       log(rec);
@@ -62,8 +64,9 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
     handle: createGitHandler(gitDeps),
     notReady: () => notReadyReason(unusableFiles(config.credentialFiles.git)),
     refuse: refuseAtGit(gitDeps),
+    tls: tlsOf.tls,
   });
   for (const warning of startupWarnings({ git: { hosts: config.hostStates, workloadAuth: !!config.gitSigningKey } })) log(warning);
-  log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: config.hostStates, workload_auth: config.gitSigningKey ? 'jwt' : 'network-policy' });
+  log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: config.hostStates, workload_auth: config.gitSigningKey ? 'jwt' : 'network-policy', tls: tlsOf.mode });
   return git;
 }

@@ -1,0 +1,81 @@
+// Start-up: TLS and mutual TLS for the git and model listeners (--tls-cert, --tls-key,
+// --tls-client-ca, --spiffe-trust-domain, --workload-policy). Without --tls-cert both listeners
+// serve plain HTTP, as before. With --tls-client-ca every client must present a certificate from
+// that CA bundle, and the listener's verifier asks the certificate first (auth/spiffe-source.ts).
+import { readFileSync, statSync } from 'node:fs';
+import type { ServeOptions } from '../config/cli.ts';
+import { spiffeSource } from '../auth/spiffe-source.ts';
+import { parseSpiffeId } from '../auth/spiffe.ts';
+import { composeVerifier, type TokenVerifier } from '../auth/verifier.ts';
+import { parseWorkloadPolicy, type WorkloadPolicy } from '../auth/workload-policy.ts';
+import type { LogSink } from '../http/log.ts';
+import { tlsFileSource } from '../http/tls-listener.ts';
+
+export interface ListenerTls {
+  /** For startListener's `tls`; undefined: plain HTTP. */
+  readonly tls: ReturnType<typeof tlsFileSource> | undefined;
+  /** The listener's verifier with the client certificate asked first (mutual TLS), or `tokens` unchanged. */
+  verifier(tokens: TokenVerifier | undefined): TokenVerifier | undefined;
+  /** For the listening line. */
+  readonly mode: 'plain' | 'tls' | 'mutual-tls';
+}
+
+/** Pure: why the TLS flags do not fit together, or undefined. */
+export function tlsFlagsProblem(o: Pick<ServeOptions, 'tlsCertFile' | 'tlsKeyFile' | 'tlsClientCaFile' | 'spiffeTrustDomain' | 'workloadPolicyFile'>): string | undefined {
+  if ((o.tlsCertFile === undefined) !== (o.tlsKeyFile === undefined)) return '--tls-cert and --tls-key go together: give the certificate and its private key';
+  if (o.tlsClientCaFile !== undefined && o.tlsCertFile === undefined) return '--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS first)';
+  if (o.tlsClientCaFile !== undefined && o.spiffeTrustDomain === undefined) return '--tls-client-ca needs --spiffe-trust-domain: the trust domain whose SPIFFE IDs the listeners accept';
+  if (o.tlsClientCaFile !== undefined && o.workloadPolicyFile === undefined) return '--tls-client-ca needs --workload-policy: the file that maps a certificate\'s namespace and service account to what it may do';
+  if (o.spiffeTrustDomain !== undefined && o.tlsClientCaFile === undefined) return '--spiffe-trust-domain is read only with --tls-client-ca (client certificates)';
+  if (o.spiffeTrustDomain !== undefined) {
+    const parsed = parseSpiffeId(`spiffe://${o.spiffeTrustDomain}`);
+    if ('error' in parsed || parsed.path !== '') return `--spiffe-trust-domain "${o.spiffeTrustDomain}": a trust domain is a-z 0-9 . - _ only (no scheme, port or path), e.g. cluster.local`;
+  }
+  return undefined;
+}
+
+/**
+ * The workload policy file as it is now: parsed at start-up (a mistake stops it), then read
+ * again when its size, time or inode changed (Kubernetes' `..data` swap); a file that no longer
+ * parses keeps the last good policy, logged once.
+ */
+export function workloadPolicyFile(path: string, log: LogSink): () => WorkloadPolicy {
+  const stamp = (): string => {
+    const s = statSync(path);
+    return `${s.ino}:${s.size}:${s.mtimeMs}`;
+  };
+  let seen = stamp();
+  let policy = parseWorkloadPolicy(readFileSync(path, 'utf8'), path);
+  let failing = false;
+  return () => {
+    try {
+      const now = stamp();
+      if (now === seen) return policy;
+      policy = parseWorkloadPolicy(readFileSync(path, 'utf8'), path);
+      seen = now;
+      failing = false;
+      log({ event: 'workload_policy_reloaded', file: path, entries: policy.entries.size });
+    } catch (err) {
+      if (!failing) log({ event: 'config_error', file: path, message: `${(err as Error).message}; the last good policy stays in force` });
+      failing = true;
+    }
+    return policy;
+  };
+}
+
+/** The listener's TLS, from the flags (checked by tlsFlagsProblem first). */
+export function listenerTls(options: ServeOptions, listener: 'git' | 'model', log: LogSink): ListenerTls {
+  const problem = tlsFlagsProblem(options);
+  if (problem !== undefined) throw new Error(problem);
+  if (options.tlsCertFile === undefined || options.tlsKeyFile === undefined) return { tls: undefined, verifier: (tokens) => tokens, mode: 'plain' };
+  const tls = tlsFileSource({ certFile: options.tlsCertFile, keyFile: options.tlsKeyFile, clientCaFile: options.tlsClientCaFile }, listener, log);
+  if (options.tlsClientCaFile === undefined) return { tls, verifier: (tokens) => tokens, mode: 'tls' };
+  const certificates = spiffeSource({ trustDomain: options.spiffeTrustDomain!, policy: workloadPolicyFile(options.workloadPolicyFile!, log) });
+  return {
+    tls,
+    mode: 'mutual-tls',
+    // Every client has a verified certificate, so the certificate source always answers; the
+    // token verifier stays behind it for a connection without one (none reaches the listener).
+    verifier: (tokens) => composeVerifier([certificates, ...(tokens === undefined ? [] : [{ name: 'tokens', verify: tokens.verify }])]),
+  };
+}
