@@ -1,0 +1,111 @@
+// Mutual TLS through the BUILT proxy (dist/proxy.js), started with the flags as an operator
+// gives them: both listeners serve TLS and require a client certificate; the model gateway serves
+// the certificate's account as the policy grants it (a chat completion recorded under its
+// identity) and refuses an account the policy lacks with 403 in its JSON error; the git listener
+// serves a clone by the real git with its certificate. The listening lines say `tls: mutual-tls`.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { makeGitHome, runGit } from '../support/git-client.ts';
+import { startGitServer, type GitServer } from '../support/git-server.ts';
+import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
+import { makeMtlsPki, TRUST_DOMAIN, type ClientPair, type MtlsPki } from '../support/mtls-pki.ts';
+import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { makeTestPki, type TestPki } from '../support/tls.ts';
+
+const MODEL = 'gpt-mtls';
+let pki: MtlsPki;
+let upstreamPki: TestPki;
+let upstream: ModelUpstream;
+let gitServer: GitServer;
+let proxy: ProxyProcess;
+let work: string;
+
+before(async () => {
+  pki = makeMtlsPki();
+  upstreamPki = makeTestPki();
+  upstream = await startModelUpstream(upstreamPki);
+  gitServer = await startGitServer({ pki: upstreamPki, auth: { type: 'bearer', token: 'ghp_mtls_serve_0123456789' } });
+  gitServer.createBareRepo('acme/widgets.git');
+  work = mkdtempSync(join(tmpdir(), 'test-mtls-serve-'));
+  const policy = join(work, 'policy.json');
+  writeFileSync(policy, JSON.stringify({ serviceAccounts: { 'agents/triage-bot': { git: [`${gitServer.hostKey}/acme/*:read`], models: true, workflow: 'triage' } } }));
+  proxy = await startProxy({
+    env: {
+      UPSTREAM_BASE_URL: upstream.baseUrl,
+      UPSTREAM_API_KEY: 'sk-upstream-mtls-0123456789',
+      UPSTREAM_ALLOWED_MODELS: MODEL,
+      UPSTREAM_CA_FILE: upstreamPki.caFile,
+      GIT_HOST_A: gitServer.hostKey,
+      GIT_HOST_A_TOKEN: 'ghp_mtls_serve_0123456789',
+      NODE_EXTRA_CA_CERTS: upstreamPki.caFile,
+    },
+    args: [
+      '--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0',
+      '--tls-cert', pki.serverCertFile, '--tls-key', pki.serverKeyFile, '--tls-client-ca', pki.caFile,
+      '--spiffe-trust-domain', TRUST_DOMAIN, '--workload-policy', policy,
+    ],
+    listeners: ['git', 'model'],
+  });
+});
+
+after(async () => {
+  await proxy?.stop();
+  await Promise.all([upstream?.close(), gitServer?.close()]);
+  pki?.cleanup();
+  upstreamPki?.cleanup();
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+function chat(client: ClientPair): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
+    const req = request({ host: '127.0.0.1', port: proxy.ports.model!, method: 'POST', path: '/v1/chat/completions', ca: pki.caPem, servername: 'localhost', cert: client.cert, key: client.key, agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('mutual TLS (bundle): both listening lines say tls mutual-tls', () => {
+  const lines = proxy.records().filter((r) => r.event === 'listening');
+  assert.deepEqual(lines.filter((r) => r.listener === 'git' || r.listener === 'model').map((r) => r.tls).sort(), ['mutual-tls', 'mutual-tls']);
+});
+
+test('mutual TLS (bundle): the gateway serves a mapped certificate with no token, recorded as its account and the policy\'s workflow', async () => {
+  const r = await chat(pki.clients.good);
+  assert.equal(r.status, 200, r.body);
+  const rec = await proxy.waitForRecord((x) => x.event === 'request' && x.listener === 'model' && x.status === 200, 'the served call');
+  assert.equal(rec.instance_id, 'agents/triage-bot');
+  assert.equal(rec.workflow, 'triage');
+});
+
+test('mutual TLS (bundle): the gateway refuses an account the policy lacks with 403 and a JSON error naming it', async () => {
+  const r = await chat(pki.clients.otherAccount);
+  assert.equal(r.status, 403, r.body);
+  const error = (JSON.parse(r.body) as { error: { code: string; message: string } }).error;
+  assert.equal(error.code, 'client_certificate_refused');
+  assert.match(error.message, /the service account billing\/reporter is not in the workload policy/);
+});
+
+test('mutual TLS (bundle): the real git clones through the git listener with its certificate and no token', async () => {
+  const home = makeGitHome();
+  try {
+    const r = await runGit(['-c', `http.sslCert=${pki.clients.good.certFile}`, '-c', `http.sslKey=${pki.clients.good.keyFile}`, '-c', `http.sslCAInfo=${pki.caFile}`, 'clone', `https://localhost:${proxy.ports.git!}/${gitServer.hostKey}/acme/widgets.git`, join(work, 'clone')], { home: home.home });
+    assert.equal(r.code, 0, `${r.stderr}\n${proxy.output()}`);
+  } finally {
+    home.cleanup();
+  }
+});
+
+test('mutual TLS (bundle): --tls-client-ca without --workload-policy stops start-up with a message naming the flag', async () => {
+  const r = await runProxyCommand(['--git-auth-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--tls-cert', pki.serverCertFile, '--tls-key', pki.serverKeyFile, '--tls-client-ca', pki.caFile, '--spiffe-trust-domain', TRUST_DOMAIN], { GIT_HOST_A: gitServer.hostKey, GIT_HOST_A_TOKEN: 'ghp_x_0123456789' });
+  assert.notEqual(r.code, 0);
+  assert.match(r.stderr + r.stdout, /--tls-client-ca needs --workload-policy/);
+});
