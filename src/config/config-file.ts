@@ -2,6 +2,7 @@
 // error names the file and the field so that the operator fixes it from the message alone.
 import { isObject } from '../json/keys.ts';
 import { parseStrictJson } from '../json/strict.ts';
+import { jsonSyntaxError } from '../json/syntax-error.ts';
 import type { SecretRef } from './secret.ts';
 import { suggestion } from './suggest.ts';
 
@@ -25,8 +26,13 @@ export function parseConfigJson(text: string, fileName: string): { doc: unknown;
       return fail('(file)', `the key "${parsed.key}" appears twice in one object; keep one`);
     case 'case_variant_key':
       return fail('(file)', `the keys "${parsed.other}" and "${parsed.key}" in one object differ only in case; keep one, spelled as documented`);
+    case 'invalid': {
+      // By line and column (JSON.parse gives a byte position, or quotes the whole text).
+      const at = jsonSyntaxError(text);
+      return fail('(file)', `not valid JSON (${at ? `line ${at.line}, column ${at.column}: ${at.problem}` : parsed.message})`);
+    }
     default:
-      return fail('(file)', `not valid JSON (${parsed.reason === 'invalid' ? parsed.message : parsed.reason})`);
+      return fail('(file)', `not valid JSON (${parsed.reason})`);
   }
 }
 

@@ -9,6 +9,7 @@ import { elapsedMs, pathForLog } from '../http/log.ts';
 import type { Charge } from '../limits/charge.ts';
 import type { CredentialSource } from './credentials/source.ts';
 import type { ApiName, CallSummary } from './protocols/protocol.ts';
+import { microDollars } from './prices.ts';
 import type { Provider } from './providers.ts';
 
 /** What one model call did: the access log line, and what the metrics count. */
@@ -169,7 +170,8 @@ export function modelRecord(call: ModelCallState, outcome: Outcome, charge: Char
     bytes_out: call.exchange.bytesOut,
     error: outcome.error ?? failure ?? summary?.streamError ?? null,
     limit: call.limit,
-    charged_usd: charge?.usd ?? null,
+    // To the micro-dollar, the unit the budgets are charged in: no float noise in the log.
+    charged_usd: charge?.usd == null ? null : microDollars(charge.usd),
     charge_estimated: charge ? charge.estimated : null,
   };
 }

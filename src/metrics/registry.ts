@@ -177,6 +177,27 @@ export class Counter extends Family<{ v: number }> {
   }
 }
 
+/** Nano-dollars in a US dollar: money counters add whole nano-dollars, so their sums carry no float noise. */
+const NANO_PER_USD = 1e9;
+
+/**
+ * A counter of money in USD: each increment is kept as whole nano-dollars (exact sums, no drift
+ * from adding floats) and the value is shown rounded to the micro-dollar.
+ */
+export class UsdCounter extends Family<{ nano: number }> {
+  protected create() {
+    return { nano: 0 };
+  }
+  inc(values: readonly string[], usd: number): void {
+    if (!(usd >= 0)) throw new Error(`${this.name}: a counter only goes up`);
+    this.get(values).nano += Math.round(usd * NANO_PER_USD);
+  }
+  exposeSeries(out: string[], labelText: string, data: { nano: number }): void {
+    // Whole micro-dollars divided once: the shortest decimal form, e.g. 0.3, never 0.30000000000000004.
+    out.push(`${this.name}${this.labels(labelText)} ${formatValue(Math.round(data.nano / 1000) / 1e6)}`);
+  }
+}
+
 export class Gauge extends Family<{ v: number }> {
   protected create() {
     return { v: 0 };
@@ -271,6 +292,11 @@ export class Registry {
 
   counter(name: string, help: string, labelNames: readonly string[] = [], capped = true): Counter {
     return this.register(new Counter(name, help, 'counter', labelNames, this, capped));
+  }
+
+  /** A counter of US dollars (UsdCounter): exact sums, shown to the micro-dollar. */
+  usdCounter(name: string, help: string, labelNames: readonly string[] = []): UsdCounter {
+    return this.register(new UsdCounter(name, help, 'counter', labelNames, this, true));
   }
 
   gauge(name: string, help: string, labelNames: readonly string[] = []): Gauge {
