@@ -73,7 +73,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
       providers: providers.map((p) => ({ name: p.config.name, models: p.config.models, plainHttp: p.config.upstream.plainHttp, credential: p.credential.type })),
       priced: (provider, model) => prices.get(provider, model) !== undefined,
       hostedTools,
-      botAuth: !!gateway.signingKey,
+      botAuth: !!gateway.signingKey || tlsOf.mode === 'mutual-tls',
     },
   });
   for (const warning of warnings) log(warning);

@@ -66,7 +66,7 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
     refuse: refuseAtGit(gitDeps),
     tls: tlsOf.tls,
   });
-  for (const warning of startupWarnings({ git: { hosts: config.hostStates, workloadAuth: !!config.gitSigningKey } })) log(warning);
+  for (const warning of startupWarnings({ git: { hosts: config.hostStates, workloadAuth: !!config.gitSigningKey || tlsOf.mode === 'mutual-tls' } })) log(warning);
   log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: config.hostStates, workload_auth: config.gitSigningKey ? 'jwt' : 'network-policy', tls: tlsOf.mode });
   return git;
 }
