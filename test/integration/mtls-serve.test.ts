@@ -78,6 +78,11 @@ test('mutual TLS (bundle): both listening lines say tls mutual-tls', () => {
   assert.deepEqual(lines.filter((r) => r.listener === 'git' || r.listener === 'model').map((r) => r.tls).sort(), ['mutual-tls', 'mutual-tls']);
 });
 
+test('mutual TLS (bundle): without a signing key, no start-up warning says the listeners are unauthenticated (the certificate authenticates)', () => {
+  const warnings = proxy.records().filter((r) => r.event === 'warning' && /SIGNING_KEY is not set/.test(String(r.message)));
+  assert.deepEqual(warnings, []);
+});
+
 test('mutual TLS (bundle): the gateway serves a mapped certificate with no token, recorded as its account and the policy\'s workflow', async () => {
   const r = await chat(pki.clients.good);
   assert.equal(r.status, 200, r.body);
