@@ -48,6 +48,11 @@ test('every option has its documented default, durations in milliseconds', () =>
     limitsStorePasswordFile: undefined,
     limitsStoreFailure: 'closed',
     revocationsFile: undefined,
+    tlsCertFile: undefined,
+    tlsKeyFile: undefined,
+    tlsClientCaFile: undefined,
+    spiffeTrustDomain: undefined,
+    workloadPolicyFile: undefined,
     allowHostedTools: [],
   });
 });
@@ -113,6 +118,11 @@ test('"--flag value" and "--flag=value" give the same options', () => {
     limitsStorePasswordFile: undefined,
     limitsStoreFailure: 'closed',
     revocationsFile: undefined,
+    tlsCertFile: undefined,
+    tlsKeyFile: undefined,
+    tlsClientCaFile: undefined,
+    spiffeTrustDomain: undefined,
+    workloadPolicyFile: undefined,
     allowHostedTools: [],
   };
   assert.deepEqual(spaced.options, expected);
@@ -305,12 +315,12 @@ test('mint-token options are passed through, the ttl in milliseconds', () => {
 });
 
 test('agent-config options default to opencode and undefined', () => {
-  assert.deepEqual(parseCommandLine(['agent-config']).agent, { agent: 'opencode', proxyHost: undefined, providerName: undefined, model: undefined, smallModel: undefined });
+  assert.deepEqual(parseCommandLine(['agent-config']).agent, { agent: 'opencode', proxyHost: undefined, providerName: undefined, model: undefined, smallModel: undefined, tokenFile: undefined });
 });
 
 test('agent-config options are passed through unchanged', () => {
-  const cl = parseCommandLine(['agent-config', '--agent', 'codex', '--proxy-host', 'gw:9000', '--provider-name=Models', '--model', 'gpt-4.1', '--small-model', 'gpt-4.1-mini']);
-  assert.deepEqual(cl.agent, { agent: 'codex', proxyHost: 'gw:9000', providerName: 'Models', model: 'gpt-4.1', smallModel: 'gpt-4.1-mini' });
+  const cl = parseCommandLine(['agent-config', '--agent', 'codex', '--proxy-host', 'gw:9000', '--provider-name=Models', '--model', 'gpt-4.1', '--small-model', 'gpt-4.1-mini', '--token-file', '/run/bot/token']);
+  assert.deepEqual(cl.agent, { agent: 'codex', proxyHost: 'gw:9000', providerName: 'Models', model: 'gpt-4.1', smallModel: 'gpt-4.1-mini', tokenFile: '/run/bot/token' });
 });
 
 test('usage() lists the model gateway, mint-token and agent-config flags, with the defaults of those that have one', () => {
@@ -353,9 +363,9 @@ test('--allow-hosted-tools is split on commas, empty by default', () => {
 
 test('a flag of another command is a UsageError naming the flag and the flags the command takes', () => {
   const cases: [string[], RegExp][] = [
-    [['git-config', '--git-auth-listen', ':1'], /^--git-auth-listen is not a flag of git-config \(git-config takes --git-hosts, --proxy-host, --workload-token-env\)$/],
+    [['git-config', '--git-auth-listen', ':1'], /^--git-auth-listen is not a flag of git-config \(git-config takes --git-hosts, --proxy-host, --workload-token-env, --workload-token-file\)$/],
     [['git-config', '--ttl', '1h'], /^--ttl is not a flag of git-config/],
-    [['agent-config', '--git-hosts', 'h.json'], /^--git-hosts is not a flag of agent-config \(agent-config takes --providers, --allow-hosted-tools, --agent, --proxy-host, --provider-name, --model, --small-model\)$/],
+    [['agent-config', '--git-hosts', 'h.json'], /^--git-hosts is not a flag of agent-config \(agent-config takes --providers, --allow-hosted-tools, --agent, --proxy-host, --token-file, --provider-name, --model, --small-model\)$/],
     [['mint-token', '--proxy-host', 'p'], /^--proxy-host is not a flag of mint-token \(mint-token takes --git-hosts, --limits, --max-token-lifetime, --instance-id, --workflow, --run-id, --ttl, --budget-usd, --max-concurrent, --requests-per-minute, --tokens-per-minute, --git-repo\)$/],
     [['serve', '--workload-token-env', 'T'], /^--workload-token-env is not a flag of serve/],
     [['--metrics-run-id-label', 'git-config'], /^--metrics-run-id-label is not a flag of git-config/],
@@ -365,11 +375,12 @@ test('a flag of another command is a UsageError naming the flag and the flags th
   }
 });
 
-test('git-config takes --git-hosts, --proxy-host and --workload-token-env', () => {
+test('git-config takes --git-hosts, --proxy-host, --workload-token-env and --workload-token-file', () => {
   const cl = parseCommandLine(['git-config', '--git-hosts', 'h.json', '--proxy-host=proxy:9000', '--workload-token-env', 'GIT_TOKEN']);
   assert.equal(cl.options.gitHostsFile, 'h.json');
-  assert.deepEqual(cl.gitConfig, { proxyHost: 'proxy:9000', workloadTokenEnv: 'GIT_TOKEN' });
-  assert.deepEqual(parseCommandLine(['git-config']).gitConfig, { proxyHost: undefined, workloadTokenEnv: undefined });
+  assert.deepEqual(cl.gitConfig, { proxyHost: 'proxy:9000', workloadTokenEnv: 'GIT_TOKEN', workloadTokenFile: undefined });
+  assert.deepEqual(parseCommandLine(['git-config']).gitConfig, { proxyHost: undefined, workloadTokenEnv: undefined, workloadTokenFile: undefined });
+  assert.equal(parseCommandLine(['git-config', '--workload-token-file', '/run/git/token']).gitConfig.workloadTokenFile, '/run/git/token');
 });
 
 test('--git-repo is repeatable and keeps its values in order', () => {
