@@ -29,6 +29,17 @@ const UPSTREAM_FAILURES: ReadonlySet<string> = new Set(
 const NONE = 'none';
 // Refusals by the workload token or the hosts file's limits. A request without a token is not
 // one: git's first request of every command is answered with the 401 challenge by design.
+/**
+ * The gateway's own refusals (4xx codes of its rules: the token, the body, the model, tools,
+ * stored state), counted by code; the limits' refusals have their metric, upstream answers none.
+ */
+const LIMIT_CODES: ReadonlySet<string> = new Set([ERRORS.limitRateExceeded, ERRORS.budgetSpentOpenAi, ERRORS.budgetSpentAnthropic].map((e) => e.code));
+const GATEWAY_REFUSALS: ReadonlySet<string> = new Set(
+  Object.values(ERRORS)
+    .filter((e) => (e.status >= 400 && e.status < 500 && !LIMIT_CODES.has(e.code)) || e === ERRORS.revocationStoreUnavailable)
+    .map((e) => e.code),
+);
+
 const SCOPE_REFUSALS: ReadonlySet<string> = new Set(
   [ERRORS.workloadTokenInvalid, ERRORS.repoNotInScope, ERRORS.pushNotInScope, ERRORS.repoNotInHostRepos, ERRORS.hostReadOnly].map((e) => e.code),
 );
@@ -88,6 +99,8 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     limitsStoreStateLost: registry.counter('model_gateway_limits_store_state_lost_total', 'Times the shared limits store (Redis) was found to have lost its state (its state marker gone or replaced: restarted empty, flushed, evicting); the failure policy applies until an operator confirms it or the tokens issued before have expired.'),
     credentialRefreshes: registry.counter('model_gateway_credential_refreshes_total', 'Refreshes of a minted provider credential (a Google access token), by outcome (ok, failed).', ['provider', 'outcome']),
     connectionsRefused: registry.counter('proxy_connections_refused_total', 'Client connections closed on arrival by a listener total cap (reason total: --max-connections; 64 on the metrics listener) or per-address cap (per_client: --max-connections-per-client; 16 on the metrics listener).', ['listener', 'reason']),
+    gatewayRefusals: registry.counter('model_gateway_refusals_total', "Model calls the gateway refused by its own rules, by workflow and reason (the error code: invalid_bot_token, tool_not_allowed, stored_state_not_allowed, model_not_allowed, duplicate_key, revocation_store_unavailable, ...); the limits' refusals are model_gateway_limit_refusals_total.", ['workflow', 'reason']),
+    revokedRefused: registry.counter('proxy_revoked_tokens_refused_total', 'Requests refused because their token, run or instance is on the deny list (--revocations, or the shared store), on either listener.'),
     logDropped: registry.counter('proxy_log_lines_dropped_total', 'Log lines dropped because the stdout reader fell more than 8 MiB behind.'),
   };
   m.startTime.set([], Math.round(Date.now() / 1000 - process.uptime()));
@@ -112,6 +125,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
       if (r.retries > 0) m.retries.inc(w, r.retries);
       if (r.interrupted !== null) m.interruptions.inc([...w, r.interrupted]);
       if (r.status >= 200 && r.status < 300 && r.usage_complete === false) m.usageIncomplete.inc(w);
+      if (r.error !== null && r.limit === null && GATEWAY_REFUSALS.has(r.error)) m.gatewayRefusals.inc([r.workflow ?? NONE, r.error]);
       if (r.limit !== null) m.limitRefusals.inc([r.provider ?? NONE, r.model ?? NONE, r.workflow ?? NONE, r.limit]);
       if (r.charged_usd !== null && r.charged_usd > 0) m.limitCharged.inc([r.workflow ?? NONE, String(r.charge_estimated === true)], r.charged_usd);
       const counts = { input: r.input_tokens, output: r.output_tokens, reasoning: r.reasoning_tokens, cached: r.cached_tokens, cache_write: r.cache_write_tokens };
@@ -143,6 +157,10 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
 
     limitsStore(up: boolean): void {
       m.limitsStoreUp.set([], up ? 1 : 0);
+    },
+
+    revokedTokenRefused(): void {
+      m.revokedRefused.inc([]);
     },
 
     limitsStoreError(): void {

@@ -9,7 +9,7 @@ import { createProxyMetrics } from '../metrics/proxy-metrics.ts';
 import type { PriceTable } from '../gateway/prices.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { revocationList } from '../auth/revocations.ts';
-import { NOT_REVOKED, type RevocationCheck } from '../auth/identity.ts';
+import { NOT_REVOKED, type RevocationCheck, type RevocationVerdict } from '../auth/identity.ts';
 import { storeRevocations } from '../auth/redis-revocations.ts';
 import { LocalLimits, type LimitsStore } from '../limits/admission.ts';
 import { RedisLimits } from '../limits/redis-store.ts';
@@ -20,7 +20,7 @@ import { StoreStateWatch } from '../store/state-marker.ts';
 import { loadPrices, readTextFile } from './load.ts';
 
 type ProxyMetrics = ReturnType<typeof createProxyMetrics>;
-type StoreMetrics = { limitsStore(up: boolean): void; limitsStoreError(): void; limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void; limitsStoreStateLost(): void };
+type StoreMetrics = { limitsStore(up: boolean): void; limitsStoreError(): void; limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void; limitsStoreStateLost(): void; revokedTokenRefused(): void };
 
 /** The store the replicas share, and whether it lost its state (a store/state-marker.ts verdict, read on every call). */
 type SharedStore = { readonly client: RespClient; readonly stateLost: () => boolean };
@@ -142,9 +142,16 @@ function openRevocations(options: ServeOptions, shared: SharedStore | undefined,
   });
   const store = shared === undefined ? undefined : storeRevocations(shared.client, options.limitsStoreFailure, () => metrics?.limitsStoreError(), shared.stateLost);
   if (file === undefined && store === undefined) return undefined;
+  // Each refusal of a revoked token is counted (proxy_revoked_tokens_refused_total), whichever listener asked.
+  const counted = (verdict: RevocationVerdict): RevocationVerdict => {
+    if (verdict.kind === 'revoked') metrics?.revokedTokenRefused();
+    return verdict;
+  };
   return (who, nowSec) => {
     const why = file?.reason(who, nowSec);
-    if (why !== undefined) return { kind: 'revoked', reason: why };
-    return store === undefined ? NOT_REVOKED : store.verdict(who);
+    if (why !== undefined) return counted({ kind: 'revoked', reason: why });
+    if (store === undefined) return NOT_REVOKED;
+    const verdict = store.verdict(who);
+    return verdict instanceof Promise ? verdict.then(counted) : counted(verdict);
   };
 }

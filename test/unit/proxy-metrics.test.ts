@@ -254,8 +254,8 @@ test('run_id becomes a label only when enabled', () => {
   on.model(modelRecord({ run_id: null, duration_ms: 10 }));
   const { types, samples } = parseExposition(on.registry.expose());
   // The counters; the latency histograms and the in-flight gauge never carry an identity.
-  // The counters of requests (a provider's credential refreshes, the limits' refusals, charges, store errors and state losses carry no instance).
-  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && types.get(f) === 'counter' && !['model_gateway_credential_refreshes_total', 'model_gateway_limit_refusals_total', 'model_gateway_limits_store_errors_total', 'model_gateway_limits_store_state_lost_total', 'model_gateway_limit_charged_usd_total'].includes(f));
+  // The counters of requests (a provider's credential refreshes, the limits' and the gateway's refusals, charges, store errors and state losses carry no instance).
+  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && types.get(f) === 'counter' && !['model_gateway_credential_refreshes_total', 'model_gateway_limit_refusals_total', 'model_gateway_limits_store_errors_total', 'model_gateway_limits_store_state_lost_total', 'model_gateway_limit_charged_usd_total', 'model_gateway_refusals_total'].includes(f));
   assert.equal(modelFamilies.length, 7);
   for (const family of modelFamilies) {
     const own = samples.filter((s) => s.family === family);
