@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
+import { parseExposition, sumOf } from '../support/prometheus.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
@@ -74,6 +75,11 @@ test('revoke: a run stopped mid-series is refused from its next request on both 
   const gitRefused = await refs(two, stoppedGit.token);
   assert.equal(gitRefused.status, 401);
   assert.match(gitRefused.body.toString(), /its run was revoked/);
+  // Each refusal of a revoked token is counted, on either listener (the dashboard's Revoked
+  // tokens panel), and the gateway's refusal by its reason (its Security refusals panel).
+  const samples = parseExposition((await send(two.ports.metrics!, 'GET', '/metrics')).body.toString());
+  assert.equal(sumOf(samples, 'proxy_revoked_tokens_refused_total'), 2, 'one model call and one git request of the revoked run');
+  assert.equal(sumOf(samples, 'model_gateway_refusals_total', { reason: 'invalid_bot_token' }), 1, 'a refused token has no identity: its workflow is none');
 });
 
 test('revoke: one token alone, by the id mint-token printed; another token of the same run goes on', async () => {
