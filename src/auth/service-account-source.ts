@@ -18,7 +18,7 @@
 // whole string until its exp, as keyRingSource does: a hit is checked again against the clock and
 // the key set (a key removed from the set refuses its tokens from the next request), and the
 // policy is asked on every request, cached or not.
-import { IDENTITY_VALUE, parseClaimsObject, decodeSegment, TOKEN_LEEWAY_SEC, type BotClaims } from './jwt.ts';
+import { IDENTITY_VALUE, parseClaimsObject, TOKEN_LEEWAY_SEC, type BotClaims } from './jwt.ts';
 import type { JwkKey } from './jwks.ts';
 import type { KeySetSource } from './jwks-source.ts';
 import { verifyServiceAccountToken, type ServiceAccountClaims, type ServiceAccountResult } from './service-account.ts';
@@ -44,6 +44,7 @@ interface Remembered {
 
 export function serviceAccountSource(opts: ServiceAccountSourceOptions): TokenSource {
   const cache = new Map<string, Remembered>();
+  const issuerForms = [opts.issuer, opts.issuer.replaceAll('/', '\\/')];
   const remember = (token: string, result: ServiceAccountResult): ServiceAccountResult => {
     if (result.ok) {
       cache.set(token, { claims: result.claims, key: result.key });
@@ -55,9 +56,10 @@ export function serviceAccountSource(opts: ServiceAccountSourceOptions): TokenSo
     name: 'service-account',
     verify(kind, presented, nowSec) {
       const { token } = presented;
-      if (token === undefined || unverifiedIssuer(token) !== opts.issuer) return undefined;
+      if (token === undefined) return undefined;
       const listener = kind === 'git' ? 'git' : 'model';
       const answer = (result: ServiceAccountResult): Verification => (result.ok ? asBotClaims(result.claims, opts.policy(), listener) : { ok: false, reason: result.reason });
+      // A token verified before is ours without a look at its payload.
       const hit = cache.get(token);
       if (hit !== undefined) {
         cache.delete(token);
@@ -66,6 +68,7 @@ export function serviceAccountSource(opts: ServiceAccountSourceOptions): TokenSo
           return asBotClaims(hit.claims, opts.policy(), listener);
         }
       }
+      if (!ofIssuer(token, opts.issuer, issuerForms)) return undefined;
       const check = (keys: ReadonlyMap<string, JwkKey>) => verifyServiceAccountToken(token, keys, { issuer: opts.issuer, audience: opts.audience, nowSec, maxLifetimeSec: opts.maxLifetimeSec });
       const first = check(opts.keys.current());
       // A key id the set lacks may be a rotation the proxy has not seen: fetch the set again (at
@@ -76,14 +79,22 @@ export function serviceAccountSource(opts: ServiceAccountSourceOptions): TokenSo
   };
 }
 
-/** Pure: the unverified payload's `iss`, only to choose the source (never to accept); undefined when unreadable. */
-function unverifiedIssuer(token: string): unknown {
+/**
+ * Pure: whether the unverified payload's `iss` is `issuer`, only to choose the source (never to
+ * accept). Every minted token passes here when --sa-issuer is set, so the payload is parsed only
+ * when its text holds the issuer at all (as written, or with JSON's escaped slashes): a token
+ * whose `iss` is spelled with other escapes goes to the next source, which refuses it.
+ */
+function ofIssuer(token: string, issuer: string, forms: readonly string[]): boolean {
   const first = token.indexOf('.');
   const second = token.indexOf('.', first + 1);
-  if (first < 0 || second < 0) return undefined;
-  const bytes = decodeSegment(token.slice(first + 1, second));
-  const payload = bytes === null ? null : parseClaimsObject(bytes);
-  return payload === null || payload === 'duplicate' ? undefined : payload.iss;
+  if (first < 0 || second < 0) return false;
+  // A lenient decode for the look only: the verification decodes strictly.
+  const bytes = Buffer.from(token.slice(first + 1, second), 'base64url');
+  const text = bytes.toString('latin1');
+  if (!forms.some((form) => text.includes(form))) return false;
+  const payload = parseClaimsObject(bytes);
+  return payload !== null && payload !== 'duplicate' && payload.iss === issuer;
 }
 
 /** Pure: a verified service account as the listeners' claims, through the policy; or why not. */

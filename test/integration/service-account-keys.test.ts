@@ -209,3 +209,17 @@ test('key set from a mounted file: read again when it changes; a broken file kee
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('service-account source chooses by iss: another issuer\'s token (or a minted one) passes to the next source; the issuer written with escaped slashes is still ours', async () => {
+  issuer.setKeys(oldKey);
+  const { keys } = keySetOf();
+  await keys.ready;
+  keys.close();
+  const source = serviceAccountSource({ issuer: issuer.issuer, audience: TEST_AUDIENCE, maxLifetimeSec: 86_400, keys, policy: () => POLICY });
+  assert.equal(source.verify('bot', { token: signSaToken(oldKey, saPayload(WHO, NOW, 3600, { iss: 'https://other.example' })) }, NOW), undefined);
+  assert.equal(source.verify('bot', { token: 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJib3QifQ.c2ln' }, NOW), undefined);
+  assert.equal(source.verify('bot', {}, NOW), undefined);
+  const escaped = JSON.stringify(saPayload(WHO, NOW, 3600, { iss: issuer.issuer })).replaceAll('/', '\\/');
+  const answer = await source.verify('bot', { token: signSaToken(oldKey, escaped) }, NOW);
+  assert.ok(answer?.ok, JSON.stringify(answer));
+});
