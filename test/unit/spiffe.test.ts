@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { certificateClaims, spiffeSource } from '../../src/auth/spiffe-source.ts';
 import { parseSpiffeId, spiffeWorkload, subjectAltNames } from '../../src/auth/spiffe.ts';
+import { peerOf } from '../../src/auth/verifier.ts';
 import { parseWorkloadPolicy } from '../../src/auth/workload-policy.ts';
 import { botIdentity } from '../../src/gateway/authenticate.ts';
 import { decideGitAccess } from '../../src/git/access.ts';
@@ -119,6 +120,31 @@ test('client-certificate source: passes without TLS or without a client certific
   assert.ok(refused && !(refused instanceof Promise) && !refused.ok && refused.forbidden === true);
   const served = source.verify('git', { token: 'ignored', peer: peer(true, 'URI:spiffe://cluster.local/ns/agents/sa/triage-bot') }, NOW);
   assert.ok(served && !(served instanceof Promise) && served.ok && served.claims.sub === 'agents/triage-bot');
+});
+
+test('client-certificate source: a certificate read once (by its fingerprint) is still checked against the policy and the clock at every request', () => {
+  let policy = POLICY;
+  const source = spiffeSource({ trustDomain: TD, policy: () => policy });
+  const presented = { peer: { remoteAddress: '10.0.0.1', tls: { authorized: true, certificate: { ...cert('URI:spiffe://cluster.local/ns/agents/sa/triage-bot'), fingerprint256: 'AB:CD' } as never } } };
+  const verify = (nowSec: number) => source.verify('git', presented, nowSec) as Exclude<ReturnType<typeof source.verify>, Promise<unknown> | undefined>;
+  assert.equal(verify(NOW).ok, true);
+  policy = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'agents/other': { models: true } } }), 'policy.json');
+  const removed = verify(NOW);
+  assert.ok(!removed.ok && /not in the workload policy/.test(removed.reason), 'the entry removed: refused from the next request');
+  policy = POLICY;
+  assert.equal(verify(NOW).ok, true);
+  const expired = verify(Date.parse('2026-11-27T00:00:01Z') / 1000);
+  assert.ok(!expired.ok && /expired since the connection was opened/.test(expired.reason));
+});
+
+test('peerOf reads a TLS connection\'s certificate once (it cannot change without renegotiation; a read costs about 120 us)', () => {
+  let reads = 0;
+  const socket = { encrypted: true, authorized: true, remoteAddress: '10.0.0.1', getPeerCertificate: () => (reads++, { subjectaltname: 'URI:spiffe://cluster.local/ns/a/sa/b' }) };
+  const first = peerOf(socket as never);
+  const second = peerOf(socket as never);
+  assert.equal(reads, 1);
+  assert.equal(first, second);
+  assert.deepEqual(peerOf({ remoteAddress: '10.0.0.2' } as never), { remoteAddress: '10.0.0.2' });
 });
 
 test('client certificate refused: 403 with the reason on both listeners (git: no 401 challenge, which would make git ask for a password)', () => {
