@@ -68,19 +68,29 @@ async function git(args: string[], cwd?: string): Promise<GitResult> {
 
 const served = (): LogRecord[] => proxy.records().filter((r) => r.event === 'request' && r.listener === 'git' && r.status === 200);
 
+/**
+ * The proxy's records of every request the git server has seen: each request it served reached
+ * the server first, and its line may come a moment after git has exited.
+ */
+async function servedSoFar(): Promise<LogRecord[]> {
+  while (served().length < server.requests.length) await new Promise((r) => setTimeout(r, 5));
+  return served();
+}
+
 test('git-config --workload-token-file: the real git reads the token file at each fetch; rewritten between two fetches, the second carries the new identity', async () => {
   const clone = join(work, 'clone');
   writeFileSync(tokenFile, `${tokens.first}\n`);
   const cloned = await git(['clone', `https://${server.hostKey}/acme/widgets.git`, clone]);
   assert.equal(cloned.code, 0, `${cloned.stderr}\n${proxy.output()}`);
-  const afterClone = served().length;
-  assert.ok(afterClone > 0 && served().every((r) => r.instance_id === 'bot-first'), JSON.stringify(served().map((r) => r.instance_id)));
+  const cloneRecords = await servedSoFar();
+  const afterClone = cloneRecords.length;
+  assert.ok(afterClone > 0 && cloneRecords.every((r) => r.instance_id === 'bot-first'), JSON.stringify(cloneRecords.map((r) => r.instance_id)));
 
   // The orchestrator (or the kubelet) rewrites the file during the run; nothing else changes.
   writeFileSync(tokenFile, tokens.second);
   const fetched = await git(['fetch', 'origin'], clone);
   assert.equal(fetched.code, 0, `${fetched.stderr}\n${proxy.output()}`);
-  const later = served().slice(afterClone);
+  const later = (await servedSoFar()).slice(afterClone);
   assert.ok(later.length > 0, 'the fetch reached the proxy');
   assert.deepEqual([...new Set(later.map((r) => r.instance_id))], ['bot-second']);
   assert.ok(!existsSync(join(workload.home, '.git-credentials')), 'no helper stored the token');
