@@ -67,6 +67,7 @@ const MAX_GIT_SCOPE_ENTRIES = 64;
 
 /** The algorithms a key may fix: HS256 (a shared secret), EdDSA (Ed25519) and ES256 (P-256, r||s signatures). */
 export type TokenAlgorithm = 'HS256' | 'EdDSA' | 'ES256';
+const TOKEN_ALGORITHMS: ReadonlySet<string> = new Set<TokenAlgorithm>(['HS256', 'EdDSA', 'ES256']);
 
 /**
  * A key the listeners verify with. Its algorithm comes with the key (from its file's type), so a
@@ -96,8 +97,6 @@ export interface SigningKey {
 export interface KeyRing {
   readonly byKid: ReadonlyMap<string, VerificationKey>;
   readonly unnamed: VerificationKey | undefined;
-  /** The algorithms of the ring's keys: any other in a header is an unsupported algorithm. */
-  readonly algs: ReadonlySet<string>;
 }
 
 /** Pure: the ring of `keys`; two keys with one kid, two without, or a key unfit for its algorithm is an error. */
@@ -114,7 +113,7 @@ export function keyRing(keys: readonly VerificationKey[]): KeyRing {
       byKid.set(k.kid, k);
     }
   }
-  return { byKid, unnamed, algs: new Set(keys.map((k) => k.alg)) };
+  return { byKid, unnamed };
 }
 
 /** Pure: whether `key` is still in `ring` (a key removed, or replaced under its kid, is not). */
@@ -216,13 +215,12 @@ export function verifySignedToken(token: string, ring: KeyRing, opts: VerifyOpti
   if (headerBytes === null || payloadBytes === null || signature === null) return reject('malformed token');
 
   // The header is read before the signature is checked so that the algorithm is ours, never the
-  // token's choice: an algorithm none of the keys has (e.g. 'none') is refused, and so is one
-  // that is not the chosen key's own (key confusion: HS256 over a public key, say).
+  // token's choice: one we do not implement (e.g. 'none') is refused, and so is one that is not
+  // the chosen key's own (key confusion: HS256 keyed with a public key, say).
   const header = parseClaimsObject(headerBytes);
   if (header === 'duplicate') return reject('duplicate key in header');
   if (header === null) return reject('malformed header');
-  if (ring.algs.size === 0) return reject('no verification key');
-  if (typeof header.alg !== 'string' || !ring.algs.has(header.alg)) return reject('unsupported algorithm');
+  if (typeof header.alg !== 'string' || !TOKEN_ALGORITHMS.has(header.alg)) return reject('unsupported algorithm');
   if (Object.hasOwn(header, 'typ') && header.typ !== 'JWT') return reject('unsupported token type');
   // We understand no extensions, and RFC 7515 section 4.1.11 requires rejecting tokens that need one.
   if (Object.hasOwn(header, 'crit')) return reject('unsupported critical header');

@@ -50,6 +50,9 @@ export interface ServeOptions {
   readonly limitsStoreFailure: 'open' | 'closed';
   /** --revocations: the deny-list file both listeners read (and `revoke` writes). */
   readonly revocationsFile: string | undefined;
+  /** --bot-keys, --git-keys: a key file or a directory of key files (src/auth/keys.ts), re-read when they change. */
+  readonly botKeys: string | undefined;
+  readonly gitKeys: string | undefined;
   /** --tls-cert, --tls-key: the git and model listeners serve TLS (src/run/tls.ts); undefined: plain HTTP. */
   readonly tlsCertFile: string | undefined;
   readonly tlsKeyFile: string | undefined;
@@ -77,6 +80,8 @@ export interface MintOptions {
   readonly tokensPerMinute: number | undefined;
   /** revoke --token-id: one token, by its id (mint-token prints it). */
   readonly tokenId: string | undefined;
+  /** mint-token --signing-key: the key file to sign with (KID.pem private key, or KID.hs256). */
+  readonly signingKeyFile: string | undefined;
 }
 
 export interface AgentConfigOptions {
@@ -132,6 +137,8 @@ const FLAGS = {
   'tls-client-ca': { default: undefined, commands: SERVE, help: 'mutual TLS: PEM CA bundle every client certificate must chain to (else the handshake fails); re-read when it changes; the identity is the certificate\'s SPIFFE ID (needs --spiffe-trust-domain and --workload-policy)' },
   'spiffe-trust-domain': { default: undefined, commands: SERVE, help: 'with --tls-client-ca: the trust domain of the SPIFFE IDs accepted (spiffe://<domain>/ns/<namespace>/sa/<serviceaccount>)' },
   'workload-policy': { default: undefined, commands: SERVE, help: 'JSON file mapping namespace/serviceaccount (* for either half) to git scopes, models and limits, for identities without a minted token (service-account tokens, client certificates); re-read when it changes' },
+  'bot-keys': { default: undefined, commands: SERVE, help: 'model gateway: bot token keys by kid, a key file or a directory of them: KID.pem (an Ed25519 or P-256 public key) or KID.hs256 (an HS256 secret), re-read when they change; beside MODEL_PROXY_SIGNING_KEY(_FILE), the key of tokens without kid' },
+  'git-keys': { default: undefined, commands: SERVE, help: 'git proxy: workload token keys by kid, as --bot-keys; beside GIT_PROXY_SIGNING_KEY(_FILE)' },
   'token-id': { default: undefined, commands: ['revoke'], help: 'a token id (mint-token prints it): revoke that token alone' },
   'limits-store': { default: 'memory', commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'where the limits\' state and the revoked tokens are: memory (this process) or redis://HOST:PORT / rediss://HOST:PORT, shared by every replica (revoke writes there)' },
   'store-reach-timeout': { default: '5s', commands: ['revoke', 'confirm-store-reset'], help: 'how long revoke and confirm-store-reset wait for the shared store before they give up (exit 1, nothing written)' },
@@ -163,6 +170,7 @@ const FLAGS = {
   'requests-per-minute': { default: undefined, commands: ['mint-token'], help: "model calls the run's instance may make a minute (within --limits' perInstance.requestsPerMinute: at most its max, or its value)" },
   'tokens-per-minute': { default: undefined, commands: ['mint-token'], help: "tokens the run's instance may use a minute (within --limits' perInstance.tokensPerMinute: at most its max, or its value)" },
   'git-repo': { default: undefined, commands: ['mint-token'], multiple: true, help: 'repeatable: host/path:read|write (* only as a whole last segment); makes a git proxy token (GIT_PROXY_SIGNING_KEY)' },
+  'signing-key': { default: undefined, commands: ['mint-token'], help: 'the key file to sign with: KID.pem (an Ed25519 or P-256 private key; the proxy holds the public key) or KID.hs256 (an HS256 secret); the token names KID. Default: MODEL_PROXY_SIGNING_KEY(_FILE), or GIT_PROXY_SIGNING_KEY(_FILE) with --git-repo' },
   agent: { default: 'opencode', commands: ['agent-config'], help: 'the agent to configure: opencode (opencode.json), codex (config.toml) or claude-code (settings.json)' },
   'proxy-host': { default: undefined, commands: ['git-config', 'agent-config'], help: 'the proxy host[:port] as workloads reach it (default $GIT_AUTH_PROXY_HOST / $MODEL_GATEWAY_PROXY_HOST)' },
   'workload-token-env': { default: undefined, commands: ['git-config'], help: 'add a credential helper that gives git the workload token from this variable' },
@@ -266,6 +274,8 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       limitsStore: str('limits-store')!,
       limitsStorePasswordFile: str('limits-store-password-file'),
       revocationsFile: str('revocations'),
+      botKeys: str('bot-keys'),
+      gitKeys: str('git-keys'),
       tlsCertFile: str('tls-cert'),
       tlsKeyFile: str('tls-key'),
       tlsClientCaFile: str('tls-client-ca'),
@@ -282,6 +292,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       gitRepos: (values['git-repo'] as string[] | undefined) ?? [],
       budgetUsd: str('budget-usd') === undefined ? undefined : asUsageError(() => parsePositiveAmount('budget-usd', str('budget-usd')!)),
       tokenId: str('token-id'),
+      signingKeyFile: str('signing-key'),
       maxConcurrent: str('max-concurrent') === undefined ? undefined : asUsageError(() => parseCount('max-concurrent', str('max-concurrent')!, 1, 10_000)),
       requestsPerMinute: str('requests-per-minute') === undefined ? undefined : asUsageError(() => parseCount('requests-per-minute', str('requests-per-minute')!, 1, 100_000_000)),
       tokensPerMinute: str('tokens-per-minute') === undefined ? undefined : asUsageError(() => parseCount('tokens-per-minute', str('tokens-per-minute')!, 1, 1_000_000_000_000)),

@@ -101,6 +101,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     connectionsRefused: registry.counter('proxy_connections_refused_total', 'Client connections closed on arrival by a listener total cap (reason total: --max-connections; 64 on the metrics listener) or per-address cap (per_client: --max-connections-per-client; 16 on the metrics listener).', ['listener', 'reason']),
     gatewayRefusals: registry.counter('model_gateway_refusals_total', "Model calls the gateway refused by its own rules, by workflow and reason (the error code: invalid_bot_token, tool_not_allowed, stored_state_not_allowed, model_not_allowed, duplicate_key, revocation_store_unavailable, ...); the limits' refusals are model_gateway_limit_refusals_total.", ['workflow', 'reason']),
     revokedRefused: registry.counter('proxy_revoked_tokens_refused_total', 'Requests refused because their token, run or instance is on the deny list (--revocations, or the shared store), on either listener.'),
+    keyFileProblems: registry.counter('proxy_key_file_problems_total', 'Problems found when re-reading a listener\'s token key files (--bot-keys, --git-keys, *_SIGNING_KEY_FILE): a file unreadable or malformed (its last good key stays), two files with one kid, a key file or directory gone (its keys removed); each counted once until it is fixed.', ['listener']),
     logDropped: registry.counter('proxy_log_lines_dropped_total', 'Log lines dropped because the stdout reader fell more than 8 MiB behind.'),
   };
   m.startTime.set([], Math.round(Date.now() / 1000 - process.uptime()));
@@ -177,6 +178,10 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
 
     credentialRefresh(provider: string, ok: boolean): void {
       m.credentialRefreshes.inc([provider, ok ? 'ok' : 'failed']);
+    },
+
+    keyFileProblem(listener: string): void {
+      m.keyFileProblems.inc([listener]);
     },
 
     connectionRefused(listener: string, reason: 'total' | 'per_client'): void {

@@ -3,10 +3,9 @@
 import { randomBytes } from 'node:crypto';
 import { asUsageError, UsageError, type CommandLine } from '../config/cli.ts';
 import { agentProviders, AGENTS, botClaims, renderAgentConfig, type AgentName } from '../gateway/agent-config.ts';
-import { parseGatewayEnv } from '../gateway/config.ts';
 import { gitWorkloadConfig } from '../git/config.ts';
 import { gitScopeClaim, unregisteredScopeHost } from '../git/scope.ts';
-import { parseSigningKey, signBotToken, tokenIdFrom } from '../auth/jwt.ts';
+import { signBotToken, tokenIdFrom } from '../auth/jwt.ts';
 import { addRevocation, type Revocation } from '../auth/revocations.ts';
 import { addStoreRevocation } from '../auth/redis-revocations.ts';
 import { aboveCeilingReason, parseLimitsFile } from '../limits/policy.ts';
@@ -15,6 +14,7 @@ import { parseStoreUrl, storePassword } from '../store/config.ts';
 import { describeMarker, formatMarker, newEpoch, STATE_KEY } from '../store/state-marker.ts';
 import type { ServeOptions } from '../config/cli.ts';
 import { loadGateway, loadHosts, readTextFile } from './load.ts';
+import { mintingKey } from './keys.ts';
 
 /** What a command may read and where its notices (stderr) go. */
 export interface CommandContext {
@@ -93,13 +93,13 @@ export function mintToken(cli: CommandLine, ctx: CommandContext): string {
     const registered = loadHosts(cli.options, env).map((h) => h.key);
     const unknown = asUsageError(() => unregisteredScopeHost(git, registered));
     if (unknown === 'unchecked') ctx.notice('mint-token: no git host is registered in this environment (GIT_HOST_A, GIT_HOST_B, --git-hosts): the scope\'s hosts were not checked against the registry');
-    const key = parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY);
-    if (!key) throw new Error('mint-token: --git-repo makes a token for the git proxy, and GIT_PROXY_SIGNING_KEY is not set');
-    return issued(signBotToken({ ...claims, git, jti }, key));
+    const gitSigner = mintingKey('git', env, cli.mint.signingKeyFile);
+    if (!gitSigner) throw new Error('mint-token: --git-repo makes a token for the git proxy, and GIT_PROXY_SIGNING_KEY is not set');
+    return issued(signBotToken({ ...claims, git, jti }, gitSigner));
   }
-  const gateway = parseGatewayEnv(env);
-  if (!gateway.signingKey) throw new Error('mint-token: MODEL_PROXY_SIGNING_KEY is not set');
-  return issued(signBotToken({ ...claims, jti }, gateway.signingKey));
+  const botSigner = mintingKey('model', env, cli.mint.signingKeyFile);
+  if (!botSigner) throw new Error('mint-token: MODEL_PROXY_SIGNING_KEY is not set');
+  return issued(signBotToken({ ...claims, jti }, botSigner));
 }
 
 /**

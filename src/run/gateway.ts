@@ -14,7 +14,7 @@ import { readTextFile, type ServeConfig } from './load.ts';
 import { notReadyReason, unusableFiles } from './readiness.ts';
 import { openLimits, type Shared } from './shared.ts';
 import { startupWarnings } from './warnings.ts';
-import { keysVerifier } from './keys.ts';
+import { describeKeys, openVerifier } from './keys.ts';
 import { listenerTls } from './tls.ts';
 
 type RefreshOutcome = { ok: true } | { ok: false; reason: string };
@@ -30,7 +30,8 @@ function openProviders(gateway: GatewayConfig, env: NodeJS.ProcessEnv, onRefresh
 export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv, config: ServeConfig, shared: Shared, log: LogSink): Promise<Listener> {
   const { gateway, hostedTools } = config;
   const { metrics, prices } = shared;
-  const limits = openLimits(options, gateway, shared.store, log, metrics);
+  const keys = openVerifier(config.botKeys, config.maxTokenLifetimeSec, { log, onProblem: (listener) => metrics?.keyFileProblem(listener) });
+  const limits = openLimits(options, keys !== undefined, shared.store, log, metrics);
   const providers = openProviders(gateway, env, (provider, outcome) => {
     metrics?.credentialRefresh(provider, outcome.ok);
     if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });
@@ -42,7 +43,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
       metrics?.model(rec);
     },
     streams: metrics?.streams,
-    verifier: tlsOf.verifier(keysVerifier(gateway.signingKey, config.maxTokenLifetimeSec)),
+    verifier: tlsOf.verifier(keys?.verifier),
     providers,
     protocols: PROTOCOLS,
     hostedTools,
@@ -73,7 +74,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
       providers: providers.map((p) => ({ name: p.config.name, models: p.config.models, plainHttp: p.config.upstream.plainHttp, credential: p.credential.type })),
       priced: (provider, model) => prices.get(provider, model) !== undefined,
       hostedTools,
-      botAuth: !!gateway.signingKey || tlsOf.mode === 'mutual-tls',
+      botAuth: keys !== undefined || tlsOf.mode === 'mutual-tls',
     },
   });
   for (const warning of warnings) log(warning);
@@ -93,7 +94,8 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     })),
     apis: servedApis(PROTOCOLS, providers.map((p) => p.config.kind)),
     hosted_tools: [...hostedTools],
-    bot_auth: gateway.signingKey ? 'jwt' : 'network-policy',
+    bot_auth: keys ? 'jwt' : 'network-policy',
+    ...(keys ? { keys: describeKeys(keys.ring()) } : {}),
     tls: tlsOf.mode,
   });
   return model;

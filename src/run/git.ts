@@ -8,7 +8,7 @@ import { installationTokenCredential } from '../git/credentials.ts';
 import { exchangeAtGitHub, installationTokens, privateKeyFileSource } from '../git/github-app.ts';
 import { keepFresh } from '../gateway/credentials/table.ts';
 import type { GitRequestRecord } from '../git/record.ts';
-import { keysVerifier } from './keys.ts';
+import { describeKeys, openVerifier } from './keys.ts';
 import { listenerTls } from './tls.ts';
 import type { ServeConfig } from './load.ts';
 import { notReadyReason, unusableFiles } from './readiness.ts';
@@ -42,11 +42,12 @@ function withInstallationTokens(upstreams: ReadonlyMap<string, GitUpstream>, log
 export async function startGit(options: ServeOptions, config: ServeConfig, shared: Shared, log: LogSink): Promise<Listener> {
   const { metrics } = shared;
   const tlsOf = listenerTls(options, 'git', log);
+  const keys = openVerifier(config.gitKeys, config.maxTokenLifetimeSec, { log, onProblem: (listener) => metrics?.keyFileProblem(listener) });
   const gitDeps = {
     hosts: withInstallationTokens(config.gitUpstreams, log),
     revoked: shared.revoked,
     maxConcurrentPerWorkload: options.gitMaxConcurrentPerWorkload,
-    verifier: tlsOf.verifier(keysVerifier(config.gitSigningKey, config.maxTokenLifetimeSec)),
+    verifier: tlsOf.verifier(keys?.verifier),
     timeouts: shared.upstreamTimeouts,
     record: (rec: GitRequestRecord) => {
       log(rec);
@@ -66,7 +67,7 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
     refuse: refuseAtGit(gitDeps),
     tls: tlsOf.tls,
   });
-  for (const warning of startupWarnings({ git: { hosts: config.hostStates, workloadAuth: !!config.gitSigningKey || tlsOf.mode === 'mutual-tls' } })) log(warning);
-  log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: config.hostStates, workload_auth: config.gitSigningKey ? 'jwt' : 'network-policy', tls: tlsOf.mode });
+  for (const warning of startupWarnings({ git: { hosts: config.hostStates, workloadAuth: keys !== undefined || tlsOf.mode === 'mutual-tls' } })) log(warning);
+  log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: config.hostStates, workload_auth: keys ? 'jwt' : 'network-policy', ...(keys ? { keys: describeKeys(keys.ring()) } : {}), tls: tlsOf.mode });
   return git;
 }

@@ -1,10 +1,116 @@
-// Start-up: the verifiers the listeners hold (src/auth/verifier.ts), from their keys.
-import { keyRing } from '../auth/jwt.ts';
+// Start-up: each listener's token keys, and the verifier it holds (src/auth/verifier.ts).
+// A listener's keys are the union of its environment secret (MODEL_PROXY_SIGNING_KEY or
+// GIT_PROXY_SIGNING_KEY, or the same from a file, *_FILE: the key without kid) and its key files
+// (--bot-keys, --git-keys: keys by kid). Files are read here, where a problem stops start-up;
+// the verifier then follows their changes (src/auth/key-files.ts).
+import { readFileSync } from 'node:fs';
+import { basename } from 'node:path';
+import { keyRing, parseSigningKey, type KeyRing, type SigningKey, type VerificationKey } from '../auth/jwt.ts';
+import { KeyFiles } from '../auth/key-files.ts';
+import { secretFromFile, signingKeyFile as signingKeyFromFile } from '../auth/keys.ts';
 import { composeVerifier, keyRingSource, type TokenVerifier } from '../auth/verifier.ts';
+import type { LogSink } from '../http/log.ts';
 
-/** The verifier of one listener's keys; undefined without any key (network-policy mode). */
-export function keysVerifier(secret: Buffer | undefined, maxLifetimeSec: number): TokenVerifier | undefined {
-  if (secret === undefined) return undefined;
-  const ring = keyRing([{ kid: undefined, alg: 'HS256', key: secret }]);
-  return composeVerifier([keyRingSource(() => ring, maxLifetimeSec)]);
+type KeyListener = 'model' | 'git';
+
+/** A listener's keys as start-up read them. */
+export interface ListenerKeys {
+  readonly listener: KeyListener;
+  /** The environment variable's secret (no kid). */
+  readonly secret: Buffer | undefined;
+  /** The *_FILE secret and the key files, followed as they change. */
+  readonly files: readonly KeyFiles[];
+}
+
+const VARIABLE: Record<KeyListener, string> = { model: 'MODEL_PROXY_SIGNING_KEY', git: 'GIT_PROXY_SIGNING_KEY' };
+const KEYS_FLAG: Record<KeyListener, string> = { model: '--bot-keys', git: '--git-keys' };
+
+/**
+ * A listener's keys: its variable's secret (or its *_FILE, not both) and the key files of
+ * `keysPath`; undefined when it has none (network-policy mode). Every key is read now.
+ */
+export function loadListenerKeys(listener: KeyListener, env: NodeJS.ProcessEnv, keysPath: string | undefined): ListenerKeys | undefined {
+  const variable = VARIABLE[listener];
+  const secret = parseSigningKey(variable, env[variable]);
+  const secretFile = env[`${variable}_FILE`] || undefined;
+  if (secret !== undefined && secretFile !== undefined) throw new Error(`${variable} and ${variable}_FILE are both set: set one (the file is re-read when it changes)`);
+  const files = [
+    ...(secretFile === undefined ? [] : [new KeyFiles({ path: secretFile, kind: 'secret', name: `${variable}_FILE` })]),
+    ...(keysPath === undefined ? [] : [new KeyFiles({ path: keysPath, kind: 'keys', name: KEYS_FLAG[listener] })]),
+  ];
+  if (secret === undefined && files.length === 0) return undefined;
+  const keys = { listener, secret, files };
+  ringOf(keys);
+  return keys;
+}
+
+function ringOf(keys: ListenerKeys): KeyRing {
+  const fromVariable: VerificationKey[] = keys.secret === undefined ? [] : [{ kid: undefined, alg: 'HS256', key: keys.secret }];
+  return keyRing([...fromVariable, ...keys.files.flatMap((f) => f.keys)]);
+}
+
+/** The keys as the listening line and the reload line show them: kid and algorithm, never a key. */
+export function describeKeys(ring: KeyRing): { kid: string | null; alg: string }[] {
+  return [...(ring.unnamed ? [ring.unnamed] : []), ...ring.byKid.values()].map((k) => ({ kid: k.kid ?? null, alg: k.alg }));
+}
+
+/** What the verifier tells of its key files: a new set of keys (logged), a problem (logged and counted). */
+export interface KeyEvents {
+  readonly log: LogSink;
+  readonly onProblem?: (listener: KeyListener) => void;
+}
+
+/**
+ * The verifier a listener holds: its keys, followed as their files change; undefined in
+ * network-policy mode. A re-read that changed the keys is logged (`keys_reloaded`, kid and
+ * algorithm only); a problem of a re-read is logged once (`config_error`) and counted.
+ */
+export function openVerifier(keys: ListenerKeys | undefined, maxLifetimeSec: number, events: KeyEvents): { verifier: TokenVerifier; ring: () => KeyRing } | undefined {
+  if (keys === undefined) return undefined;
+  let ring = ringOf(keys);
+  for (const files of keys.files) {
+    files.watch(
+      () => {
+        ring = ringOf(keys);
+        events.log({ event: 'keys_reloaded', listener: keys.listener, keys: describeKeys(ring) });
+      },
+      (message) => {
+        events.log({ event: 'config_error', listener: keys.listener, message });
+        events.onProblem?.(keys.listener);
+      },
+    );
+  }
+  const current = () => ring;
+  return { verifier: composeVerifier([keyRingSource(current, maxLifetimeSec)]), ring: current };
+}
+
+/** A key file's bytes for mint-token, or an Error naming it. */
+function readMintKey(path: string, what: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw new Error(`mint-token: ${what} ${path} cannot be read (${(err as NodeJS.ErrnoException).code})`);
+  }
+}
+
+/**
+ * mint-token's key: --signing-key's file (a private key or an HS256 secret, its kid the file's
+ * name), else the listener's variable or its *_FILE (the key without kid); undefined: none set.
+ */
+export function mintingKey(listener: KeyListener, env: NodeJS.ProcessEnv, keyFile: string | undefined): SigningKey | undefined {
+  if (keyFile !== undefined) {
+    const pem = readMintKey(keyFile, '--signing-key');
+    try {
+      return signingKeyFromFile(basename(keyFile), pem);
+    } catch (err) {
+      throw new Error(`mint-token: --signing-key ${(err as Error).message}`);
+    }
+  }
+  const variable = VARIABLE[listener];
+  const secret = parseSigningKey(variable, env[variable]);
+  const file = env[`${variable}_FILE`] || undefined;
+  if (secret !== undefined && file !== undefined) throw new Error(`mint-token: ${variable} and ${variable}_FILE are both set: set one`);
+  if (secret !== undefined) return { kid: undefined, alg: 'HS256', key: secret };
+  if (file === undefined) return undefined;
+  return { kid: undefined, alg: 'HS256', key: secretFromFile(`${variable}_FILE ${file}`, readMintKey(file, `${variable}_FILE`)) };
 }

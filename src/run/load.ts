@@ -6,7 +6,6 @@ import { asUsageError } from '../config/cli.ts';
 import { literalSecret, secretSource } from '../config/secret.ts';
 import { createUpstreamAgent } from '../http/forward.ts';
 import { softOpenFilesLimit } from '../http/connection-caps.ts';
-import { parseSigningKey } from '../auth/jwt.ts';
 import { isBasicUsername } from '../git/credentials.ts';
 import { appPrivateKey } from '../git/github-app.ts';
 import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from '../git/hosts.ts';
@@ -15,6 +14,7 @@ import { formatRepoPattern } from '../git/scope.ts';
 import { parseGatewayEnv, type GatewayConfig } from '../gateway/config.ts';
 import { parsePrices, type PriceTable } from '../gateway/prices.ts';
 import { hostedToolsPolicy } from '../gateway/protocols/tools.ts';
+import { loadListenerKeys, type ListenerKeys } from './keys.ts';
 import { gitCredentialFiles, modelCredentialFiles, type CredentialFile } from './readiness.ts';
 
 /** The registered git hosts: GIT_HOST_A/B from the environment, merged with the --git-hosts file. */
@@ -89,7 +89,9 @@ export type HostState = {
 
 export interface ServeConfig {
   readonly gitUpstreams: Map<string, GitUpstream>;
-  readonly gitSigningKey: ReturnType<typeof parseSigningKey>;
+  /** Each listener's token keys (environment, files); undefined: network-policy mode. */
+  readonly gitKeys: ListenerKeys | undefined;
+  readonly botKeys: ListenerKeys | undefined;
   readonly gateway: GatewayConfig;
   readonly hostedTools: ReadonlySet<string>;
   readonly maxTokenLifetimeSec: number;
@@ -102,7 +104,8 @@ export interface ServeConfig {
 /** Everything `serve` needs to know before it starts anything. */
 export function loadServeConfig(options: ServeOptions, env: NodeJS.ProcessEnv): ServeConfig {
   const gitUpstreams = openGitUpstreams(loadHosts(options, env), env);
-  const gitSigningKey = parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY);
+  const gitKeys = loadListenerKeys('git', env, options.gitKeys);
+  const botKeys = loadListenerKeys('model', env, options.botKeys);
   const gateway = loadGateway(options, env);
   const hostedTools = asUsageError(() => hostedToolsPolicy(options.allowHostedTools));
   const maxTokenLifetimeSec = Math.floor(options.maxTokenLifetimeMs / 1000);
@@ -120,5 +123,5 @@ export function loadServeConfig(options: ServeOptions, env: NodeJS.ProcessEnv): 
   // A host whose token is a file is configured even while the file is missing: the listener
   // starts, names the file and answers /healthz 503 until it is mounted, as the gateway does.
   const gitEnabled = env.GIT_AUTH_ENABLED === 'true' || hostStates.some((h) => h.credential === 'present') || credentialFiles.git.some((f) => f.what === 'token file');
-  return { gitUpstreams, gitSigningKey, gateway, hostedTools, maxTokenLifetimeSec, hostStates, gitEnabled, credentialFiles };
+  return { gitUpstreams, gitKeys, botKeys, gateway, hostedTools, maxTokenLifetimeSec, hostStates, gitEnabled, credentialFiles };
 }

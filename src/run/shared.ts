@@ -7,7 +7,6 @@ import type { ListenerTimeouts } from '../http/server.ts';
 import { clockTickMs } from '../metrics/registry.ts';
 import { createProxyMetrics } from '../metrics/proxy-metrics.ts';
 import type { PriceTable } from '../gateway/prices.ts';
-import type { GatewayConfig } from '../gateway/config.ts';
 import { revocationList } from '../auth/revocations.ts';
 import { NOT_REVOKED, type RevocationCheck, type RevocationVerdict } from '../auth/identity.ts';
 import { storeRevocations } from '../auth/redis-revocations.ts';
@@ -109,11 +108,11 @@ function openStore(options: ServeOptions, log: LogSink, metrics: StoreMetrics | 
 
 /**
  * The limits (--limits), held in this process or in the shared store. They apply per verified
- * identity, so they need MODEL_PROXY_SIGNING_KEY: an identity from headers is the caller's say-so.
+ * identity, so they need bot keys (MODEL_PROXY_SIGNING_KEY, its _FILE, --bot-keys): an identity from headers is the caller's say-so.
  */
-export function openLimits(options: ServeOptions, gateway: GatewayConfig, shared: SharedStore | undefined, log: LogSink, metrics: StoreMetrics | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
+export function openLimits(options: ServeOptions, botAuth: boolean, shared: SharedStore | undefined, log: LogSink, metrics: StoreMetrics | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
   if (options.limitsFile === undefined) return undefined;
-  if (!gateway.signingKey) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (without it, identities are the callers\' own headers)');
+  if (!botAuth) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (or MODEL_PROXY_SIGNING_KEY_FILE, or --bot-keys; without a key, identities are the callers\' own headers)');
   const file = parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile);
   const policy: LimitsPolicy = options.allowUnpricedModels ? { ...file, unpricedModels: 'allowed' } : file;
   if (shared === undefined) return { store: new LocalLimits(policy), policy };

@@ -48,6 +48,8 @@ test('every option has its documented default, durations in milliseconds', () =>
     limitsStorePasswordFile: undefined,
     limitsStoreFailure: 'closed',
     revocationsFile: undefined,
+    botKeys: undefined,
+    gitKeys: undefined,
     tlsCertFile: undefined,
     tlsKeyFile: undefined,
     tlsClientCaFile: undefined,
@@ -118,6 +120,8 @@ test('"--flag value" and "--flag=value" give the same options', () => {
     limitsStorePasswordFile: undefined,
     limitsStoreFailure: 'closed',
     revocationsFile: undefined,
+    botKeys: undefined,
+    gitKeys: undefined,
     tlsCertFile: undefined,
     tlsKeyFile: undefined,
     tlsClientCaFile: undefined,
@@ -301,12 +305,12 @@ test('agent-config and mint-token are recognised commands', () => {
 });
 
 test('mint-token options default to undefined ids and a 1h ttl', () => {
-  assert.deepEqual(parseCommandLine(['mint-token']).mint, { instanceId: undefined, workflow: undefined, runId: undefined, ttlMs: 3_600_000, gitRepos: [], budgetUsd: undefined, maxConcurrent: undefined, requestsPerMinute: undefined, tokensPerMinute: undefined, tokenId: undefined });
+  assert.deepEqual(parseCommandLine(['mint-token']).mint, { instanceId: undefined, workflow: undefined, runId: undefined, ttlMs: 3_600_000, gitRepos: [], budgetUsd: undefined, maxConcurrent: undefined, requestsPerMinute: undefined, tokensPerMinute: undefined, tokenId: undefined, signingKeyFile: undefined });
 });
 
 test('mint-token options are passed through, the ttl in milliseconds', () => {
   const cl = parseCommandLine(['mint-token', '--instance-id', 'bot-7', '--workflow=ci/review', '--run-id', 'run-42', '--ttl', '15m']);
-  assert.deepEqual(cl.mint, { instanceId: 'bot-7', workflow: 'ci/review', runId: 'run-42', ttlMs: 900_000, gitRepos: [], budgetUsd: undefined, maxConcurrent: undefined, requestsPerMinute: undefined, tokensPerMinute: undefined, tokenId: undefined });
+  assert.deepEqual(cl.mint, { instanceId: 'bot-7', workflow: 'ci/review', runId: 'run-42', ttlMs: 900_000, gitRepos: [], budgetUsd: undefined, maxConcurrent: undefined, requestsPerMinute: undefined, tokensPerMinute: undefined, tokenId: undefined, signingKeyFile: undefined });
   assert.deepEqual(parseCommandLine(['mint-token', '--budget-usd', '2.5', '--max-concurrent', '3']).mint.budgetUsd, 2.5);
   assert.throws(() => parseCommandLine(['mint-token', '--budget-usd', '0']), /--budget-usd: "0" must be an amount above 0/);
   const rates = parseCommandLine(['mint-token', '--requests-per-minute', '30', '--tokens-per-minute', '200000']).mint;
@@ -366,7 +370,7 @@ test('a flag of another command is a UsageError naming the flag and the flags th
     [['git-config', '--git-auth-listen', ':1'], /^--git-auth-listen is not a flag of git-config \(git-config takes --git-hosts, --proxy-host, --workload-token-env, --workload-token-file\)$/],
     [['git-config', '--ttl', '1h'], /^--ttl is not a flag of git-config/],
     [['agent-config', '--git-hosts', 'h.json'], /^--git-hosts is not a flag of agent-config \(agent-config takes --providers, --allow-hosted-tools, --agent, --proxy-host, --token-file, --provider-name, --model, --small-model\)$/],
-    [['mint-token', '--proxy-host', 'p'], /^--proxy-host is not a flag of mint-token \(mint-token takes --git-hosts, --limits, --max-token-lifetime, --instance-id, --workflow, --run-id, --ttl, --budget-usd, --max-concurrent, --requests-per-minute, --tokens-per-minute, --git-repo\)$/],
+    [['mint-token', '--proxy-host', 'p'], /^--proxy-host is not a flag of mint-token \(mint-token takes --git-hosts, --limits, --max-token-lifetime, --instance-id, --workflow, --run-id, --ttl, --budget-usd, --max-concurrent, --requests-per-minute, --tokens-per-minute, --git-repo, --signing-key\)$/],
     [['serve', '--workload-token-env', 'T'], /^--workload-token-env is not a flag of serve/],
     [['--metrics-run-id-label', 'git-config'], /^--metrics-run-id-label is not a flag of git-config/],
   ];

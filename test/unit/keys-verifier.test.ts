@@ -1,0 +1,164 @@
+// The verifier the listeners hold (src/auth/verifier.ts): sources asked in order, the first answer
+// final; our keys' source with its per-token cache of asymmetric verifications, which never
+// outlives the token's exp or its key; tokens signed and checked by openssl, an independent
+// implementation of Ed25519 and ES256; and mint-token's choice of key (src/run/keys.ts).
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { keyRing, signBotToken, type BotClaims, type KeyRing, type VerificationKey } from '../../src/auth/jwt.ts';
+import { signingKeyFile, verificationKeyFile } from '../../src/auth/keys.ts';
+import { composeVerifier, keyRingSource, type TokenSource, type Verification } from '../../src/auth/verifier.ts';
+import { mintingKey } from '../../src/run/keys.ts';
+
+const NOW = 1_700_000_000;
+const CLAIMS: BotClaims = { sub: 'bot-1', workflow: 'wf', run_id: 'run-1', iat: NOW - 10, exp: NOW + 600 };
+const dir = mkdtempSync(join(tmpdir(), 'keys-verifier-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+const ed = generateKeyPairSync('ed25519');
+const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+const pem = (k: KeyObject) => Buffer.from(k.export({ type: k.type === 'public' ? 'spki' : 'pkcs8', format: 'pem' }).toString());
+const ED: VerificationKey = verificationKeyFile('ed.pem', pem(ed.publicKey));
+const EC: VerificationKey = verificationKeyFile('ec.pem', pem(ec.publicKey));
+
+/** Our keys' source over a ring the test may swap, as a re-read of the key files does. */
+function swappable(initial: KeyRing) {
+  let ring = initial;
+  const verifier = composeVerifier([keyRingSource(() => ring, 3600)]);
+  return { set: (next: KeyRing) => (ring = next), verify: (token: string, nowSec = NOW, kind: 'bot' | 'git' = 'bot') => verifier.verify(kind, { token }, nowSec) as Verification };
+}
+const why = (v: Verification) => (v.ok ? 'accepted' : v.reason);
+
+test('cached token refused after key removal: a verified Ed25519 token is refused from the next request once its key leaves the ring, and when its kid names a new key', () => {
+  const v = swappable(keyRing([ED, EC]));
+  const token = signBotToken(CLAIMS, signingKeyFile('ed.pem', pem(ed.privateKey)));
+  assert.equal(why(v.verify(token)), 'accepted');
+  assert.equal(why(v.verify(token)), 'accepted', 'from the cache');
+  v.set(keyRing([EC]));
+  assert.equal(why(v.verify(token)), 'unknown key id');
+  v.set(keyRing([EC, verificationKeyFile('ed.pem', pem(generateKeyPairSync('ed25519').publicKey))]));
+  assert.equal(why(v.verify(token)), 'bad signature', 'a new key under the old kid verifies afresh');
+  v.set(keyRing([ED, EC]));
+  assert.equal(why(v.verify(token)), 'accepted', 'the key back, the token is good again');
+});
+
+test('cached token expires at its exp: past exp (and the 30 s leeway) a cached token is verified afresh, and refused', () => {
+  const v = swappable(keyRing([EC]));
+  const token = signBotToken(CLAIMS, signingKeyFile('ec.pem', pem(ec.privateKey)));
+  assert.equal(why(v.verify(token, NOW)), 'accepted');
+  assert.equal(why(v.verify(token, CLAIMS.exp + 29)), 'accepted');
+  assert.equal(why(v.verify(token, CLAIMS.exp + 30)), 'expired');
+});
+
+test('cached token keeps the listener rules: a cached git token is still refused by the gateway, a cached bot token by the git proxy', () => {
+  const v = swappable(keyRing([ED]));
+  const signer = signingKeyFile('ed.pem', pem(ed.privateKey));
+  const gitToken = signBotToken({ ...CLAIMS, git: ['github.com/acme/*:read'] }, signer);
+  const botToken = signBotToken(CLAIMS, signer);
+  assert.equal(why(v.verify(gitToken, NOW, 'git')), 'accepted');
+  assert.equal(why(v.verify(gitToken, NOW, 'bot')), 'meant for the git proxy');
+  assert.equal(why(v.verify(botToken, NOW, 'bot')), 'accepted');
+  assert.equal(why(v.verify(botToken, NOW, 'git')), 'no git scope');
+});
+
+test('sources are asked in order and the first answer is final: a later source never sees a token an earlier one refused; a waiting source makes the answer a promise', async () => {
+  const asked: string[] = [];
+  const source = (name: string, answer: (token: string | undefined) => Verification | undefined | Promise<Verification | undefined>): TokenSource => ({
+    name,
+    verify: (_kind, presented) => (asked.push(name), answer(presented.token)),
+  });
+  const claims = { ...CLAIMS, sub: 'from-b' };
+  const verifier = composeVerifier([
+    source('a', (t) => (t === 'for-a' ? { ok: false, reason: 'refused by a' } : undefined)),
+    source('b', async (t) => (t === 'for-b' ? { ok: true, claims } : undefined)),
+    source('c', (t) => (t === undefined ? undefined : { ok: false, reason: 'refused by c' })),
+  ]);
+  assert.deepEqual(verifier.verify('bot', { token: 'for-a' }, NOW), { ok: false, reason: 'refused by a' });
+  assert.deepEqual(asked.splice(0), ['a']);
+  const waited = verifier.verify('bot', { token: 'for-b' }, NOW);
+  assert.ok(waited instanceof Promise);
+  assert.deepEqual(await waited, { ok: true, claims });
+  assert.deepEqual(asked.splice(0), ['a', 'b']);
+  assert.deepEqual(await verifier.verify('bot', { token: 'other' }, NOW), { ok: false, reason: 'refused by c' });
+  assert.deepEqual(asked.splice(0), ['a', 'b', 'c']);
+  assert.deepEqual(await verifier.verify('git', {}, NOW), { ok: false, reason: 'no token', absent: true }, 'nothing presented: the listener asks for a token');
+  assert.deepEqual(composeVerifier([]).verify('bot', { token: 'x' }, NOW), { ok: false, reason: 'no verifier for this token' });
+});
+
+/** openssl, an independent implementation, signs and verifies; our code does the other side. */
+function openssl(args: string[], input?: Buffer): Buffer {
+  return execFileSync('openssl', args, { input, stdio: ['pipe', 'pipe', 'pipe'] });
+}
+
+/** An ECDSA DER signature (SEQUENCE of two INTEGERs) as JOSE's r||s, 32 bytes each. */
+function derToJose(der: Buffer): Buffer {
+  let at = 2 + (der[1]! & 0x80 ? der[1]! & 0x7f : 0);
+  const part = () => {
+    const length = der[at + 1]!;
+    const bytes = der.subarray(at + 2, at + 2 + length);
+    at += 2 + length;
+    return Buffer.concat([Buffer.alloc(32), bytes.subarray(bytes.length > 32 ? bytes.length - 32 : 0)]).subarray(-32);
+  };
+  return Buffer.concat([part(), part()]);
+}
+
+function joseToDer(jose: Buffer): Buffer {
+  const integer = (b: Buffer) => {
+    let v = b;
+    while (v.length > 1 && v[0] === 0 && !(v[1]! & 0x80)) v = v.subarray(1);
+    if (v[0]! & 0x80) v = Buffer.concat([Buffer.from([0]), v]);
+    return Buffer.concat([Buffer.from([0x02, v.length]), v]);
+  };
+  const body = Buffer.concat([integer(jose.subarray(0, 32)), integer(jose.subarray(32))]);
+  return Buffer.concat([Buffer.from([0x30, body.length]), body]);
+}
+
+test('interoperability with openssl: tokens signed by openssl (Ed25519, and ES256 turned from DER into r||s) verify; our ES256 signature verifies in openssl', () => {
+  const edKey = join(dir, 'ed.key');
+  const ecKey = join(dir, 'ec.key');
+  openssl(['genpkey', '-algorithm', 'ed25519', '-out', edKey]);
+  openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', ecKey]);
+  const ring = keyRing([verificationKeyFile('ossl-ed.pem', openssl(['pkey', '-in', edKey, '-pubout'])), verificationKeyFile('ossl-ec.pem', openssl(['pkey', '-in', ecKey, '-pubout']))]);
+  const v = swappable(ring);
+  const b64 = (x: unknown) => Buffer.from(JSON.stringify(x)).toString('base64url');
+  const inputFile = join(dir, 'input');
+
+  const edInput = `${b64({ alg: 'EdDSA', typ: 'JWT', kid: 'ossl-ed' })}.${b64(CLAIMS)}`;
+  writeFileSync(inputFile, edInput);
+  const edSig = openssl(['pkeyutl', '-sign', '-rawin', '-inkey', edKey, '-in', inputFile]);
+  assert.equal(why(v.verify(`${edInput}.${edSig.toString('base64url')}`)), 'accepted');
+
+  const ecInput = `${b64({ alg: 'ES256', typ: 'JWT', kid: 'ossl-ec' })}.${b64(CLAIMS)}`;
+  writeFileSync(inputFile, ecInput);
+  const der = openssl(['dgst', '-sha256', '-sign', ecKey, inputFile]);
+  assert.equal(why(v.verify(`${ecInput}.${derToJose(der).toString('base64url')}`)), 'accepted');
+  assert.equal(why(v.verify(`${ecInput}.${der.toString('base64url')}`)), 'bad signature', 'DER as it comes from openssl is not JOSE');
+
+  const ours = signBotToken(CLAIMS, signingKeyFile('ossl-ec.pem', readFileSync(ecKey)));
+  const [h, p, s] = ours.split('.') as [string, string, string];
+  writeFileSync(inputFile, `${h}.${p}`);
+  writeFileSync(join(dir, 'sig.der'), joseToDer(Buffer.from(s, 'base64url')));
+  writeFileSync(join(dir, 'ec.pub'), openssl(['pkey', '-in', ecKey, '-pubout']));
+  assert.match(openssl(['dgst', '-sha256', '-verify', join(dir, 'ec.pub'), '-signature', join(dir, 'sig.der'), inputFile]).toString(), /Verified OK/);
+});
+
+test('mint-token\'s key: --signing-key FILE (a private key, its kid the file name), else the variable or its _FILE; both set, a public key, or an unreadable file is an error', () => {
+  const priv = join(dir, 'bots-2026.pem');
+  writeFileSync(priv, pem(ed.privateKey));
+  const key = mintingKey('model', {}, priv)!;
+  assert.deepEqual([key.kid, key.alg], ['bots-2026', 'EdDSA']);
+  assert.equal(mintingKey('model', {}, undefined), undefined);
+  assert.deepEqual(mintingKey('git', { GIT_PROXY_SIGNING_KEY: 's'.repeat(32) }, undefined), { kid: undefined, alg: 'HS256', key: Buffer.from('s'.repeat(32)) });
+  const secretFile = join(dir, 'secret');
+  writeFileSync(secretFile, `${'f'.repeat(32)}\n`);
+  assert.deepEqual(mintingKey('model', { MODEL_PROXY_SIGNING_KEY_FILE: secretFile }, undefined), { kid: undefined, alg: 'HS256', key: Buffer.from('f'.repeat(32)) });
+  assert.throws(() => mintingKey('model', { MODEL_PROXY_SIGNING_KEY: 's'.repeat(32), MODEL_PROXY_SIGNING_KEY_FILE: secretFile }, undefined), /^Error: mint-token: MODEL_PROXY_SIGNING_KEY and MODEL_PROXY_SIGNING_KEY_FILE are both set: set one$/);
+  const pub = join(dir, 'pub.pem');
+  writeFileSync(pub, pem(ed.publicKey));
+  assert.throws(() => mintingKey('model', {}, pub), /^Error: mint-token: --signing-key pub\.pem: mint-token signs with a private key/);
+  assert.throws(() => mintingKey('git', {}, join(dir, 'absent.pem')), /^Error: mint-token: --signing-key .*absent\.pem cannot be read \(ENOENT\)$/);
+});
