@@ -64,6 +64,8 @@ export interface ServeOptions {
   readonly workloadPolicyFile: string | undefined;
   /** --allow-hosted-tools, split; the names are checked against the gateway's list by main. */
   readonly allowHostedTools: readonly string[];
+  /** --egress-proxy-auth-file: the Proxy-Authorization value for the egress proxy (HTTPS_PROXY). */
+  readonly egressProxyAuthFile: string | undefined;
 }
 
 export interface MintOptions {
@@ -153,6 +155,7 @@ const FLAGS = {
   'max-connections': { default: '1024', commands: SERVE, help: 'client connections the git and the model listener each hold at once; a further one is closed at once and counted (0: no cap; the metrics listener has its own 64)' },
   'max-connections-per-client': { default: '0', commands: SERVE, help: 'client connections one source address holds on the git or the model listener; a further one is closed at once and counted. 0 (no cap) by default: behind a mesh sidecar or NAT every workload has one address; set it when workloads connect from their own pod IPs (the metrics listener has its own 16)' },
   'git-max-concurrent-per-workload': { default: '16', commands: SERVE, help: 'git requests one workload token (instance) may have in progress at once; more get 429 (0: no cap)' },
+  'egress-proxy-auth-file': { default: undefined, commands: SERVE, help: 'file holding the Proxy-Authorization value (e.g. Basic <base64>) for the egress proxy HTTPS_PROXY names; read again for every tunnel, never logged' },
   'upstream-connect-timeout': { default: '10s', commands: SERVE, help: 'TCP connect + TLS handshake to an upstream (504 after)' },
   'upstream-response-timeout': { default: '5m', commands: SERVE, help: 'waiting for the upstream response head with no byte moving (504 after); a big push is still being sent, so it is not idle' },
   'upstream-idle-timeout': { default: '5m', commands: SERVE, help: 'a response body or stream with no byte for this long is cut (stream idle timeout)' },
@@ -283,6 +286,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       workloadPolicyFile: str('workload-policy'),
       limitsStoreFailure: asUsageError(() => oneOf('limits-store-failure', str('limits-store-failure')!, ['open', 'closed'] as const)),
       allowHostedTools: str('allow-hosted-tools')!.split(',').map((t) => t.trim()).filter((t) => t !== ''),
+      egressProxyAuthFile: str('egress-proxy-auth-file'),
     },
     mint: {
       instanceId: str('instance-id'),

@@ -3,7 +3,7 @@
 // retryable (429, 5xx overload), within the retry policy's count and time budget. The body is
 // released the moment an answer begins.
 import type { IncomingMessage } from 'node:http';
-import { errorForUpstreamFailure, type UpstreamError } from '../http/errors.ts';
+import { errorForUpstream, type UpstreamError } from '../http/errors.ts';
 import { newExchange, openUpstream, type Exchange, type UpstreamTarget, type UpstreamTimeouts } from '../http/forward.ts';
 import type { RequestBody } from './body.ts';
 import type { GatewayCall } from './call.ts';
@@ -34,10 +34,11 @@ export async function sendWithRetries(call: GatewayCall, target: UpstreamTarget,
       res = await sent.response;
     } catch (err) {
       if (call.gone) return ended(call);
-      const kind = (err as UpstreamError).kind;
+      const failed = err as UpstreamError;
+      const kind = failed.kind;
       const delay = retryableFailure(kind) ? nextRetryDelay(policy.retry, call.retries, waited, undefined, policy.random) : undefined;
       if (delay === undefined) {
-        call.refuse({ error: errorForUpstreamFailure(kind) }, kind);
+        call.refuse({ error: errorForUpstream(failed) }, kind);
         return { kind: 'ended' };
       }
       if (!(await backOff(call, delay))) return ended(call);

@@ -7,6 +7,7 @@
 // it is kept; the exchange goes through fetchBody (total deadline, size cap, verified TLS).
 import { createPrivateKey, sign, type KeyObject } from 'node:crypto';
 import { fetchBody, type FetchedBody } from '../gateway/credentials/fetch.ts';
+import type { Egress } from '../http/tunnel.ts';
 import { mintedSource, type MintedSource } from '../gateway/credentials/minted.ts';
 import { isObject } from '../json/keys.ts';
 import { parseStrictJson } from '../json/strict.ts';
@@ -76,7 +77,8 @@ export function installationTokenRequest(config: GitHubAppConfig, jwt: string): 
 /** Sends the token request (the side effect; one function, so that egress settings apply to it in one place). */
 export type TokenExchange = (request: TokenRequest) => Promise<FetchedBody>;
 
-export const exchangeAtGitHub: TokenExchange = (request) => fetchBody(request.url, { headers: { ...request.headers }, json: request.json, maxBytes: request.maxBytes });
+/** The exchange over HTTPS, through the egress proxy start-up read (HTTPS_PROXY) unless NO_PROXY names the API's host. */
+export const exchangeAtGitHub = (request: TokenRequest, egress?: Egress): Promise<FetchedBody> => fetchBody(request.url, { headers: { ...request.headers }, json: request.json, maxBytes: request.maxBytes, egress });
 
 /** Pure: what a refusal of the token request says to the operator, by status (GitHub's own text is never repeated). */
 function refusalReason(status: number, config: GitHubAppConfig): string {

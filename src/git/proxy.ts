@@ -9,7 +9,7 @@ import type { RevocationCheck, RevocationVerdict, WorkloadIdentity } from '../au
 import { peerOf, type TokenVerifier } from '../auth/verifier.ts';
 import type { SecretSource } from '../config/secret.ts';
 import { KeyedCounts } from '../http/connection-caps.ts';
-import { ERRORS, errorForUpstreamFailure, withMessage, type ProxyError, type UpstreamError } from '../http/errors.ts';
+import { ERRORS, errorForUpstream, withMessage, type ProxyError, type UpstreamError } from '../http/errors.ts';
 import { openUpstream, relayResponse, staleSocketReset, type UpstreamTarget, type UpstreamTimeouts } from '../http/forward.ts';
 import { relayRedactedBody } from '../http/error-body.ts';
 import { gitUpstreamHeaders, headerCount, scrubResponseHeaders } from '../http/headers.ts';
@@ -175,14 +175,15 @@ async function sendGit(call: GitCall, target: UpstreamTarget, timeouts: GitProxy
     try {
       return await sent.response;
     } catch (err) {
-      const kind = (err as UpstreamError).kind;
+      const failed = err as UpstreamError;
+      const kind = failed.kind;
       if (call.method === 'GET' && staleSocketReset(kind, sent.request) && !resent && !call.gone) {
         resent = true;
         exchange.failure = undefined;
         continue;
       }
       if (call.gone || call.res.headersSent) return void call.end(0);
-      call.refuse({ error: errorForUpstreamFailure(kind) }, kind);
+      call.refuse({ error: errorForUpstream(failed) }, kind);
       return undefined;
     }
   }

@@ -36,6 +36,7 @@ export const ERRORS = {
   gitAppTokenFailed: def('git_app_token_failed', 502, "the proxy could not obtain its GitHub App installation token for that git host (the log says why); the operator must check the host's githubApp settings"),
   upstreamRejectedCredential: def('upstream_rejected_credential', 502, "the git host refused the proxy's credential; the operator must check its token"),
   upstreamUnreachable: def('upstream_unreachable', 502, 'the upstream could not be reached'),
+  egressProxyFailed: def('egress_proxy_failed', 502, 'the egress proxy (HTTPS_PROXY) did not open a tunnel to the upstream; the operator must check the egress proxy'),
   upstreamTls: def('upstream_tls', 502, 'the upstream TLS certificate could not be verified'),
   upstreamProtocol: def('upstream_protocol', 502, 'the upstream sent a malformed HTTP response'),
   limitRateExceeded: def('rate_limit_exceeded', 429, 'a limit of this workload is reached for now (the operator sets them in --limits); retry after the time Retry-After says'),
@@ -111,6 +112,8 @@ export type UpstreamFailure =
   | 'truncated'
   /** The client's request body stopped arriving (--body-timeout): the upstream request is cut with it. */
   | 'body_timeout'
+  /** The egress proxy (HTTPS_PROXY) could not be reached, refused the CONNECT or answered it malformed (tunnel.ts). */
+  | 'egress'
   | 'other';
 
 /** An upstream-leg failure. `cause` is kept for the log, never shown to a client. */
@@ -126,6 +129,8 @@ export function classifyUpstreamError(err: unknown): UpstreamFailure {
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code !== 'string') return 'other';
   switch (code) {
+    case 'ERR_EGRESS_PROXY':
+      return 'egress';
     case 'ECONNREFUSED':
     case 'EHOSTUNREACH':
     case 'ENETUNREACH':
@@ -169,7 +174,20 @@ export function errorForUpstreamFailure(kind: UpstreamFailure): ProxyError {
       return ERRORS.upstreamProtocol;
     case 'body_timeout':
       return ERRORS.bodyTimeout;
+    case 'egress':
+      return ERRORS.egressProxyFailed;
     default:
       return ERRORS.upstreamUnreachable;
   }
+}
+
+/**
+ * The error a client gets for an upstream failure before any response byte, with the egress
+ * proxy's own message when it was the egress proxy (tunnel.ts's EgressError: it names the egress
+ * proxy and its status, never a credential or the egress proxy's text).
+ */
+export function errorForUpstream(err: UpstreamError): ProxyError {
+  const error = errorForUpstreamFailure(err.kind);
+  const cause = err.cause as { code?: unknown; message?: unknown } | undefined;
+  return err.kind === 'egress' && cause?.code === 'ERR_EGRESS_PROXY' && typeof cause.message === 'string' ? withMessage(error, cause.message) : error;
 }

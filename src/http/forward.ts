@@ -1,15 +1,16 @@
 // The upstream leg, shared by both listeners: open an HTTPS request on a keep-alive agent,
 // stream the body into it, relay the response back. Which headers cross is decided by the
 // caller (headers.ts); this file only moves bytes and reports how it went.
-import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type ClientRequestArgs, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
 import { Agent, request as httpsRequest } from 'node:https';
 import { isIP, type Socket } from 'node:net';
 import { createSecureContext } from 'node:tls';
-import { pipeline, Transform } from 'node:stream';
+import { pipeline, Transform, type Duplex } from 'node:stream';
 import { classifyUpstreamError, UpstreamError, type UpstreamFailure } from './errors.ts';
 import { STREAM_HIGH_WATER_MARK } from './sockets.ts';
 import { watchBodyIdle } from './body-idle.ts';
 import { writeInSlices } from './slices.ts';
+import { openTunnel, type TunnelRoute } from './tunnel.ts';
 
 export interface UpstreamAgentOptions {
   /** PEM text of extra CA certificates; replaces the public roots for this upstream. */
@@ -20,6 +21,8 @@ export interface UpstreamAgentOptions {
   readonly poolIdleMs?: number;
   /** An in-cluster model server its operator opted in over plain HTTP (no TLS, no CA). */
   readonly plainHttp?: boolean;
+  /** Through the egress proxy (HTTPS_PROXY, unless NO_PROXY names the upstream): its TLS runs inside a CONNECT tunnel. */
+  readonly tunnel?: TunnelRoute;
 }
 
 /**
@@ -73,6 +76,30 @@ const HttpsUpstreamPool = pooled(Agent);
 const HttpUpstreamPool = pooled(HttpAgent);
 
 /**
+ * The HTTPS pool of an upstream reached through the egress proxy: each new connection is a CONNECT
+ * tunnel (tunnel.ts) with the upstream's TLS inside it (Agent's own createConnection, given the
+ * tunnel's socket: the same servername, trust store, verification and session reuse as a direct
+ * connection). Connections are pooled and reused per upstream like any other.
+ */
+class TunnelledUpstreamPool extends HttpsUpstreamPool {
+  constructor(
+    private readonly route: TunnelRoute,
+    options: ConstructorParameters<typeof Agent>[0],
+  ) {
+    super(options);
+  }
+
+  override createConnection(options: ClientRequestArgs, callback?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {
+    // The CONNECT target is the host and port the request was opened with: the registry's, never request input.
+    openTunnel(this.route, String(options.host), Number(options.port), (err, tunnel) => {
+      if (err !== null) return callback!(err, undefined as unknown as Duplex);
+      callback!(null, super.createConnection({ ...options, socket: tunnel } as ClientRequestArgs)!);
+    });
+    return undefined;
+  }
+}
+
+/**
  * One keep-alive pool per upstream: TLS sessions and sockets are reused across requests. The
  * TLS context (trust store) is built once here, not for every new connection, and it keeps the
  * CA text out of the key the agent computes for each request.
@@ -80,9 +107,8 @@ const HttpUpstreamPool = pooled(HttpAgent);
 export function createUpstreamAgent(options: UpstreamAgentOptions): HttpAgent {
   // highWaterMark reaches the TLS socket (Node >= 20.1), though @types/node's AgentOptions omits it.
   const common = { keepAlive: true, scheduling: 'lifo' as const, maxFreeSockets: 64, noDelay: true, highWaterMark: STREAM_HIGH_WATER_MARK };
-  const pool = options.plainHttp
-    ? new HttpUpstreamPool(common)
-    : new HttpsUpstreamPool({ ...common, secureContext: createSecureContext(options.ca === undefined ? {} : { ca: options.ca }), rejectUnauthorized: !options.tlsInsecureSkipVerify });
+  const tls = { ...common, secureContext: createSecureContext(options.ca === undefined ? {} : { ca: options.ca }), rejectUnauthorized: !options.tlsInsecureSkipVerify };
+  const pool = options.plainHttp ? new HttpUpstreamPool(common) : options.tunnel ? new TunnelledUpstreamPool(options.tunnel, tls) : new HttpsUpstreamPool(tls);
   pool.idleMs = options.poolIdleMs ?? POOL_IDLE_MS;
   return pool;
 }

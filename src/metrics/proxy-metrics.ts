@@ -23,7 +23,7 @@ const GIT_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 
  * client's stalled body, which cuts the upstream request without being the upstream's failure.
  */
 const UPSTREAM_FAILURES: ReadonlySet<string> = new Set(
-  Object.keys({ connect_refused: 0, dns: 0, tls: 0, reset: 0, connect_timeout: 0, response_timeout: 0, idle_timeout: 0, protocol: 0, truncated: 0, body_timeout: 0, other: 0 } satisfies Record<UpstreamFailure, 0>).filter((k) => k !== 'body_timeout'),
+  Object.keys({ connect_refused: 0, dns: 0, tls: 0, reset: 0, connect_timeout: 0, response_timeout: 0, idle_timeout: 0, protocol: 0, truncated: 0, body_timeout: 0, egress: 0, other: 0 } satisfies Record<UpstreamFailure, 0>).filter((k) => k !== 'body_timeout'),
 );
 /** The one label value for anything unknown (no provider, model, identity, host): never "", which Prometheus reads as no label. */
 const NONE = 'none';

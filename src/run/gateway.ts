@@ -4,6 +4,7 @@ import type { ServeOptions } from '../config/cli.ts';
 import { VERSION } from '../config/version.ts';
 import type { LogSink } from '../http/log.ts';
 import { createUpstreamAgent } from '../http/forward.ts';
+import { tunnelRouteFor, type Egress } from '../http/tunnel.ts';
 import { startListener, type Listener } from '../http/server.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { createGatewayHandler, refuseAtGateway, type GatewayDeps } from '../gateway/handler.ts';
@@ -19,11 +20,11 @@ import { listenerTls } from './tls.ts';
 
 type RefreshOutcome = { ok: true } | { ok: false; reason: string };
 
-function openProviders(gateway: GatewayConfig, env: NodeJS.ProcessEnv, onRefresh: (provider: string, outcome: RefreshOutcome) => void): Provider[] {
+function openProviders(gateway: GatewayConfig, env: NodeJS.ProcessEnv, egress: Egress, onRefresh: (provider: string, outcome: RefreshOutcome) => void): Provider[] {
   return gateway.providers.map((config) => ({
     config,
-    agent: createUpstreamAgent({ ca: config.caFile ? readTextFile(config.caFile, `provider ${config.name}: CA file`) : undefined, tlsInsecureSkipVerify: false, plainHttp: config.upstream.plainHttp }),
-    credential: openCredential(config, env, (outcome) => onRefresh(config.name, outcome)),
+    agent: createUpstreamAgent({ ca: config.caFile ? readTextFile(config.caFile, `provider ${config.name}: CA file`) : undefined, tlsInsecureSkipVerify: false, plainHttp: config.upstream.plainHttp, tunnel: config.upstream.plainHttp ? undefined : tunnelRouteFor(egress, config.upstream.hostname, config.upstream.port) }),
+    credential: openCredential(config, env, (outcome) => onRefresh(config.name, outcome), egress),
   }));
 }
 
@@ -32,7 +33,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
   const { metrics, prices } = shared;
   const keys = openVerifier(config.botKeys, config.maxTokenLifetimeSec, { log, onProblem: (listener) => metrics?.keyFileProblem(listener) });
   const limits = openLimits(options, keys !== undefined, shared.store, log, metrics);
-  const providers = openProviders(gateway, env, (provider, outcome) => {
+  const providers = openProviders(gateway, env, config.egress, (provider, outcome) => {
     metrics?.credentialRefresh(provider, outcome.ok);
     if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });
   });
@@ -91,6 +92,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
       // Presence only; a key's value is never logged.
       credential: p.credential.type,
       key: p.credential.present() ? 'present' : 'missing',
+      egress: p.config.upstream.plainHttp ? 'direct' : (tunnelRouteFor(config.egress, p.config.upstream.hostname, p.config.upstream.port)?.proxy.label ?? 'direct'),
     })),
     apis: servedApis(PROTOCOLS, providers.map((p) => p.config.kind)),
     hosted_tools: [...hostedTools],

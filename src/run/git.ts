@@ -11,6 +11,7 @@ import type { GitRequestRecord } from '../git/record.ts';
 import { describeKeys, openVerifier } from './keys.ts';
 import { listenerTls } from './tls.ts';
 import type { ServeConfig } from './load.ts';
+import type { Egress } from '../http/tunnel.ts';
 import { notReadyReason, unusableFiles } from './readiness.ts';
 import type { Shared } from './shared.ts';
 import { startupWarnings } from './warnings.ts';
@@ -19,7 +20,7 @@ import { startupWarnings } from './warnings.ts';
  * GitHub App hosts get their installation tokens: the first fetched at once, then each refreshed
  * ahead of its expiry; a failed refresh is logged with its reason (never a token, JWT or key).
  */
-function withInstallationTokens(upstreams: ReadonlyMap<string, GitUpstream>, log: LogSink): Map<string, GitUpstream> {
+function withInstallationTokens(upstreams: ReadonlyMap<string, GitUpstream>, egress: Egress, log: LogSink): Map<string, GitUpstream> {
   return new Map(
     [...upstreams].map(([key, upstream]) => {
       const app = upstream.config.githubApp;
@@ -27,7 +28,7 @@ function withInstallationTokens(upstreams: ReadonlyMap<string, GitUpstream>, log
       const installation = installationTokens({
         config: app,
         privateKey: privateKeyFileSource(app.privateKeyFile),
-        exchange: exchangeAtGitHub,
+        exchange: (request) => exchangeAtGitHub(request, egress),
         basic: installationTokenCredential,
         onRefresh: (outcome) => {
           if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'git', host: key, credential: 'github-app', reason: outcome.reason });
@@ -44,7 +45,7 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
   const tlsOf = listenerTls(options, 'git', log);
   const keys = openVerifier(config.gitKeys, config.maxTokenLifetimeSec, { log, onProblem: (listener) => metrics?.keyFileProblem(listener) });
   const gitDeps = {
-    hosts: withInstallationTokens(config.gitUpstreams, log),
+    hosts: withInstallationTokens(config.gitUpstreams, config.egress, log),
     revoked: shared.revoked,
     maxConcurrentPerWorkload: options.gitMaxConcurrentPerWorkload,
     verifier: tlsOf.verifier(keys?.verifier),

@@ -3,8 +3,10 @@
 import { readFileSync } from 'node:fs';
 import type { ServeOptions } from '../config/cli.ts';
 import { asUsageError } from '../config/cli.ts';
-import { literalSecret, secretSource } from '../config/secret.ts';
+import { fileSecret, literalSecret, secretSource } from '../config/secret.ts';
 import { createUpstreamAgent } from '../http/forward.ts';
+import { judgeProxyAuthorization, parseEgressEnv } from '../http/egress.ts';
+import { tunnelRouteFor, type Egress } from '../http/tunnel.ts';
 import { softOpenFilesLimit } from '../http/connection-caps.ts';
 import { isBasicUsername } from '../git/credentials.ts';
 import { appPrivateKey } from '../git/github-app.ts';
@@ -32,7 +34,7 @@ export function readTextFile(path: string, what: string): string {
   }
 }
 
-function openGitUpstreams(hosts: readonly HostConfig[], env: NodeJS.ProcessEnv): Map<string, GitUpstream> {
+function openGitUpstreams(hosts: readonly HostConfig[], env: NodeJS.ProcessEnv, egress: Egress): Map<string, GitUpstream> {
   const upstreams = new Map<string, GitUpstream>();
   for (const config of hosts) {
     const ca = config.caFile ? readTextFile(config.caFile, `git host ${config.key}: CA file`) : undefined;
@@ -42,7 +44,7 @@ function openGitUpstreams(hosts: readonly HostConfig[], env: NodeJS.ProcessEnv):
     if (config.githubApp) checkAppKey(config.key, config.githubApp.privateKeyFile);
     upstreams.set(config.key, {
       config,
-      agent: createUpstreamAgent({ ca, tlsInsecureSkipVerify: config.tlsInsecureSkipVerify }),
+      agent: createUpstreamAgent({ ca, tlsInsecureSkipVerify: config.tlsInsecureSkipVerify, tunnel: tunnelRouteFor(egress, config.hostname, config.port) }),
       token: config.token && secretSource(env, config.token),
       username,
     });
@@ -54,6 +56,23 @@ function openGitUpstreams(hosts: readonly HostConfig[], env: NodeJS.ProcessEnv):
 function checkAppKey(hostKey: string, file: string): void {
   const key = appPrivateKey(readTextFile(file, `git host ${hostKey}: githubApp.privateKeyFile`));
   if ('error' in key) throw new Error(`git host ${hostKey}: githubApp.privateKeyFile ${file} ${key.error}`);
+}
+
+/**
+ * The egress proxy, read here once from the environment start-up was given (HTTPS_PROXY,
+ * NO_PROXY, either case) and handed to every connection opener: nothing reads it later. A
+ * malformed variable, or a --egress-proxy-auth-file that is unreadable or holds what a header
+ * cannot carry, stops start-up naming it.
+ */
+function loadEgress(options: ServeOptions, env: NodeJS.ProcessEnv): Egress {
+  const settings = parseEgressEnv(env);
+  const file = options.egressProxyAuthFile;
+  if (file === undefined) return { settings, authorization: undefined, connectTimeoutMs: options.upstreamConnectTimeoutMs };
+  if (settings.proxy === undefined) throw new Error('--egress-proxy-auth-file: there is no egress proxy to send it to; set HTTPS_PROXY, or drop the flag');
+  const authorization = fileSecret(file, judgeProxyAuthorization);
+  const first = authorization.read();
+  if (!first.ok) throw new Error(`--egress-proxy-auth-file: ${file} ${first.reason === 'missing' ? 'cannot be read, or is empty' : 'holds CR, LF or another character a header cannot carry'}; write the Proxy-Authorization value (e.g. Basic <base64 of user:password>) on one line`);
+  return { settings, authorization, connectTimeoutMs: options.upstreamConnectTimeoutMs };
 }
 
 /** The model gateway's configuration: the environment, or the --providers file. */
@@ -85,6 +104,8 @@ export type HostState = {
   readonly tls_verify: boolean;
   readonly repos: string[] | undefined;
   readonly read_only: boolean | undefined;
+  /** The egress proxy (host:port) the host is reached through, or `direct`. */
+  readonly egress: string;
 };
 
 export interface ServeConfig {
@@ -97,13 +118,16 @@ export interface ServeConfig {
   readonly maxTokenLifetimeSec: number;
   readonly hostStates: readonly HostState[];
   readonly gitEnabled: boolean;
+  /** The egress proxy (HTTPS_PROXY, NO_PROXY), read once here. */
+  readonly egress: Egress;
   /** The credential files each listener needs, checked at start-up and by every /healthz (readiness.ts). */
   readonly credentialFiles: { readonly git: readonly CredentialFile[]; readonly model: readonly CredentialFile[] };
 }
 
 /** Everything `serve` needs to know before it starts anything. */
 export function loadServeConfig(options: ServeOptions, env: NodeJS.ProcessEnv): ServeConfig {
-  const gitUpstreams = openGitUpstreams(loadHosts(options, env), env);
+  const egress = loadEgress(options, env);
+  const gitUpstreams = openGitUpstreams(loadHosts(options, env), env, egress);
   const gitKeys = loadListenerKeys('git', env, options.gitKeys);
   const botKeys = loadListenerKeys('model', env, options.botKeys);
   const gateway = loadGateway(options, env);
@@ -117,11 +141,12 @@ export function loadServeConfig(options: ServeOptions, env: NodeJS.ProcessEnv): 
     tls_verify: !u.config.tlsInsecureSkipVerify,
     repos: u.config.repos?.map(formatRepoPattern),
     read_only: u.config.readOnly,
+    egress: tunnelRouteFor(egress, u.config.hostname, u.config.port)?.proxy.label ?? 'direct',
   }));
   const hosts = [...gitUpstreams.values()].map((u) => u.config);
   const credentialFiles = { git: gitCredentialFiles(hosts), model: modelCredentialFiles(gateway) };
   // A host whose token is a file is configured even while the file is missing: the listener
   // starts, names the file and answers /healthz 503 until it is mounted, as the gateway does.
   const gitEnabled = env.GIT_AUTH_ENABLED === 'true' || hostStates.some((h) => h.credential === 'present') || credentialFiles.git.some((f) => f.what === 'token file');
-  return { gitUpstreams, gitKeys, botKeys, gateway, hostedTools, maxTokenLifetimeSec, hostStates, gitEnabled, credentialFiles };
+  return { gitUpstreams, gitKeys, botKeys, gateway, hostedTools, maxTokenLifetimeSec, hostStates, gitEnabled, credentialFiles, egress };
 }

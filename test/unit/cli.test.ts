@@ -56,6 +56,7 @@ test('every option has its documented default, durations in milliseconds', () =>
     spiffeTrustDomain: undefined,
     workloadPolicyFile: undefined,
     allowHostedTools: [],
+    egressProxyAuthFile: undefined,
   });
 });
 
@@ -128,6 +129,7 @@ test('"--flag value" and "--flag=value" give the same options', () => {
     spiffeTrustDomain: undefined,
     workloadPolicyFile: undefined,
     allowHostedTools: [],
+    egressProxyAuthFile: undefined,
   };
   assert.deepEqual(spaced.options, expected);
   assert.deepEqual(equals.options, expected);

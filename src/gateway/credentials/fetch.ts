@@ -3,6 +3,8 @@
 // answers are parsed by the sources.
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { createUpstreamAgent } from '../../http/forward.ts';
+import { tunnelRouteFor, type Egress } from '../../http/tunnel.ts';
 
 /**
  * The longest one fetch may take, from the request to the last byte of its answer. A total
@@ -28,13 +30,24 @@ export interface FetchOptions {
   readonly maxBytes?: number;
   /** The total deadline (FETCH_DEADLINE_MS unless a test needs a shorter one). */
   readonly deadlineMs?: number;
+  /** The egress proxy an https: endpoint is reached through (unless NO_PROXY names it), as start-up read it. */
+  readonly egress?: Egress;
+}
+
+/** An https: endpoint behind the egress proxy gets an agent of its own that tunnels (closed with the fetch); otherwise Node's. */
+function tunnelAgentFor(url: URL, egress: Egress | undefined): ReturnType<typeof createUpstreamAgent> | undefined {
+  if (url.protocol !== 'https:') return undefined;
+  const tunnel = tunnelRouteFor(egress, url.hostname.replace(/^\[|\]$/g, ''), Number(url.port || 443));
+  return tunnel === undefined ? undefined : createUpstreamAgent({ ca: undefined, tlsInsecureSkipVerify: false, tunnel });
 }
 
 /** One request; http: only for the metadata server's link-local address. */
 export function fetchBody(url: string, opts: FetchOptions): Promise<FetchedBody> {
   const deadlineMs = opts.deadlineMs ?? FETCH_DEADLINE_MS;
   const maxBytes = opts.maxBytes ?? MAX_BYTES;
-  const host = new URL(url).host;
+  const parsedUrl = new URL(url);
+  const host = parsedUrl.host;
+  const agent = tunnelAgentFor(parsedUrl, opts.egress);
   return new Promise((resolve, reject) => {
     const body = opts.json ?? (opts.form === undefined ? undefined : new URLSearchParams(opts.form).toString());
     const headers: Record<string, string | number> = { ...opts.headers };
@@ -49,11 +62,12 @@ export function fetchBody(url: string, opts: FetchOptions): Promise<FetchedBody>
       if (settled) return;
       settled = true;
       clearTimeout(deadline);
+      agent?.destroy();
       if (outcome.ok) resolve(outcome.value);
       else reject(outcome.error);
     };
     const send = url.startsWith('https://') ? httpsRequest : httpRequest;
-    const req = send(url, { method: body === undefined ? 'GET' : 'POST', headers }, (res) => {
+    const req = send(url, { method: body === undefined ? 'GET' : 'POST', headers, ...(agent === undefined ? {} : { agent }) }, (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
       res.on('data', (c: Buffer) => {

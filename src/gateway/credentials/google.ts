@@ -7,6 +7,7 @@
 // 502 naming the provider and the reason.
 import { createPrivateKey, sign } from 'node:crypto';
 import { fetchBody, FETCH_DEADLINE_MS } from './fetch.ts';
+import type { Egress } from '../../http/tunnel.ts';
 import { isObject } from '../../json/keys.ts';
 import { parseStrictJson } from '../../json/strict.ts';
 import { mintedSource, type MintedSource } from './minted.ts';
@@ -51,9 +52,9 @@ export function assertionJwt(key: ServiceAccountKey, scope: string, nowSec: numb
 /** Trades an assertion for a token at the token endpoint (the side effect, injected for tests). */
 export type TokenExchange = (tokenUri: string, assertion: string) => Promise<{ accessToken: string; expiresInSec: number }>;
 
-/** The token endpoint over HTTPS (verified TLS), bounded in time (`deadlineMs`, total) and size. */
-export async function exchangeAtTokenEndpoint(tokenUri: string, assertion: string, deadlineMs = FETCH_DEADLINE_MS): Promise<{ accessToken: string; expiresInSec: number }> {
-  const res = await fetchBody(tokenUri, { form: { grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion }, deadlineMs });
+/** The token endpoint over HTTPS (verified TLS; through the egress proxy when there is one), bounded in time (`deadlineMs`, total) and size. */
+export async function exchangeAtTokenEndpoint(tokenUri: string, assertion: string, deadlineMs = FETCH_DEADLINE_MS, egress?: Egress): Promise<{ accessToken: string; expiresInSec: number }> {
+  const res = await fetchBody(tokenUri, { form: { grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion }, deadlineMs, egress });
   const parsed = parseStrictJson(res.body);
   const doc = parsed.ok && isObject(parsed.value) ? parsed.value : undefined;
   if (res.status !== 200 || typeof doc?.access_token !== 'string' || typeof doc.expires_in !== 'number') {
