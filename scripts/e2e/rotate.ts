@@ -54,6 +54,13 @@ export async function runRotateTurn(agent: AgentSpec, fake: Pick<HttpsFake, 'req
   // token's record may name no run).
   const recordsFrom = gateway.records().length;
   const ofRun = (): LogRecord[] => gateway.records().slice(recordsFrom).filter((r) => r.event === 'request');
+  // A call's record line may come just after the agent exits: wait (up to 10 s) until every model
+  // call that reached the fake upstream has its record (the gateway answers GET /v1/models itself).
+  const settled = async (): Promise<LogRecord[]> => {
+    const deadline = Date.now() + 10_000;
+    while (ofRun().filter((r) => r.status === 200 && r.method === 'POST').length < fake.requests.length - from && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    return ofRun();
+  };
   const rotate = async (): Promise<void> => {
     writeFileSync(tokenFile, `${newToken}\n`);
     if (agent.name === 'claude-code') await gateway.revokeInstance(before);
@@ -62,10 +69,10 @@ export async function runRotateTurn(agent: AgentSpec, fake: Pick<HttpsFake, 'req
   let started = Date.now();
   if (agent.name === 'opencode') {
     const first = await launch(config, prompts.plain, 'rotate-1');
-    const firstIds = ofRun().map((r) => r.instance_id);
+    const firstIds = (await settled()).map((r) => r.instance_id);
     await rotate();
     last = await launch(config, prompts.plain, 'rotate-2');
-    const secondIds = ofRun().slice(firstIds.length).map((r) => r.instance_id);
+    const secondIds = (await settled()).slice(firstIds.length).map((r) => r.instance_id);
     if (first.code !== 0 || last.code !== 0) problems.push(`exit ${first.code} / ${last.code}`);
     if (firstIds.length === 0 || firstIds.some((id) => id !== before)) problems.push(`the first run's calls came from ${JSON.stringify(firstIds)}, not only ${before}`);
     if (secondIds.length === 0 || secondIds.some((id) => id !== after)) problems.push(`the run after the rewrite came from ${JSON.stringify(secondIds)}, not only ${after}`);
@@ -76,7 +83,7 @@ export async function runRotateTurn(agent: AgentSpec, fake: Pick<HttpsFake, 'req
     fake.script(rewriteThenAnswer);
     started = Date.now();
     last = await launch(config, prompts.tool, 'rotate');
-    const records = ofRun();
+    const records = await settled();
     const ids = records.map(callOf);
     if (last.timedOut || last.code !== 0) problems.push(`exit ${last.timedOut ? 'timeout' : last.code}`);
     if (!last.stdout.includes('E2E-TOOL-DONE')) problems.push('the final answer is not in the output');
