@@ -1,5 +1,5 @@
 // The kit's containers run as rendered: the Redis example's command and redis.conf with a real
-// redis-server, then the proxy container's command (its shell wrapper, dist/proxy.js, its flags,
+// redis-server, then the proxy container's command (dist/proxy.js, its flags, its environment,
 // its configuration files and Secret files) against that Redis. Only what a laptop cannot have is
 // changed: the paths of the mounts (into a temporary directory), the listen addresses (loopback,
 // port 0) and Redis's address. The proxy itself then checks the Redis settings (it warns when
@@ -87,7 +87,7 @@ test('deploy kit: the Redis example and the proxy container start as rendered, t
   const secretPaths = [
     ...JSON.parse(config['hosts.json']!).hosts.map((h: { tokenFile: string }) => h.tokenFile),
     ...JSON.parse(config['providers.json']!).providers.map((p: { keyFile: string }) => p.keyFile),
-    ...[...container.command.join('\n').matchAll(/cat (\S+)\)/g)].map((m) => m[1]!),
+    ...(container.env as { name: string; value: string }[]).filter((e) => e.name.endsWith('SIGNING_KEY_FILE')).map((e) => e.value),
   ] as string[];
   for (const p of secretPaths) write(moved(p), `${p.split('/').pop()}-${'x'.repeat(40)}\n`);
   const passwordArg = (container.args as string[]).find((a) => a.startsWith('--limits-store-password-file='))!;
@@ -133,10 +133,12 @@ test('deploy kit: the Redis example and the proxy container start as rendered, t
   await httpGet(ports.metrics!, '/healthz'); // one more round trip: the lines logged before are read
   const warnings = lines().filter((r) => r.event === 'warning').map((r) => String(r.message));
   assert.deepEqual(warnings.filter((w) => /appendonly|maxmemory|CONFIG|settings/i.test(w)), [], 'Redis as the kit sets it up raises no warning');
+  assert.deepEqual(warnings.filter((w) => /not authenticated|network-policy mode/.test(w)), [], 'both listeners verify tokens with the signing key files');
+  assert.deepEqual(warnings.filter((w) => /cannot be read/.test(w)), [], 'every credential file the kit names is read');
   assert.ok(!proxy.output().includes('x'.repeat(40)), 'no secret in the output');
 
   proxy.child.kill('SIGTERM');
   const code = await new Promise<number | null>((resolve) => proxy.child.once('exit', (c) => resolve(c)));
-  assert.equal(code, 0, `SIGTERM to the container's process (the shell exec'd node): a clean exit\n${proxy.output()}`);
+  assert.equal(code, 0, `SIGTERM to the container's process: a clean exit\n${proxy.output()}`);
   redis.child.kill('SIGTERM');
 });

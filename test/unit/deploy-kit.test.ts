@@ -49,7 +49,7 @@ const proxyContainer = () => one(proxyPod().containers.map((c: Obj) => ({ ...c, 
 /** The proxy's command line as `serve` parses it: the container's args after its wrapper. */
 const serveOptions = () => {
   const c = proxyContainer();
-  assert.match(c.command.join(' '), /exec node \/app\/proxy\.js serve "\$@"/, 'the container runs the one file, serve, with the args');
+  assert.deepEqual(c.command, ['node', '/app/proxy.js', 'serve'], 'the container runs the one file, serve, with the args');
   return parseCommandLine(['serve', ...c.args]).options;
 };
 
@@ -209,6 +209,8 @@ test('deploy kit: secrets are mounted files, never env values: every key, token 
     assert.equal(e.valueFrom, undefined, `${e.name}: no value from a Secret in the environment`);
     assert.doesNotMatch(e.name, /KEY$|TOKEN$|PASSWORD$|SECRET$/, `${e.name}: a secret's value is never an env value`);
   }
+  const envFiles = (c.env as { name: string; value: string }[]).filter((e) => /SIGNING_KEY_FILE$/.test(e.name));
+  assert.deepEqual(envFiles.map((e) => e.name).sort(), ['GIT_PROXY_SIGNING_KEY_FILE', 'MODEL_PROXY_SIGNING_KEY_FILE']);
   const secretMounts = c.volumeMounts.filter((m: { name: string }) => pod.volumes.find((v: { name: string; secret?: unknown }) => v.name === m.name).secret !== undefined).map((m: { mountPath: string }) => `${m.mountPath}/`);
   const inSecret = (path: string) => secretMounts.some((dir: string) => path.startsWith(dir));
   const config = one(base(), 'ConfigMap').data as Record<string, string>;
@@ -216,8 +218,8 @@ test('deploy kit: secrets are mounted files, never env values: every key, token 
     ...JSON.parse(config['hosts.json']!).hosts.map((h: { tokenFile: string }) => h.tokenFile),
     ...JSON.parse(config['providers.json']!).providers.map((p: { keyFile: string }) => p.keyFile),
     serveOptions().limitsStorePasswordFile!,
-    // The signing keys: the wrapper reads them from files (the proxy takes them from its environment only).
-    ...[...c.command.join('\n').matchAll(/cat (\S+)\)/g)].map((m) => m[1]!),
+    // The signing keys: files named by MODEL_PROXY_SIGNING_KEY_FILE and GIT_PROXY_SIGNING_KEY_FILE.
+    ...envFiles.map((e) => e.value),
   ];
   assert.equal(paths.length, 1 + 2 + 1 + 2, "one git host token, two provider keys, the Redis password, two signing keys");
   for (const p of paths) assert.ok(inSecret(p), `${p} is in a mounted Secret`);
