@@ -26,8 +26,8 @@
 //
 // Environment: SOAK_MINUTES (default 10; fractions allowed, e.g. 0.5), SOAK_MODEL_WORKERS
 // (default 24), SOAK_GIT_WORKERS (default 3), SOAK_REFS_WORKERS (default 2); SOAK_DEBUG=1 times
-// each cleanup step. SOAK_QUICK=1 (what .ci/run uses): 15 s of traffic by fewer workers, a 5 s
-// warm-up and a sample every 5 s. It judges correctness (every outcome, the counts the log and
+// each cleanup step. SOAK_QUICK=1 (what .ci/run uses): fewer workers, a 5 s warm-up, at least
+// 10 s of traffic after the quiet baseline, a sample every 5 s. It judges correctness (every outcome, the counts the log and
 // the metrics give) and the quiet descriptors; memory is told, not judged (its baseline falls
 // while the heap still grows), and it is too short for a trend.
 import { execFile, execFileSync, spawn } from 'node:child_process';
@@ -87,8 +87,13 @@ const GIT_ABORT_SHARE = 0.05;
 const STREAM_CHUNKS = 10;
 const STREAM_PACE_MS = 20;
 
-/** The proxy's upstream timeouts: short, so that injected stalls end in seconds. */
-const UPSTREAM_TIMEOUT = '2s';
+/**
+ * The proxy's upstream timeouts: short, so that injected stalls end in seconds; not shorter, since
+ * both listeners share them: the git server runs in this process, beside two dozen model workers
+ * and the fake provider, and on a busy machine (a 4-minute run on 2 cores shared with other test
+ * runs) 2 s sometimes passed between two bytes of a pack, a clone cut by the proxy's idle timeout.
+ */
+const UPSTREAM_TIMEOUT = '5s';
 /** Any single HTTP exchange longer than this is a hang: an unexpected failure. */
 const REQUEST_TIMEOUT_MS = 30_000;
 /** Any git command longer than this is killed and counted as an unexpected failure. */
@@ -1278,8 +1283,11 @@ async function soak(): Promise<number> {
   let nextSampleAt = SAMPLE_EVERY_MS;
   let warmedUp = false;
   let periodLag = 0;
-  while (running && elapsed() < RUN_MS) {
-    const due = Math.min(nextSampleAt, warmedUp ? Infinity : WARMUP_MS, RUN_MS);
+  // Traffic runs until RUN_MS, and at least MIN_AFTER_WARMUP_MS after the quiet baseline ends
+  // (draining the injected stalls may take seconds): the quiet comparison needs traffic between.
+  let runUntil = RUN_MS;
+  while (running && elapsed() < runUntil) {
+    const due = Math.min(nextSampleAt, warmedUp ? Infinity : WARMUP_MS, runUntil);
     const wait = due - elapsed();
     // Sleep in short steps so that a crash is noticed quickly.
     if (wait > 0) {
@@ -1302,6 +1310,7 @@ async function soak(): Promise<number> {
     if (atWarmup) {
       warmedUp = true;
       await quiet('quiet-baseline');
+      runUntil = Math.max(runUntil, elapsed() + MIN_AFTER_WARMUP_MS);
       resume();
       while (nextSampleAt <= elapsed() + 100) nextSampleAt += SAMPLE_EVERY_MS;
     }
