@@ -1142,7 +1142,7 @@ async function soak(): Promise<number> {
     // not a git checkout
   }
   const bundleIdentity = { sha256: createHash('sha256').update(readFileSync(BUNDLE)).digest('hex'), bytes: statSync(BUNDLE).size, builtAt: statSync(BUNDLE).mtime.toISOString(), gitHead: head };
-  const length = QUICK ? `${RUN_MS / 1000} s (SOAK_QUICK)` : RUN_MS === DURATION_MS ? `${MINUTES} min` : `${(RUN_MS / 60_000).toFixed(1)} min (${MINUTES} asked; at least ${MIN_AFTER_WARMUP_MS / 1000} s follow the warm-up)`;
+  const length = QUICK ? `${RUN_MS / 1000} s and at least ${MIN_AFTER_WARMUP_MS / 1000} s after the quiet baseline (SOAK_QUICK)` : RUN_MS === DURATION_MS ? `${MINUTES} min` : `${(RUN_MS / 60_000).toFixed(1)} min (${MINUTES} asked; at least ${MIN_AFTER_WARMUP_MS / 1000} s follow the warm-up)`;
   print(`soak: ${length} of mixed traffic against dist/proxy.js (warm-up ${WARMUP_MS / 1000} s; ${MODEL_WORKERS} model, ${GIT_WORKERS} git, ${REFS_WORKERS} refs workers)`);
 
   // Runs last: any git process this soak started that is still alive (a stuck clone or
