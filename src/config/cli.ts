@@ -62,6 +62,15 @@ export interface ServeOptions {
   readonly spiffeTrustDomain: string | undefined;
   /** --workload-policy: namespace/serviceaccount to git scopes, models and limits (src/auth/workload-policy.ts). */
   readonly workloadPolicyFile: string | undefined;
+  /** --sa-*: Kubernetes service-account tokens on both listeners (src/run/service-accounts.ts). */
+  readonly serviceAccounts: {
+    readonly issuer: string | undefined;
+    readonly audience: string | undefined;
+    readonly jwksFile: string | undefined;
+    readonly jwksUrl: string | undefined;
+    readonly jwksDiscovery: boolean;
+    readonly caFile: string | undefined;
+  };
   /** --allow-hosted-tools, split; the names are checked against the gateway's list by main. */
   readonly allowHostedTools: readonly string[];
   /** --egress-proxy-auth-file: the Proxy-Authorization value for the egress proxy (HTTPS_PROXY). */
@@ -139,6 +148,12 @@ const FLAGS = {
   'tls-client-ca': { default: undefined, commands: SERVE, help: 'mutual TLS: PEM CA bundle every client certificate must chain to (else the handshake fails); re-read when it changes; the identity is the certificate\'s SPIFFE ID (needs --spiffe-trust-domain and --workload-policy)' },
   'spiffe-trust-domain': { default: undefined, commands: SERVE, help: 'with --tls-client-ca: the trust domain of the SPIFFE IDs accepted (spiffe://<domain>/ns/<namespace>/sa/<serviceaccount>)' },
   'workload-policy': { default: undefined, commands: SERVE, help: 'JSON file mapping namespace/serviceaccount (* for either half) to git scopes, models and limits, for identities without a minted token (service-account tokens, client certificates); re-read when it changes' },
+  'sa-issuer': { default: undefined, commands: SERVE, help: 'both listeners accept Kubernetes projected service-account tokens whose iss is exactly this (the cluster\'s --service-account-issuer), mapped through --workload-policy; needs --sa-audience and one of --sa-jwks-file, --sa-jwks-url, --sa-jwks-discovery' },
+  'sa-audience': { default: undefined, commands: SERVE, help: 'the audience a service-account token must carry (the projected volume\'s audience, e.g. credential-proxy)' },
+  'sa-jwks-file': { default: undefined, commands: SERVE, help: 'the issuer\'s public keys: a mounted copy of the cluster\'s /openid/v1/jwks, re-read when it changes' },
+  'sa-jwks-url': { default: undefined, commands: SERVE, help: 'the issuer\'s public keys fetched from this https URL (at start, every 10 min, and on an unknown kid at most every 30 s)' },
+  'sa-jwks-discovery': { default: undefined, commands: SERVE, type: 'boolean', help: 'the issuer\'s public keys fetched from the jwks_uri of <sa-issuer>/.well-known/openid-configuration (https, on the issuer\'s own origin), as --sa-jwks-url' },
+  'sa-ca-file': { default: undefined, commands: SERVE, help: 'PEM CA bundle that verifies the issuer\'s HTTPS certificate, instead of the system\'s (in a pod: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt)' },
   'bot-keys': { default: undefined, commands: SERVE, help: 'model gateway: bot token keys by kid, a key file or a directory of them: KID.pem (an Ed25519 or P-256 public key) or KID.hs256 (an HS256 secret), re-read when they change; beside MODEL_PROXY_SIGNING_KEY(_FILE), the key of tokens without kid' },
   'git-keys': { default: undefined, commands: SERVE, help: 'git proxy: workload token keys by kid, as --bot-keys; beside GIT_PROXY_SIGNING_KEY(_FILE)' },
   'token-id': { default: undefined, commands: ['revoke'], help: 'a token id (mint-token prints it): revoke that token alone' },
@@ -284,6 +299,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       tlsClientCaFile: str('tls-client-ca'),
       spiffeTrustDomain: str('spiffe-trust-domain'),
       workloadPolicyFile: str('workload-policy'),
+      serviceAccounts: { issuer: str('sa-issuer'), audience: str('sa-audience'), jwksFile: str('sa-jwks-file'), jwksUrl: str('sa-jwks-url'), jwksDiscovery: values['sa-jwks-discovery'] === true, caFile: str('sa-ca-file') },
       limitsStoreFailure: asUsageError(() => oneOf('limits-store-failure', str('limits-store-failure')!, ['open', 'closed'] as const)),
       allowHostedTools: str('allow-hosted-tools')!.split(',').map((t) => t.trim()).filter((t) => t !== ''),
       egressProxyAuthFile: str('egress-proxy-auth-file'),

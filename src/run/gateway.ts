@@ -16,6 +16,7 @@ import { notReadyReason, unusableFiles } from './readiness.ts';
 import { openLimits, type Shared } from './shared.ts';
 import { startupWarnings } from './warnings.ts';
 import { describeKeys, openVerifier } from './keys.ts';
+import { withServiceAccounts } from './service-accounts.ts';
 import { listenerTls } from './tls.ts';
 
 type RefreshOutcome = { ok: true } | { ok: false; reason: string };
@@ -32,7 +33,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
   const { gateway, hostedTools } = config;
   const { metrics, prices } = shared;
   const keys = openVerifier(config.botKeys, config.maxTokenLifetimeSec, { log, onProblem: (listener) => metrics?.keyFileProblem(listener) });
-  const limits = openLimits(options, keys !== undefined, shared.store, log, metrics);
+  const limits = openLimits(options, keys !== undefined || shared.serviceAccounts !== undefined, shared.store, log, metrics);
   const providers = openProviders(gateway, env, config.egress, (provider, outcome) => {
     metrics?.credentialRefresh(provider, outcome.ok);
     if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });
@@ -44,7 +45,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
       metrics?.model(rec);
     },
     streams: metrics?.streams,
-    verifier: tlsOf.verifier(keys?.verifier),
+    verifier: tlsOf.verifier(withServiceAccounts(shared.serviceAccounts, keys?.verifier)),
     providers,
     protocols: PROTOCOLS,
     hostedTools,
@@ -75,7 +76,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
       providers: providers.map((p) => ({ name: p.config.name, models: p.config.models, plainHttp: p.config.upstream.plainHttp, credential: p.credential.type })),
       priced: (provider, model) => prices.get(provider, model) !== undefined,
       hostedTools,
-      botAuth: keys !== undefined || tlsOf.mode === 'mutual-tls',
+      botAuth: keys !== undefined || shared.serviceAccounts !== undefined || tlsOf.mode === 'mutual-tls',
     },
   });
   for (const warning of warnings) log(warning);
@@ -96,7 +97,8 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     })),
     apis: servedApis(PROTOCOLS, providers.map((p) => p.config.kind)),
     hosted_tools: [...hostedTools],
-    bot_auth: keys ? 'jwt' : 'network-policy',
+    bot_auth: keys || shared.serviceAccounts ? 'jwt' : 'network-policy',
+    ...(shared.serviceAccounts ? { service_account_issuer: options.serviceAccounts.issuer } : {}),
     ...(keys ? { keys: describeKeys(keys.ring()) } : {}),
     tls: tlsOf.mode,
   });

@@ -9,6 +9,7 @@ import { exchangeAtGitHub, installationTokens, privateKeyFileSource } from '../g
 import { keepFresh } from '../gateway/credentials/table.ts';
 import type { GitRequestRecord } from '../git/record.ts';
 import { describeKeys, openVerifier } from './keys.ts';
+import { withServiceAccounts } from './service-accounts.ts';
 import { listenerTls } from './tls.ts';
 import type { ServeConfig } from './load.ts';
 import type { Egress } from '../http/tunnel.ts';
@@ -48,7 +49,7 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
     hosts: withInstallationTokens(config.gitUpstreams, config.egress, log),
     revoked: shared.revoked,
     maxConcurrentPerWorkload: options.gitMaxConcurrentPerWorkload,
-    verifier: tlsOf.verifier(keys?.verifier),
+    verifier: tlsOf.verifier(withServiceAccounts(shared.serviceAccounts, keys?.verifier)),
     timeouts: shared.upstreamTimeouts,
     record: (rec: GitRequestRecord) => {
       log(rec);
@@ -68,7 +69,7 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
     refuse: refuseAtGit(gitDeps),
     tls: tlsOf.tls,
   });
-  for (const warning of startupWarnings({ git: { hosts: config.hostStates, workloadAuth: keys !== undefined || tlsOf.mode === 'mutual-tls' } })) log(warning);
-  log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: config.hostStates, workload_auth: keys ? 'jwt' : 'network-policy', ...(keys ? { keys: describeKeys(keys.ring()) } : {}), tls: tlsOf.mode });
+  for (const warning of startupWarnings({ git: { hosts: config.hostStates, workloadAuth: keys !== undefined || shared.serviceAccounts !== undefined || tlsOf.mode === 'mutual-tls' } })) log(warning);
+  log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: config.hostStates, workload_auth: keys || shared.serviceAccounts ? 'jwt' : 'network-policy', ...(shared.serviceAccounts ? { service_account_issuer: options.serviceAccounts.issuer } : {}), ...(keys ? { keys: describeKeys(keys.ring()) } : {}), tls: tlsOf.mode });
   return git;
 }

@@ -16,7 +16,9 @@ import { parseLimitsFile, type LimitsPolicy } from '../limits/policy.ts';
 import { RespClient } from '../store/resp.ts';
 import { parseStoreUrl, storePassword } from '../store/config.ts';
 import { StoreStateWatch } from '../store/state-marker.ts';
+import type { TokenSource } from '../auth/verifier.ts';
 import { loadPrices, readTextFile } from './load.ts';
+import { openServiceAccounts } from './service-accounts.ts';
 
 type ProxyMetrics = ReturnType<typeof createProxyMetrics>;
 type StoreMetrics = { limitsStore(up: boolean): void; limitsStoreError(): void; limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void; limitsStoreStateLost(): void; revokedTokenRefused(): void };
@@ -35,6 +37,8 @@ export interface Shared {
   readonly metrics: ProxyMetrics | undefined;
   readonly store: SharedStore | undefined;
   readonly revoked: RevocationCheck | undefined;
+  /** Kubernetes service-account tokens (--sa-issuer), asked by both listeners before their own keys. */
+  readonly serviceAccounts?: TokenSource;
   readonly caps: { total: number; perClient: number };
   readonly capped: ConnectionCapsOf;
   readonly listenerTimeouts: ListenerTimeouts;
@@ -57,10 +61,11 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, log: L
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
   const store = openStore(options, log, metrics);
   const revoked = openRevocations(options, store, log, metrics);
+  const serviceAccounts = openServiceAccounts(options, Math.floor(options.maxTokenLifetimeMs / 1000), log);
   const caps = { total: options.maxConnections, perClient: options.maxConnectionsPerClient };
   const capped: ConnectionCapsOf = (listener, listenerCaps = caps) => ({ caps: listenerCaps, onConnectionRefused: (reason) => metrics?.connectionRefused(listener, reason) });
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs, bodyIdleMs: options.bodyTimeoutMs };
-  return { prices, metrics, store, revoked, caps, capped, listenerTimeouts, upstreamTimeouts };
+  return { prices, metrics, store, revoked, serviceAccounts, caps, capped, listenerTimeouts, upstreamTimeouts };
 }
 
 /**

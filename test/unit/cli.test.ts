@@ -55,6 +55,7 @@ test('every option has its documented default, durations in milliseconds', () =>
     tlsClientCaFile: undefined,
     spiffeTrustDomain: undefined,
     workloadPolicyFile: undefined,
+    serviceAccounts: { issuer: undefined, audience: undefined, jwksFile: undefined, jwksUrl: undefined, jwksDiscovery: false, caFile: undefined },
     allowHostedTools: [],
     egressProxyAuthFile: undefined,
   });
@@ -128,6 +129,7 @@ test('"--flag value" and "--flag=value" give the same options', () => {
     tlsClientCaFile: undefined,
     spiffeTrustDomain: undefined,
     workloadPolicyFile: undefined,
+    serviceAccounts: { issuer: undefined, audience: undefined, jwksFile: undefined, jwksUrl: undefined, jwksDiscovery: false, caFile: undefined },
     allowHostedTools: [],
     egressProxyAuthFile: undefined,
   };
