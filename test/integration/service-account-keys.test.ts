@@ -223,3 +223,19 @@ test('service-account source chooses by iss: another issuer\'s token (or a minte
   const answer = await source.verify('bot', { token: signSaToken(oldKey, escaped) }, NOW);
   assert.ok(answer?.ok, JSON.stringify(answer));
 });
+
+test('service-account source asks the policy on every request: a cached token loses what an entry removed from the policy granted, at its next request', async () => {
+  issuer.setKeys(oldKey);
+  const { keys } = keySetOf();
+  await keys.ready;
+  keys.close();
+  let policy = POLICY;
+  const source = serviceAccountSource({ issuer: issuer.issuer, audience: TEST_AUDIENCE, maxLifetimeSec: 86_400, keys, policy: () => policy });
+  const token = tokenOf(oldKey);
+  assert.equal(reasonOf((await source.verify('bot', { token }, NOW))!), 'accepted');
+  policy = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'other/*': { models: true } } }), 'policy.json');
+  assert.match(reasonOf((await source.verify('bot', { token }, NOW))!), /^the service account agents\/triage is not in the workload policy policy\.json/);
+  // Past its exp and the skew a cached token is verified again, and refused as expired.
+  policy = POLICY;
+  assert.equal(reasonOf((await source.verify('bot', { token }, NOW + 3600 + 31))!), 'expired');
+});
