@@ -460,7 +460,7 @@ test('each request writes one JSON access log line with the documented fields an
   const rec = await proxy.waitForRecord((l) => l.event === 'request' && l.path === path);
   assert.deepEqual(
     Object.keys(rec).sort(),
-    ['bytes_in', 'bytes_out', 'duration_ms', 'event', 'host', 'instance_id', 'listener', 'method', 'path', 'request_id', 'route', 'run_id', 'status', 'time', 'workflow'].sort(),
+    ['bytes_in', 'bytes_out', 'duration_ms', 'event', 'host', 'instance_id', 'listener', 'method', 'parent_id', 'path', 'request_id', 'route', 'run_id', 'status', 'time', 'trace_id', 'workflow'].sort(),
   );
   // Network-policy mode: no workload token, so no identity.
   assert.deepEqual([rec.instance_id, rec.workflow, rec.run_id], [null, null, null]);
