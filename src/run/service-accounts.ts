@@ -37,7 +37,7 @@ function serviceAccountFlagsProblem(sa: SaFlags, workloadPolicy: string | undefi
  * fetch now (tokens wait for it; until a set loads every token is refused); each set loaded and
  * each failure (the last good set kept) is logged.
  */
-export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: number, log: LogSink, onFailure?: () => void): TokenSource | undefined {
+export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: number, log: LogSink): TokenSource | undefined {
   const sa = options.serviceAccounts;
   const problem = serviceAccountFlagsProblem(sa, options.workloadPolicyFile);
   if (problem !== undefined) throw new Error(problem);
@@ -45,10 +45,7 @@ export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: numbe
   const policy = workloadPolicyFile(options.workloadPolicyFile!, log);
   const report = (event: KeySetEvent): void => {
     if (event.kind === 'loaded') log({ event: 'sa_keys_loaded', from: event.from, kids: event.kids, ...(event.skipped.length > 0 ? { skipped: event.skipped } : {}) });
-    else {
-      log({ event: 'sa_keys_failed', from: event.from, message: event.reason });
-      onFailure?.();
-    }
+    else log({ event: 'sa_keys_failed', from: event.from, message: event.reason });
   };
   let keys: KeySetSource;
   if (sa.jwksFile !== undefined) {
