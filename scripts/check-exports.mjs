@@ -8,6 +8,12 @@
 //
 //   node scripts/check-exports.mjs        exit 0: every export is used; 1: the list of those that are not
 //   node scripts/check-exports.mjs --typecheck   the type errors first, as tsc --noEmit (npm test runs this)
+//
+// The type check is incremental, as `tsc --incremental --noEmit` is: each file's diagnostics are
+// kept in node_modules/.cache/check-exports/ and only the files that changed, and those whose
+// view of a changed file's types changed, are checked again (TypeScript's own builder decides).
+// A save that touches one file costs seconds, not the whole program; the first run, or one
+// after the cache is deleted, checks everything.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -15,11 +21,23 @@ import ts from 'typescript';
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const configFile = ts.readConfigFile(path.join(root, 'tsconfig.json'), ts.sys.readFile);
 const parsed = ts.parseJsonConfigFileContent(configFile.config, ts.sys, root);
-const program = ts.createProgram(parsed.fileNames, parsed.options);
+const builder = ts.createIncrementalProgram({
+  rootNames: parsed.fileNames,
+  options: { ...parsed.options, incremental: true, tsBuildInfoFile: path.join(root, 'node_modules', '.cache', 'check-exports', 'tsconfig.tsbuildinfo') },
+  configFileParsingDiagnostics: ts.getConfigFileParsingDiagnostics(parsed),
+});
+const program = builder.getProgram();
 // --typecheck: the type errors of this same program first (what `tsc --noEmit` reports), so that
 // `npm test` builds one TypeScript program, not two.
 if (process.argv.includes('--typecheck')) {
-  const diagnostics = ts.getPreEmitDiagnostics(program);
+  const diagnostics = [
+    ...builder.getConfigFileParsingDiagnostics(),
+    ...builder.getOptionsDiagnostics(),
+    ...builder.getGlobalDiagnostics(),
+    ...builder.getSyntacticDiagnostics(),
+    ...builder.getSemanticDiagnostics(),
+  ];
+  builder.emit(); // noEmit: writes only the build info, each file's diagnostics for the next run
   if (diagnostics.length > 0) {
     const host = { getCanonicalFileName: (f) => f, getCurrentDirectory: () => root, getNewLine: () => '\n' };
     console.error(ts.formatDiagnosticsWithColorAndContext(diagnostics, host));
@@ -69,11 +87,30 @@ for (const file of ours) {
   }
 }
 
-/** Symbols a file refers to anywhere but in their own declaration's name. */
-function usedInFile(file) {
+/**
+ * The names under which a file's exports can be written in that file: each exported name and the
+ * names along its alias chain (`export { a as b }`, an import re-exported). Only identifiers
+ * spelled so can refer to an export, so only those are resolved: resolving every identifier
+ * would type-check every expression of src/ a second time.
+ */
+function exportNames(moduleSymbol) {
+  const names = new Set();
+  for (let symbol of checker.getExportsOfModule(moduleSymbol)) {
+    names.add(symbol.getName());
+    while (symbol.flags & ts.SymbolFlags.Alias) {
+      symbol = checker.getImmediateAliasedSymbol(symbol);
+      if (!symbol) break;
+      names.add(symbol.getName());
+    }
+  }
+  return names;
+}
+
+/** Symbols among `names` a file refers to anywhere but in their own declaration's name. */
+function usedInFile(file, names) {
   const used = new Set();
   const visit = (node) => {
-    if (ts.isIdentifier(node)) {
+    if (ts.isIdentifier(node) && names.has(node.text)) {
       const s = checker.getSymbolAtLocation(node);
       const own = node.parent && node.parent.name === node && s?.declarations?.includes(node.parent);
       if (s && !own) used.add(target(s));
@@ -84,13 +121,13 @@ function usedInFile(file) {
   return used;
 }
 
-/** Symbols named inside the declarations of a file's exports, other than the export itself. */
-function namedByExports(moduleSymbol) {
+/** Symbols among `names` named inside the declarations of a file's exports, other than the export itself. */
+function namedByExports(moduleSymbol, names) {
   const named = new Set();
   for (const exported of checker.getExportsOfModule(moduleSymbol)) {
     for (const decl of exported.declarations ?? []) {
       const visit = (node) => {
-        if (ts.isIdentifier(node)) {
+        if (ts.isIdentifier(node) && names.has(node.text)) {
           const s = checker.getSymbolAtLocation(node);
           if (s && target(s) !== target(exported)) named.add(target(s));
         }
@@ -107,8 +144,9 @@ const unused = [];
 for (const file of ours.filter((f) => f.fileName.startsWith(srcDir))) {
   const moduleSymbol = checker.getSymbolAtLocation(file);
   if (!moduleSymbol) continue;
-  const named = namedByExports(moduleSymbol);
-  const local = usedInFile(file);
+  const names = exportNames(moduleSymbol);
+  const named = namedByExports(moduleSymbol, names);
+  const local = usedInFile(file, names);
   for (const symbol of checker.getExportsOfModule(moduleSymbol)) {
     const t = target(symbol);
     // Production code uses it from another file; or its own file uses it and it is exported

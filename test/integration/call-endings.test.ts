@@ -9,6 +9,7 @@ import { after, before, test } from 'node:test';
 import { LocalLimits, type LimitsStore } from '../../src/limits/admission.ts';
 import { RedisLimits } from '../../src/limits/redis-store.ts';
 import { RespClient } from '../../src/store/resp.ts';
+import { signBotToken } from '../../src/auth/jwt.ts';
 import type { CredentialSource } from '../../src/gateway/credentials/source.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
 import type { WireProtocol } from '../../src/gateway/protocols/protocol.ts';
@@ -243,7 +244,6 @@ for (const t of THROWS) {
 }
 
 async function mintFor(key: Buffer, instance: string): Promise<string> {
-  const { signBotToken } = await import('../../src/auth/jwt.ts');
   const now = Math.floor(Date.now() / 1000);
   return signBotToken({ sub: instance, workflow: 'w', run_id: `run-${instance}`, iat: now, exp: now + 600 }, key);
 }
