@@ -98,15 +98,39 @@ function refusalReason(status: number, config: GitHubAppConfig): string {
 }
 
 const RANK: Readonly<Record<PermissionLevel, number>> = { read: 1, write: 2, admin: 3 };
+/** GitHub adds read access to repository metadata to every installation token, asked or not. */
+const ALWAYS_GRANTED: Readonly<Record<string, PermissionLevel>> = { metadata: 'read' };
 const ISO_INSTANT = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)$/;
 
-/** Pure: how an issued token is wider than asked (all repositories, a higher permission), or undefined. */
+const levelOf = (table: Readonly<Record<string, unknown>>, name: string): unknown => (Object.hasOwn(table, name) ? table[name] : undefined);
+
+/**
+ * Pure: how an issued token is wider than the narrowing asked, or undefined. With repositories
+ * configured: it must be for selected repositories, each one of those asked (names compared
+ * without case, as GitHub does). With permissions configured: it may hold only those, each at
+ * most at the level asked (and `metadata: read`, which GitHub adds to every token). An answer
+ * that does not say what the token holds is wider than asked. With neither configured the token
+ * is the installation's whole reach, as the operator chose: nothing to compare.
+ */
 export function narrowingProblem(doc: Record<string, unknown>, config: GitHubAppConfig): string | undefined {
-  if (config.repositories && doc.repository_selection !== 'selected') return `the token issued is for all repositories, not the ${config.repositories.length} asked for`;
-  const granted = isObject(doc.permissions) ? doc.permissions : {};
-  for (const [name, level] of Object.entries(config.permissions ?? {})) {
-    const got = granted[name];
-    if (got !== undefined && !(typeof got === 'string' && got in RANK && RANK[got as PermissionLevel] <= RANK[level])) return `the token issued holds ${name} above "${level}"`;
+  if (config.repositories) {
+    if (doc.repository_selection !== 'selected') return `the token issued is for all repositories, not the ${config.repositories.length} asked for`;
+    const asked = new Set(config.repositories.map((r) => r.toLowerCase()));
+    if (!Array.isArray(doc.repositories)) return 'the answer does not list the repositories of the token issued';
+    for (const repo of doc.repositories as unknown[]) {
+      const name = isObject(repo) && typeof repo.name === 'string' ? repo.name : undefined;
+      if (name === undefined) return 'the answer lists a repository without a name';
+      if (!asked.has(name.toLowerCase())) return `the token issued is for the repository "${name}", which was not asked for`;
+    }
+  }
+  if (config.permissions) {
+    if (!isObject(doc.permissions)) return 'the answer does not list the permissions of the token issued';
+    for (const [name, got] of Object.entries(doc.permissions)) {
+      const asked = levelOf(config.permissions, name) ?? levelOf(ALWAYS_GRANTED, name);
+      if (asked === undefined) return `the token issued holds ${name}, which was not asked for`;
+      const ok = typeof got === 'string' && Object.hasOwn(RANK, got) && RANK[got as PermissionLevel] <= RANK[asked as PermissionLevel];
+      if (!ok) return `the token issued holds ${name} above "${asked as string}"`;
+    }
   }
   return undefined;
 }

@@ -147,14 +147,34 @@ test('github app token answer: each refusal says what to check, by status, and n
   assert.throws(() => parseInstallationToken(answer(201, { token: 't', expires_at: '2026-11-26T03:59:59Z' }), NOW, CONFIG), /already expired by this machine's clock/);
 });
 
-test('github app token answer: a token wider than asked (all repositories when narrowed, a permission above the one asked) is refused (narrowingProblem)', () => {
-  const narrowed: GitHubAppConfig = { ...CONFIG, repositories: ['widgets'], permissions: { contents: 'read' } };
-  assert.equal(narrowingProblem({ repository_selection: 'selected', permissions: { contents: 'read', metadata: 'read' } }, narrowed), undefined);
-  assert.match(narrowingProblem({ repository_selection: 'all', permissions: { contents: 'read' } }, narrowed)!, /for all repositories, not the 1 asked for/);
-  assert.match(narrowingProblem({ repository_selection: 'selected', permissions: { contents: 'write' } }, narrowed)!, /holds contents above "read"/);
-  assert.match(narrowingProblem({ repository_selection: 'selected', permissions: { contents: 'owner' } }, narrowed)!, /holds contents above "read"/);
-  assert.equal(narrowingProblem({ repository_selection: 'all', permissions: { contents: 'admin' } }, CONFIG), undefined, 'nothing asked, nothing to check');
-  assert.throws(() => parseInstallationToken(answer(201, { token: 't', expires_at: '2026-11-26T05:00:00Z', repository_selection: 'all' }), NOW, narrowed), /not the 1 asked for: refused/);
+test('github app token answer: a token wider than asked (all repositories, or one not asked, when narrowed; a permission not asked, or above the one asked) is refused (narrowingProblem)', () => {
+  const narrowed: GitHubAppConfig = { ...CONFIG, repositories: ['widgets', 'Gadgets'], permissions: { contents: 'read' } };
+  const repos = (...names: string[]) => names.map((name, i) => ({ id: i, name, full_name: `acme/${name}` }));
+  // What GitHub answers when asked for two repositories and contents:read (metadata:read it adds itself).
+  assert.equal(narrowingProblem({ repository_selection: 'selected', repositories: repos('widgets', 'gadgets'), permissions: { contents: 'read', metadata: 'read' } }, narrowed), undefined);
+  assert.equal(narrowingProblem({ repository_selection: 'selected', repositories: repos('Widgets'), permissions: { contents: 'read' } }, narrowed), undefined, 'fewer, and names without case');
+  assert.match(narrowingProblem({ repository_selection: 'all', permissions: { contents: 'read' } }, narrowed)!, /for all repositories, not the 2 asked for/);
+  // The review's answer: a repository not asked for, and permissions not asked for.
+  assert.match(narrowingProblem({ repository_selection: 'selected', repositories: repos('payroll'), permissions: { contents: 'read' } }, narrowed)!, /for the repository "payroll", which was not asked for/);
+  assert.match(narrowingProblem({ repository_selection: 'selected', repositories: repos('widgets', 'payroll'), permissions: { contents: 'read' } }, narrowed)!, /"payroll"/);
+  assert.match(narrowingProblem({ repository_selection: 'selected', repositories: repos('widgets'), permissions: { contents: 'read', administration: 'write' } }, narrowed)!, /holds administration, which was not asked for/);
+  assert.match(narrowingProblem({ repository_selection: 'selected', repositories: repos('widgets'), permissions: { contents: 'read', secrets: 'read' } }, narrowed)!, /holds secrets, which was not asked for/);
+  assert.match(narrowingProblem({ repository_selection: 'selected', repositories: repos('widgets'), permissions: { contents: 'read', metadata: 'write' } }, narrowed)!, /holds metadata above "read"/);
+  assert.match(narrowingProblem({ repository_selection: 'selected', repositories: repos('widgets'), permissions: { contents: 'write' } }, narrowed)!, /holds contents above "read"/);
+  assert.match(narrowingProblem({ repository_selection: 'selected', repositories: repos('widgets'), permissions: { contents: 'owner' } }, narrowed)!, /holds contents above "read"/);
+  assert.match(narrowingProblem({ repository_selection: 'selected', repositories: repos('widgets'), permissions: { constructor: 'read' } }, narrowed)!, /holds constructor, which was not asked for/);
+  // An answer that does not say what the token holds is taken as wider.
+  assert.match(narrowingProblem({ repository_selection: 'selected', permissions: { contents: 'read' } }, narrowed)!, /does not list the repositories/);
+  assert.match(narrowingProblem({ repository_selection: 'selected', repositories: [{ id: 1 }], permissions: { contents: 'read' } }, narrowed)!, /a repository without a name/);
+  assert.match(narrowingProblem({ repository_selection: 'selected', repositories: repos('widgets') }, narrowed)!, /does not list the permissions/);
+  assert.throws(() => parseInstallationToken(answer(201, { token: 't', expires_at: '2026-11-26T05:00:00Z', repository_selection: 'all' }), NOW, narrowed), /not the 2 asked for: refused/);
+  // Repositories alone narrowed: any permission of the app is kept; permissions alone: any repository.
+  assert.equal(narrowingProblem({ repository_selection: 'selected', repositories: repos('widgets'), permissions: { contents: 'write', administration: 'write' } }, { ...CONFIG, repositories: ['widgets'] }), undefined);
+  assert.equal(narrowingProblem({ repository_selection: 'all', permissions: { contents: 'read', metadata: 'read' } }, { ...CONFIG, permissions: { contents: 'read' } }), undefined);
+});
+
+test('github app token answer: with no narrowing configured the token keeps the installation\'s whole reach, as documented (narrowingProblem)', () => {
+  assert.equal(narrowingProblem({ repository_selection: 'all', permissions: { contents: 'admin', administration: 'write' } }, CONFIG), undefined);
 });
 
 test('github app upstream credential: git gets the installation token as Basic x-access-token, and both the token and the Basic value are secrets to redact (installationTokenCredential)', () => {
