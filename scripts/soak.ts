@@ -1068,8 +1068,12 @@ function judge(samples: readonly SoakSample[], crash: string | undefined, proxy:
   }
   // Trend: the per-minute samples after warm-up when there are enough of them, else all 15 s
   // samples after warm-up (a short run).
-  const minuteSamples = load.filter((s) => s.atMs % PRINT_EVERY_MS < SAMPLE_EVERY_MS / 2 || s === last);
-  const trendBase = minuteSamples.length >= 4 ? minuteSamples : load;
+  // The trend starts after the quiet baseline: the warm-up sample just before it may still hold
+  // the heap's growth to its steady size (a 4-minute run: 105.8 MiB at the warm-up, then 112.2 to
+  // 113.0 for three minutes, which read as a climb of every sample).
+  const settled = qBase ? load.filter((s) => s.atMs > qBase.atMs) : load;
+  const minuteSamples = settled.filter((s) => s.atMs % PRINT_EVERY_MS < SAMPLE_EVERY_MS / 2 || s === last);
+  const trendBase = minuteSamples.length >= 4 ? minuteSamples : settled;
   const trend = trendBase.slice(-TREND_SAMPLES);
   if (QUICK) notes.push('SOAK_QUICK: too short for a trend; judged on the quiet samples and the outcomes');
   else if (trend.length >= 3) {
