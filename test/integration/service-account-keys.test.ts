@@ -219,9 +219,14 @@ test('service-account source chooses by iss: another issuer\'s token (or a minte
   assert.equal(source.verify('bot', { token: signSaToken(oldKey, saPayload(WHO, NOW, 3600, { iss: 'https://other.example' })) }, NOW), undefined);
   assert.equal(source.verify('bot', { token: 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJib3QifQ.c2ln' }, NOW), undefined);
   assert.equal(source.verify('bot', {}, NOW), undefined);
-  const escaped = JSON.stringify(saPayload(WHO, NOW, 3600, { iss: issuer.issuer })).replaceAll('/', '\\/');
-  const answer = await source.verify('bot', { token: signSaToken(oldKey, escaped) }, NOW);
-  assert.ok(answer?.ok, JSON.stringify(answer));
+  // The issuer at each of the three byte alignments of base64, as written and with escaped slashes.
+  for (const pad of ['', 'x', 'xx', 'xxx']) {
+    const payload = JSON.stringify(saPayload(WHO, NOW, 3600, { iss: issuer.issuer, aud: [TEST_AUDIENCE, pad] }));
+    for (const text of [payload, payload.replaceAll('/', '\\/')]) {
+      const answer = await source.verify('bot', { token: signSaToken(oldKey, text) }, NOW);
+      assert.ok(answer?.ok, `${JSON.stringify(answer)} for ${text.slice(0, 80)}`);
+    }
+  }
 });
 
 test('service-account source asks the policy on every request: a cached token loses what an entry removed from the policy granted, at its next request', async () => {
