@@ -125,8 +125,24 @@ export function ringHolds(ring: KeyRing, key: VerificationKey): boolean {
 export function parseSigningKey(variable: string, value: string | undefined): Buffer | undefined {
   if (!value) return undefined;
   const key = Buffer.from(value, 'utf8');
+  const notSecret = publicKeyAsSecretProblem(variable, key);
+  if (notSecret !== undefined) throw new Error(notSecret);
   if (key.length < MIN_SIGNING_KEY_BYTES) throw new Error(`${variable}: must be at least ${MIN_SIGNING_KEY_BYTES} bytes (e.g. openssl rand -hex 32)`);
   return key;
+}
+
+/**
+ * Pure: why bytes meant as an HS256 secret are a key's text instead (PEM, a JWK, an SSH public
+ * key), or undefined. Such text is usually public (a KID.pem beside the secrets, a JWKS, an
+ * authorized_keys line), and an HMAC keyed with public bytes lets whoever reads them mint any
+ * token: key confusion moved into configuration. A secret made as the docs say (openssl rand -hex
+ * 32, or base64) never looks like one of these.
+ */
+export function publicKeyAsSecretProblem(what: string, bytes: Buffer): string | undefined {
+  const text = bytes.toString('latin1').trim();
+  const kind = text.includes('-----BEGIN') ? 'PEM text (a key or certificate)' : text.startsWith('{') && text.includes('"kty"') ? 'a JWK (JSON with "kty")' : /^(?:ssh-|ecdsa-)/.test(text) ? 'an SSH public key' : undefined;
+  if (kind === undefined) return undefined;
+  return `${what}: holds ${kind}, not an HS256 secret; used as one, whoever has that key could mint tokens. A public key goes in a file named KID.pem (--bot-keys, --git-keys); an HS256 secret is random bytes (openssl rand -hex 32)`;
 }
 
 /**

@@ -5,14 +5,15 @@
 //               them is refused, so that the proxy can verify tokens but never mint one;
 //               mint-token takes the private key (`BEGIN PRIVATE KEY`, or `BEGIN EC PRIVATE KEY`).
 //   KID.hs256   an HS256 secret: the file's bytes (one trailing newline dropped), at least 32.
-//               A shared secret: whoever can verify with it can mint with it.
+//               A shared secret: whoever can verify with it can mint with it. Bytes that are a
+//               key's text (PEM, a JWK, an SSH public key) are refused: see publicKeyAsSecretProblem.
 //
 // The key id (the `kid` tokens name in their header) is the file name without its extension, of
 // letters, digits, '.', '_' and '-' (64 at most, a letter or digit first). The key's type fixes
 // the algorithm its tokens must name: an Ed25519 key verifies EdDSA only, a P-256 key ES256 only,
 // a secret HS256 only. Pure: names and bytes in, keys out; a problem is an Error saying what to fix.
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
-import { MIN_SIGNING_KEY_BYTES, type SigningKey, type TokenAlgorithm, type VerificationKey } from './jwt.ts';
+import { MIN_SIGNING_KEY_BYTES, publicKeyAsSecretProblem, type SigningKey, type TokenAlgorithm, type VerificationKey } from './jwt.ts';
 
 /** A key id as a file name gives it: a closed alphabet, so it is a harmless log field and never a path. */
 export const KEY_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -39,6 +40,8 @@ function keyFileName(name: string): { kid: string; kind: 'pem' | 'secret' } {
 export function secretFromFile(what: string, bytes: Buffer): Buffer {
   const end = bytes.at(-1) === 0x0a ? (bytes.at(-2) === 0x0d ? bytes.length - 2 : bytes.length - 1) : bytes.length;
   const secret = bytes.subarray(0, end);
+  const notSecret = publicKeyAsSecretProblem(what, secret);
+  if (notSecret !== undefined) throw new Error(notSecret);
   if (secret.length < MIN_SIGNING_KEY_BYTES) throw new Error(`${what}: an HS256 secret must be at least ${MIN_SIGNING_KEY_BYTES} bytes (e.g. openssl rand -hex 32 > FILE)`);
   return Buffer.from(secret);
 }
