@@ -15,7 +15,9 @@
 //
 // Every failure keeps the last good set (a broken file or an unreachable issuer does not turn a
 // running proxy into one that refuses everyone) and is reported once per distinct reason; before
-// any set loaded, every token is refused (unknown key id). The refresh decisions are pure
+// any set loaded, every token is refused (unknown key id). One exception, as for the proxy's own
+// key files (src/auth/key-files.ts): a key-set file that is gone empties the set, so that removing
+// it stops trusting the issuer from the next request (fail closed) until a file is back. The refresh decisions are pure
 // (`fetchDue`); the clock and the fetch are passed in, so that tests drive them.
 import { readFileSync, statSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
@@ -32,7 +34,7 @@ export interface KeySetSource {
   close(): void;
 }
 
-/** What the sources report: a set loaded (its key ids, and those left out), or a failure that kept the last good set. */
+/** What the sources report: a set loaded (its key ids, and those left out), or a failure (the last good set kept; none when the file is gone). */
 export type KeySetEvent = { readonly kind: 'loaded'; readonly from: string; readonly kids: readonly string[]; readonly skipped: readonly string[] } | { readonly kind: 'failed'; readonly from: string; readonly reason: string };
 
 /** The least time between two fetches of the key set: a flood of unknown key ids costs the issuer one fetch per floor. */
@@ -51,7 +53,16 @@ function fetchDue(lastStartMs: number | undefined, nowMs: number, floorMs: numbe
   return lastStartMs === undefined || nowMs - lastStartMs >= floorMs;
 }
 
-/** The key set in a mounted file, read again when its inode, size or modification time changed. */
+/** Pure: whether a file system error says the file is not there (removed, or its directory gone). */
+function isGoneError(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException).code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+/**
+ * The key set in a mounted file, read again when its inode, size or modification time changed.
+ * A file that no longer reads or parses keeps the last good set; a file that is gone empties it.
+ */
 export function fileKeySet(path: string, report: (event: KeySetEvent) => void): KeySetSource {
   let stamp = '';
   let keys = NO_KEYS;
@@ -71,11 +82,18 @@ export function fileKeySet(path: string, report: (event: KeySetEvent) => void): 
         report(loaded(from, parsed.set));
         return keys;
       }
-      problem = parsed.reason;
+      problem = `${parsed.reason}; the last good key set stays in use`;
     } catch (err) {
-      problem = `cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
+      if (isGoneError(err)) {
+        // Removed: the operator stopped trusting these keys, so none stays (read again once a file is back).
+        keys = NO_KEYS;
+        stamp = '';
+        problem = 'the file is gone: every service-account token is refused until it is back';
+      } else {
+        problem = `cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); the last good key set stays in use`;
+      }
     }
-    if (problem !== lastProblem) report({ kind: 'failed', from, reason: `${problem}; the last good key set stays in use` });
+    if (problem !== lastProblem) report({ kind: 'failed', from, reason: problem });
     lastProblem = problem;
     return keys;
   };

@@ -36,8 +36,10 @@ export function tlsFlagsProblem(o: Pick<ServeOptions, 'tlsCertFile' | 'tlsKeyFil
 
 /**
  * The workload policy file as it is now: parsed at start-up (a mistake stops it), then read
- * again when its size, time or inode changed (Kubernetes' `..data` swap); a file that no longer
- * parses keeps the last good policy, logged once.
+ * again when its size, time or inode changed (Kubernetes' `..data` swap). A file that no longer
+ * reads or parses keeps the last good policy; a file that is gone is an empty policy, so that
+ * removing it takes every grant away from the next request (fail closed, as a removed key file
+ * does) until a file is back. Each problem is logged once (`config_error`).
  */
 export function workloadPolicyFile(path: string, log: LogSink): () => WorkloadPolicy {
   const stamp = (): string => {
@@ -46,19 +48,31 @@ export function workloadPolicyFile(path: string, log: LogSink): () => WorkloadPo
   };
   let seen = stamp();
   let policy = parseWorkloadPolicy(readFileSync(path, 'utf8'), path);
-  let failing = false;
+  let lastProblem = '';
   return () => {
+    let problem: string;
     try {
       const now = stamp();
       if (now === seen) return policy;
-      policy = parseWorkloadPolicy(readFileSync(path, 'utf8'), path);
+      const text = readFileSync(path, 'utf8');
+      // Remembered before parsing: a broken file is parsed once, not at every request, until it changes.
       seen = now;
-      failing = false;
+      policy = parseWorkloadPolicy(text, path);
+      lastProblem = '';
       log({ event: 'workload_policy_reloaded', file: path, entries: policy.entries.size });
+      return policy;
     } catch (err) {
-      if (!failing) log({ event: 'config_error', file: path, message: `${(err as Error).message}; the last good policy stays in force` });
-      failing = true;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') {
+        policy = { source: path, entries: new Map() };
+        seen = '';
+        problem = 'the workload policy file is gone: every service account (token or certificate) is refused until it is back';
+      } else {
+        problem = `${(err as Error).message}; the last good policy stays in force`;
+      }
     }
+    if (problem !== lastProblem) log({ event: 'config_error', file: path, message: problem });
+    lastProblem = problem;
     return policy;
   };
 }
