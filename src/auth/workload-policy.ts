@@ -123,6 +123,20 @@ function parseLimits(value: unknown, where: string, fail: FieldFailure): RunLimi
 }
 
 /**
+ * Pure: the entries whose namespace is `*` that grant git write scopes or model calls (which spend
+ * the budget), with what they grant. Such an entry follows a service account's name into every
+ * namespace without an entry of its own, so whoever may create a service account of that name in
+ * any namespace (a namespace's admin usually may) gets it: start-up warns about each.
+ */
+export function crossNamespaceGrants(policy: WorkloadPolicy): { readonly entry: string; readonly grants: readonly string[] }[] {
+  return [...policy.entries.values()].flatMap((g) => {
+    if (!g.entry.startsWith('*/')) return [];
+    const grants = [...(g.git ?? []).filter((scope) => scope.endsWith(':write')).map((scope) => `git ${scope}`), ...(g.models ? ['model calls'] : [])];
+    return grants.length === 0 ? [] : [{ entry: g.entry, grants }];
+  });
+}
+
+/**
  * Pure: the grant for a service account on a listener, or why not (a message naming the account
  * and what to add to the policy file). The lookup order is the file comment's precedence.
  */

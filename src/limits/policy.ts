@@ -176,13 +176,31 @@ export function tokenCeiling(policy: LimitsPolicy, key: Lowerable): number | und
   return ceiling === 0 ? undefined : ceiling;
 }
 
-/** Each limit a bot token may lower: its claim, mint-token's flag, and the field of the --limits file that bounds it. */
-const LOWERED: readonly { readonly key: Lowerable; readonly claim: keyof LoweredLimits; readonly flag: string; readonly field: string }[] = [
-  { key: 'runBudgetUsd', claim: 'budgetUsd', flag: '--budget-usd', field: 'perRun.budgetUsd' },
-  { key: 'concurrent', claim: 'concurrent', flag: '--max-concurrent', field: 'perInstance.concurrent' },
-  { key: 'requestsPerMinute', claim: 'requestsPerMinute', flag: '--requests-per-minute', field: 'perInstance.requestsPerMinute' },
-  { key: 'tokensPerMinute', claim: 'tokensPerMinute', flag: '--tokens-per-minute', field: 'perInstance.tokensPerMinute' },
+/** Each limit a bot token may lower: its claim, the token claim's and the workload policy's name, mint-token's flag, and the field of the --limits file that bounds it. */
+const LOWERED: readonly { readonly key: Lowerable; readonly claim: keyof LoweredLimits; readonly tokenClaim: string; readonly flag: string; readonly field: string }[] = [
+  { key: 'runBudgetUsd', claim: 'budgetUsd', tokenClaim: 'budget_usd', flag: '--budget-usd', field: 'perRun.budgetUsd' },
+  { key: 'concurrent', claim: 'concurrent', tokenClaim: 'max_concurrent', flag: '--max-concurrent', field: 'perInstance.concurrent' },
+  { key: 'requestsPerMinute', claim: 'requestsPerMinute', tokenClaim: 'requests_per_minute', flag: '--requests-per-minute', field: 'perInstance.requestsPerMinute' },
+  { key: 'tokensPerMinute', claim: 'tokensPerMinute', tokenClaim: 'tokens_per_minute', flag: '--tokens-per-minute', field: 'perInstance.tokensPerMinute' },
 ];
+
+/** A limit asked above the --limits file's ceiling: how mint-token and the workload policy name it, what was asked, the ceiling and its field. */
+export interface AboveCeiling {
+  readonly flag: string;
+  readonly tokenClaim: string;
+  readonly asked: number;
+  readonly ceiling: number;
+  readonly field: string;
+}
+
+/** Pure: each limit of `asked` above its ceiling in `policy` (the gateway would apply the ceiling instead); empty when every one is within. */
+export function limitsAboveCeiling(policy: LimitsPolicy, asked: LoweredLimits): AboveCeiling[] {
+  return LOWERED.flatMap(({ key, claim, tokenClaim, flag, field }) => {
+    const value = asked[claim];
+    const ceiling = tokenCeiling(policy, key);
+    return value !== undefined && ceiling !== undefined && value > ceiling ? [{ flag, tokenClaim, asked: value, ceiling, field }] : [];
+  });
+}
 
 /**
  * Pure: why mint-token refuses a token that asks more than the --limits file allows (`fileName`),
@@ -190,10 +208,6 @@ const LOWERED: readonly { readonly key: Lowerable; readonly claim: keyof Lowered
  * gateway would apply the ceiling silently: an orchestrator asking more has a wrong idea of it.
  */
 export function aboveCeilingReason(policy: LimitsPolicy, asked: LoweredLimits, fileName: string): string | undefined {
-  const over = LOWERED.flatMap(({ key, claim, flag, field }) => {
-    const value = asked[claim];
-    const ceiling = tokenCeiling(policy, key);
-    return value !== undefined && ceiling !== undefined && value > ceiling ? [`${flag} ${value} is above the ceiling ${ceiling} of ${fileName} (${field})`] : [];
-  });
+  const over = limitsAboveCeiling(policy, asked).map((a) => `${a.flag} ${a.asked} is above the ceiling ${a.ceiling} of ${fileName} (${a.field})`);
   return over.length === 0 ? undefined : `mint-token: ${over.join('; ')}; the gateway would apply the ceiling, so ask at most that`;
 }

@@ -1,19 +1,21 @@
 // `serve`: start-up as its order. Signals are handled before any listener is announced (a
 // supervisor may send SIGTERM as soon as it reads a listening line).
+import { parseWorkloadPolicy } from '../auth/workload-policy.ts';
 import type { ServeOptions } from '../config/cli.ts';
 import { VERSION } from '../config/version.ts';
 import { METRICS_LISTENER_CAPS } from '../http/connection-caps.ts';
 import type { LineWriter, LogSink } from '../http/log.ts';
 import { writeProxyError } from '../http/respond.ts';
 import { startListener, type Listener } from '../http/server.ts';
+import { parseLimitsFile } from '../limits/policy.ts';
 import { serveMetrics } from '../metrics/registry.ts';
 import { startGateway } from './gateway.ts';
 import { startGit } from './git.ts';
-import { loadServeConfig, openFilesLimit, type ServeConfig } from './load.ts';
+import { loadServeConfig, openFilesLimit, readTextFile, type ServeConfig } from './load.ts';
 import { credentialFileWarnings, notReadyReason, unusableFiles, type CredentialFile } from './readiness.ts';
 import { openShared, type Shared } from './shared.ts';
 import { installProcessNets, installShutdown } from './shutdown.ts';
-import { startupWarnings } from './warnings.ts';
+import { startupWarnings, type PolicyFacts } from './warnings.ts';
 
 export async function serve(options: ServeOptions, env: NodeJS.ProcessEnv, log: LogSink, lines: LineWriter): Promise<void> {
   const config = loadServeConfig(options, env);
@@ -26,9 +28,18 @@ export async function serve(options: ServeOptions, env: NodeJS.ProcessEnv, log: 
   if (config.gitEnabled) shutdown.addProxy(await startGit(options, config, shared, log));
   if (config.gateway.enabled) shutdown.addProxy(await startGateway(options, env, config, shared, log));
   const facts = { openFilesLimit: openFilesLimit(), proxyListeners: shutdown.proxies.length, caps: shared.caps, metricsCaps: options.metricsListen === undefined ? undefined : METRICS_LISTENER_CAPS };
-  for (const warning of startupWarnings({ descriptors: facts })) log(warning);
+  for (const warning of startupWarnings({ policy: policyFacts(options, config), descriptors: facts })) log(warning);
   if (shared.metrics === undefined || options.metricsListen === undefined) return; // --metrics-listen off
   shutdown.setMetrics(await startMetrics(options.metricsListen, shared.metrics, shared, [...shutdown.proxies], needed, log, lines));
+}
+
+/** The workload policy as start-up read it (already checked by the listeners), and the --limits file that caps its entries' limits, for the warnings. */
+function policyFacts(options: ServeOptions, config: ServeConfig): PolicyFacts | undefined {
+  const file = options.workloadPolicyFile;
+  if (file === undefined) return undefined;
+  const policy = parseWorkloadPolicy(readTextFile(file, '--workload-policy'), file);
+  const limitsFile = config.gateway.enabled ? options.limitsFile : undefined;
+  return { policy, limits: limitsFile === undefined ? undefined : { policy: parseLimitsFile(readTextFile(limitsFile, '--limits:'), limitsFile), file: limitsFile } };
 }
 
 /** With neither listener enabled there is nothing to serve: say how to enable one, exit 1. */

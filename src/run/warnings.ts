@@ -1,7 +1,8 @@
 // The start-up warnings: pure, from what start-up learned (no file, no environment, no clock).
 // Each is one log line `{"event":"warning", ...}`; serve logs a listener's before its listening line.
+import { crossNamespaceGrants, type WorkloadPolicy } from '../auth/workload-policy.ts';
 import { descriptorWarning, type ConnectionCaps } from '../http/connection-caps.ts';
-import { hostedToolFeesWarning, unpricedWarning, type LimitsPolicy } from '../limits/policy.ts';
+import { hostedToolFeesWarning, limitsAboveCeiling, unpricedWarning, type LimitsPolicy } from '../limits/policy.ts';
 
 export type StartupWarning = { readonly event: 'warning'; readonly listener?: 'git' | 'model'; readonly host?: string; readonly provider?: string; readonly message: string };
 
@@ -23,6 +24,12 @@ export interface ModelFacts {
   readonly botAuth: boolean;
 }
 
+/** What the workload policy's warnings depend on: the policy, and the --limits file its entries' limits are capped by (with the gateway on). */
+export interface PolicyFacts {
+  readonly policy: WorkloadPolicy;
+  readonly limits: { readonly policy: LimitsPolicy; readonly file: string } | undefined;
+}
+
 /** What the process-wide warning depends on: the open-files limit against the connection caps. */
 export interface DescriptorFacts {
   readonly openFilesLimit: number | undefined;
@@ -31,10 +38,10 @@ export interface DescriptorFacts {
   readonly metricsCaps: ConnectionCaps | undefined;
 }
 
-/** The warnings for whichever of git, model and descriptors are given, in the order they are logged. */
-export function startupWarnings(facts: { git?: GitFacts; model?: ModelFacts; descriptors?: DescriptorFacts }): StartupWarning[] {
+/** The warnings for whichever of git, model, the workload policy and descriptors are given, in the order they are logged. */
+export function startupWarnings(facts: { git?: GitFacts; model?: ModelFacts; policy?: PolicyFacts; descriptors?: DescriptorFacts }): StartupWarning[] {
   const out: StartupWarning[] = [];
-  const { git, model, descriptors } = facts;
+  const { git, model, policy, descriptors } = facts;
   if (git) {
     for (const h of git.hosts) {
       if (!h.tls_verify) out.push({ event: 'warning', listener: 'git', host: h.host, message: 'TLS verification is switched off for this host (tlsInsecureSkipVerify)' });
@@ -63,9 +70,35 @@ export function startupWarnings(facts: { git?: GitFacts; model?: ModelFacts; des
       out.push({ event: 'warning', listener: 'model', message: `hosted tools allowed (--allow-hosted-tools): ${[...model.hostedTools].join(', ')}; the provider runs them outside the sandbox` });
     }
   }
+  if (policy) out.push(...policyWarnings(policy));
   if (descriptors) {
     const fd = descriptorWarning(descriptors.openFilesLimit, descriptors.proxyListeners, descriptors.caps, descriptors.metricsCaps);
     if (fd) out.push({ event: 'warning', message: fd });
+  }
+  return out;
+}
+
+/**
+ * Pure: the workload policy's warnings: an entry whose namespace is `*` granting git write or
+ * model calls (any namespace with that account name gets it), and an entry whose limits are above
+ * the --limits ceilings (the gateway applies the ceiling; mint-token would refuse them).
+ */
+function policyWarnings({ policy, limits }: PolicyFacts): StartupWarning[] {
+  const out: StartupWarning[] = [];
+  for (const { entry, grants } of crossNamespaceGrants(policy)) {
+    const account = entry.slice(2);
+    const who = account === '*' ? 'every service account in every namespace' : `a service account named ${account} in any namespace`;
+    const instead = account === '*' ? '"<namespace>/*"' : `"<namespace>/${account}"`;
+    out.push({ event: 'warning', message: `workload policy ${policy.source}: the entry "${entry}" grants ${grants.join(' and ')} to ${who} that has no entry of its own: whoever may create a service account of that name in any namespace gets it; name the namespace (${instead}) unless every namespace is trusted` });
+  }
+  if (limits === undefined) return out;
+  for (const grant of policy.entries.values()) {
+    const l = grant.limits;
+    if (l === undefined) continue;
+    const over = limitsAboveCeiling(limits.policy, { budgetUsd: l.budget_usd, concurrent: l.max_concurrent, requestsPerMinute: l.requests_per_minute, tokensPerMinute: l.tokens_per_minute });
+    if (over.length === 0) continue;
+    const what = over.map((a) => `${a.tokenClaim} ${a.asked} is above the ceiling ${a.ceiling} of ${limits.file} (${a.field})`).join('; ');
+    out.push({ event: 'warning', listener: 'model', message: `workload policy ${policy.source}: the entry "${grant.entry}": ${what}; the gateway applies the ceiling, so lower the entry to at most that (mint-token refuses the same)` });
   }
   return out;
 }

@@ -2,6 +2,7 @@
 // learned, with no process to spawn.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { parseWorkloadPolicy } from '../../src/auth/workload-policy.ts';
 import { parseLimitsFile } from '../../src/limits/policy.ts';
 import { startupWarnings, type ModelFacts } from '../../src/run/warnings.ts';
 
@@ -97,4 +98,44 @@ test('the warnings come in the order they are logged: git, then the model gatewa
     git: { hosts: [], workloadAuth: false },
   });
   assert.deepEqual(warnings.map((w) => w.listener), ['git', 'model', undefined]);
+});
+
+test('workload policy wildcard namespace: a "*/<serviceaccount>" or "*/*" entry granting git write or model calls is warned, naming the entry and that any namespace with that account name gets it; read-only git and named namespaces are not', () => {
+  const policy = parseWorkloadPolicy(
+    JSON.stringify({
+      serviceAccounts: {
+        '*/deployer': { git: ['github.com/acme/prod-infra:write', 'github.com/acme/docs:read'] },
+        '*/*': { models: true },
+        '*/reader': { git: ['github.com/acme/*:read'] },
+        'agents/*': { git: ['github.com/acme/widgets:write'], models: true },
+      },
+    }),
+    'policy.json',
+  );
+  assert.deepEqual(messages({ policy: { policy, limits: undefined } }), [
+    'workload policy policy.json: the entry "*/deployer" grants git github.com/acme/prod-infra:write to a service account named deployer in any namespace that has no entry of its own: whoever may create a service account of that name in any namespace gets it; name the namespace ("<namespace>/deployer") unless every namespace is trusted',
+    'workload policy policy.json: the entry "*/*" grants model calls to every service account in every namespace that has no entry of its own: whoever may create a service account of that name in any namespace gets it; name the namespace ("<namespace>/*") unless every namespace is trusted',
+  ]);
+});
+
+test('workload policy limits above the --limits ceilings: warned naming the entry, each limit and its ceiling, as mint-token refuses them; limits within are not', () => {
+  const limits = parseLimitsFile('{"perRun":{"budgetUsd":{"default":5,"max":20}},"perInstance":{"concurrent":4}}', 'limits.json');
+  const policy = parseWorkloadPolicy(
+    JSON.stringify({
+      serviceAccounts: {
+        'agents/big': { models: true, limits: { budget_usd: 50, max_concurrent: 8, requests_per_minute: 1000 } },
+        'agents/small': { models: true, limits: { budget_usd: 20, max_concurrent: 4 } },
+      },
+    }),
+    'policy.json',
+  );
+  const warnings = startupWarnings({ policy: { policy, limits: { policy: limits, file: 'limits.json' } } });
+  assert.deepEqual(warnings, [
+    {
+      event: 'warning',
+      listener: 'model',
+      message: 'workload policy policy.json: the entry "agents/big": budget_usd 50 is above the ceiling 20 of limits.json (perRun.budgetUsd); max_concurrent 8 is above the ceiling 4 of limits.json (perInstance.concurrent); the gateway applies the ceiling, so lower the entry to at most that (mint-token refuses the same)',
+    },
+  ]);
+  assert.deepEqual(messages({ policy: { policy, limits: undefined } }), [], 'without --limits there is no ceiling');
 });
