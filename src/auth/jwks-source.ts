@@ -7,7 +7,8 @@
 //   configured one and whose `jwks_uri` must be https on the issuer's own origin; a key set
 //   elsewhere is named with --sa-jwks-url instead, so that a discovery document cannot send the
 //   proxy to a host the operator never named). Fetched over HTTPS with verification (the system's
-//   CAs, or --sa-ca-file's), each fetch within a total deadline, each document within a size cap.
+//   CAs, or --sa-ca-file's), through the egress proxy as every other HTTPS connection the proxy
+//   opens, each fetch within a total deadline, each document within a size cap.
 //   Fetched at start-up, every KEY_SET_REFRESH_MS, and when a token names a key id the set lacks (a
 //   rotation), but not twice within KEY_SET_FLOOR_MS: a client sending made-up key ids costs the
 //   issuer one fetch per floor, whatever its rate. Concurrent requests for an unknown key id share
@@ -21,6 +22,8 @@
 // (`fetchDue`); the clock and the fetch are passed in, so that tests drive them.
 import { readFileSync, statSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
+import { createUpstreamAgent } from '../http/forward.ts';
+import { tunnelRouteFor, type Egress } from '../http/tunnel.ts';
 import { isObject } from '../json/keys.ts';
 import { parseStrictJson } from '../json/strict.ts';
 import { MAX_JWKS_BYTES, parseJwks, type JwkKey, type JwkSet } from './jwks.ts';
@@ -197,12 +200,23 @@ export function jwksUriOf(document: Buffer, issuer: string): string {
 
 /**
  * The HTTPS GET the remote key set uses: TLS verified against the system's CAs, or `ca` alone
- * (--sa-ca-file); no redirect followed; the body capped at `maxBytes`; aborted by `signal`.
+ * (--sa-ca-file); through the egress proxy (HTTPS_PROXY, unless NO_PROXY names the host), in a
+ * CONNECT tunnel with the same verification inside it; no redirect followed; the body capped at
+ * `maxBytes`; aborted by `signal`.
  */
-export function httpsGetter(ca: string | undefined): HttpsGet {
+export function httpsGetter(ca: string | undefined, egress?: Egress): HttpsGet {
   return (url, maxBytes, signal) =>
     new Promise((resolve, reject) => {
-      const req = httpsRequest(url, { method: 'GET', headers: { accept: 'application/json' }, ...(ca === undefined ? {} : { ca }), signal }, (res) => {
+      const target = new URL(url);
+      const tunnel = tunnelRouteFor(egress, target.hostname.replace(/^\[|\]$/g, ''), Number(target.port || 443));
+      // Tunnelled: an agent of this fetch's own (its trust store the same), closed with the fetch.
+      const agent = tunnel === undefined ? undefined : createUpstreamAgent({ ca, tlsInsecureSkipVerify: false, tunnel });
+      const settle = (outcome: () => void) => {
+        agent?.destroy();
+        outcome();
+      };
+      const via = agent === undefined ? (ca === undefined ? {} : { ca }) : { agent };
+      const req = httpsRequest(url, { method: 'GET', headers: { accept: 'application/json' }, ...via, signal }, (res) => {
         const chunks: Buffer[] = [];
         let size = 0;
         res.on('data', (c: Buffer) => {
@@ -210,10 +224,10 @@ export function httpsGetter(ca: string | undefined): HttpsGet {
           if (size > maxBytes) res.destroy(new Error(`${url}: the answer is larger than ${maxBytes / 1024} KiB`));
           else chunks.push(c);
         });
-        res.on('error', reject);
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
+        res.on('error', (err) => settle(() => reject(err)));
+        res.on('end', () => settle(() => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) })));
       });
-      req.on('error', reject);
+      req.on('error', (err) => settle(() => reject(err)));
       req.end();
     });
 }

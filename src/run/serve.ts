@@ -24,7 +24,7 @@ export async function serve(options: ServeOptions, env: NodeJS.ProcessEnv, log: 
   for (const warning of credentialFileWarnings(unusableFiles(needed))) log(warning);
   installProcessNets(log);
   const shutdown = installShutdown(options.shutdownGraceMs, log, lines);
-  const shared = openShared(options, env, log);
+  const shared = openShared(options, env, config.egress, log);
   if (config.gitEnabled) shutdown.addProxy(await startGit(options, config, shared, log));
   if (config.gateway.enabled) shutdown.addProxy(await startGateway(options, env, config, shared, log));
   const facts = { openFilesLimit: openFilesLimit(), proxyListeners: shutdown.proxies.length, caps: shared.caps, metricsCaps: options.metricsListen === undefined ? undefined : METRICS_LISTENER_CAPS };

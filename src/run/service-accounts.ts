@@ -7,6 +7,7 @@ import { fileKeySet, httpsGetter, remoteKeySet, type KeySetEvent, type KeySetSou
 import { serviceAccountSource } from '../auth/service-account-source.ts';
 import { composeVerifier, type TokenSource, type TokenVerifier } from '../auth/verifier.ts';
 import type { LogSink } from '../http/log.ts';
+import type { Egress } from '../http/tunnel.ts';
 import { readTextFile } from './load.ts';
 import { workloadPolicyFile } from './tls.ts';
 
@@ -33,11 +34,12 @@ function serviceAccountFlagsProblem(sa: SaFlags, workloadPolicy: string | undefi
 }
 
 /**
- * The service-account source, or undefined without --sa-issuer. A remote key set starts its first
+ * The service-account source, or undefined without --sa-issuer. A remote key set (fetched
+ * through `egress`, the egress proxy start-up read, as every HTTPS connection) starts its first
  * fetch now (tokens wait for it; until a set loads every token is refused); each set loaded and
  * each failure (the last good set kept) is logged.
  */
-export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: number, log: LogSink): TokenSource | undefined {
+export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: number, egress: Egress, log: LogSink): TokenSource | undefined {
   const sa = options.serviceAccounts;
   const problem = serviceAccountFlagsProblem(sa, options.workloadPolicyFile);
   if (problem !== undefined) throw new Error(problem);
@@ -56,7 +58,7 @@ export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: numbe
     keys = fileKeySet(sa.jwksFile, report);
   } else {
     const ca = sa.caFile === undefined ? undefined : readTextFile(sa.caFile, '--sa-ca-file');
-    keys = remoteKeySet({ issuer: sa.issuer, jwks: sa.jwksUrl ?? 'discovery', get: httpsGetter(ca), nowMs: () => performance.now(), report });
+    keys = remoteKeySet({ issuer: sa.issuer, jwks: sa.jwksUrl ?? 'discovery', get: httpsGetter(ca, egress), nowMs: () => performance.now(), report });
   }
   return serviceAccountSource({ issuer: sa.issuer, audience: sa.audience!, maxLifetimeSec, keys, policy });
 }

@@ -4,6 +4,7 @@ import type { ServeOptions } from '../config/cli.ts';
 import { asUsageError } from '../config/cli.ts';
 import type { LogSink } from '../http/log.ts';
 import type { ListenerTimeouts } from '../http/server.ts';
+import type { Egress } from '../http/tunnel.ts';
 import { clockTickMs } from '../metrics/registry.ts';
 import { createProxyMetrics } from '../metrics/proxy-metrics.ts';
 import type { PriceTable } from '../gateway/prices.ts';
@@ -45,7 +46,7 @@ export interface Shared {
   readonly upstreamTimeouts: { connectMs: number; responseMs: number; idleMs: number; bodyIdleMs: number };
 }
 
-export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, log: LogSink): Shared {
+export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress: Egress, log: LogSink): Shared {
   // The price table is checked even with `--metrics-listen off` (e.g. a second proxy beside the
   // first on one host), so that switching metrics on cannot reveal a broken file; but nothing
   // is recorded that nobody could read.
@@ -61,7 +62,7 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, log: L
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
   const store = openStore(options, log, metrics);
   const revoked = openRevocations(options, store, log, metrics);
-  const serviceAccounts = openServiceAccounts(options, Math.floor(options.maxTokenLifetimeMs / 1000), log);
+  const serviceAccounts = openServiceAccounts(options, Math.floor(options.maxTokenLifetimeMs / 1000), egress, log);
   const caps = { total: options.maxConnections, perClient: options.maxConnectionsPerClient };
   const capped: ConnectionCapsOf = (listener, listenerCaps = caps) => ({ caps: listenerCaps, onConnectionRefused: (reason) => metrics?.connectionRefused(listener, reason) });
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs, bodyIdleMs: options.bodyTimeoutMs };
