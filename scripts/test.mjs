@@ -13,11 +13,21 @@
 // over 120 files was a third of the suite's CPU time. The one thing it served that the CommonJS
 // hooks do not is import() of a .ts file: import .ts files statically.
 //
+// Unit files without a top-level hook (before, after, beforeEach, afterEach) run several to a
+// process: node --test starts one process per file it is given (Node 20 has no
+// --test-isolation=none), and a process costs about 0.3 s of CPU before its first test, more
+// than most unit files' own tests. A group is a file in a temporary directory that requires its
+// members in name order; their tests keep their names and their files' locations, run one after
+// another as they would alone, and a file that throws while loading is a failed test named after
+// it (the others still run). A file runs alone if it has top-level hooks (in a group they would
+// wrap every file's tests) or touches what the process shares (the environment, the working
+// directory, process handlers, globals, mocked timers).
+//
 //   node scripts/test.mjs                       everything, as npm test
 //   node scripts/test.mjs test/unit/x.test.ts   only the given test files (build and checks too)
 import { spawn } from 'node:child_process';
-import { readdirSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -46,6 +56,42 @@ function testFiles() {
       .map((f) => `${dir}/${f}`),
   );
   return [...LONGEST_FIRST.filter((f) => all.includes(f)), ...all.filter((f) => !LONGEST_FIRST.includes(f))];
+}
+
+const GROUP_SIZE = 8;
+const TOP_LEVEL_HOOK = /^(before|after|beforeEach|afterEach)\s*\(/m;
+const PROCESS_STATE = /process\.(chdir|on|once|exitCode)\b|process\.env(\.\w+|\[[^\]]+\])\s*=[^=]|delete process\.env|globalThis\.|global\.|mock\.timers/;
+
+/**
+ * The files node --test is given: the longest alone and first, then the groups of unit files
+ * that may share a process (written into `dir`), then every other file alone.
+ */
+function processFiles(files, dir) {
+  const runsAlone = (f) => {
+    const text = readFileSync(path.join(root, f), 'utf8');
+    return !f.startsWith('test/unit/') || LONGEST_FIRST.includes(f) || TOP_LEVEL_HOOK.test(text) || PROCESS_STATE.test(text);
+  };
+  const groupable = files.filter((f) => !runsAlone(f));
+  const groups = [];
+  for (let i = 0; i < groupable.length; i += GROUP_SIZE) {
+    const members = groupable.slice(i, i + GROUP_SIZE);
+    const file = path.join(dir, `unit-${groups.length + 1}.test.cjs`);
+    // A member that throws while loading is a failed test named after it; the others still run.
+    writeFileSync(file, [
+      `// ${members.length} unit test files in one process (scripts/test.mjs)`,
+      `for (const file of ${JSON.stringify(members)}) {`,
+      `  try {`,
+      `    require(require('node:path').join(${JSON.stringify(root)}, file));`,
+      `  } catch (err) {`,
+      `    require('node:test').test(\`\${file}: the file failed to load\`, () => { throw err; });`,
+      `  }`,
+      `}`,
+      ``,
+    ].join('\n'));
+    groups.push(file);
+  }
+  const alone = files.filter((f) => !groupable.includes(f));
+  return [...alone.filter((f) => LONGEST_FIRST.includes(f)), ...groups, ...alone.filter((f) => !LONGEST_FIRST.includes(f))];
 }
 
 /**
@@ -87,14 +133,17 @@ const beside = [
   run('typecheck and exports', ['scripts/check-exports.mjs', '--typecheck'], true),
   run('SSE fixtures', ['--require', 'tsx/cjs', 'scripts/e2e/write-sse-fixtures.ts', '--check'], true),
 ];
-results.push(await run('node --test', ['--test', `--test-concurrency=${concurrency}`, '--require', 'tsx/cjs', ...files]));
+const groupDir = mkdtempSync(path.join(tmpdir(), 'npm-test-groups-'));
+const processes = processFiles(files, groupDir);
+results.push(await run('node --test', ['--test', `--test-concurrency=${concurrency}`, '--require', 'tsx/cjs', ...processes]));
+rmSync(groupDir, { recursive: true, force: true });
 for (const r of await Promise.all(beside)) {
   results.push(r);
   process.stdout.write(r.output);
 }
 
 const failed = results.filter((r) => !r.ok);
-console.log(`npm test: ${results.map((r) => `${r.name} ${r.seconds.toFixed(1)} s${r.ok ? '' : ' FAILED'}`).join(', ')}; ${((Date.now() - started) / 1000).toFixed(1)} s in all (${files.length} test files, ${concurrency} at a time)`);
+console.log(`npm test: ${results.map((r) => `${r.name} ${r.seconds.toFixed(1)} s${r.ok ? '' : ' FAILED'}`).join(', ')}; ${((Date.now() - started) / 1000).toFixed(1)} s in all (${files.length} test files in ${processes.length} processes, ${concurrency} at a time)`);
 if (failed.length > 0) {
   console.error(`npm test: failed: ${failed.map((r) => r.name).join(', ')}`);
   process.exit(1);
