@@ -101,7 +101,7 @@ export function peerOf(socket: Socket): PresentedPeer {
   return peer;
 }
 
-/** Asymmetric verifications remembered, by the whole token string (a few hundred bytes each). */
+/** Verifications remembered, by the whole token string (a few hundred bytes each). */
 const VERIFIED_CACHE_ENTRIES = 4096;
 
 interface CachedToken {
@@ -111,12 +111,14 @@ interface CachedToken {
 
 /**
  * Tokens signed by our own keys: the ring as it is now (re-read from its files, src/auth/key-files.ts)
- * at every request. An Ed25519 or ES256 signature costs tens of microseconds to check, an HMAC
- * about one, so a verified asymmetric token is remembered by its whole string until its exp: a
- * hit skips the signature and the claims' parsing, and is checked again against the clock (exp, with jwt.ts's leeway)
- * and the ring (a removed or replaced key refuses its tokens from the next request). Everything
- * else a verification checked cannot change with time. The kind's rules (a git scope or not)
- * apply on every request, cached or not.
+ * at every request. An Ed25519 or ES256 signature costs tens of microseconds to check, and even
+ * an HS256 token costs a strict parse of its header and claims besides the HMAC, while an agent
+ * sends one token again and again: a verified token is remembered by its whole string until its
+ * exp. A hit skips the signature and the parsing, and is checked again against the clock (exp,
+ * with jwt.ts's leeway) and the ring (a removed or replaced key refuses its tokens from the next
+ * request). Everything else a verification checked cannot change with time. The kind's rules (a
+ * git scope or not) apply on every request, cached or not. Only a verified token is remembered:
+ * a refused one costs its verification every time, as before.
  */
 export function keyRingSource(ring: () => KeyRing, maxLifetimeSec: number): TokenSource {
   const cache = new Map<string, CachedToken>();
@@ -135,7 +137,7 @@ export function keyRingSource(ring: () => KeyRing, maxLifetimeSec: number): Toke
         }
       }
       const verified = verifySignedToken(token, keys, { nowSec, maxLifetimeSec });
-      if (verified.ok && verified.key.alg !== 'HS256') {
+      if (verified.ok) {
         cache.set(token, { claims: verified.claims, key: verified.key });
         if (cache.size > VERIFIED_CACHE_ENTRIES) cache.delete(cache.keys().next().value!);
       }

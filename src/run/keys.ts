@@ -26,12 +26,12 @@ const VARIABLE: Record<KeyListener, string> = { model: 'MODEL_PROXY_SIGNING_KEY'
 const KEYS_FLAG: Record<KeyListener, string> = { model: '--bot-keys', git: '--git-keys' };
 
 /**
- * A listener's keys: its variable's secret (or its *_FILE, not both) and the key files of
- * `keysPath`; undefined when it has none (network-policy mode). Every key is read now.
+ * A listener's keys: its variable's secret (`secret`, parsed with the listener's configuration),
+ * or its *_FILE, not both, and the key files of `keysPath`; undefined when it has none
+ * (network-policy mode). Every key is read now.
  */
-export function loadListenerKeys(listener: KeyListener, env: NodeJS.ProcessEnv, keysPath: string | undefined): ListenerKeys | undefined {
+export function loadListenerKeys(listener: KeyListener, secret: Buffer | undefined, env: NodeJS.ProcessEnv, keysPath: string | undefined): ListenerKeys | undefined {
   const variable = VARIABLE[listener];
-  const secret = parseSigningKey(variable, env[variable]);
   const secretFile = env[`${variable}_FILE`] || undefined;
   if (secret !== undefined && secretFile !== undefined) throw new Error(`${variable} and ${variable}_FILE are both set: set one (the file is re-read when it changes)`);
   const files = [

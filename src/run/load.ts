@@ -16,6 +16,7 @@ import { formatRepoPattern } from '../git/scope.ts';
 import { parseGatewayEnv, type GatewayConfig } from '../gateway/config.ts';
 import { parsePrices, type PriceTable } from '../gateway/prices.ts';
 import { hostedToolsPolicy } from '../gateway/protocols/tools.ts';
+import { parseSigningKey } from '../auth/jwt.ts';
 import { loadListenerKeys, type ListenerKeys } from './keys.ts';
 import { gitCredentialFiles, modelCredentialFiles, type CredentialFile } from './readiness.ts';
 
@@ -128,9 +129,9 @@ export interface ServeConfig {
 export function loadServeConfig(options: ServeOptions, env: NodeJS.ProcessEnv): ServeConfig {
   const egress = loadEgress(options, env);
   const gitUpstreams = openGitUpstreams(loadHosts(options, env), env, egress);
-  const gitKeys = loadListenerKeys('git', env, options.gitKeys);
-  const botKeys = loadListenerKeys('model', env, options.botKeys);
+  const gitKeys = loadListenerKeys('git', parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY), env, options.gitKeys);
   const gateway = loadGateway(options, env);
+  const botKeys = loadListenerKeys('model', gateway.signingKey, env, options.botKeys);
   const hostedTools = asUsageError(() => hostedToolsPolicy(options.allowHostedTools));
   const maxTokenLifetimeSec = Math.floor(options.maxTokenLifetimeMs / 1000);
   const hostStates = [...gitUpstreams.values()].map((u): HostState => ({

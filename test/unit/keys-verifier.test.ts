@@ -5,14 +5,14 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { keyRing, signBotToken, type BotClaims, type KeyRing, type VerificationKey } from '../../src/auth/jwt.ts';
 import { signingKeyFile, verificationKeyFile } from '../../src/auth/keys.ts';
 import { composeVerifier, keyRingSource, type TokenSource, type Verification } from '../../src/auth/verifier.ts';
-import { mintingKey } from '../../src/run/keys.ts';
+import { describeKeys, loadListenerKeys, mintingKey, openVerifier } from '../../src/run/keys.ts';
 
 const NOW = 1_700_000_000;
 const CLAIMS: BotClaims = { sub: 'bot-1', workflow: 'wf', run_id: 'run-1', iat: NOW - 10, exp: NOW + 600 };
@@ -44,6 +44,18 @@ test('cached token refused after key removal: a verified Ed25519 token is refuse
   assert.equal(why(v.verify(token)), 'bad signature', 'a new key under the old kid verifies afresh');
   v.set(keyRing([ED, EC]));
   assert.equal(why(v.verify(token)), 'accepted', 'the key back, the token is good again');
+});
+
+test('cached token refused after key removal, HS256 too: a secret replaced (its *_FILE rewritten) refuses the tokens of the old one from the next request', () => {
+  const oldSecret = Buffer.from('o'.repeat(32));
+  const v = swappable(keyRing([{ kid: undefined, alg: 'HS256', key: oldSecret }]));
+  const token = signBotToken(CLAIMS, oldSecret);
+  assert.equal(why(v.verify(token)), 'accepted');
+  assert.equal(why(v.verify(token)), 'accepted', 'from the cache');
+  v.set(keyRing([{ kid: undefined, alg: 'HS256', key: Buffer.from('n'.repeat(32)) }]));
+  assert.equal(why(v.verify(token)), 'bad signature');
+  v.set(keyRing([{ kid: 'files', alg: 'HS256', key: oldSecret }]));
+  assert.equal(why(v.verify(token)), 'token has no key id', 'the same bytes under a kid are another key');
 });
 
 test('cached token expires at its exp: past exp (and the 30 s leeway) a cached token is verified afresh, and refused', () => {
@@ -161,4 +173,21 @@ test('mint-token\'s key: --signing-key FILE (a private key, its kid the file nam
   writeFileSync(pub, pem(ed.publicKey));
   assert.throws(() => mintingKey('model', {}, pub), /^Error: mint-token: --signing-key pub\.pem: mint-token signs with a private key/);
   assert.throws(() => mintingKey('git', {}, join(dir, 'absent.pem')), /^Error: mint-token: --signing-key .*absent\.pem cannot be read \(ENOENT\)$/);
+});
+
+test('listener keys: the variable or its _FILE, not both; with key files beside them; none at all is network-policy mode', () => {
+  const secretFile = join(dir, 'listener-secret');
+  writeFileSync(secretFile, 'q'.repeat(32));
+  const keysDir = join(dir, 'listener-keys');
+  mkdirSync(keysDir);
+  writeFileSync(join(keysDir, 'ed.pem'), pem(ed.publicKey));
+  assert.equal(loadListenerKeys('model', undefined, {}, undefined), undefined);
+  assert.throws(() => loadListenerKeys('git', Buffer.from('s'.repeat(32)), { GIT_PROXY_SIGNING_KEY_FILE: secretFile }, undefined), /^Error: GIT_PROXY_SIGNING_KEY and GIT_PROXY_SIGNING_KEY_FILE are both set: set one \(the file is re-read when it changes\)$/);
+  const keys = loadListenerKeys('model', undefined, { MODEL_PROXY_SIGNING_KEY_FILE: secretFile }, keysDir)!;
+  const opened = openVerifier(keys, 3600, { log: () => {} })!;
+  assert.deepEqual(describeKeys(opened.ring()), [{ kid: null, alg: 'HS256' }, { kid: 'ed', alg: 'EdDSA' }]);
+  const fromFile = signBotToken(CLAIMS, Buffer.from('q'.repeat(32)));
+  const fromKey = signBotToken(CLAIMS, signingKeyFile('ed.pem', pem(ed.privateKey)));
+  for (const token of [fromFile, fromKey]) assert.equal(why(opened.verifier.verify('bot', { token }, NOW) as Verification), 'accepted');
+  assert.throws(() => loadListenerKeys('git', undefined, {}, join(dir, 'no-such-dir')), /^Error: --git-keys .*no-such-dir cannot be read \(ENOENT\)$/);
 });
