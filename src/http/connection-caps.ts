@@ -67,8 +67,30 @@ export class KeyedCounts {
   }
 }
 
-/** How often at most a listener logs refused connections (the rest are summed into the next line). */
-export const REFUSAL_LOG_INTERVAL_MS = 10_000;
+/** How often at most a listener logs refused connections or handshakes (the rest are summed into the next line). */
+const REFUSAL_LOG_INTERVAL_MS = 10_000;
+
+/**
+ * Refusals a client can cause at will (connections past a cap, failed TLS handshakes) are logged
+ * at most once an interval, so that a flood of them cannot flood the log: the first at once,
+ * then the next one an interval later, which says how many there were since the last line.
+ */
+export class LogInterval {
+  #since = 0;
+  #loggedAt = -Infinity;
+
+  constructor(private readonly intervalMs: number = REFUSAL_LOG_INTERVAL_MS) {}
+
+  /** One more refusal at `nowMs` (monotonic): how many to report in a line now (this one included), or undefined to stay quiet. */
+  note(nowMs: number): number | undefined {
+    this.#since++;
+    if (nowMs - this.#loggedAt < this.intervalMs) return undefined;
+    const count = this.#since;
+    this.#since = 0;
+    this.#loggedAt = nowMs;
+    return count;
+  }
+}
 
 /** Descriptors the process keeps for itself (log, files, DNS, the upstream pools' idle sockets). */
 const RESERVED_DESCRIPTORS = 64;

@@ -3,7 +3,7 @@
 // and the two ways they end: the graceful drain and the forced cut.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { connectionVerdict, KeyedCounts, REFUSAL_LOG_INTERVAL_MS, type ConnectionCaps } from './connection-caps.ts';
+import { connectionVerdict, KeyedCounts, LogInterval, type ConnectionCaps } from './connection-caps.ts';
 import type { LogSink } from './log.ts';
 import { markCutByShutdown } from './sockets.ts';
 
@@ -28,6 +28,11 @@ export interface ConnectionState {
 
 /** A client connection: the drain's state, and the requests pipelined behind the one being served. */
 interface Connection extends ConnectionState {
+  /** The socket requests arrive on: the one that arrived, or (TLS) the TLS socket once its handshake is done. */
+  socket: Socket;
+  /** Its source address, as counted against the per-client cap. */
+  readonly client: string;
+  closed: boolean;
   /** A request of this connection is being served (its response has not closed). */
   serving: boolean;
   /** Pipelined requests waiting for the one ahead of them to finish, in arrival order. */
@@ -46,8 +51,7 @@ export class ConnectionTable {
   readonly #perClient = new KeyedCounts();
   /** The handlers still running, for a forced cut to wait on. */
   readonly #inFlight = new Set<Promise<void>>();
-  #refusedSinceLog = 0;
-  #refusalLoggedAt = -Infinity;
+  readonly #refusals = new LogInterval();
 
   constructor(
     private readonly name: string,
@@ -60,32 +64,49 @@ export class ConnectionTable {
     return this.#connections.size;
   }
 
-  /** A new connection: within the caps it is tracked until it closes; past them it is closed at once, counted, logged at most once an interval. */
+  /**
+   * A new connection, as it arrives (for TLS, before its handshake): within the caps it is
+   * tracked until it closes; past them it is closed at once, counted, logged at most once an interval.
+   */
   accept(socket: Socket): void {
     const client = socket.remoteAddress ?? '';
     const verdict = connectionVerdict(this.#connections.size, this.#perClient.of(client), this.caps);
     if (verdict !== 'accept') return this.#refuse(socket, client, verdict);
     this.#perClient.tryAcquire(client, 0);
-    const state: Connection = { inProgress: 0, bytesAtIdle: 0, serving: false, queue: [] };
+    const state: Connection = { socket, client, closed: false, inProgress: 0, bytesAtIdle: 0, serving: false, queue: [] };
     this.#connections.set(socket, state);
-    socket.once('close', () => {
-      this.#perClient.release(client);
-      this.#connections.delete(socket);
-      if (state.queue.length === 0) return;
-      this.log({ event: 'pipelined_dropped', listener: this.name, requests: state.queue.length });
-      state.queue.length = 0;
-    });
+    socket.once('close', () => this.#closed(state));
+  }
+
+  /**
+   * TLS: the TLS socket, its handshake done, takes the place of the socket it was made from (and
+   * counted as on arrival). One that was not accepted (refused by a cap, or already gone) is closed.
+   */
+  handOver(arrived: Socket | undefined, secure: Socket): void {
+    const state = arrived === undefined ? undefined : this.#connections.get(arrived);
+    if (state === undefined || state.closed) return void secure.destroy();
+    this.#connections.delete(state.socket);
+    state.socket = secure;
+    this.#connections.set(secure, state);
+    secure.once('close', () => this.#closed(state));
+  }
+
+  #closed(state: Connection): void {
+    if (state.closed) return;
+    state.closed = true;
+    this.#perClient.release(state.client);
+    this.#connections.delete(state.socket);
+    if (state.queue.length === 0) return;
+    this.log({ event: 'pipelined_dropped', listener: this.name, requests: state.queue.length });
+    state.queue.length = 0;
   }
 
   #refuse(socket: Socket, client: string, reason: 'total' | 'per_client'): void {
     socket.destroy();
     this.onRefused?.(reason);
-    this.#refusedSinceLog++;
-    const now = performance.now();
-    if (now - this.#refusalLoggedAt < REFUSAL_LOG_INTERVAL_MS) return;
-    this.log({ event: 'connection_refused', listener: this.name, reason, client, refused: this.#refusedSinceLog, cap: reason === 'total' ? this.caps.total : this.caps.perClient });
-    this.#refusalLoggedAt = now;
-    this.#refusedSinceLog = 0;
+    const refused = this.#refusals.note(performance.now());
+    if (refused === undefined) return;
+    this.log({ event: 'connection_refused', listener: this.name, reason, client, refused, cap: reason === 'total' ? this.caps.total : this.caps.perClient });
   }
 
   /**

@@ -2,6 +2,7 @@
 // refusal of CONNECT and upgrades, isolation of handler errors, and graceful draining.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import { formatAddress, type ListenAddress } from './address.ts';
 import type { ConnectionCaps } from './connection-caps.ts';
 import { ConnectionTable } from './connections.ts';
@@ -9,7 +10,7 @@ import { ERRORS, type ProxyError } from './errors.ts';
 import type { Refusal } from './lifecycle.ts';
 import type { LogSink } from './log.ts';
 import { STREAM_HIGH_WATER_MARK } from './sockets.ts';
-import { createTlsServer, type tlsFileSource } from './tls-listener.ts';
+import { createTlsServer, wrappedSocket, type TlsSource } from './tls-listener.ts';
 
 export interface ListenerTimeouts {
   /** Time a client has to send the complete request head. */
@@ -47,7 +48,7 @@ export interface ListenerSpec {
    */
   readonly refuse: (req: IncomingMessage, res: ServerResponse, refusal: Refusal) => void;
   /** Serve TLS (and mutual TLS) with these files (tls-listener.ts); undefined: plain HTTP. */
-  readonly tls?: ReturnType<typeof tlsFileSource>;
+  readonly tls?: TlsSource;
 }
 
 export interface Listener {
@@ -86,8 +87,11 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
   };
   const handler = (req: IncomingMessage, res: ServerResponse) => table.oneAtATime(req, res, () => serveRequest(spec, table, req, res));
   const server = spec.tls === undefined ? createServer(options, handler) : createTlsServer(spec.tls, options, handler, spec.name, spec.log);
-  // The table tracks the socket requests arrive on: the TLS socket, once its handshake is done.
-  server.on(spec.tls === undefined ? 'connection' : 'secureConnection', (socket: Socket) => table.accept(socket));
+  // Counted on arrival, before anything reads the socket (for TLS, before the handshake), so that
+  // handshakes in progress meet the caps as plain connections do; with TLS the table then tracks
+  // the socket requests arrive on, the TLS socket, once its handshake is done.
+  server.prependListener('connection', (socket: Socket) => table.accept(socket));
+  if (spec.tls !== undefined) server.on('secureConnection', (socket: TLSSocket) => table.handOver(wrappedSocket(socket), socket));
   // CONNECT (forward-proxy tunnelling) and protocol upgrades are never proxied.
   server.on('connect', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 405, 'Method Not Allowed'));
   server.on('upgrade', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 400, 'Bad Request'));

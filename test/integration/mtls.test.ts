@@ -22,6 +22,7 @@ import type { GitRequestRecord } from '../../src/git/record.ts';
 import { createUpstreamAgent } from '../../src/http/forward.ts';
 import type { LogRecord } from '../../src/http/log.ts';
 import { startListener, type Listener } from '../../src/http/server.ts';
+import { tlsFileSource } from '../../src/http/tls-listener.ts';
 import { listenerTls } from '../../src/run/tls.ts';
 import { makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
@@ -36,6 +37,10 @@ let work: string;
 let bundleFile: string;
 const records: GitRequestRecord[] = [];
 const logs: LogRecord[] = [];
+/** The TLS files' clock: the listener looks at them at most once a second of it. */
+let filesClockMs = 0;
+/** The tls_refused lines the server would have written unthrottled (its 'tlsClientError' events). */
+let handshakesRefused = 0;
 
 before(async () => {
   pki = makeMtlsPki();
@@ -72,8 +77,10 @@ before(async () => {
     log,
     handle: createGitHandler(deps),
     refuse: refuseAtGit(deps),
-    tls: tls.tls,
+    // The files as listenerTls reads them, on a clock the tests move instead of waiting a second.
+    tls: tlsFileSource({ certFile: pki.serverCertFile, keyFile: pki.serverKeyFile, clientCaFile: bundleFile }, 'git', log, () => filesClockMs),
   });
+  listener.server.on('tlsClientError', () => void handshakesRefused++);
 });
 
 after(async () => {
@@ -138,16 +145,20 @@ test('mutual TLS: a TLS 1.2 client is served too (TLS 1.2 is the minimum)', asyn
 test('mutual TLS: no client certificate, one from another CA, or an expired one is refused at the handshake, with a tls_refused line', async () => {
   const before = records.length;
   const logged = logs.length;
+  const seen = handshakesRefused;
   refusedAtHandshake(await get(undefined), 'no certificate');
   refusedAtHandshake(await get(pki.clients.otherCa), 'another CA');
   refusedAtHandshake(await get(pki.clients.expired), 'expired');
   assert.equal(records.length, before, 'no request was read');
   // The server sees each failed handshake as the client does, or just after.
-  const refusedLines = () => logs.slice(logged).filter((l) => l.event === 'tls_refused');
-  while (refusedLines().length < 3) await new Promise((r) => setTimeout(r, 5));
-  const refused = refusedLines();
-  assert.equal(refused.length, 3, JSON.stringify(logs.slice(logged)));
-  assert.ok(refused.every((l) => l.listener === 'git' && typeof l.reason === 'string'));
+  while (handshakesRefused < seen + 3) await new Promise((r) => setImmediate(r));
+  // The first names the client; the two within the interval are summed into the next line.
+  const refused = logs.slice(logged).filter((l) => l.event === 'tls_refused');
+  assert.equal(refused.length, 1, JSON.stringify(logs.slice(logged)));
+  assert.equal(refused[0]!.listener, 'git');
+  assert.equal(refused[0]!.client, '127.0.0.1');
+  assert.equal(refused[0]!.refused, 1);
+  assert.equal(typeof refused[0]!.reason, 'string');
 });
 
 test('mutual TLS: a verified certificate without a SPIFFE ID is refused with 403 saying which URI SAN to give it', async () => {
@@ -192,15 +203,18 @@ test('mutual TLS: a TLS 1.2 client asking to renegotiate is cut (no renegotiatio
   assert.notEqual(outcome, 'renegotiated', 'the server must not renegotiate');
 });
 
-test('mutual TLS: the client CA bundle is read again when it changes: a CA added is trusted, a CA removed is refused, from the next connection', async () => {
+test('mutual TLS: the client CA bundle is read again when it changes: a CA added is trusted, a CA removed is refused, from the next connection a second after the last look', async () => {
   refusedAtHandshake(await get(pki.clients.otherCa), 'another CA, before');
   writeFileSync(bundleFile, `${readFileSync(pki.caFile, 'utf8')}${pki.otherCaPem}`);
+  filesClockMs += 1000;
   const added = await get(pki.clients.otherCa);
   assert.ok(!('error' in added) && added.status === 200, `after adding its CA: ${JSON.stringify(added)}`);
   writeFileSync(bundleFile, pki.otherCaPem);
+  filesClockMs += 1000;
   refusedAtHandshake(await get(pki.clients.good), 'its CA removed');
   assert.ok(logs.some((l) => l.event === 'tls_reloaded' && l.listener === 'git'));
   copyFileSync(pki.caFile, bundleFile);
+  filesClockMs += 1000;
   const back = await get(pki.clients.good);
   assert.ok(!('error' in back) && back.status === 200, JSON.stringify(back));
 });
