@@ -9,7 +9,10 @@ import { test } from 'node:test';
 const ROOT = join(__dirname, '..', '..');
 const DOCS = ['README.md', 'SECURITY.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
 
-/** GitHub's anchor for a heading: lower case, punctuation but hyphens dropped, spaces as hyphens. */
+/**
+ * GitHub's anchor for a heading (lower case, punctuation but hyphens dropped, spaces as hyphens),
+ * and an explicit `<a id="...">` outside code, which GitHub keeps as an anchor too.
+ */
 function anchorsOf(markdown: string): Set<string> {
   const anchors = new Set<string>();
   let fence = false;
@@ -17,6 +20,7 @@ function anchorsOf(markdown: string): Set<string> {
     if (line.startsWith('```')) fence = !fence;
     const m = fence ? null : /^#{1,6} (.*)$/.exec(line);
     if (m) anchors.add(m[1]!.trim().toLowerCase().replace(/[^\w\- ]/g, '').replace(/ /g, '-'));
+    if (!fence) for (const a of line.matchAll(/<a id="([\w-]+)"><\/a>/g)) anchors.add(a[1]!);
   }
   return anchors;
 }
