@@ -108,6 +108,8 @@ export interface AgentConfigOptions {
 
 export interface GitConfigOptions {
   readonly proxyHost: string | undefined;
+  /** --tls: the git listener serves TLS, so git is routed to https:// on the proxy. */
+  readonly tls: boolean;
   readonly workloadTokenEnv: string | undefined;
   readonly workloadTokenFile: string | undefined;
 }
@@ -193,6 +195,7 @@ const FLAGS = {
   'proxy-host': { default: undefined, commands: ['git-config', 'agent-config'], help: 'the proxy host[:port] as workloads reach it (default $GIT_AUTH_PROXY_HOST / $MODEL_GATEWAY_PROXY_HOST)' },
   'workload-token-env': { default: undefined, commands: ['git-config'], help: 'add a credential helper that gives git the workload token from this variable' },
   'workload-token-file': { default: undefined, commands: ['git-config'], help: 'add a credential helper that gives git the workload token read from this file (absolute path) each time git asks' },
+  tls: { default: undefined, commands: ['git-config'], type: 'boolean', help: 'the git listener serves TLS (--tls-cert): route git to https:// on the proxy instead of http://' },
   'token-file': { default: undefined, commands: ['agent-config'], help: 'the agent reads the bot token from this file (absolute path) instead of $MODEL_PROXY_TOKEN; see docs/gateway.md for when each agent reads it again' },
   'provider-name': { default: undefined, commands: ['agent-config'], help: 'display name of the provider' },
   model: { default: undefined, commands: ['agent-config'], help: 'default model (default: first allowed model)' },
@@ -211,7 +214,7 @@ export function usage(): string {
   });
   return [
     'usage: node proxy.js [serve] [flags]     start the listeners enabled by the environment',
-    '       node proxy.js git-config [--git-hosts FILE] [--proxy-host H] [--workload-token-env VAR | --workload-token-file PATH]',
+    '       node proxy.js git-config [--git-hosts FILE] [--proxy-host H] [--tls] [--workload-token-env VAR | --workload-token-file PATH]',
     '                                         print the workload git configuration',
     '       node proxy.js agent-config [--agent opencode|codex|claude-code] [--proxy-host H] [--model M] ...   print the agent\'s config',
     '       node proxy.js mint-token --instance-id I --workflow W --run-id R [--ttl 1h] [--git-repo host/path:read|write ...]',
@@ -327,6 +330,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     },
     gitConfig: {
       proxyHost: str('proxy-host'),
+      tls: values.tls === true,
       workloadTokenEnv: str('workload-token-env'),
       workloadTokenFile: str('workload-token-file'),
     },

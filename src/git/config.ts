@@ -20,6 +20,8 @@ export interface GitConfigInput {
   readonly workloadTokenEnv: string | undefined;
   /** `--workload-token-file PATH`: the file holding the workload token when git runs (read at each git request for it). */
   readonly workloadTokenFile?: string | undefined;
+  /** `--tls`: the git listener serves TLS (`--tls-cert`), so git reaches it over https. */
+  readonly tls?: boolean;
 }
 
 export interface GitConfigOutput {
@@ -28,9 +30,9 @@ export interface GitConfigOutput {
   readonly notice: string | undefined;
 }
 
-/** `name` or `name:port` (default port 8447) as the proxy's base URL; `source` names the flag or variable. */
-export function proxyBaseUrl(proxyHost: string, source = 'GIT_AUTH_PROXY_HOST'): string {
-  return `http://${parseServiceHost(source, proxyHost, DEFAULT_PROXY_PORT)}`;
+/** `name` or `name:port` (default port 8447) as the proxy's base URL, https when the listener serves TLS; `source` names the flag or variable. */
+export function proxyBaseUrl(proxyHost: string, source = 'GIT_AUTH_PROXY_HOST', tls = false): string {
+  return `${tls ? 'https' : 'http'}://${parseServiceHost(source, proxyHost, DEFAULT_PROXY_PORT)}`;
 }
 
 // Values are written quoted; a helper command may contain spaces, quotes or backslashes.
@@ -104,6 +106,7 @@ export function gitWorkloadConfig(input: GitConfigInput): GitConfigOutput {
   if (proxyHost === undefined) {
     if (input.workloadTokenEnv !== undefined) throw new Error('git-config: --workload-token-env needs the proxy host (--proxy-host or GIT_AUTH_PROXY_HOST)');
     if (input.workloadTokenFile !== undefined) throw new Error('git-config: --workload-token-file needs the proxy host (--proxy-host or GIT_AUTH_PROXY_HOST)');
+    if (input.tls === true) throw new Error('git-config: --tls needs the proxy host (--proxy-host or GIT_AUTH_PROXY_HOST): without one git goes straight to the hosts');
     const helper = input.credentialHelper || DEFAULT_CREDENTIAL_HELPER;
     lines.push('# git-auth-proxy: GIT_AUTH_PROXY_HOST is not set; falling back to a credential helper.');
     for (const key of input.hostKeys) {
@@ -114,7 +117,7 @@ export function gitWorkloadConfig(input: GitConfigInput): GitConfigOutput {
       notice: fallbackNotice(helper, Boolean(input.credentialHelper)),
     };
   }
-  const base = proxyBaseUrl(proxyHost, source);
+  const base = proxyBaseUrl(proxyHost, source, input.tls === true);
   lines.push(`# git-auth-proxy: route ${input.hostKeys.join(', ')} through ${base}; the proxy adds the credential.`);
   for (const key of input.hostKeys) {
     lines.push(`[url "${base}/${key}/"]`, `\tinsteadOf = https://${key}/`);

@@ -38,6 +38,7 @@ export function gitConfig(cli: CommandLine, ctx: CommandContext): { text: string
   return gitWorkloadConfig({
     hostKeys: loadHosts(cli.options, env).map((h) => h.key),
     proxyHostFlag: cli.gitConfig.proxyHost,
+    tls: cli.gitConfig.tls,
     proxyHostEnv: env.GIT_AUTH_PROXY_HOST,
     credentialHelper: env.GIT_CREDENTIAL_HELPER,
     workloadTokenEnv: cli.gitConfig.workloadTokenEnv,

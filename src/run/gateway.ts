@@ -97,7 +97,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     })),
     apis: servedApis(PROTOCOLS, providers.map((p) => p.config.kind)),
     hosted_tools: [...hostedTools],
-    bot_auth: keys || shared.serviceAccounts ? 'jwt' : 'network-policy',
+    bot_auth: tlsOf.mode === 'mutual-tls' ? 'mutual-tls' : keys || shared.serviceAccounts ? 'jwt' : 'network-policy',
     ...(shared.serviceAccounts ? { service_account_issuer: options.serviceAccounts.issuer } : {}),
     ...(keys ? { keys: describeKeys(keys.ring()) } : {}),
     tls: tlsOf.mode,

@@ -70,6 +70,6 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
     tls: tlsOf.tls,
   });
   for (const warning of startupWarnings({ git: { hosts: config.hostStates, workloadAuth: keys !== undefined || shared.serviceAccounts !== undefined || tlsOf.mode === 'mutual-tls' } })) log(warning);
-  log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: config.hostStates, workload_auth: keys || shared.serviceAccounts ? 'jwt' : 'network-policy', ...(shared.serviceAccounts ? { service_account_issuer: options.serviceAccounts.issuer } : {}), ...(keys ? { keys: describeKeys(keys.ring()) } : {}), tls: tlsOf.mode });
+  log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: config.hostStates, workload_auth: tlsOf.mode === 'mutual-tls' ? 'mutual-tls' : keys || shared.serviceAccounts ? 'jwt' : 'network-policy', ...(shared.serviceAccounts ? { service_account_issuer: options.serviceAccounts.issuer } : {}), ...(keys ? { keys: describeKeys(keys.ring()) } : {}), tls: tlsOf.mode });
   return git;
 }

@@ -176,7 +176,7 @@ test('git-config refuses a flag it does not use, with the usage message and exit
   for (const args of [['--git-auth-listen', ':1'], ['--ttl', '1h']]) {
     const r = await runProxyCommand(['git-config', ...args], { GIT_AUTH_PROXY_HOST: 'proxy', GIT_HOST_A: 'github.com' });
     assert.equal(r.code, 2, args.join(' '));
-    assert.match(r.stderr, new RegExp(`${args[0]} is not a flag of git-config \\(git-config takes --git-hosts, --proxy-host, --workload-token-env\\)`));
+    assert.match(r.stderr, new RegExp(`${args[0]} is not a flag of git-config \\(git-config takes --git-hosts, --proxy-host, --workload-token-env, --workload-token-file, --tls\\)`));
     assert.equal(r.stdout, '');
   }
 });

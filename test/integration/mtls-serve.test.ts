@@ -78,6 +78,12 @@ test('mutual TLS (bundle): both listening lines say tls mutual-tls', () => {
   assert.deepEqual(lines.filter((r) => r.listener === 'git' || r.listener === 'model').map((r) => r.tls).sort(), ['mutual-tls', 'mutual-tls']);
 });
 
+test('mutual TLS (bundle): without a signing key the listening lines say the clients are authenticated by mutual-tls, not network-policy (workload_auth, bot_auth)', () => {
+  const lines = proxy.records().filter((r) => r.event === 'listening');
+  assert.equal(lines.find((r) => r.listener === 'git')?.workload_auth, 'mutual-tls');
+  assert.equal(lines.find((r) => r.listener === 'model')?.bot_auth, 'mutual-tls');
+});
+
 test('mutual TLS (bundle): without a signing key, no start-up warning says the listeners are unauthenticated (the certificate authenticates)', () => {
   const warnings = proxy.records().filter((r) => r.event === 'warning' && /SIGNING_KEY is not set/.test(String(r.message)));
   assert.deepEqual(warnings, []);

@@ -8,7 +8,7 @@
 //                     naming /ns/<ns>/sa/<sa>, or whose account the policy does not grant (no
 //                     401: its challenge would make git ask for a password and hide the reason)
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +16,7 @@ import { connect, type TLSSocket } from 'node:tls';
 import { after, before, test } from 'node:test';
 import type { ServeOptions } from '../../src/config/cli.ts';
 import { literalSecret } from '../../src/config/secret.ts';
+import { gitWorkloadConfig } from '../../src/git/config.ts';
 import { parseHostsFile } from '../../src/git/hosts.ts';
 import { createGitHandler, refuseAtGit, type GitProxyDeps, type GitUpstream } from '../../src/git/proxy.ts';
 import type { GitRequestRecord } from '../../src/git/record.ts';
@@ -231,6 +232,22 @@ test('mutual TLS: the real git clones with its client certificate (http.sslCert)
     const denied = await runGit(['-c', `http.sslCert=${pki.clients.otherAccount.certFile}`, '-c', `http.sslKey=${pki.clients.otherAccount.keyFile}`, '-c', `http.sslCAInfo=${pki.caFile}`, 'ls-remote', `https://localhost:${listener.port}/${server.hostKey}/acme/widgets.git`], { home: home.home });
     assert.notEqual(denied.code, 0);
     assert.match(denied.stderr, /remote: git-auth-proxy: the client certificate was refused: the service account billing\/reporter is not in the workload policy/);
+  } finally {
+    home.cleanup();
+  }
+});
+
+test('mutual TLS: git-config --tls routes the real git to https:// on the proxy, and it clones the host\'s own URL with its client certificate', async () => {
+  const home = makeGitHome();
+  try {
+    const { text } = gitWorkloadConfig({ hostKeys: [server.hostKey], proxyHostFlag: `localhost:${listener.port}`, proxyHostEnv: undefined, credentialHelper: undefined, workloadTokenEnv: undefined, tls: true });
+    appendFileSync(join(home.home, '.gitconfig'), text);
+    const dir = join(work, 'clone-via-git-config');
+    const r = await runGit(
+      ['-c', `http.sslCert=${pki.clients.good.certFile}`, '-c', `http.sslKey=${pki.clients.good.keyFile}`, '-c', `http.sslCAInfo=${pki.caFile}`, 'clone', `https://${server.hostKey}/acme/widgets.git`, dir],
+      { home: home.home },
+    );
+    assert.equal(r.code, 0, r.stderr);
   } finally {
     home.cleanup();
   }

@@ -55,6 +55,18 @@ test('with a proxy host, each registered host gets one url.insteadOf rewrite to 
   assert.ok(text.endsWith('\n'));
 });
 
+test('git-config --tls: the rewrites and the workload token helper name https:// on the proxy, as the real git reads them; without --tls they stay http://', () => {
+  assert.equal(proxyBaseUrl('proxy', 'GIT_AUTH_PROXY_HOST', true), 'https://proxy:8447');
+  const text = generate({ ...INPUT, tls: true, workloadTokenEnv: 'GIT_WORKLOAD_TOKEN' }).text;
+  const listed = gitList(text);
+  assert.ok(listed.includes('url.https://proxy:8447/github.com/.insteadof=https://github.com/'), listed.join('\n'));
+  assert.ok(listed.includes('url.https://proxy:8447/git.internal.example:8443/.insteadof=https://git.internal.example:8443/'), listed.join('\n'));
+  assert.ok(listed.some((l) => l.startsWith('credential.https://proxy:8447.helper=!f()')), listed.join('\n'));
+  assert.ok(!text.includes('http://'), text);
+  assert.ok(generate(INPUT).text.includes('[url "http://proxy:8447/github.com/"]'), 'http:// unless asked');
+  assert.throws(() => generate({ ...INPUT, proxyHostEnv: undefined, tls: true }), /--tls needs the proxy host \(--proxy-host or GIT_AUTH_PROXY_HOST\)/);
+});
+
 test('with a proxy host, no credential helper entry is written', () => {
   const text = gitWorkloadConfig(KEYS, 'proxy', 'store');
   assert.ok(!/credential/i.test(text.split('\n').filter((l) => !l.startsWith('#')).join('\n')), text);
