@@ -65,11 +65,6 @@ function readCertificate(cert: Pick<PeerCertificate, 'subjectaltname' | 'ca' | '
   return { ok: true, namespace: workload.namespace, serviceAccount: workload.serviceAccount, iat, exp };
 }
 
-/** Pure: a verified client certificate as the listeners' claims, through the policy; or why not. */
-export function certificateClaims(cert: Pick<PeerCertificate, 'subjectaltname' | 'ca' | 'valid_from' | 'valid_to'>, trustDomain: string, policy: WorkloadPolicy, listener: 'git' | 'model', nowSec: number): Verification {
-  return grantedClaims(readCertificate(cert, trustDomain), policy, listener, nowSec);
-}
-
 /** Pure: the claims the policy grants a certificate's account on a listener, at a clock. */
 function grantedClaims(certificate: CertificateRead, policy: WorkloadPolicy, listener: 'git' | 'model', nowSec: number): Verification {
   if (!certificate.ok) return certificate;

@@ -20,9 +20,9 @@ export interface GitHubAppConfig {
 
 export type PermissionLevel = 'read' | 'write' | 'admin';
 
-export const GITHUB_APP_FIELDS = new Set(['appId', 'clientId', 'installationId', 'privateKeyFile', 'apiUrl', 'repositories', 'permissions']);
+const GITHUB_APP_FIELDS = new Set(['appId', 'clientId', 'installationId', 'privateKeyFile', 'apiUrl', 'repositories', 'permissions']);
 
-export const DEFAULT_GITHUB_API_URL = 'https://api.github.com';
+const DEFAULT_GITHUB_API_URL = 'https://api.github.com';
 
 /** GitHub's own cap on the repositories one token may be narrowed to. */
 const MAX_REPOSITORIES = 500;

@@ -23,7 +23,7 @@ const TOKEN_LIFE_MS = 3600_000;
 /** The RSA modulus GitHub generates; a shorter key is a mistake (or not the app's). */
 const MIN_KEY_BITS = 2048;
 /** The API version whose answer is parsed here. */
-export const GITHUB_API_VERSION = '2022-11-28';
+const GITHUB_API_VERSION = '2022-11-28';
 /** An answer's size cap: GitHub repeats each repository a token is narrowed to, a few KiB each. */
 const ANSWER_BASE_BYTES = 64 * 1024;
 const ANSWER_BYTES_PER_REPOSITORY = 16 * 1024;

@@ -3,7 +3,7 @@
 // listeners, the TLS settings and the flags that must go together.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { certificateClaims, spiffeSource } from '../../src/auth/spiffe-source.ts';
+import { spiffeSource } from '../../src/auth/spiffe-source.ts';
 import { parseSpiffeId, spiffeWorkload, subjectAltNames } from '../../src/auth/spiffe.ts';
 import { peerOf } from '../../src/auth/verifier.ts';
 import { parseWorkloadPolicy } from '../../src/auth/workload-policy.ts';
@@ -88,6 +88,13 @@ test('SPIFFE workload: exactly one URI SAN in the trust domain naming /ns/<names
     if (!r.ok) assert.match(r.reason, reason, String(san));
   }
 });
+
+/** A verified client certificate's claims on a listener, as the source answers them. */
+function certificateClaims(certificate: ReturnType<typeof cert>, trustDomain: string, policy: typeof POLICY, listener: 'git' | 'model', nowSec: number) {
+  const answer = spiffeSource({ trustDomain, policy: () => policy }).verify(listener === 'git' ? 'git' : 'bot', { peer: { remoteAddress: '10.0.0.1', tls: { authorized: true, certificate: certificate as never } } }, nowSec);
+  assert.ok(answer !== undefined && !(answer instanceof Promise));
+  return answer;
+}
 
 test('certificate claims: the account through the workload policy: instance and run namespace/serviceaccount, workflow from the entry, git scope on git only, limits as granted, exp the certificate\'s notAfter', () => {
   const git = certificateClaims(cert('URI:spiffe://cluster.local/ns/agents/sa/triage-bot'), TD, POLICY, 'git', NOW);
