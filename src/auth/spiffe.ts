@@ -24,7 +24,7 @@ export type SpiffeWorkload = { readonly ok: true; readonly id: string; readonly 
 const MAX_ID_BYTES = 2048;
 const MAX_TRUST_DOMAIN = 255;
 const TRUST_DOMAIN = /^[a-z0-9._-]+$/;
-const PATH_SEGMENT = /^[A-Za-z0-9._-]+$/;
+const SPIFFE_PATH_SEGMENT = /^[A-Za-z0-9._-]+$/;
 
 /** Pure: the SPIFFE ID in `uri`, or why it is not one. */
 export function parseSpiffeId(uri: string): SpiffeId | { readonly error: string } {
@@ -41,7 +41,7 @@ export function parseSpiffeId(uri: string): SpiffeId | { readonly error: string 
     for (const segment of path.slice(1).split('/')) {
       if (segment === '') return { error: 'has an empty path segment or a trailing /' };
       if (segment === '.' || segment === '..') return { error: 'has a . or .. path segment' };
-      if (!PATH_SEGMENT.test(segment)) return { error: 'has a path character other than A-Z a-z 0-9 . - _ (an escape, a query or a fragment)' };
+      if (!SPIFFE_PATH_SEGMENT.test(segment)) return { error: 'has a path character other than A-Z a-z 0-9 . - _ (an escape, a query or a fragment)' };
     }
   }
   return { trustDomain, path };
