@@ -40,6 +40,12 @@ const GATEWAY_REFUSALS: ReadonlySet<string> = new Set(
     .map((e) => e.code),
 );
 
+/**
+ * A model call's record error when its provider refused the gateway's own credential: relay.ts
+ * answers the client 502 upstream_auth_failed and records the upstream's status as the error.
+ */
+const MODEL_CREDENTIAL_REJECTED: ReadonlySet<string> = new Set(['upstream_401', 'upstream_403']);
+
 const SCOPE_REFUSALS: ReadonlySet<string> = new Set(
   [ERRORS.workloadTokenInvalid, ERRORS.repoNotInScope, ERRORS.pushNotInScope, ERRORS.repoNotInHostRepos, ERRORS.hostReadOnly].map((e) => e.code),
 );
@@ -70,6 +76,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     tokens: registry.counter('model_gateway_tokens_total', 'Tokens reported by the upstream usage block, by type (input includes cached and cache_write, output includes reasoning).', [...who, 'type']),
     cost: registry.usdCounter('model_gateway_cost_usd_total', 'Estimated cost in USD from MODEL_PRICES_FILE; models without a price are not counted.', who),
     rateLimited: registry.counter('model_gateway_upstream_rate_limited_total', 'Upstream 429 responses, retried or not.', who),
+    modelCredentialRejected: registry.counter('model_gateway_upstream_credential_rejected_total', "Upstream 401 and 403 answers to model calls: the provider refused the gateway's own credential (answered 502 upstream_auth_failed).", ['provider']),
     retries: registry.counter('model_gateway_retries_total', 'Upstream attempts after the first.', who),
     interruptions: registry.counter('model_gateway_stream_interruptions_total', 'Streams that ended before a clean end, by reason.', [...who, 'reason']),
     usageIncomplete: registry.counter('model_gateway_usage_incomplete_total', 'Answered requests whose usage was not (completely) reported.', who),
@@ -123,6 +130,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
       m.duration.observe(latency, r.duration_ms / 1000);
       if (r.ttft_ms !== null) m.ttft.observe(latency, r.ttft_ms / 1000);
       if (r.rate_limited > 0) m.rateLimited.inc(w, r.rate_limited);
+      if (r.error !== null && MODEL_CREDENTIAL_REJECTED.has(r.error)) m.modelCredentialRejected.inc([r.provider ?? NONE]);
       if (r.retries > 0) m.retries.inc(w, r.retries);
       if (r.interrupted !== null) m.interruptions.inc([...w, r.interrupted]);
       if (r.status >= 200 && r.status < 300 && r.usage_complete === false) m.usageIncomplete.inc(w);

@@ -87,6 +87,9 @@ const MODEL_RECORDS: readonly ModelRequestRecord[] = [
   // 13. A Messages call to an Anthropic provider, with cache reads and writes as their own types.
   //    duration 4 s (le 5.12), ttft 0.2 s (le 0.25). Unpriced: tokens, no cost.
   modelRecord({ provider: 'anthropic', model: 'claude-sonnet-4-5', api: 'messages', path: '/v1/messages', stream: true, duration_ms: 4000, ttft_ms: 200, input_tokens: 16396, output_tokens: 15, cached_tokens: 14336, cache_write_tokens: 2048, usage_complete: true, finish_reason: 'end_turn' }),
+  // 14. The provider refused the gateway's own key (an upstream 401): 502 upstream_auth_failed,
+  //    recorded as upstream_401. duration 0.03 s (le 0.04).
+  modelRecord({ status: 502, duration_ms: 30, error: 'upstream_401' }),
 ];
 
 const GIT_RECORDS: readonly GitRequestRecord[] = [
@@ -254,8 +257,8 @@ test('run_id becomes a label only when enabled', () => {
   on.model(modelRecord({ run_id: null, duration_ms: 10 }));
   const { types, samples } = parseExposition(on.registry.expose());
   // The counters; the latency histograms and the in-flight gauge never carry an identity.
-  // The counters of requests (a provider's credential refreshes, the limits' and the gateway's refusals, charges, store errors and state losses carry no instance).
-  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && types.get(f) === 'counter' && !['model_gateway_credential_refreshes_total', 'model_gateway_limit_refusals_total', 'model_gateway_limits_store_errors_total', 'model_gateway_limits_store_state_lost_total', 'model_gateway_limit_charged_usd_total', 'model_gateway_refusals_total'].includes(f));
+  // The counters of requests (a provider's credential refreshes or refused credential, the limits' and the gateway's refusals, charges, store errors and state losses carry no instance).
+  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && types.get(f) === 'counter' && !['model_gateway_credential_refreshes_total', 'model_gateway_limit_refusals_total', 'model_gateway_limits_store_errors_total', 'model_gateway_limits_store_state_lost_total', 'model_gateway_limit_charged_usd_total', 'model_gateway_refusals_total', 'model_gateway_upstream_credential_rejected_total'].includes(f));
   assert.equal(modelFamilies.length, 7);
   for (const family of modelFamilies) {
     const own = samples.filter((s) => s.family === family);
@@ -267,6 +270,20 @@ test('run_id becomes a label only when enabled', () => {
   assert.ok(samples.some((s) => s.name === 'model_gateway_requests_total' && s.labels.get('run_id') === 'none'));
   // Never on the histograms, the gauges, the git or the process families.
   for (const s of samples) if (!modelFamilies.includes(s.family)) assert.ok(!s.labels.has('run_id'), s.name);
+});
+
+test('model gateway upstream credential rejected: an upstream 401 or 403 (the provider refused the gateway\'s own credential) counts model_gateway_upstream_credential_rejected_total{provider}; other upstream errors do not', () => {
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 50, seriesTtlMs: 0, runIdLabel: false, prices: PRICES });
+  metrics.model(modelRecord({ status: 502, duration_ms: 1, error: 'upstream_401' }));
+  metrics.model(modelRecord({ provider: 'anthropic', status: 502, duration_ms: 1, error: 'upstream_403' }));
+  metrics.model(modelRecord({ provider: 'anthropic', status: 502, duration_ms: 1, error: 'upstream_403' }));
+  // Not the credential: the bot's own token refused, another upstream 4xx or 5xx, a failed connect.
+  metrics.model(modelRecord({ status: 401, duration_ms: 1, error: 'invalid_bot_token' }));
+  metrics.model(modelRecord({ status: 404, duration_ms: 1, error: 'upstream_4xx' }));
+  metrics.model(modelRecord({ status: 502, duration_ms: 1, error: 'connect_refused' }));
+  const { samples } = parseExposition(metrics.registry.expose());
+  const rejected = samples.filter((s) => s.family === 'model_gateway_upstream_credential_rejected_total').map((s) => [s.labels.get('provider'), s.value]);
+  assert.deepEqual(rejected.sort(), [['anthropic', 2], ['openai', 1]]);
 });
 
 test('an unknown identity is labelled "none" in every family, like an unknown provider, model or host', () => {
