@@ -17,11 +17,13 @@ import { startGatewayInProcess, TEST_MODEL } from '../support/harness.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
-/** One byte every DRIP_MS of an answer of ANSWER_BYTES: the endpoint needs ENDPOINT_MS to finish it. */
+/**
+ * One byte every DRIP_MS of an answer of ANSWER_BYTES: the endpoint needs 10 s to finish it, so a
+ * cut is seen in the bytes it sent (fewer than ANSWER_BYTES), not by reading a clock.
+ */
 const DRIP_MS = 50;
 const ANSWER_BYTES = 200;
-const ENDPOINT_MS = DRIP_MS * ANSWER_BYTES;
-/** The injected bounds, far below ENDPOINT_MS. */
+/** The injected bounds, far below the endpoint's 10 s. */
 const DEADLINE_MS = 500;
 const WAIT_MS = 200;
 
@@ -83,19 +85,15 @@ test('credential fetch deadline: a token endpoint that drips its answer is cut a
   const gw = await startGatewayInProcess({ baseUrl: upstream.baseUrl, pki, credential });
   try {
     const forwarded = upstream.requests.length;
-    const started = Date.now();
     const r = await send(gw.port, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', 'x-instance-id': 'drip', 'x-run-id': 'run-drip' }, body: JSON.stringify({ model: TEST_MODEL, messages: [{ role: 'user', content: 'hi' }] }) });
-    const answeredAfter = Date.now() - started;
     assert.equal(r.status, 502);
     const error = (JSON.parse(String(r.body)) as { error: { code: string; message: string } }).error;
     assert.equal(error.code, 'upstream_credential_failed');
     assert.match(error.message, /did not finish within 0\.2 s/);
-    assert.ok(answeredAfter < ENDPOINT_MS, `answered after ${answeredAfter} ms, before the endpoint would have finished (${ENDPOINT_MS} ms)`);
     // The refresh itself is cut at its deadline: failed (logged and counted by its caller), the connection closed by the gateway.
     assert.deepEqual(await outcome, { ok: false, reason: `127.0.0.1:${new URL(endpoint.url).port} did not answer within 0.5 s` });
     const sent = await endpoint.cut;
     assert.ok(sent < ANSWER_BYTES, `the gateway closed the connection after ${sent} of ${ANSWER_BYTES} bytes`);
-    assert.ok(Date.now() - started < ENDPOINT_MS, 'cut before the endpoint would have finished');
     assert.equal(endpoint.requests, 1, 'one refresh in flight');
     const rec = await gw.records.nth(1);
     assert.deepEqual([rec.status, rec.error, rec.attempts], [502, 'upstream_credential_failed', 0]);
@@ -113,9 +111,8 @@ for (const [name, scheme, fetch] of [
   test(`credential fetch deadline: ${name} dripping its answer is cut at the deadline, the connection closed (fetchBody)`, async () => {
     const endpoint = await startDripEndpoint(scheme, '/credentials', '{"access_token":"x","expires_in":3600}');
     try {
-      const started = Date.now();
       await assert.rejects(fetch(endpoint.url), (err: Error) => err.message === `127.0.0.1:${new URL(endpoint.url).port} did not answer within 0.5 s`);
-      assert.ok(Date.now() - started < ENDPOINT_MS, 'cut before the endpoint would have finished');
+      // Cut before the endpoint finished: counted in bytes it sent, not timed.
       assert.ok((await endpoint.cut) < ANSWER_BYTES);
     } finally {
       endpoint.close();

@@ -136,7 +136,8 @@ test('github app host: a failing token exchange fails closed: git prints the pro
     result.stderr,
   );
   assert.deepEqual(unreachableSeen, [], 'nothing was forwarded');
-  const record = proxy.records().find((r) => r.event === 'request' && r.host === host);
+  // The record is written when the handler finishes, which may be just after git has the answer.
+  const record = await proxy.waitForRecord((r) => r.event === 'request' && r.host === host, 'the refused request\'s record');
   assert.equal(record?.status, 502);
   assert.equal(record?.error, 'git_app_token_failed');
   const logged = await proxy.waitForRecord((r) => r.event === 'credential_refresh_failed' && r.host === host, 'the failed refresh logged');

@@ -164,8 +164,8 @@ async function drainWithStray(t: { diagnostic(s: string): void }, strayText: str
   t.diagnostic(`exit ${Math.round(after)} ms after the last in-flight response`);
   assert.equal(exit.code, 0);
   assert.ok(proxy.records().some((r) => r.event === 'shutdown' && r.phase === 'done'));
-  // Generous: the point is that the drain did not wait for the 60 s grace.
-  assert.ok(after < 10_000, `exited ${Math.round(after)} ms after the last response`);
+  // The drain did not wait for the 60 s grace: the stray connection was closed at once (above),
+  // and the test's own timeout (30 s, a hang guard) is half the grace.
 }
 
 test('drain: a connection that never sent a byte is closed at once and does not hold up the shutdown', { timeout: 30_000 }, async (t) => {

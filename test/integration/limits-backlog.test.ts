@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
+import { eventually } from '../support/eventually.ts';
 import { RespClient } from '../../src/store/resp.ts';
 import { RedisLimits } from '../../src/limits/redis-store.ts';
 
@@ -57,14 +58,8 @@ async function startRelay(port: number) {
   };
 }
 
-const until = async (what: string, ok: () => boolean) => {
-  for (const deadline = Date.now() + 20_000; !ok(); ) {
-    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-};
 
-test('limits in redis: a call that ends while the store is away is charged once it is back, and its slot given back; an answer lost after the charge ran is not charged twice (RedisLimits)', async () => {
+test('limits in redis: a call that ends while the store is away is charged once it is back, and its slot given back; an answer lost after the charge ran is not charged twice (RedisLimits)', { timeout: 120_000 }, async (t) => {
   const relay = await startRelay(redis.port);
   let up = false;
   const client = new RespClient({ host: '127.0.0.1', port: relay.port, tls: false, password: undefined, onState: (isUp) => void (up = isUp) });
@@ -77,22 +72,22 @@ test('limits in redis: a call that ends while the store is away is charged once 
   const who = { instanceId: `i-backlog-${suffix}`, workflow: 'w', runId: `r-backlog-${suffix}` };
   const spent = async () => Number((await direct.command(['GET', `lim:r:${who.runId}`])) ?? 0);
   try {
-    await until('both connections up', () => up && direct.up);
+    await eventually('both connections up', () => up && direct.up, t.signal);
     const a = await limits.admit(who, 40, Date.now());
     const b = await limits.admit(who, 40, Date.now());
     assert.ok(a.ok && b.ok);
 
     relay.cut();
-    await until('the store seen away', () => !up);
+    await eventually('the store seen away', () => !up, t.signal);
     a.reservation.release({ tokens: 10, costUsd: 1 });
     b.reservation.release({ tokens: 10, costUsd: 2 });
-    await until('both charges waiting', () => limits.unsettled === 2);
+    await eventually('both charges waiting', () => limits.unsettled === 2, t.signal);
     assert.deepEqual(backlog, [{ pending: 1, dropped: 0, settled: 0 }], 'the backlog is told when it begins');
     const held = await other.admit(who, 40, Date.now());
     assert.ok(!held.ok && held.kind === 'concurrency', 'meanwhile the two slots are still held in the store');
 
     relay.restore();
-    await until('the backlog settled', () => backlog.length === 2);
+    await eventually('the backlog settled', () => backlog.length === 2, t.signal);
     assert.deepEqual(backlog[1], { pending: 0, dropped: 0, settled: 2 });
     assert.equal(await spent(), 3_000_000, 'both calls charged ($1 + $2, in micro-dollars)');
     const c = await other.admit(who, 40, Date.now());
@@ -104,7 +99,7 @@ test('limits in redis: a call that ends while the store is away is charged once 
     assert.ok(d.ok);
     relay.loseNextAnswer();
     d.reservation.release({ tokens: 10, costUsd: 4 });
-    await until('the lost answer replayed', () => backlog.length === 4);
+    await eventually('the lost answer replayed', () => backlog.length === 4, t.signal);
     assert.deepEqual(backlog[3], { pending: 0, dropped: 0, settled: 1 });
     assert.equal(await spent(), 7_000_000, 'charged once: $3 + $4, not $3 + $8');
     c.reservation.release({ tokens: 0, costUsd: 0 });
@@ -115,7 +110,7 @@ test('limits in redis: a call that ends while the store is away is charged once 
   }
 });
 
-test('limits in redis: the backlog of charges is bounded: past 10,000 the oldest is dropped, told once when it first overflows, and counted when the rest are settled', async () => {
+test('limits in redis: the backlog of charges is bounded: past 10,000 the oldest is dropped, told once when it first overflows, and counted when the rest are settled', { timeout: 120_000 }, async (t) => {
   const relay = await startRelay(redis.port);
   let up = false;
   const client = new RespClient({ host: '127.0.0.1', port: relay.port, tls: false, password: undefined, onState: (isUp) => void (up = isUp) });
@@ -123,7 +118,7 @@ test('limits in redis: the backlog of charges is bounded: past 10,000 the oldest
   const limits = new RedisLimits({ concurrent: 0, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 }, client, 'closed', { onBacklog: (s) => backlog.push(s), replayEveryMs: 50 });
   const who = { instanceId: `i-bound-${randomBytes(4).toString('hex')}`, workflow: 'w', runId: 'r-bound' };
   try {
-    await until('the connection up', () => up);
+    await eventually('the connection up', () => up, t.signal);
     const held = [];
     for (let i = 0; i < 10_001; i += 1000) {
       for (const a of await Promise.all(Array.from({ length: Math.min(1000, 10_001 - i) }, () => limits.admit(who, 4, Date.now())))) {
@@ -132,13 +127,13 @@ test('limits in redis: the backlog of charges is bounded: past 10,000 the oldest
       }
     }
     relay.cut();
-    await until('the store seen away', () => !up);
+    await eventually('the store seen away', () => !up, t.signal);
     for (const r of held) r.release({ tokens: 1, costUsd: 0 });
-    await until('the 10,001st charge kept', () => backlog.length === 2);
+    await eventually('the 10,001st charge kept', () => backlog.length === 2, t.signal);
     assert.equal(limits.unsettled, 10_000, 'kept up to the bound');
     assert.deepEqual(backlog, [{ pending: 1, dropped: 0, settled: 0 }, { pending: 10_000, dropped: 1, settled: 0 }], 'told when it began and when it first overflowed, not once per charge');
     relay.restore();
-    await until('the backlog settled', () => backlog.length === 3);
+    await eventually('the backlog settled', () => backlog.length === 3, t.signal);
     assert.deepEqual(backlog[2], { pending: 0, dropped: 1, settled: 10_000 });
   } finally {
     client.close();

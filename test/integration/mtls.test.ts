@@ -37,6 +37,8 @@ let listener: Listener;
 let work: string;
 let bundleFile: string;
 const records: GitRequestRecord[] = [];
+/** Told of each record as it is written; a waiter that returns true has what it waited for. */
+const recordWaiters: ((rec: GitRequestRecord) => boolean)[] = [];
 const logs: LogRecord[] = [];
 /** The TLS files' clock: the listener looks at them at most once a second of it. */
 let filesClockMs = 0;
@@ -66,7 +68,10 @@ before(async () => {
     timeouts: { connectMs: 5000, responseMs: 10_000, idleMs: 10_000, bodyIdleMs: 5000 },
     revoked: undefined,
     maxConcurrentPerWorkload: 0,
-    record: (rec) => void records.push(rec),
+    record: (rec) => {
+      records.push(rec);
+      recordWaiters.splice(0, recordWaiters.length, ...recordWaiters.filter((w) => !w(rec)));
+    },
     log,
   };
   listener = await startListener({
@@ -130,8 +135,7 @@ test('mutual TLS: a certificate with the SPIFFE ID of an account the policy gran
   assert.equal(answer.status, 200, answer.body);
   assert.equal(answer.protocol, 'TLSv1.3');
   // The record is written when the handler finishes, which may be just after the client has the whole answer.
-  let rec: GitRequestRecord | undefined;
-  while ((rec = records.slice(before).find((r) => r.status === 200)) === undefined) await new Promise((r) => setTimeout(r, 5));
+  const rec = records.slice(before).find((r) => r.status === 200) ?? (await new Promise<GitRequestRecord>((resolve) => recordWaiters.push((r) => r.status === 200 && (resolve(r), true))));
   assert.equal(rec?.instance_id, 'agents/triage-bot');
   assert.equal(rec?.workflow, 'agents/triage-bot');
 });

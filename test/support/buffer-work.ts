@@ -1,0 +1,35 @@
+// Work counted, not timed: a test that a parser's cost stays linear in its input counts the bytes
+// it searches and copies, as a test timed on a shared machine fails under load.
+/**
+ * The bytes searched (Buffer's indexOf) and copied (copy, concat) while `feed` runs, counted by wrapping
+ * Buffer's indexOf, copy and concat for its duration (synchronous: nothing else runs meanwhile).
+ */
+export function bufferWork(feed: () => void): { searched: number; copied: number } {
+  const counts = { searched: 0, copied: 0 };
+  const { indexOf, copy } = Buffer.prototype;
+  const { concat } = Buffer;
+  Buffer.prototype.indexOf = function (this: Buffer, value: string | number | Uint8Array, from?: number | BufferEncoding, encoding?: BufferEncoding) {
+    const found = indexOf.call(this, value, from as number, encoding);
+    const begin = typeof from === 'number' ? from : 0;
+    counts.searched += (found < 0 ? this.length : found + 2) - begin;
+    return found;
+  } as typeof indexOf;
+  Buffer.prototype.copy = function (this: Buffer, target: Uint8Array, targetStart?: number, sourceStart?: number, sourceEnd?: number) {
+    const n = copy.call(this, target, targetStart, sourceStart, sourceEnd);
+    counts.copied += n;
+    return n;
+  };
+  Buffer.concat = (list: readonly Uint8Array[], total?: number) => {
+    const joined = concat(list, total);
+    counts.copied += joined.length;
+    return joined;
+  };
+  try {
+    feed();
+  } finally {
+    Object.assign(Buffer.prototype, { indexOf, copy });
+    Buffer.concat = concat;
+  }
+  return counts;
+}
+
