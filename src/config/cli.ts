@@ -307,6 +307,16 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       allowHostedTools: str('allow-hosted-tools')!.split(',').map((t) => t.trim()).filter((t) => t !== ''),
       egressProxyAuthFile: str('egress-proxy-auth-file'),
     },
+    ...otherCommandsOptions(str, values, duration),
+  };
+}
+
+
+type FlagValue = (name: FlagName) => string | undefined;
+
+/** The options of mint-token, agent-config and git-config (serve's are the rest of CommandLine). */
+function otherCommandsOptions(str: FlagValue, values: Record<string, string | boolean | string[] | undefined>, duration: (name: FlagName) => number): Pick<CommandLine, 'mint' | 'agent' | 'gitConfig'> {
+  return {
     mint: {
       instanceId: str('instance-id'),
       workflow: str('workflow'),

@@ -59,17 +59,17 @@ export interface ProxyMetricsOptions {
   readonly prices: PriceTable;
 }
 
-export function createProxyMetrics(opts: ProxyMetricsOptions) {
-  const registry = new Registry(opts.maxSeriesPerFamily, opts.seriesTtlMs);
+/** Every family, registered once: the names, help texts and labels a scrape shows. */
+function registerFamilies(registry: Registry, runIdLabel: boolean) {
   // Counters carry the identity: who made the request, down to the bot instance (and run).
-  const who = opts.runIdLabel ? ['provider', 'model', 'instance_id', 'workflow', 'run_id'] : ['provider', 'model', 'instance_id', 'workflow'];
+  const who = runIdLabel ? ['provider', 'model', 'instance_id', 'workflow', 'run_id'] : ['provider', 'model', 'instance_id', 'workflow'];
   // Latency histograms carry only labels bounded by configuration. A histogram series is 17 to
   // 19 lines (one per bucket), so a label per bot instance made them 84% of a scrape at the
   // cap (86,000 lines, 11 MiB). `api` is the wire protocol (chat_completions, responses,
   // messages): the protocols differ in what a request is, so their latencies are apart.
   const latencyLabels = ['provider', 'model', 'workflow', 'api'];
 
-  const m = {
+  return {
     requests: registry.counter('model_gateway_requests_total', 'Model gateway requests by wire protocol and final HTTP status (0: the client left before an answer).', [...who, 'api', 'status']),
     duration: registry.histogram('model_gateway_request_duration_seconds', 'Model gateway request duration, until the last byte was relayed.', latencyLabels, GENAI_DURATION_BUCKETS),
     ttft: registry.histogram('model_gateway_time_to_first_token_seconds', 'Time from request arrival to the first output-bearing stream event.', latencyLabels, GENAI_TTFT_BUCKETS),
@@ -111,53 +111,86 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     keyFileProblems: registry.counter('proxy_key_file_problems_total', 'Problems found when re-reading a listener\'s token key files (--bot-keys, --git-keys, *_SIGNING_KEY_FILE): a file unreadable or malformed (its last good key stays), two files with one kid, a key file or directory gone (its keys removed); each counted once until it is fixed.', ['listener']),
     logDropped: registry.counter('proxy_log_lines_dropped_total', 'Log lines dropped because the stdout reader fell more than 8 MiB behind.'),
   };
-  m.startTime.set([], Math.round(Date.now() / 1000 - process.uptime()));
+}
 
-  const whoValues = (r: ModelRequestRecord): string[] => {
-    const v = [r.provider ?? NONE, r.model ?? NONE, r.instance_id ?? NONE, r.workflow ?? NONE];
-    if (opts.runIdLabel) v.push(r.run_id ?? NONE);
-    return v;
-  };
-  const latencyValues = (r: ModelRequestRecord): string[] => [r.provider ?? NONE, r.model ?? NONE, r.workflow ?? NONE, r.api ?? NONE];
+type Families = ReturnType<typeof registerFamilies>;
+
+/** A finished model call's record, as metrics (the same record the access log line is). */
+function recordModelCall(m: Families, opts: ProxyMetricsOptions, r: ModelRequestRecord): void {
+  const w = [r.provider ?? NONE, r.model ?? NONE, r.instance_id ?? NONE, r.workflow ?? NONE];
+  if (opts.runIdLabel) w.push(r.run_id ?? NONE);
+  m.requests.inc([...w, r.api ?? NONE, String(r.status)]);
+  const latency = [r.provider ?? NONE, r.model ?? NONE, r.workflow ?? NONE, r.api ?? NONE];
+  m.duration.observe(latency, r.duration_ms / 1000);
+  if (r.ttft_ms !== null) m.ttft.observe(latency, r.ttft_ms / 1000);
+  if (r.rate_limited > 0) m.rateLimited.inc(w, r.rate_limited);
+  if (r.error !== null && MODEL_CREDENTIAL_REJECTED.has(r.error)) m.modelCredentialRejected.inc([r.provider ?? NONE]);
+  if (r.retries > 0) m.retries.inc(w, r.retries);
+  if (r.interrupted !== null) m.interruptions.inc([...w, r.interrupted]);
+  if (r.status >= 200 && r.status < 300 && r.usage_complete === false) m.usageIncomplete.inc(w);
+  if (r.error !== null && r.limit === null && GATEWAY_REFUSALS.has(r.error)) m.gatewayRefusals.inc([r.workflow ?? NONE, r.error]);
+  if (r.limit !== null) m.limitRefusals.inc([r.provider ?? NONE, r.model ?? NONE, r.workflow ?? NONE, r.limit]);
+  if (r.charged_usd !== null && r.charged_usd > 0) m.limitCharged.inc([r.workflow ?? NONE, String(r.charge_estimated === true)], r.charged_usd);
+  const counts = { input: r.input_tokens, output: r.output_tokens, reasoning: r.reasoning_tokens, cached: r.cached_tokens, cache_write: r.cache_write_tokens };
+  for (const [type, n] of Object.entries(counts)) if (n !== null && n > 0) m.tokens.inc([...w, type], n);
+  const price = r.model === null || r.provider === null ? undefined : opts.prices.get(r.provider, r.model);
+  const cost = price ? costUsd(price, counts) : undefined;
+  if (cost !== undefined && cost > 0) m.cost.inc(w, cost);
+}
+
+/** A finished git request's record, as metrics. */
+function recordGitRequest(m: Families, r: GitRequestRecord): void {
+  // The credential challenge that begins every git command is no refusal: counted apart,
+  // so that a 4xx rate on git_proxy_requests_total means something.
+  if (r.challenge) return m.gitChallenges.inc([r.host ?? NONE]);
+  const where = [r.host ?? NONE, r.route ?? NONE];
+  m.gitRequests.inc([...where, String(r.status)]);
+  m.gitDuration.observe(where, r.duration_ms / 1000);
+  if (r.bytes_in > 0) m.gitBytesIn.inc(where, r.bytes_in);
+  if (r.bytes_out > 0) m.gitBytesOut.inc(where, r.bytes_out);
+  if (r.error !== undefined && UPSTREAM_FAILURES.has(r.error)) m.gitUpstreamErrors.inc([r.host ?? NONE, r.error]);
+  if (r.error === 'client_aborted') m.gitClientAborts.inc(where);
+  if (r.error === ERRORS.upstreamRejectedCredential.code) m.gitCredentialRejected.inc([r.host ?? NONE]);
+  if (r.error !== undefined && SCOPE_REFUSALS.has(r.error)) m.gitScopeRefusals.inc([r.host ?? NONE, r.error]);
+}
+
+/** Process and listener gauges, read when scraped. */
+function watchProcessGauges(registry: Registry, m: Families, connections: () => ReadonlyMap<string, number>, logLinesDropped: () => number): void {
+  let droppedSeen = 0;
+  // The histogram measures each sampling timer's delay including the interval itself.
+  const LAG_RESOLUTION_MS = 10;
+  const lag = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
+  lag.enable();
+  registry.onCollect(() => {
+    const mem = process.memoryUsage();
+    m.rss.set([], mem.rss);
+    m.heapUsed.set([], mem.heapUsed);
+    m.heapTotal.set([], mem.heapTotal);
+    try {
+      m.fds.set([], readdirSync('/proc/self/fd').length - 1); // minus the descriptor readdir used
+    } catch {
+      // Not Linux: the metric keeps its last value (0).
+    }
+    const beyond = (ns: number) => Math.max(0, ns / 1e9 - LAG_RESOLUTION_MS / 1000);
+    m.lagP99.set([], beyond(lag.percentile(99)));
+    m.lagMax.set([], beyond(lag.max));
+    lag.reset();
+    for (const [listener, n] of connections()) m.connections.set([listener], n);
+    const dropped = logLinesDropped();
+    if (dropped > droppedSeen) m.logDropped.inc([], dropped - droppedSeen);
+    droppedSeen = dropped;
+  });
+}
+
+export function createProxyMetrics(opts: ProxyMetricsOptions) {
+  const registry = new Registry(opts.maxSeriesPerFamily, opts.seriesTtlMs);
+  const m = registerFamilies(registry, opts.runIdLabel);
+  m.startTime.set([], Math.round(Date.now() / 1000 - process.uptime()));
 
   return {
     registry,
-
-    model(r: ModelRequestRecord): void {
-      const w = whoValues(r);
-      m.requests.inc([...w, r.api ?? NONE, String(r.status)]);
-      const latency = latencyValues(r);
-      m.duration.observe(latency, r.duration_ms / 1000);
-      if (r.ttft_ms !== null) m.ttft.observe(latency, r.ttft_ms / 1000);
-      if (r.rate_limited > 0) m.rateLimited.inc(w, r.rate_limited);
-      if (r.error !== null && MODEL_CREDENTIAL_REJECTED.has(r.error)) m.modelCredentialRejected.inc([r.provider ?? NONE]);
-      if (r.retries > 0) m.retries.inc(w, r.retries);
-      if (r.interrupted !== null) m.interruptions.inc([...w, r.interrupted]);
-      if (r.status >= 200 && r.status < 300 && r.usage_complete === false) m.usageIncomplete.inc(w);
-      if (r.error !== null && r.limit === null && GATEWAY_REFUSALS.has(r.error)) m.gatewayRefusals.inc([r.workflow ?? NONE, r.error]);
-      if (r.limit !== null) m.limitRefusals.inc([r.provider ?? NONE, r.model ?? NONE, r.workflow ?? NONE, r.limit]);
-      if (r.charged_usd !== null && r.charged_usd > 0) m.limitCharged.inc([r.workflow ?? NONE, String(r.charge_estimated === true)], r.charged_usd);
-      const counts = { input: r.input_tokens, output: r.output_tokens, reasoning: r.reasoning_tokens, cached: r.cached_tokens, cache_write: r.cache_write_tokens };
-      for (const [type, n] of Object.entries(counts)) if (n !== null && n > 0) m.tokens.inc([...w, type], n);
-      const price = r.model === null || r.provider === null ? undefined : opts.prices.get(r.provider, r.model);
-      const cost = price ? costUsd(price, counts) : undefined;
-      if (cost !== undefined && cost > 0) m.cost.inc(w, cost);
-    },
-
-    git(r: GitRequestRecord): void {
-      // The credential challenge that begins every git command is no refusal: counted apart,
-      // so that a 4xx rate on git_proxy_requests_total means something.
-      if (r.challenge) return m.gitChallenges.inc([r.host ?? NONE]);
-      const where = [r.host ?? NONE, r.route ?? NONE];
-      m.gitRequests.inc([...where, String(r.status)]);
-      m.gitDuration.observe(where, r.duration_ms / 1000);
-      if (r.bytes_in > 0) m.gitBytesIn.inc(where, r.bytes_in);
-      if (r.bytes_out > 0) m.gitBytesOut.inc(where, r.bytes_out);
-      if (r.error !== undefined && UPSTREAM_FAILURES.has(r.error)) m.gitUpstreamErrors.inc([r.host ?? NONE, r.error]);
-      if (r.error === 'client_aborted') m.gitClientAborts.inc(where);
-      if (r.error === ERRORS.upstreamRejectedCredential.code) m.gitCredentialRejected.inc([r.host ?? NONE]);
-      if (r.error !== undefined && SCOPE_REFUSALS.has(r.error)) m.gitScopeRefusals.inc([r.host ?? NONE, r.error]);
-    },
+    model: (r: ModelRequestRecord): void => recordModelCall(m, opts, r),
+    git: (r: GitRequestRecord): void => recordGitRequest(m, r),
 
     streams: {
       opened: (provider: string, model: string) => m.inFlight.add([provider, model], 1),
@@ -198,30 +231,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
 
     /** Process and listener gauges, read when scraped. */
     watchProcess(connections: () => ReadonlyMap<string, number>, logLinesDropped: () => number): void {
-      let droppedSeen = 0;
-      // The histogram measures each sampling timer's delay including the interval itself.
-      const LAG_RESOLUTION_MS = 10;
-      const lag = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
-      lag.enable();
-      registry.onCollect(() => {
-        const mem = process.memoryUsage();
-        m.rss.set([], mem.rss);
-        m.heapUsed.set([], mem.heapUsed);
-        m.heapTotal.set([], mem.heapTotal);
-        try {
-          m.fds.set([], readdirSync('/proc/self/fd').length - 1); // minus the descriptor readdir used
-        } catch {
-          // Not Linux: the metric keeps its last value (0).
-        }
-        const beyond = (ns: number) => Math.max(0, ns / 1e9 - LAG_RESOLUTION_MS / 1000);
-        m.lagP99.set([], beyond(lag.percentile(99)));
-        m.lagMax.set([], beyond(lag.max));
-        lag.reset();
-        for (const [listener, n] of connections()) m.connections.set([listener], n);
-        const dropped = logLinesDropped();
-        if (dropped > droppedSeen) m.logDropped.inc([], dropped - droppedSeen);
-        droppedSeen = dropped;
-      });
+      watchProcessGauges(registry, m, connections, logLinesDropped);
     },
   };
 }
