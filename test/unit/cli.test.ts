@@ -371,7 +371,7 @@ test('--allow-hosted-tools is split on commas, empty by default', () => {
 
 test('a flag of another command is a UsageError naming the flag and the flags the command takes', () => {
   const cases: [string[], RegExp][] = [
-    [['git-config', '--git-auth-listen', ':1'], /^--git-auth-listen is not a flag of git-config \(git-config takes --git-hosts, --proxy-host, --workload-token-env, --workload-token-file\)$/],
+    [['git-config', '--git-auth-listen', ':1'], /^--git-auth-listen is not a flag of git-config \(git-config takes --git-hosts, --proxy-host, --workload-token-env, --workload-token-file, --tls\)$/],
     [['git-config', '--ttl', '1h'], /^--ttl is not a flag of git-config/],
     [['agent-config', '--git-hosts', 'h.json'], /^--git-hosts is not a flag of agent-config \(agent-config takes --providers, --allow-hosted-tools, --agent, --proxy-host, --token-file, --provider-name, --model, --small-model\)$/],
     [['mint-token', '--proxy-host', 'p'], /^--proxy-host is not a flag of mint-token \(mint-token takes --git-hosts, --limits, --max-token-lifetime, --instance-id, --workflow, --run-id, --ttl, --budget-usd, --max-concurrent, --requests-per-minute, --tokens-per-minute, --git-repo, --signing-key\)$/],
@@ -383,11 +383,12 @@ test('a flag of another command is a UsageError naming the flag and the flags th
   }
 });
 
-test('git-config takes --git-hosts, --proxy-host, --workload-token-env and --workload-token-file', () => {
+test('git-config takes --git-hosts, --proxy-host, --workload-token-env, --workload-token-file and --tls', () => {
   const cl = parseCommandLine(['git-config', '--git-hosts', 'h.json', '--proxy-host=proxy:9000', '--workload-token-env', 'GIT_TOKEN']);
   assert.equal(cl.options.gitHostsFile, 'h.json');
-  assert.deepEqual(cl.gitConfig, { proxyHost: 'proxy:9000', workloadTokenEnv: 'GIT_TOKEN', workloadTokenFile: undefined });
-  assert.deepEqual(parseCommandLine(['git-config']).gitConfig, { proxyHost: undefined, workloadTokenEnv: undefined, workloadTokenFile: undefined });
+  assert.deepEqual(cl.gitConfig, { proxyHost: 'proxy:9000', workloadTokenEnv: 'GIT_TOKEN', workloadTokenFile: undefined, tls: false });
+  assert.deepEqual(parseCommandLine(['git-config']).gitConfig, { proxyHost: undefined, workloadTokenEnv: undefined, workloadTokenFile: undefined, tls: false });
+  assert.equal(parseCommandLine(['git-config', '--tls']).gitConfig.tls, true);
   assert.equal(parseCommandLine(['git-config', '--workload-token-file', '/run/git/token']).gitConfig.workloadTokenFile, '/run/git/token');
 });
 
