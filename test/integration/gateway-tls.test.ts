@@ -16,7 +16,7 @@ let gw: ProxyProcess;
 
 before(async () => {
   trusted = makeTestPki();
-  untrusted = makeTestPki();
+  untrusted = makeTestPki('other');
   upstream = await startModelUpstream(untrusted);
   gw = await startProxy({
     // The gateway trusts another CA than the one that signed the upstream's certificate, and

@@ -43,7 +43,7 @@ function listenTcp(server: TcpServer): Promise<number> {
 
 before(async () => {
   pki = makeTestPki();
-  otherPki = makeTestPki();
+  otherPki = makeTestPki('other');
   [upA, upB, upC, upUntrusted, upInsecure] = await Promise.all([
     startUpstream(pki),
     startUpstream(pki),

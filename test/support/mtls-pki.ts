@@ -4,9 +4,9 @@
 // own. EC P-256 keys (milliseconds each).
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { cachedPkiDir } from './pki-cache.ts';
 
 export const TRUST_DOMAIN = 'cluster.local';
 export const GOOD_ID = `spiffe://${TRUST_DOMAIN}/ns/agents/sa/triage-bot`;
@@ -98,16 +98,15 @@ commonName = supplied
 
 const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-noenc'];
 
+/** The mutual-TLS PKI: made once a day and cached (test/support/pki-cache.ts), in a directory of the caller's own. */
 export function makeMtlsPki(): MtlsPki {
-  const dir = mkdtempSync(join(tmpdir(), 'test-mtls-pki-'));
-  const openssl = (args: string[]): void => void execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
-  const serial = () => `0x${randomBytes(8).toString('hex')}`;
-  const request = (name: string, cn: string) => openssl(['req', '-new', ...EC_KEY, '-config', 'openssl.cnf', '-subj', `/CN=${cn}`, '-keyout', `${name}.key`, '-out', `${name}.csr`]);
-  const sign = (name: string, ca: string, ext: string) =>
-    openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.pem`, '-CAkey', `${ca}.key`, '-set_serial', serial(), '-days', '1', '-extfile', 'openssl.cnf', '-extensions', ext, '-out', `${name}.pem`]);
-  const pair = (name: string): ClientPair => ({ cert: readFileSync(join(dir, `${name}.pem`), 'utf8'), key: readFileSync(join(dir, `${name}.key`), 'utf8'), certFile: join(dir, `${name}.pem`), keyFile: join(dir, `${name}.key`) });
-  try {
-    writeFileSync(join(dir, 'openssl.cnf'), CNF);
+  const dir = cachedPkiDir('mtls-pki', `${CNF}${EC_KEY.join(' ')}`, (into) => {
+    const openssl = (args: string[]): void => void execFileSync('openssl', args, { cwd: into, stdio: ['ignore', 'pipe', 'pipe'] });
+    const serial = () => `0x${randomBytes(8).toString('hex')}`;
+    const request = (name: string, cn: string) => openssl(['req', '-new', ...EC_KEY, '-config', 'openssl.cnf', '-subj', `/CN=${cn}`, '-keyout', `${name}.key`, '-out', `${name}.csr`]);
+    const sign = (name: string, ca: string, ext: string) =>
+      openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.pem`, '-CAkey', `${ca}.key`, '-set_serial', serial(), '-days', '1', '-extfile', 'openssl.cnf', '-extensions', ext, '-out', `${name}.pem`]);
+    writeFileSync(join(into, 'openssl.cnf'), CNF);
     for (const ca of ['ca', 'other-ca']) openssl(['req', '-x509', ...EC_KEY, '-config', 'openssl.cnf', '-extensions', 'ca_ext', '-subj', `/CN=mtls test ${ca}`, '-days', '1', '-keyout', `${ca}.key`, '-out', `${ca}.pem`]);
     request('server', 'localhost');
     sign('server', 'ca', 'server_ext');
@@ -119,14 +118,12 @@ export function makeMtlsPki(): MtlsPki {
     request('otherCa', 'client otherCa');
     sign('otherCa', 'other-ca', 'client_good');
     // Expired: `openssl ca` sets any validity (x509 -req only counts days from now).
-    writeFileSync(join(dir, 'index.txt'), '');
-    writeFileSync(join(dir, 'serial'), `${randomBytes(8).toString('hex')}\n`);
+    writeFileSync(join(into, 'index.txt'), '');
+    writeFileSync(join(into, 'serial'), `${randomBytes(8).toString('hex')}\n`);
     request('expired', 'client expired');
     openssl(['ca', '-batch', '-config', 'openssl.cnf', '-cert', 'ca.pem', '-keyfile', 'ca.key', '-in', 'expired.csr', '-out', 'expired.pem', '-notext', '-startdate', '20200101000000Z', '-enddate', '20200102000000Z', '-extfile', 'openssl.cnf', '-extensions', 'client_good']);
-  } catch (err) {
-    rmSync(dir, { recursive: true, force: true });
-    throw err;
-  }
+  });
+  const pair = (name: string): ClientPair => ({ cert: readFileSync(join(dir, `${name}.pem`), 'utf8'), key: readFileSync(join(dir, `${name}.key`), 'utf8'), certFile: join(dir, `${name}.pem`), keyFile: join(dir, `${name}.key`) });
   const names = ['good', 'otherAccount', 'noSan', 'dnsOnly', 'wrongDomain', 'twoUris', 'notSpiffe', 'caTrue', 'expired', 'otherCa'] as const;
   return {
     dir,

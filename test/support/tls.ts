@@ -2,9 +2,9 @@
 // certificate signed by it, generated with the `openssl` CLI (OpenSSL 3).
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { cachedPkiDir } from './pki-cache.ts';
 
 export interface TestPki {
   dir: string;
@@ -45,13 +45,17 @@ authorityKeyIdentifier = keyid, issuer
 /** EC P-256 keys: generating them takes milliseconds, unlike RSA. */
 const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-noenc'];
 
-export function makeTestPki(): TestPki {
-  const dir = mkdtempSync(join(tmpdir(), 'test-pki-'));
-  const openssl = (args: string[]): void => {
-    execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
-  };
-  try {
-    writeFileSync(join(dir, 'openssl.cnf'), OPENSSL_CNF);
+/**
+ * A CA and a loopback server certificate it signed. The same `which` gives the same certificates
+ * for the whole day (made once, cached: test/support/pki-cache.ts), in a directory of the
+ * caller's own; another `which` is another CA, for a test that needs one its peer does not trust.
+ */
+export function makeTestPki(which: 'default' | 'other' = 'default'): TestPki {
+  const dir = cachedPkiDir(`pki-${which}`, `${OPENSSL_CNF}${EC_KEY.join(' ')}`, (into) => {
+    const openssl = (args: string[]): void => {
+      execFileSync('openssl', args, { cwd: into, stdio: ['ignore', 'pipe', 'pipe'] });
+    };
+    writeFileSync(join(into, 'openssl.cnf'), OPENSSL_CNF);
     openssl([
       'req', '-x509', ...EC_KEY, '-config', 'openssl.cnf', '-extensions', 'ca_ext',
       '-subj', '/CN=credential-proxy test CA', '-days', '1',
@@ -63,14 +67,11 @@ export function makeTestPki(): TestPki {
     ]);
     openssl([
       'x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key',
-      // Random serial: no .srl bookkeeping, and every run's cert is distinct.
+      // Random serial: no .srl bookkeeping.
       '-set_serial', `0x${randomBytes(8).toString('hex')}`, '-days', '1',
       '-extfile', 'openssl.cnf', '-extensions', 'server_ext', '-out', 'server.pem',
     ]);
-  } catch (err) {
-    rmSync(dir, { recursive: true, force: true });
-    throw err;
-  }
+  });
   const caFile = join(dir, 'ca.pem');
   return {
     dir,
