@@ -101,7 +101,7 @@ test('a hosts file may register github.com (e.g. with a rotating tokenFile) when
   const p = await startProxy({ env: { GIT_AUTH_ENABLED: 'true' }, args: ['--git-auth-listen', '127.0.0.1:0', '--git-hosts', file] });
   try {
     const start = p.records().find((r) => r.event === 'listening' && r.listener === 'git')!;
-    assert.deepEqual(start.hosts, [{ host: 'github.com', auth: 'bearer', credential: 'missing', tls_verify: true, read_only: false }]);
+    assert.deepEqual(start.hosts, [{ host: 'github.com', auth: 'bearer', credential: 'missing', tls_verify: true, read_only: false, egress: 'direct' }]);
   } finally {
     assert.equal((await p.stop()).code, 0);
   }
