@@ -1,4 +1,7 @@
-// The bundle's command line, as an operator or a workload runs it.
+// The bundle's command line, as an operator or a workload runs it. Each command runs through
+// the bundle at least once (its output and exit code from src/main.ts); the other cases of the
+// commands other than serve run in this process (test/support/command-in-process.ts), the same
+// functions and text without a process start each.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -8,6 +11,7 @@ import { createServer } from 'node:net';
 import { after, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { BUNDLE, ROOT, runProxyCommand, startProxy } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'cli-test-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -111,10 +115,10 @@ test('a hosts file may register github.com (e.g. with a rotating tokenFile) when
 });
 
 test('git-config without GIT_HOST_A or GIT_HOST_A_TOKEN writes no github.com rule; with no host at all it fails saying what to set', async () => {
-  const r = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'proxy', GIT_HOST_B: 'git.corp.example' });
+  const r = await runCommandInProcess(['git-config'], { GIT_AUTH_PROXY_HOST: 'proxy', GIT_HOST_B: 'git.corp.example' });
   assert.equal(r.code, 0, r.stderr);
   assert.deepEqual(gitConfigList(r.stdout), ['url.http://proxy:8447/git.corp.example/.insteadof=https://git.corp.example/']);
-  const none = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'proxy' });
+  const none = await runCommandInProcess(['git-config'], { GIT_AUTH_PROXY_HOST: 'proxy' });
   assert.equal(none.code, 1);
   assert.equal(none.stdout, '');
   assert.match(none.stderr, /git-config: no git host is configured: set GIT_HOST_A and\/or GIT_HOST_B/);
@@ -160,12 +164,12 @@ test('git-config with GIT_AUTH_PROXY_HOST prints one insteadOf rule per host and
 });
 
 test('git-config keeps a port given in GIT_AUTH_PROXY_HOST', async () => {
-  const r = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: 'proxy:9000', GIT_HOST_A: 'github.com' });
+  const r = await runCommandInProcess(['git-config'], { GIT_AUTH_PROXY_HOST: 'proxy:9000', GIT_HOST_A: 'github.com' });
   assert.deepEqual(gitConfigList(r.stdout), ['url.http://proxy:9000/github.com/.insteadof=https://github.com/']);
 });
 
 test('git-config without GIT_AUTH_PROXY_HOST falls back to credential-helper entries', async () => {
-  const r = await runProxyCommand(['git-config'], { GIT_HOST_A: 'github.com', GIT_HOST_B: 'git.corp.example', GIT_CREDENTIAL_HELPER: '/usr/local/bin/executor-helper --mode "git"' });
+  const r = await runCommandInProcess(['git-config'], { GIT_HOST_A: 'github.com', GIT_HOST_B: 'git.corp.example', GIT_CREDENTIAL_HELPER: '/usr/local/bin/executor-helper --mode "git"' });
   assert.deepEqual(gitConfigList(r.stdout), [
     'credential.https://github.com.helper=/usr/local/bin/executor-helper --mode "git"',
     'credential.https://git.corp.example.helper=/usr/local/bin/executor-helper --mode "git"',
@@ -174,7 +178,7 @@ test('git-config without GIT_AUTH_PROXY_HOST falls back to credential-helper ent
 
 test('git-config refuses a flag it does not use, with the usage message and exit code 2', async () => {
   for (const args of [['--git-auth-listen', ':1'], ['--ttl', '1h']]) {
-    const r = await runProxyCommand(['git-config', ...args], { GIT_AUTH_PROXY_HOST: 'proxy', GIT_HOST_A: 'github.com' });
+    const r = await runCommandInProcess(['git-config', ...args], { GIT_AUTH_PROXY_HOST: 'proxy', GIT_HOST_A: 'github.com' });
     assert.equal(r.code, 2, args.join(' '));
     assert.match(r.stderr, new RegExp(`${args[0]} is not a flag of git-config \\(git-config takes --git-hosts, --proxy-host, --workload-token-env, --workload-token-file, --tls\\)`));
     assert.equal(r.stdout, '');
@@ -182,14 +186,14 @@ test('git-config refuses a flag it does not use, with the usage message and exit
 });
 
 test('git-config --proxy-host wins over GIT_AUTH_PROXY_HOST', async () => {
-  const r = await runProxyCommand(['git-config', '--proxy-host', 'flag-proxy:9000'], { GIT_AUTH_PROXY_HOST: 'env-proxy', GIT_HOST_A: 'github.com' });
+  const r = await runCommandInProcess(['git-config', '--proxy-host', 'flag-proxy:9000'], { GIT_AUTH_PROXY_HOST: 'env-proxy', GIT_HOST_A: 'github.com' });
   assert.equal(r.code, 0, r.stderr);
   assert.deepEqual(gitConfigList(r.stdout), ['url.http://flag-proxy:9000/github.com/.insteadof=https://github.com/']);
   assert.equal(r.stderr, '');
 });
 
 test('git-config without a proxy host prints the credential-helper fallback and says so on stderr', async () => {
-  const r = await runProxyCommand(['git-config'], { GIT_HOST_A: 'github.com' });
+  const r = await runCommandInProcess(['git-config'], { GIT_HOST_A: 'github.com' });
   assert.equal(r.code, 0);
   assert.deepEqual(gitConfigList(r.stdout), ['credential.https://github.com.helper=executor']);
   assert.match(r.stderr, /^proxy: git-config: no proxy host \(--proxy-host or GIT_AUTH_PROXY_HOST\): printed the credential-helper fallback, helper "executor" \(the default; GIT_CREDENTIAL_HELPER is not set\)/);
@@ -215,14 +219,14 @@ test('agent-config prints the bot provider entry of the design as JSON', async (
 });
 
 test('agent-config --agent codex prints a Codex config.toml for the gateway; an unknown agent is a usage error', async () => {
-  const r = await runProxyCommand(['agent-config', '--agent', 'codex', '--proxy-host', 'gw.ns.svc:9000', '--model', 'gpt-small'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big,gpt-small' });
+  const r = await runCommandInProcess(['agent-config', '--agent', 'codex', '--proxy-host', 'gw.ns.svc:9000', '--model', 'gpt-small'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big,gpt-small' });
   assert.equal(r.code, 0, r.stderr);
   for (const line of ['model = "gpt-small"', 'model_provider = "gateway"', 'web_search = "disabled"', '[model_providers.gateway]', 'base_url = "http://gw.ns.svc:9000/v1"', 'env_key = "MODEL_PROXY_TOKEN"', 'wire_api = "responses"']) {
     assert.ok(r.stdout.split('\n').includes(line), line);
   }
   const codexArgs = ['agent-config', '--agent', 'codex', '--proxy-host', 'gw'];
-  const denied = await runProxyCommand(codexArgs, { UPSTREAM_ALLOWED_MODELS: 'gpt-big' });
-  const allowed = await runProxyCommand([...codexArgs, '--allow-hosted-tools', 'web_search'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big' });
+  const denied = await runCommandInProcess(codexArgs, { UPSTREAM_ALLOWED_MODELS: 'gpt-big' });
+  const allowed = await runCommandInProcess([...codexArgs, '--allow-hosted-tools', 'web_search'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big' });
   assert.equal(denied.code, 0, denied.stderr);
   assert.equal(allowed.code, 0, allowed.stderr);
   assert.match(allowed.stdout, /^wire_api = "responses"$/m);
@@ -231,27 +235,27 @@ test('agent-config --agent codex prints a Codex config.toml for the gateway; an 
   const deniedLines = denied.stdout.split('\n');
   assert.deepEqual(deniedLines.filter((l) => l.includes('web_search')), ['# The gateway refuses provider-hosted tools; without this Codex offers {"type":"web_search"}.', 'web_search = "disabled"']);
   assert.equal(allowed.stdout, deniedLines.filter((l) => !l.includes('web_search')).join('\n'));
-  const unknown = await runProxyCommand(['agent-config', '--agent', 'cursor', '--proxy-host', 'gw'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big' });
+  const unknown = await runCommandInProcess(['agent-config', '--agent', 'cursor', '--proxy-host', 'gw'], { UPSTREAM_ALLOWED_MODELS: 'gpt-big' });
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /--agent: "cursor" is not an agent agent-config knows; use opencode, codex, claude-code/);
 });
 
 test('mint-token without a signing key fails with a clear message', async () => {
-  const r = await runProxyCommand(['mint-token', '--instance-id', 'a', '--workflow', 'b', '--run-id', 'c']);
+  const r = await runCommandInProcess(['mint-token', '--instance-id', 'a', '--workflow', 'b', '--run-id', 'c']);
   assert.equal(r.code, 1);
   assert.match(r.stderr, /MODEL_PROXY_SIGNING_KEY is not set/);
 });
 
 test('mint-token --git-repo needs GIT_PROXY_SIGNING_KEY, and a malformed --git-repo is named', async () => {
   const ids = ['mint-token', '--instance-id', 'a', '--workflow', 'b', '--run-id', 'c'];
-  const noKey = await runProxyCommand([...ids, '--git-repo', 'github.com/acme/widgets:write'], { MODEL_PROXY_SIGNING_KEY: 'm'.repeat(32) });
+  const noKey = await runCommandInProcess([...ids, '--git-repo', 'github.com/acme/widgets:write'], { MODEL_PROXY_SIGNING_KEY: 'm'.repeat(32) });
   assert.equal(noKey.code, 1);
   assert.match(noKey.stderr, /mint-token: --git-repo makes a token for the git proxy, and GIT_PROXY_SIGNING_KEY is not set/);
   assert.equal(noKey.stdout, '');
-  const bad = await runProxyCommand([...ids, '--git-repo', 'github.com/acme/*/x:read'], { GIT_PROXY_SIGNING_KEY: 'g'.repeat(32) });
+  const bad = await runCommandInProcess([...ids, '--git-repo', 'github.com/acme/*/x:read'], { GIT_PROXY_SIGNING_KEY: 'g'.repeat(32) });
   assert.equal(bad.code, 2, 'a malformed flag value is a usage error');
   assert.match(bad.stderr, /mint-token: --git-repo "github\.com\/acme\/\*\/x:read": "\*" may only be the whole last segment/);
-  const short = await runProxyCommand([...ids, '--git-repo', 'github.com/acme/x:read'], { GIT_PROXY_SIGNING_KEY: 'short' });
+  const short = await runCommandInProcess([...ids, '--git-repo', 'github.com/acme/x:read'], { GIT_PROXY_SIGNING_KEY: 'short' });
   assert.equal(short.code, 1);
   assert.match(short.stderr, /GIT_PROXY_SIGNING_KEY: must be at least 32 bytes/);
 });

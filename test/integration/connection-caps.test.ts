@@ -16,7 +16,8 @@ import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 
@@ -135,7 +136,7 @@ test('connection caps: a workload token with --git-max-concurrent-per-workload r
     args: ['--git-auth-listen', '127.0.0.1:0', '--git-max-concurrent-per-workload', '2'],
   });
   const mint = async (instance: string) => {
-    const r = await runProxyCommand(['mint-token', '--instance-id', instance, '--workflow', 'w', '--run-id', 'r', '--git-repo', `${upstream.hostKey}/org/*:read`], { GIT_PROXY_SIGNING_KEY: signingKey });
+    const r = await runCommandInProcess(['mint-token', '--instance-id', instance, '--workflow', 'w', '--run-id', 'r', '--git-repo', `${upstream.hostKey}/org/*:read`], { GIT_PROXY_SIGNING_KEY: signingKey });
     assert.equal(r.code, 0, r.stderr);
     return `Basic ${Buffer.from(`x:${r.stdout.trim()}`).toString('base64')}`;
   };

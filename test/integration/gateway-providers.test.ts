@@ -11,7 +11,8 @@ import { cutWire, encodeSse, errorHandler, overloaded, startAnthropicUpstream, s
 import { recordFor } from '../support/gateway-replies.ts';
 import { send, type Reply } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { assertNoSecrets, runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const OPENAI_KEY = `sk-openai-${randomBytes(12).toString('hex')}`;
@@ -51,7 +52,7 @@ before(async () => {
   const env = { OPENAI_KEY, ANTHROPIC_KEY, LOCAL_KEY, MODEL_PROXY_SIGNING_KEY: SIGNING_KEY };
   gw = await startProxy({ env, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', file, '--upstream-idle-timeout', '2s'], listeners: ['model'] });
   port = gw.ports.model!;
-  const minted = await runProxyCommand(['mint-token', '--instance-id', 'bot-1', '--workflow', 'review', '--run-id', 'run-1'], env);
+  const minted = await runCommandInProcess(['mint-token', '--instance-id', 'bot-1', '--workflow', 'review', '--run-id', 'run-1'], env);
   assert.equal(minted.code, 0, minted.stderr);
   token = minted.stdout.trim();
 });
@@ -177,7 +178,7 @@ test('the catalog lists every provider\'s models, owned_by the provider', async 
 test('two different bot tokens in Authorization and x-api-key are refused, not chosen from', async () => {
   // Both tokens valid on their own: only the conflict can be the reason for the refusal.
   const env = { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY };
-  const minted = await runProxyCommand(['mint-token', '--instance-id', 'bot-2', '--workflow', 'review', '--run-id', 'run-2'], env);
+  const minted = await runCommandInProcess(['mint-token', '--instance-id', 'bot-2', '--workflow', 'review', '--run-id', 'run-2'], env);
   assert.equal(minted.code, 0, minted.stderr);
   const other = minted.stdout.trim();
   assert.notEqual(other, token);
@@ -198,10 +199,10 @@ test('two different bot tokens in Authorization and x-api-key are refused, not c
 
 test('agent-config writes each agent for its own providers from the same file', async () => {
   const file = join(dir, 'providers.json');
-  const claude = await runProxyCommand(['agent-config', '--agent', 'claude-code', '--proxy-host', 'gw.ns.svc', '--providers', file], { OPENAI_KEY, ANTHROPIC_KEY, LOCAL_KEY });
+  const claude = await runCommandInProcess(['agent-config', '--agent', 'claude-code', '--proxy-host', 'gw.ns.svc', '--providers', file], { OPENAI_KEY, ANTHROPIC_KEY, LOCAL_KEY });
   assert.equal(claude.code, 0, claude.stderr);
   assert.deepEqual(JSON.parse(claude.stdout), { apiKeyHelper: 'printf %s "$MODEL_PROXY_TOKEN"', model: CLAUDE, env: { ANTHROPIC_BASE_URL: 'http://gw.ns.svc:8450', ANTHROPIC_DEFAULT_HAIKU_MODEL: CLAUDE, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1' } });
-  const opencode = await runProxyCommand(['agent-config', '--proxy-host', 'gw.ns.svc', '--providers', file]);
+  const opencode = await runCommandInProcess(['agent-config', '--proxy-host', 'gw.ns.svc', '--providers', file]);
   assert.deepEqual(Object.keys((JSON.parse(opencode.stdout) as { provider: { openai: { models: object } } }).provider.openai.models), [GPT, LOCAL]);
 });
 

@@ -9,7 +9,8 @@ import { after, before, test } from 'node:test';
 import { errorOf, recordFor } from '../support/gateway-replies.ts';
 import { seenResponses, send, type Reply } from '../support/http-client.ts';
 import { chunk, completionJson, sseEvent, startModelUpstream, streamEvents, type ModelUpstream } from '../support/model-upstream.ts';
-import { assertNoSecrets, runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const KEY_1 = `sk-test1-${randomBytes(16).toString('hex')}`;
@@ -482,7 +483,7 @@ test('with MODEL_GATEWAY_ENABLED=true and no key, requests get a clear 503', asy
 });
 
 async function mint(args: string[]): Promise<string> {
-  const r = await runProxyCommand(['mint-token', ...args], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
+  const r = await runCommandInProcess(['mint-token', ...args], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
   assert.equal(r.code, 0, r.stderr);
   const token = r.stdout.trim();
   botTokens.push(token);
@@ -544,7 +545,7 @@ test('an empty model allowlist is warned about at start-up', async () => {
 });
 
 test('bot auth: a token signed with another key gets 401', async () => {
-  const r = await runProxyCommand(['mint-token', '--instance-id', 'x', '--workflow', 'w', '--run-id', 'r'], { MODEL_PROXY_SIGNING_KEY: randomBytes(32).toString('hex') });
+  const r = await runCommandInProcess(['mint-token', '--instance-id', 'x', '--workflow', 'w', '--run-id', 'r'], { MODEL_PROXY_SIGNING_KEY: randomBytes(32).toString('hex') });
   botTokens.push(r.stdout.trim());
   assert.equal((await chat(jwtPort, chatBody(), { authorization: `Bearer ${r.stdout.trim()}` })).status, 401);
 });

@@ -15,6 +15,7 @@ import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import { parseExposition } from '../support/prometheus.ts';
 import { assertNoSecrets, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const HOST_TOKEN_A = `scopedA_${randomBytes(16).toString('hex')}`;
@@ -39,7 +40,7 @@ let gatewayToken: string;
 const gitOutputs: string[] = [];
 
 async function mint(args: string[]): Promise<string> {
-  const r = await runProxyCommand(['mint-token', '--instance-id', 'bot-7', '--workflow', 'triage', '--run-id', 'run-42', '--ttl', '10m', ...args], {
+  const r = await runCommandInProcess(['mint-token', '--instance-id', 'bot-7', '--workflow', 'triage', '--run-id', 'run-42', '--ttl', '10m', ...args], {
     GIT_PROXY_SIGNING_KEY: SIGNING_KEY,
     MODEL_PROXY_SIGNING_KEY: SIGNING_KEY,
   });

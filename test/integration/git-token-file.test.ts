@@ -11,6 +11,7 @@ import { after, before, test } from 'node:test';
 import { makeGitHome, runGit, type GitResult } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { assertNoSecrets, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const HOST_TOKEN = `tokenfile_${randomBytes(16).toString('hex')}`;
@@ -26,7 +27,7 @@ const tokens: Record<'first' | 'second', string> = { first: '', second: '' };
 const gitOutputs: string[] = [];
 
 async function mint(instance: string): Promise<string> {
-  const r = await runProxyCommand(['mint-token', '--instance-id', instance, '--workflow', 'triage', '--run-id', 'run-file', '--ttl', '10m', '--git-repo', `${server.hostKey}/acme/*:read`], { GIT_PROXY_SIGNING_KEY: SIGNING_KEY, GIT_HOST_A: server.hostKey });
+  const r = await runCommandInProcess(['mint-token', '--instance-id', instance, '--workflow', 'triage', '--run-id', 'run-file', '--ttl', '10m', '--git-repo', `${server.hostKey}/acme/*:read`], { GIT_PROXY_SIGNING_KEY: SIGNING_KEY, GIT_HOST_A: server.hostKey });
   assert.equal(r.code, 0, r.stderr);
   return r.stdout.trim();
 }

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { assertNoSecrets, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 
@@ -55,7 +56,7 @@ function reloadedTo(proxy: ProxyProcess, kids: string[]): Promise<LogRecord> {
 }
 
 async function mint(privateFile: string, instance: string, extra: string[] = []): Promise<string> {
-  const r = await runProxyCommand(['mint-token', '--instance-id', instance, '--workflow', 'rotation', '--run-id', 'run-1', '--signing-key', privateFile, ...extra]);
+  const r = await runCommandInProcess(['mint-token', '--instance-id', instance, '--workflow', 'rotation', '--run-id', 'run-1', '--signing-key', privateFile, ...extra]);
   assert.equal(r.code, 0, r.stderr);
   return r.stdout.trim();
 }

@@ -15,7 +15,8 @@ import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { parseExposition } from '../support/prometheus.ts';
 import { chunk, sseEvent, startModelUpstream, USAGE, type ModelUpstream } from '../support/model-upstream.ts';
-import { runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const SIGNING_KEY = randomBytes(32).toString('hex');
@@ -49,7 +50,7 @@ after(async () => {
 
 /** A token for one instance whose run may have one call in progress at a time. */
 async function oneAtATime(instance: string): Promise<string> {
-  const r = await runProxyCommand(['mint-token', '--instance-id', instance, '--workflow', 'w', '--run-id', `run-${instance}`, '--max-concurrent', '1'], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
+  const r = await runCommandInProcess(['mint-token', '--instance-id', instance, '--workflow', 'w', '--run-id', `run-${instance}`, '--max-concurrent', '1'], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
   assert.equal(r.code, 0, r.stderr);
   return r.stdout.trim();
 }

@@ -11,7 +11,8 @@ import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { defaultCompletion, startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
 import { RespClient } from '../../src/store/resp.ts';
 import { RedisLimits } from '../../src/limits/redis-store.ts';
@@ -48,7 +49,7 @@ after(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-const mint = async (run: string) => (await runProxyCommand(['mint-token', '--instance-id', `bot-${run}`, '--workflow', 'w', '--run-id', run], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY })).stdout.trim();
+const mint = async (run: string) => (await runCommandInProcess(['mint-token', '--instance-id', `bot-${run}`, '--workflow', 'w', '--run-id', run], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY })).stdout.trim();
 const chat = (gw: ProxyProcess, token: string) => send(gw.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });
 
 test('limits in redis: two gateways sharing one redis-server hold one run budget together: spent through one, refused (insufficient_quota) through the other', async () => {

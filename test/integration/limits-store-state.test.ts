@@ -13,7 +13,8 @@ import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { RespClient } from '../../src/store/resp.ts';
@@ -47,7 +48,7 @@ after(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-const mint = async (run: string) => (await runProxyCommand(['mint-token', '--instance-id', `bot-${run}`, '--workflow', 'w', '--run-id', run], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY })).stdout.trim();
+const mint = async (run: string) => (await runCommandInProcess(['mint-token', '--instance-id', `bot-${run}`, '--workflow', 'w', '--run-id', run], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY })).stdout.trim();
 const chat = (gw: ProxyProcess, token: string) => send(gw.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });
 const stateLost = async (gw: ProxyProcess) => parseExposition((await send(gw.ports.metrics!, 'GET', '/metrics')).body.toString()).find((s) => s.name === 'model_gateway_limits_store_state_lost_total')?.value;
 const storeLines = (gw: ProxyProcess, state: string) => gw.records().filter((r: LogRecord) => r.event === 'limits_store' && r.state === state);
@@ -84,7 +85,7 @@ test('a store restarted empty is found to have lost its state: closed refuses ca
   assert.equal((await chat(open, token)).status, 200, 'open: logged, and calls go on');
   assert.equal(await stateLost(open), 1);
 
-  const confirmed = await runProxyCommand(['confirm-store-reset', '--limits-store', `redis://127.0.0.1:${redis.port}`]);
+  const confirmed = await runCommandInProcess(['confirm-store-reset', '--limits-store', `redis://127.0.0.1:${redis.port}`]);
   assert.equal(confirmed.code, 0, confirmed.stderr);
   assert.match(confirmed.stdout, /^confirmed the store at 127\.0\.0\.1:\d+ \(it was marked as having lost its state at \d{4}-.*\): the gateways trust its state as it is now/);
   const trusted = await closed.waitForRecord((r) => r.event === 'limits_store' && r.state === 'trusted', 'trusted again');
@@ -95,7 +96,7 @@ test('a store restarted empty is found to have lost its state: closed refuses ca
 });
 
 test('confirm-store-reset needs the shared store: without --limits-store it is a usage error', async () => {
-  const none = await runProxyCommand(['confirm-store-reset']);
+  const none = await runCommandInProcess(['confirm-store-reset']);
   assert.equal(none.code, 2);
   assert.match(none.stderr, /confirm-store-reset: give --limits-store redis:\/\/HOST:PORT/);
 });

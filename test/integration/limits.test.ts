@@ -14,6 +14,7 @@ import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
 import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const SIGNING_KEY = randomBytes(32).toString('hex');
@@ -51,7 +52,7 @@ after(async () => {
 });
 
 const mint = async (instance: string, run: string, extra: string[] = []) => {
-  const r = await runProxyCommand(['mint-token', '--instance-id', instance, '--workflow', 'w', '--run-id', run, ...extra], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
+  const r = await runCommandInProcess(['mint-token', '--instance-id', instance, '--workflow', 'w', '--run-id', run, ...extra], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
   assert.equal(r.code, 0, r.stderr);
   return r.stdout.trim();
 };

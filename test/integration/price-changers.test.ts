@@ -15,7 +15,8 @@ import { anthropicHeaders, jsonBodyOf, startAnthropicUpstream, textTranscript, t
 import { startTokenEndpoint, type TokenEndpoint } from '../support/cloud-fakes.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const SIGNING_KEY = randomBytes(32).toString('hex');
@@ -69,7 +70,7 @@ after(async () => {
 });
 
 const mint = async (run: string, extra: string[] = []) => {
-  const r = await runProxyCommand(['mint-token', '--instance-id', `bot-${run}`, '--workflow', 'w', '--run-id', run, ...extra], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
+  const r = await runCommandInProcess(['mint-token', '--instance-id', `bot-${run}`, '--workflow', 'w', '--run-id', run, ...extra], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
   assert.equal(r.code, 0, r.stderr);
   return r.stdout.trim();
 };
@@ -145,15 +146,15 @@ test('unpriced models: with --allow-unpriced-models, a call to a model without a
 });
 
 test('mint-token --limits: a --budget-usd (or another limit) above the file\'s ceiling is an error naming the flag, the ceiling and the field, and nothing is minted; within it a token is minted', async () => {
-  const above = await runProxyCommand(['mint-token', '--instance-id', 'i', '--workflow', 'w', '--run-id', 'r', '--budget-usd', '20', '--limits', join(dir, 'limits.json')], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
+  const above = await runCommandInProcess(['mint-token', '--instance-id', 'i', '--workflow', 'w', '--run-id', 'r', '--budget-usd', '20', '--limits', join(dir, 'limits.json')], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
   assert.equal(above.code, 1);
   assert.match(above.stderr, /mint-token: --budget-usd 20 is above the ceiling 0\.01 of .*limits\.json \(perRun\.budgetUsd\); the gateway would apply the ceiling/);
   assert.equal(above.stdout, '', 'no token');
   assert.doesNotMatch(above.stderr, /token id/, 'no id of a token never issued');
-  const within = await runProxyCommand(['mint-token', '--instance-id', 'i', '--workflow', 'w', '--run-id', 'r', '--budget-usd', '0.005', '--limits', join(dir, 'limits.json')], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
+  const within = await runCommandInProcess(['mint-token', '--instance-id', 'i', '--workflow', 'w', '--run-id', 'r', '--budget-usd', '0.005', '--limits', join(dir, 'limits.json')], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
   assert.equal(within.code, 0, within.stderr);
   assert.match(within.stdout, /^ey/);
-  const unreadable = await runProxyCommand(['mint-token', '--instance-id', 'i', '--workflow', 'w', '--run-id', 'r', '--limits', join(dir, 'missing.json')], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
+  const unreadable = await runCommandInProcess(['mint-token', '--instance-id', 'i', '--workflow', 'w', '--run-id', 'r', '--limits', join(dir, 'missing.json')], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
   assert.equal(unreadable.code, 1);
   assert.match(unreadable.stderr, /--limits: .*missing\.json cannot be read \(ENOENT\)/);
 });

@@ -2,6 +2,8 @@
 // BUILT proxy reads, a shared file (as a mounted volume would be) or the Redis store the replicas
 // share (--limits-store); the next request of the revoked run is refused on both gateways and on
 // the git listener, while other runs go on.
+// Tokens are minted, and most revokes run, in this process (test/support/command-in-process.ts, the
+// same functions as `proxy.js mint-token` and `revoke`); one revoke of each kind runs the bundle.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -12,6 +14,7 @@ import { send } from '../support/http-client.ts';
 import { parseExposition, sumOf } from '../support/prometheus.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
@@ -50,7 +53,7 @@ after(async () => {
 });
 
 const mint = async (run: string, extra: string[] = []) => {
-  const r = await runProxyCommand(['mint-token', '--instance-id', `bot-${run}`, '--workflow', 'w', '--run-id', run, ...extra], { MODEL_PROXY_SIGNING_KEY: KEY, GIT_PROXY_SIGNING_KEY: KEY, GIT_HOST_A: git.hostKey });
+  const r = await runCommandInProcess(['mint-token', '--instance-id', `bot-${run}`, '--workflow', 'w', '--run-id', run, ...extra], { MODEL_PROXY_SIGNING_KEY: KEY, GIT_PROXY_SIGNING_KEY: KEY, GIT_HOST_A: git.hostKey });
   assert.equal(r.code, 0, r.stderr);
   return { token: r.stdout.trim(), id: /token id (\S+)/.exec(r.stderr)?.[1] };
 };
@@ -86,16 +89,16 @@ test('revoke: one token alone, by the id mint-token printed; another token of th
   const a = await mint('run-two-tokens');
   const b = await mint('run-two-tokens');
   assert.ok(a.id && b.id && a.id !== b.id);
-  assert.equal((await runProxyCommand(['revoke', '--revocations', deny, '--token-id', a.id!])).code, 0);
+  assert.equal((await runCommandInProcess(['revoke', '--revocations', deny, '--token-id', a.id!])).code, 0);
   assert.match((await chat(one, a.token)).body.toString(), /the token was revoked/);
   assert.equal((await chat(one, b.token)).status, 200);
 });
 
 test('revoke: a mistake is a usage error (exit 2): no deny list, or not exactly one of run, instance, token', async () => {
-  assert.equal((await runProxyCommand(['revoke', '--run-id', 'r'])).code, 2);
-  assert.match((await runProxyCommand(['revoke', '--run-id', 'r'])).stderr, /give --revocations FILE .* or --limits-store redis:\/\/HOST:PORT/);
-  assert.equal((await runProxyCommand(['revoke', '--revocations', deny])).code, 2);
-  assert.equal((await runProxyCommand(['revoke', '--revocations', deny, '--run-id', 'r', '--instance-id', 'i'])).code, 2);
+  assert.equal((await runProxyCommand(['revoke', '--run-id', 'r'])).code, 2, 'through the bundle: its exit code');
+  assert.match((await runCommandInProcess(['revoke', '--run-id', 'r'])).stderr, /give --revocations FILE .* or --limits-store redis:\/\/HOST:PORT/);
+  assert.equal((await runCommandInProcess(['revoke', '--revocations', deny])).code, 2);
+  assert.equal((await runCommandInProcess(['revoke', '--revocations', deny, '--run-id', 'r', '--instance-id', 'i'])).code, 2);
 });
 
 test('revoke through the shared store (--limits-store redis://): a run stopped mid-series is refused from its next request on both replicas and on the git listener; an instance too; other runs go on', async () => {
@@ -117,7 +120,7 @@ test('revoke through the shared store (--limits-store redis://): a run stopped m
   const gitRefused = await refs(four, stoppedGit.token);
   assert.equal(gitRefused.status, 401);
   assert.match(gitRefused.body.toString(), /its run was revoked/);
-  assert.equal((await runProxyCommand(['revoke', '--limits-store', store, '--instance-id', 'bot-run-store-go'])).code, 0);
+  assert.equal((await runCommandInProcess(['revoke', '--limits-store', store, '--instance-id', 'bot-run-store-go'])).code, 0);
   assert.match((await chat(three, other.token)).body.toString(), /its instance was revoked/);
 });
 
@@ -135,7 +138,7 @@ test('revoke through the shared store: with the store down, a token that cannot 
     const gitRefused = await refs(three, gitToken);
     assert.equal(gitRefused.status, 503);
     assert.equal(gitRefused.headers['retry-after'], '1');
-    const r = await runProxyCommand(['revoke', '--limits-store', `redis://127.0.0.1:${redis.port}`, '--store-reach-timeout', '500ms', '--run-id', 'x']);
+    const r = await runCommandInProcess(['revoke', '--limits-store', `redis://127.0.0.1:${redis.port}`, '--store-reach-timeout', '500ms', '--run-id', 'x']);
     assert.equal(r.code, 1);
     assert.match(r.stderr, /could not be reached within 0.5 s; nothing was revoked there/);
   } finally {

@@ -13,6 +13,7 @@ import { rawExchange, send, statusOf } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
 import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 
@@ -46,7 +47,7 @@ before(async () => {
   );
   proxy = await startProxy({ env: env(), args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')], listeners: ['git', 'model'] });
   const ids = ['mint-token', '--instance-id', 'bot-1', '--workflow', 'w', '--run-id', 'r'];
-  const [bot, wl] = await Promise.all([runProxyCommand(ids, env()), runProxyCommand([...ids, '--git-repo', `${git.hostKey}/org/*:read`], env())]);
+  const [bot, wl] = await Promise.all([runCommandInProcess(ids, env()), runCommandInProcess([...ids, '--git-repo', `${git.hostKey}/org/*:read`], env())]);
   assert.equal(bot.code, 0, bot.stderr);
   assert.equal(wl.code, 0, wl.stderr);
   [botToken, gitToken] = [bot.stdout.trim(), wl.stdout.trim()];
@@ -122,7 +123,7 @@ test('rough edge: git\'s credential challenge is counted apart (git_proxy_auth_c
 });
 
 test('rough edge: --help prints no empty "(default )"', async () => {
-  const r = await runProxyCommand(['--help']);
+  const r = await runCommandInProcess(['--help']);
   assert.equal(r.code, 0);
   assert.doesNotMatch(r.stdout, /\(default \)/);
   assert.match(r.stdout, /--allow-hosted-tools/);
@@ -139,7 +140,7 @@ test('rough edge: every command-line mistake exits 2 with a message naming it; a
     [['mint-tokn'], /unknown command "mint-tokn" \(did you mean mint-token\?\)/],
   ];
   for (const [args, message] of cases) {
-    const r = await runProxyCommand(args, { MODEL_PROXY_SIGNING_KEY: GATEWAY_KEY, GIT_PROXY_SIGNING_KEY: GIT_KEY });
+    const r = await runCommandInProcess(args, { MODEL_PROXY_SIGNING_KEY: GATEWAY_KEY, GIT_PROXY_SIGNING_KEY: GIT_KEY });
     assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, message, args.join(' '));
   }
@@ -156,13 +157,13 @@ test('rough edge: a providers file with "baseURL" (the SDKs\' spelling) is refus
 test('rough edge: mint-token refuses a --git-repo for a host the registry lacks, or written host:443, naming the registered hosts', async () => {
   const ids = ['mint-token', '--instance-id', 'a', '--workflow', 'b', '--run-id', 'c'];
   const e = { GIT_PROXY_SIGNING_KEY: GIT_KEY, GIT_HOST_A: 'git.example.com' };
-  const unknown = await runProxyCommand([...ids, '--git-repo', 'gitlab.example.com/org/x:read'], e);
+  const unknown = await runCommandInProcess([...ids, '--git-repo', 'gitlab.example.com/org/x:read'], e);
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /"gitlab\.example\.com" is not a registered git host \(registered: git\.example\.com\)/);
-  const port = await runProxyCommand([...ids, '--git-repo', 'git.example.com:443/org/x:read'], e);
+  const port = await runCommandInProcess([...ids, '--git-repo', 'git.example.com:443/org/x:read'], e);
   assert.equal(port.code, 2);
   assert.match(port.stderr, /write it as the registry does: git\.example\.com/);
-  const ok = await runProxyCommand([...ids, '--git-repo', 'git.example.com/org/x:read'], e);
+  const ok = await runCommandInProcess([...ids, '--git-repo', 'git.example.com/org/x:read'], e);
   assert.equal(ok.code, 0, ok.stderr);
 });
 

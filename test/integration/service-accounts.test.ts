@@ -17,6 +17,7 @@ import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { startFakeIssuer, type FakeIssuer } from '../support/oidc-issuer.ts';
 import { assertNoSecrets, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { jwksOf, POD_UID, rsaSigner, saPayload, signSaToken, TEST_AUDIENCE, type SaIdentity } from '../support/service-accounts.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
@@ -140,7 +141,7 @@ test('service-account token refused for its audience, its issuer\'s unknown key,
     reasons.push(/refused \(([^)]*)\)/.exec(res.body.toString())?.[1] ?? res.body.toString());
   }
   assert.deepEqual(reasons, ['wrong audience', 'bad signature', 'lifetime too long']);
-  const minted = await runProxyCommand(['mint-token', '--instance-id', 'bot-1', '--workflow', 'w', '--run-id', 'r'], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
+  const minted = await runCommandInProcess(['mint-token', '--instance-id', 'bot-1', '--workflow', 'w', '--run-id', 'r'], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
   assert.equal((await chat(minted.stdout.trim())).status, 200);
   await proxy.waitForRecord((r) => r.event === 'request' && r.listener === 'model' && r.instance_id === 'bot-1', 'the minted token\'s record');
 });
