@@ -45,10 +45,9 @@ export function botPresentation(req: Pick<IncomingMessage, 'headers' | 'rawHeade
     return { ok: true, identity: fromHeaders };
   }
   // Two of a header are refused, not chosen from: Node keeps the first, another reader the last.
-  if (headerCount(req.rawHeaders, 'authorization') > 1 || headerCount(req.rawHeaders, 'x-api-key') > 1) {
-    return unauthenticated('the request carries two different bot tokens (Authorization and x-api-key, or one of them twice): send one token');
-  }
-  return { token: botToken(req.headers) };
+  const token = headerCount(req.rawHeaders, 'authorization') > 1 || headerCount(req.rawHeaders, 'x-api-key') > 1 ? 'conflict' : botToken(req.headers);
+  if (token === 'conflict') return unauthenticated('the request carries two different bot tokens (Authorization and x-api-key, or one of them twice): send one token');
+  return { token };
 }
 
 /** Pure: the identity a verification proves, or the refusal that says what to send instead. */
