@@ -126,6 +126,7 @@ async function runGitRequest(deps: GitProxyDeps, inProgress: KeyedCounts, call: 
   const credential = await hostCredential(upstream.config.key, { authType: upstream.config.authType, token: upstream.token, username: upstream.username, installation: upstream.installation }, Date.now());
   if (call.gone) return call.abandon();
   if (!credential.ok) return call.refuse({ error: credential.error });
+  if (!(await parserDoneWithRead(call))) return call.abandon();
   const target: UpstreamTarget = {
     agent: upstream.agent,
     hostname: upstream.config.hostname,
@@ -137,6 +138,22 @@ async function runGitRequest(deps: GitProxyDeps, inProgress: KeyedCounts, call: 
   const answer = await sendGit(call, target, deps.timeouts);
   if (answer === undefined) return;
   await relayGitAnswer(call, answer, credential.secrets, upstream.config.key);
+}
+
+/**
+ * Waits until Node's parser is done with the read that carried the request head; false when the
+ * client is gone by then. The parser hands the head, then each piece of body in that read, to
+ * JavaScript one callback at a time, and after a body callback Node runs the queued promise
+ * continuations and ticks: this handler resumed there, took a free pooled connection and streamed
+ * the first body bytes upstream before the parser reached a malformed chunk later in the same
+ * read (whose 400 then closed the client). setImmediate runs only once every read of this loop
+ * turn is parsed, so a parse error in that read has destroyed the client socket (`gone`) before
+ * anything is sent. A later read that is malformed cuts the body like a client leaving mid-push:
+ * the upstream request and its connection are destroyed (lifecycle.ts, pipeline), never pooled.
+ */
+async function parserDoneWithRead(call: GitCall): Promise<boolean> {
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  return !call.gone;
 }
 
 /**

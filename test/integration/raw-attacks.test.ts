@@ -13,14 +13,14 @@
 // new HTTP/1.1 request of its own.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import { send, seenResponses, statusOf } from '../support/http-client.ts';
 import { parseExposition, sumOf } from '../support/prometheus.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { assertNoSecrets, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
-import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+import { digestAndAnswer, startUpstream, type TestUpstream, type UpstreamHandler } from '../support/upstream.ts';
 
 const GIT_TOKEN = `tok_${randomBytes(12).toString('hex')}`;
 const API_KEY = `sk-raw-${randomBytes(16).toString('hex')}`;
@@ -141,7 +141,8 @@ const ATTACKS: readonly Attack[] = [
   { name: 'space before the colon of Transfer-Encoding', why: `${PARSER} (RFC 9112 5.1)`, status: 400,
     request: (l) => head(l, ['Transfer-Encoding : chunked']) + chunked(l) },
   // Broken chunked bodies. The head is fine, so the handler has already run when the parser
-  // fails; the error must still reach the client before anything reaches an upstream.
+  // fails; the error must still reach the client before anything reaches an upstream (also with
+  // a free pooled upstream connection: the test after the table).
   { name: 'chunked body with a non-hex chunk size', why: `${PARSER}, after the head was accepted`, status: 400,
     request: (l) => head(l, ['Transfer-Encoding: chunked']) + `zz${CRLF}${l.body}${CRLF}0${CRLF}${CRLF}` },
   { name: 'chunked body with a negative chunk size', why: PARSER, status: 400,
@@ -286,6 +287,113 @@ test(`${ATTACKS.length} hostile framings on both listeners: each gets its 4xx an
   if (modelUpstream.requests.length !== before.model + 1) failures.push(`the model upstream saw ${modelUpstream.requests.length - before.model - 1} request(s) besides the canary`);
   for (const line of results) t.diagnostic(line);
   assert.deepEqual(failures, []);
+});
+
+/** The rows whose head is fine and whose chunked body is broken, in the same write as the head. */
+const BROKEN_CHUNKS = ATTACKS.filter((a) => /^chunk|inside a chunk extension$/.test(a.name));
+
+/** The test upstream's own answer (a digest of the body), noting the port of the connection each request came on. */
+function answerNotingPorts(ports: number[]): UpstreamHandler {
+  return (req, res, record) => {
+    ports.push(req.socket.remotePort ?? 0);
+    req.on('data', (c: Buffer) => (record.bodyBytes += c.length));
+    req.on('end', () => {
+      record.complete = true;
+      digestAndAnswer(req, res, record);
+    });
+  };
+}
+
+// Node's parser gives the head, then each piece of body of the same read, to JavaScript one
+// callback at a time, and runs queued promises and ticks after a body callback: a handler that
+// went on there took a free pooled connection and streamed the first chunk's bytes upstream
+// before the parser reached the broken rest of the read. The table above meets a warm pool only
+// by chance (the control test's connection, pooled for 4 s); here each row follows a well-formed
+// request, and the upstream's ports prove a pooled connection was free when the row came.
+test('a broken chunk in the same read as the head reaches no upstream, even with a free pooled upstream connection (the parser finishes the read before the git proxy sends anything)', async () => {
+  const leg = legs()[0];
+  assert.equal(BROKEN_CHUNKS.length, 5, BROKEN_CHUNKS.map((a) => a.name).join('; '));
+  const ports: number[] = [];
+  gitUpstream.handle(answerNotingPorts(ports));
+  try {
+    const before = gitUpstream.requests.length;
+    let sent = 0;
+    /** A well-formed request; the port of the upstream connection it came on. */
+    const wellFormedOn = async (what: string) => {
+      assert.equal(statusOf(await exchange(leg.port, head(leg, [`Content-Length: ${length(leg)}`]) + leg.body)), 200, what);
+      sent++;
+      return ports.at(-1);
+    };
+    for (const attack of BROKEN_CHUNKS) {
+      // The well-formed requests around the row came on one upstream connection: it sat free in
+      // the pool while the row came. If the pool's 4 s idle timeout closed it in between (a
+      // stalled machine), the row is sent again, at most 5 times.
+      let pooled = false;
+      for (let tries = 0; tries < 5 && !pooled; tries++) {
+        const first = await wellFormedOn(`before ${attack.name}`);
+        const raw = await exchange(leg.port, attack.request(leg));
+        assert.equal(statusOf(raw), 400, `${attack.name}: ${raw.split(CRLF)[0]}`);
+        // Also the canary of the table's test: a request the attack sent upstream lands before this one.
+        const next = await wellFormedOn(`after ${attack.name}`);
+        assert.equal(gitUpstream.requests.length - before, sent, `${attack.name}: only the well-formed requests reached the upstream`);
+        pooled = next === first;
+      }
+      assert.ok(pooled, `${attack.name}: a pooled upstream connection was free when it came`);
+    }
+  } finally {
+    gitUpstream.handle(undefined);
+  }
+});
+
+test('a broken chunk in a later read than the head: the client gets its 400, and the upstream request, already streaming, is cut with its connection (never pooled)', async () => {
+  const leg = legs()[0];
+  let firstBytes!: () => void;
+  const streaming = new Promise<void>((resolve) => (firstBytes = resolve));
+  let upstreamSocket: Socket | undefined;
+  let upstreamClosed!: Promise<boolean>;
+  gitUpstream.handle((req, _res, record) => {
+    upstreamSocket = req.socket;
+    upstreamClosed = new Promise((resolve) => req.socket.once('close', () => resolve(req.complete)));
+    req.on('data', (c: Buffer) => {
+      record.bodyBytes += c.length;
+      firstBytes();
+    });
+  });
+  const before = gitUpstream.requests.length;
+  let raw: string;
+  try {
+    raw = await new Promise<string>((resolve) => {
+      const socket = connect(leg.port, '127.0.0.1');
+      const chunks: Buffer[] = [];
+      const timer = setTimeout(() => socket.destroy(), 10_000);
+      const done = () => {
+        clearTimeout(timer);
+        resolve(Buffer.concat(chunks).toString('latin1'));
+      };
+      socket.on('data', (c: Buffer) => chunks.push(c));
+      socket.once('error', done);
+      socket.once('close', done);
+      // A well-formed first chunk, then (once the upstream is reading the body) chunk data longer than its size.
+      socket.write(head(leg, ['Transfer-Encoding: chunked']) + `4${CRLF}${leg.body.slice(0, 4)}${CRLF}`);
+      void streaming.then(() => socket.write(`4${CRLF}${leg.body.slice(4)}${CRLF}0${CRLF}${CRLF}`));
+    });
+    assert.equal(gitUpstream.requests.length, before + 1, 'the first chunk was streamed upstream');
+    // The upstream connection closes with the body incomplete: the proxy destroyed it.
+    assert.equal(await upstreamClosed, false, 'the upstream request ended incomplete');
+  } finally {
+    gitUpstream.handle(undefined);
+  }
+  assert.equal(statusOf(raw), 400, raw.split(CRLF)[0]);
+  // The next request is answered, on another upstream connection.
+  const ports: number[] = [];
+  gitUpstream.handle(answerNotingPorts(ports));
+  try {
+    assert.equal(statusOf(await exchange(leg.port, head(leg, [`Content-Length: ${length(leg)}`]) + leg.body)), 200);
+  } finally {
+    gitUpstream.handle(undefined);
+  }
+  assert.equal(upstreamSocket!.destroyed, true);
+  assert.notEqual(ports[0], upstreamSocket!.remotePort, 'the cut connection was not reused');
 });
 
 test('the listeners still serve after the attacks, and no answer carried a credential', async () => {
