@@ -1,7 +1,7 @@
 // The commands other than serve, run in this process as src/main.ts runs them: the same
 // functions, the same stdout and stderr text and the same exit codes (2: usage, 1: any other),
-// without starting `node dist/proxy.js` (about 0.2 s of CPU a start, which the command-line tests
-// paid about forty times). A few tests in test/integration/cli.test.ts still run each command
+// without starting `node dist/proxy.js` (about 0.2 s of CPU a start, which the tests that mint tokens
+// or check the command line paid about eighty times a run). A few tests in test/integration/cli.test.ts still run each command
 // through the bundle, so that main.ts's own dispatch and exit codes are checked.
 import { parseCommandLine, usage, UsageError } from '../../src/config/cli.ts';
 import { VERSION } from '../../src/config/version.ts';
