@@ -21,6 +21,7 @@ import { textTranscript as messagesTranscript } from '../support/anthropic-upstr
 import { encodeSse as encodeResponses, textTranscript as responsesTranscript } from '../support/responses-upstream.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { eventually } from '../support/eventually.ts';
 
 let pki: TestPki;
 let upstream: ModelUpstream;
@@ -91,19 +92,11 @@ async function startHoldingRelay(port: number): Promise<{ port: number; hold(on:
   };
 }
 
-/** Waits (bounded) for a state another connection reaches a little later: not a timing assertion. */
-async function eventually(what: string, ok: () => Promise<boolean>): Promise<void> {
-  for (const deadline = Date.now() + 10_000; !(await ok()); ) {
-    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 async function gateway(opts: Partial<GatewayOptions> & { limits: LimitsStore }) {
   return startGatewayInProcess({ baseUrl: upstream.baseUrl, pki, ...opts });
 }
 
-test('call endings: the request and its FIN in one write while admission waits on Redis is never forwarded, is recorded, and leaves no slot in Redis (GatewayCall, admitCall)', async () => {
+test('call endings: the request and its FIN in one write while admission waits on Redis is never forwarded, is recorded, and leaves no slot in Redis (GatewayCall, admitCall)', { timeout: 60_000 }, async (t) => {
   const relay = await startHoldingRelay(redis.port);
   let up = false;
   const client = new RespClient({ host: '127.0.0.1', port: relay.port, tls: false, password: undefined, onState: (isUp) => void (up = isUp) });
@@ -122,7 +115,7 @@ test('call endings: the request and its FIN in one write while admission waits o
     assert.deepEqual([rec.status, rec.error, rec.attempts, rec.instance_id], [0, 'client_aborted', 0, instance]);
     assert.equal(upstream.requests.length, before, 'nothing was forwarded');
     // The release is on its way to Redis when the record is written: it lands a round trip later.
-    await eventually('no slot left in Redis for the instance', async () => (await direct.command(['ZCARD', `lim:i:${instance}:f`])) === 0);
+    await eventually('no slot left in Redis for the instance', async () => (await direct.command(['ZCARD', `lim:i:${instance}:f`])) === 0, t.signal);
     assert.equal((await callAs(gw.port, instance)).status, 200, "the same instance's next call is admitted");
   } finally {
     await gw.close();

@@ -8,6 +8,7 @@ import { after, before, test } from 'node:test';
 import { RedisLimits } from '../../src/limits/redis-store.ts';
 import { RespClient } from '../../src/store/resp.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
+import { eventually } from '../support/eventually.ts';
 
 let redis: RedisServer;
 before(async () => {
@@ -25,15 +26,9 @@ async function client(port = redis.port): Promise<RespClient> {
   return c;
 }
 
-/** Polls (bounded) until `ok`: a state the store reaches later, not a timing assertion. */
-async function eventually(what: string, ok: () => Promise<boolean>, withinMs = 15_000): Promise<void> {
-  for (const deadline = Date.now() + withinMs; !(await ok()); ) {
-    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
-    await delay(20);
-  }
-}
-
-test('limits leases: a replica that dies holding a slot frees it within one lease, not an hour (RedisLimits)', { timeout: 30_000 }, async () => {
+// The waits below have no deadline of their own (test/support/eventually.ts): each test's 30 s
+// timeout is what tells a lease (1.5 s here) from an hour.
+test('limits leases: a replica that dies holding a slot frees it within one lease, not an hour (RedisLimits)', { timeout: 30_000 }, async (t) => {
   const who = { instanceId: `dies-${randomBytes(4).toString('hex')}`, workflow: 'w', runId: 'r' };
   const dying = await client();
   const survivor = await client();
@@ -49,14 +44,14 @@ test('limits leases: a replica that dies holding a slot frees it within one leas
       const a = await other.admit(who, 4, Date.now());
       if (a.ok) a.reservation.release({ tokens: 0, costUsd: 0 });
       return a.ok;
-    });
+    }, t.signal, 20);
   } finally {
     dying.close();
     survivor.close();
   }
 });
 
-test('limits leases: a call that lives longer than its lease keeps its slot, renewed while it lives, and gives it back at its end (RedisLimits)', { timeout: 30_000 }, async () => {
+test('limits leases: a call that lives longer than its lease keeps its slot, renewed while it lives, and gives it back at its end (RedisLimits)', { timeout: 30_000 }, async (t) => {
   const who = { instanceId: `lives-${randomBytes(4).toString('hex')}`, workflow: 'w', runId: 'r' };
   const c = await client();
   try {
@@ -74,7 +69,7 @@ test('limits leases: a call that lives longer than its lease keeps its slot, ren
       const a = await limits.admit(who, 4, Date.now());
       if (a.ok) a.reservation.release({ tokens: 0, costUsd: 0 });
       return a.ok;
-    });
+    }, t.signal, 20);
   } finally {
     c.close();
   }
@@ -107,7 +102,7 @@ async function losingRelay(port: number): Promise<{ port: number; loseNext(): vo
   return { port: (server.address() as { port: number }).port, loseNext: () => void (lose = true), close: () => new Promise((r) => (sockets.forEach((s) => s.destroy()), server.close(() => r()))) };
 }
 
-test('limits leases: an admission whose answer is lost holds its slot no longer than one lease, and is given back as soon as the store answers again (RedisLimits)', { timeout: 30_000 }, async () => {
+test('limits leases: an admission whose answer is lost holds its slot no longer than one lease, and is given back as soon as the store answers again (RedisLimits)', { timeout: 30_000 }, async (t) => {
   const relay = await losingRelay(redis.port);
   const c = await client(relay.port);
   const direct = await client();
@@ -123,7 +118,7 @@ test('limits leases: an admission whose answer is lost holds its slot no longer 
     assert.equal(lost.ok ? 'ok' : lost.kind, 'store_unavailable', 'the gateway never learnt it was admitted');
     assert.equal(await direct.command(['ZCARD', `lim:i:${who.instanceId}:f`]), 1, 'the script ran: a slot is held in Redis');
     // The lease here is a minute: the slot comes back before it, by the release queued for the lost answer.
-    await eventually('the lost admission\'s slot is given back', async () => (await direct.command(['ZCARD', `lim:i:${who.instanceId}:f`])) === 0);
+    await eventually('the lost admission\'s slot is given back', async () => (await direct.command(['ZCARD', `lim:i:${who.instanceId}:f`])) === 0, t.signal, 20);
     while (!c.up) await delay(20);
     const next = await limits.admit(who, 4, Date.now());
     assert.ok(next.ok, 'the instance is admitted again');
