@@ -85,7 +85,6 @@ export const ERRORS = {
   httpVersion: def('http_version_not_supported', 505, 'only HTTP/1.1 (or HTTP/1.0 with a Host header) is accepted'),
   hostHeaderMissing: def('host_header_missing', 400, 'a Host header is required'),
   bodyOnBodylessMethod: def('body_not_allowed', 400, 'a GET or HEAD request may not carry a body: send it without Content-Length (or with Content-Length: 0) and without Transfer-Encoding'),
-  draining: def('draining', 503, 'the proxy is shutting down'),
   internal: def('internal', 500, 'internal proxy error'),
 } as const;
 
