@@ -49,7 +49,7 @@ export interface VerifyOptions {
 /** Clock skew tolerated between the signer (mint-token) and the verifying listener. */
 export const TOKEN_LEEWAY_SEC = 30;
 /** Checked before any decoding, so hostile input costs little. Real tokens are a few hundred chars. */
-export const MAX_TOKEN_LENGTH = 4096;
+const MAX_TOKEN_LENGTH = 4096;
 /** RFC 7518 section 3.2: an HS256 key must be at least as long as the hash output. */
 export const MIN_SIGNING_KEY_BYTES = 32;
 const HEADER_SEGMENT = base64urlJson({ alg: 'HS256', typ: 'JWT' });
@@ -219,49 +219,76 @@ export function asGitToken(token: string, verified: SignedResult): GitVerifyResu
   return { ok: true, claims: { ...verified.claims, git } };
 }
 
-/** Everything both kinds of token must satisfy; the git claim is checked for shape only. */
-export function verifySignedToken(token: string, ring: KeyRing, opts: VerifyOptions): SignedResult {
-  if (token.length > MAX_TOKEN_LENGTH) return reject('token too long');
+/** A compact JWS taken apart: its header read, its payload and signature still bytes. */
+export type ReadToken =
+  | { readonly ok: true; readonly header: Record<string, unknown>; readonly signingInput: string; readonly payloadBytes: Buffer; readonly signature: Buffer }
+  | { readonly ok: false; readonly reason: string };
+
+/**
+ * Pure: the checks every token we verify passes before its key is chosen (ours and a service
+ * account's alike): bounded length, three base64url segments, a header that is one JSON object
+ * without duplicate keys, `typ` JWT when present, and no `crit` (RFC 7515 section 4.1.11: we
+ * understand no extension, so a token that needs one is refused). The header is read before the
+ * signature is checked so that the caller can make the algorithm its key's, never the token's.
+ */
+export function readCompactToken(token: string): ReadToken {
+  if (token.length > MAX_TOKEN_LENGTH) return { ok: false, reason: 'token too long' };
   const segments = token.split('.');
-  if (segments.length !== 3) return reject('malformed token');
-  const [headerSegment, payloadSegment, signatureSegment] = segments;
+  if (segments.length !== 3) return { ok: false, reason: 'malformed token' };
+  const [headerSegment, payloadSegment, signatureSegment] = segments as [string, string, string];
   const headerBytes = decodeSegment(headerSegment);
   const payloadBytes = decodeSegment(payloadSegment);
   const signature = decodeSegment(signatureSegment);
-  if (headerBytes === null || payloadBytes === null || signature === null) return reject('malformed token');
-
-  // The header is read before the signature is checked so that the algorithm is ours, never the
-  // token's choice: one we do not implement (e.g. 'none') is refused, and so is one that is not
-  // the chosen key's own (key confusion: HS256 keyed with a public key, say).
+  if (headerBytes === null || payloadBytes === null || signature === null) return { ok: false, reason: 'malformed token' };
   const header = parseClaimsObject(headerBytes);
-  if (header === 'duplicate') return reject('duplicate key in header');
-  if (header === null) return reject('malformed header');
+  if (header === 'duplicate') return { ok: false, reason: 'duplicate key in header' };
+  if (header === null) return { ok: false, reason: 'malformed header' };
+  if (Object.hasOwn(header, 'typ') && header.typ !== 'JWT') return { ok: false, reason: 'unsupported token type' };
+  if (Object.hasOwn(header, 'crit')) return { ok: false, reason: 'unsupported critical header' };
+  return { ok: true, header, signingInput: `${headerSegment}.${payloadSegment}`, payloadBytes, signature };
+}
+
+/**
+ * Pure: the time claims every token must carry: `exp` and `iat` whole numbers, `nbf` one when
+ * present; not expired, not issued or valid only in the future (each with TOKEN_LEEWAY_SEC of
+ * skew), `exp` after `iat`, and the lifetime within the listener's longest. A fixed phrase, or
+ * undefined when they hold.
+ */
+export function timeClaimsProblem(payload: Record<string, unknown>, nowSec: number, maxLifetimeSec: number): string | undefined {
+  const { exp, iat, nbf } = payload;
+  if (exp === undefined) return 'missing claim exp';
+  if (!isInteger(exp)) return 'invalid claim exp';
+  if (iat === undefined) return 'missing claim iat';
+  if (!isInteger(iat)) return 'invalid claim iat';
+  if (nbf !== undefined && !isInteger(nbf)) return 'invalid claim nbf';
+  if (exp <= nowSec - TOKEN_LEEWAY_SEC) return 'expired';
+  if (iat > nowSec + TOKEN_LEEWAY_SEC) return 'issued in the future';
+  if (nbf !== undefined && (nbf as number) > nowSec + TOKEN_LEEWAY_SEC) return 'not yet valid';
+  if (exp <= iat) return 'exp not after iat';
+  if (exp - iat > maxLifetimeSec) return 'lifetime too long';
+  return undefined;
+}
+
+/** Everything both kinds of token must satisfy; the git claim is checked for shape only. */
+export function verifySignedToken(token: string, ring: KeyRing, opts: VerifyOptions): SignedResult {
+  const read = readCompactToken(token);
+  if (!read.ok) return reject(read.reason);
+  const { header, signingInput, payloadBytes, signature } = read;
+  // One we do not implement (e.g. 'none') is refused, and so is one that is not the chosen key's
+  // own (key confusion: HS256 keyed with a public key, say).
   if (typeof header.alg !== 'string' || !TOKEN_ALGORITHMS.has(header.alg)) return reject('unsupported algorithm');
-  if (Object.hasOwn(header, 'typ') && header.typ !== 'JWT') return reject('unsupported token type');
-  // We understand no extensions, and RFC 7515 section 4.1.11 requires rejecting tokens that need one.
-  if (Object.hasOwn(header, 'crit')) return reject('unsupported critical header');
   const key = keyFor(header, ring);
   if (typeof key === 'string') return reject(key);
   if (header.alg !== key.alg) return reject('algorithm not allowed for this key');
 
-  if (!signatureHolds(key, `${headerSegment}.${payloadSegment}`, signature)) return reject('bad signature');
+  if (!signatureHolds(key, signingInput, signature)) return reject('bad signature');
 
   const payload = parseClaimsObject(payloadBytes);
   if (payload === 'duplicate') return reject('duplicate key in payload');
   if (payload === null) return reject('malformed payload');
-  const { exp, iat, nbf } = payload;
-  if (exp === undefined) return reject('missing claim exp');
-  if (!isInteger(exp)) return reject('invalid claim exp');
-  if (iat === undefined) return reject('missing claim iat');
-  if (!isInteger(iat)) return reject('invalid claim iat');
-  if (exp <= opts.nowSec - TOKEN_LEEWAY_SEC) return reject('expired');
-  if (iat > opts.nowSec + TOKEN_LEEWAY_SEC) return reject('issued in the future');
-  if (exp <= iat) return reject('exp not after iat');
-  if (exp - iat > opts.maxLifetimeSec) return reject('lifetime too long');
-  if (nbf !== undefined) {
-    if (!isInteger(nbf)) return reject('invalid claim nbf');
-    if (nbf > opts.nowSec + TOKEN_LEEWAY_SEC) return reject('not yet valid');
-  }
+  const timing = timeClaimsProblem(payload, opts.nowSec, opts.maxLifetimeSec);
+  if (timing) return reject(timing);
+  const { exp, iat } = payload as { exp: number; iat: number };
 
   for (const name of STRING_CLAIMS) {
     const value = payload[name];

@@ -16,7 +16,7 @@
 import { verify as cryptoVerify } from 'node:crypto';
 import { isObject } from '../json/keys.ts';
 import { JWK_KEY_ID, type JwkKey } from './jwks.ts';
-import { decodeSegment, IDENTITY_VALUE, MAX_TOKEN_LENGTH, parseClaimsObject, TOKEN_LEEWAY_SEC } from './jwt.ts';
+import { IDENTITY_VALUE, parseClaimsObject, readCompactToken, timeClaimsProblem } from './jwt.ts';
 import { K8S_NAMESPACE, K8S_OBJECT_NAME } from './workload-policy.ts';
 
 export interface ServiceAccountOptions {
@@ -50,20 +50,9 @@ const MAX_AUDIENCES = 16;
 
 /** Pure: the claims of a service-account token signed by one of `keys`, or why it is refused (a fixed phrase, never token content). */
 export function verifyServiceAccountToken(token: string, keys: ReadonlyMap<string, JwkKey>, opts: ServiceAccountOptions): ServiceAccountResult {
-  if (token.length > MAX_TOKEN_LENGTH) return saRefusal('token too long');
-  const segments = token.split('.');
-  if (segments.length !== 3) return saRefusal('malformed token');
-  const [headerSegment, payloadSegment, signatureSegment] = segments as [string, string, string];
-  const headerBytes = decodeSegment(headerSegment);
-  const payloadBytes = decodeSegment(payloadSegment);
-  const signature = decodeSegment(signatureSegment);
-  if (headerBytes === null || payloadBytes === null || signature === null) return saRefusal('malformed token');
-
-  const header = parseClaimsObject(headerBytes);
-  if (header === 'duplicate') return saRefusal('duplicate key in header');
-  if (header === null) return saRefusal('malformed header');
-  if (Object.hasOwn(header, 'typ') && header.typ !== 'JWT') return saRefusal('unsupported token type');
-  if (Object.hasOwn(header, 'crit')) return saRefusal('unsupported critical header');
+  const read = readCompactToken(token);
+  if (!read.ok) return saRefusal(read.reason);
+  const { header, signingInput, payloadBytes, signature } = read;
   const { kid, alg } = header;
   if (kid === undefined) return saRefusal('token has no key id');
   if (typeof kid !== 'string' || !JWK_KEY_ID.test(kid)) return saRefusal('invalid key id');
@@ -72,12 +61,12 @@ export function verifyServiceAccountToken(token: string, keys: ReadonlyMap<strin
   // The key's algorithm, never the token's: `none`, HS256 (keyed with the public key's bytes) or
   // an RSA-PSS variant over an RS256 key are all refused here, before any signature is computed.
   if (alg !== key.alg) return saRefusal('algorithm not allowed for this key');
-  if (!saSignatureHolds(key, `${headerSegment}.${payloadSegment}`, signature)) return saRefusal('bad signature');
+  if (!saSignatureHolds(key, signingInput, signature)) return saRefusal('bad signature');
 
   const payload = parseClaimsObject(payloadBytes);
   if (payload === 'duplicate') return saRefusal('duplicate key in payload');
   if (payload === null) return saRefusal('malformed payload');
-  const timing = timeProblem(payload, opts);
+  const timing = timeClaimsProblem(payload, opts.nowSec, opts.maxLifetimeSec);
   if (timing) return saRefusal(timing);
   if (payload.iss !== opts.issuer) return saRefusal(payload.iss === undefined ? 'missing claim iss' : 'wrong issuer');
   const audience = audienceProblem(payload.aud, opts.audience);
@@ -95,23 +84,6 @@ function saSignatureHolds(key: JwkKey, signingInput: string, signature: Buffer):
   } catch {
     return false;
   }
-}
-
-/** Pure: `exp` and `iat` required, `nbf` when present, each with TOKEN_LEEWAY_SEC of skew; the lifetime bounded. */
-function timeProblem(payload: Record<string, unknown>, opts: ServiceAccountOptions): string | undefined {
-  const { exp, iat, nbf } = payload;
-  if (exp === undefined) return 'missing claim exp';
-  if (!Number.isSafeInteger(exp)) return 'invalid claim exp';
-  if (iat === undefined) return 'missing claim iat';
-  if (!Number.isSafeInteger(iat)) return 'invalid claim iat';
-  if (nbf !== undefined && !Number.isSafeInteger(nbf)) return 'invalid claim nbf';
-  const [e, i, n] = [exp as number, iat as number, nbf as number | undefined];
-  if (e <= opts.nowSec - TOKEN_LEEWAY_SEC) return 'expired';
-  if (i > opts.nowSec + TOKEN_LEEWAY_SEC) return 'issued in the future';
-  if (n !== undefined && n > opts.nowSec + TOKEN_LEEWAY_SEC) return 'not yet valid';
-  if (e <= i) return 'exp not after iat';
-  if (e - i > opts.maxLifetimeSec) return 'lifetime too long';
-  return undefined;
 }
 
 /** Pure: `aud`, a string or a list of strings, must hold `audience`. */
