@@ -5,26 +5,10 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
+import { markdownAnchors } from '../support/markdown-anchors.ts';
 
 const ROOT = join(__dirname, '..', '..');
 const DOCS = ['README.md', 'SECURITY.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
-
-/**
- * GitHub's anchor for a heading (lower case, punctuation but hyphens dropped, spaces as hyphens),
- * and an explicit `<a id="...">` outside code, which GitHub keeps as an anchor too.
- */
-function anchorsOf(markdown: string): Set<string> {
-  const anchors = new Set<string>();
-  let fence = false;
-  for (const line of markdown.split('\n')) {
-    if (line.startsWith('```')) fence = !fence;
-    const m = fence ? null : /^#{1,6} (.*)$/.exec(line);
-    if (m) anchors.add(m[1]!.trim().toLowerCase().replace(/[^\w\- ]/g, '').replace(/ /g, '-'));
-    if (!fence) for (const a of line.matchAll(/<a id="([\w-]+)"><\/a>/g)) anchors.add(a[1]!);
-  }
-  return anchors;
-}
-
 
 test('every relative link in README.md, SECURITY.md and docs/ leads to a file inside the repository, and every anchor to a heading', () => {
   const broken: string[] = [];
@@ -36,7 +20,7 @@ test('every relative link in README.md, SECURITY.md and docs/ leads to a file in
       const file = path === '' ? join(ROOT, doc) : join(ROOT, dirname(doc), path);
       checked++;
       if (!file.startsWith(`${ROOT}/`) || !existsSync(file)) broken.push(`${doc}: ${target}`);
-      else if (anchor !== undefined && file.endsWith('.md') && !anchorsOf(readFileSync(file, 'utf8')).has(anchor)) broken.push(`${doc}: ${target} (no such heading)`);
+      else if (anchor !== undefined && file.endsWith('.md') && !markdownAnchors(readFileSync(file, 'utf8')).has(anchor)) broken.push(`${doc}: ${target} (no such heading)`);
     }
   }
   assert.deepEqual(broken, []);

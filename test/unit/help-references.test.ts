@@ -6,20 +6,9 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { usage } from '../../src/config/cli.ts';
+import { markdownAnchors } from '../support/markdown-anchors.ts';
 
 const ROOT = join(__dirname, '..', '..');
-
-/** GitHub's anchor for a heading: lower case, punctuation but hyphens dropped, spaces as hyphens (as docs-links.test.ts). */
-function anchorsOf(markdown: string): Set<string> {
-  const anchors = new Set<string>();
-  let fence = false;
-  for (const line of markdown.split('\n')) {
-    if (line.startsWith('```')) fence = !fence;
-    const m = fence ? null : /^#{1,6} (.*)$/.exec(line);
-    if (m) anchors.add(m[1]!.trim().toLowerCase().replace(/[^\w\- ]/g, '').replace(/ /g, '-'));
-  }
-  return anchors;
-}
 
 test('--help\'s references to the documentation point at files and headings that exist', () => {
   const references = [...usage().matchAll(/\b((?:docs\/[\w-]+|README|SECURITY)\.md)(?:#([\w-]+))?/g)];
@@ -28,7 +17,7 @@ test('--help\'s references to the documentation point at files and headings that
   for (const [text, file, anchor] of references) {
     const path = join(ROOT, file!);
     if (!existsSync(path)) broken.push(`${text}: no such file`);
-    else if (anchor !== undefined && !anchorsOf(readFileSync(path, 'utf8')).has(anchor)) broken.push(`${text}: no such heading`);
+    else if (anchor !== undefined && !markdownAnchors(readFileSync(path, 'utf8')).has(anchor)) broken.push(`${text}: no such heading`);
   }
   assert.deepEqual(broken, []);
 });
