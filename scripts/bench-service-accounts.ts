@@ -15,6 +15,7 @@ import { parseJwks } from '../src/auth/jwks.ts';
 import type { KeySetSource } from '../src/auth/jwks-source.ts';
 import { serviceAccountSource } from '../src/auth/service-account-source.ts';
 import { composeVerifier, keyRingSource, type TokenVerifier } from '../src/auth/verifier.ts';
+import { medianNs, verifyRound } from './bench/ns-per-op.ts';
 import { keyRing } from '../src/auth/jwt.ts';
 import { parseWorkloadPolicy } from '../src/auth/workload-policy.ts';
 import { ecSigner, jwksOf, rsaSigner, saPayload, signSaToken, TEST_AUDIENCE, TEST_ISSUER, type SaSigner } from '../test/support/service-accounts.ts';
@@ -40,16 +41,6 @@ const withServiceAccounts = (): TokenVerifier =>
 const minted = (count: number) => Array.from({ length: count }, (_, i) => signBotToken({ sub: `bench-bot-${i}`, workflow: 'bench', run_id: `run-${i}`, iat: NOW, exp: NOW + 3600 }, secret));
 const projected = (signer: SaSigner, count: number) => Array.from({ length: count }, (_, i) => signSaToken(signer, saPayload({ namespace: 'bench', serviceAccount: 'agent', pod: `agent-${i}` }, NOW)));
 
-/** Nanoseconds per verification over `calls` calls cycling through `list`; every one must verify at once. */
-function round(verifier: TokenVerifier, list: readonly string[], calls: number): number {
-  const start = process.hrtime.bigint();
-  for (let i = 0; i < calls; i++) {
-    const v = verifier.verify('bot', { token: list[i % list.length]! }, NOW);
-    if (v instanceof Promise || !v.ok) throw new Error(`a bench token was refused: ${v instanceof Promise ? 'a promise' : v.reason}`);
-  }
-  return Number(process.hrtime.bigint() - start) / calls;
-}
-
 function main(): void {
   const hs = minted(DISTINCT);
   const rs = projected(rsa, DISTINCT);
@@ -62,13 +53,12 @@ function main(): void {
     { name: 'service account ES256, uncached', verifier: withServiceAccounts(), list: es, calls: 5000 },
     { name: 'service account ES256, cached', verifier: withServiceAccounts(), list: es.slice(0, 1), calls: 100_000 },
   ].map((r) => ({ ...r, ns: [] as number[] }));
-  for (const r of runs) round(r.verifier, r.list, Math.min(r.calls, 2000)); // warm-up
+  for (const r of runs) verifyRound(r.verifier, r.list, Math.min(r.calls, 2000), NOW); // warm-up
   // The order is reversed every other round, so that no case always follows the same one.
-  for (let i = 0; i < ROUNDS; i++) for (const r of i % 2 === 0 ? runs : [...runs].reverse()) r.ns.push(round(r.verifier, r.list, r.calls));
-  const median = (ns: number[]) => Math.round([...ns].sort((a, b) => a - b)[Math.floor(ns.length / 2)]!);
-  const base = median(runs[0]!.ns);
+  for (let i = 0; i < ROUNDS; i++) for (const r of i % 2 === 0 ? runs : [...runs].reverse()) r.ns.push(verifyRound(r.verifier, r.list, r.calls, NOW));
+  const base = medianNs(runs[0]!.ns);
   console.log(`node ${process.version}, ${ROUNDS} rounds, median ns per verification (x: against HS256 before)`);
-  for (const r of runs) console.log(`  ${r.name.padEnd(40)} ${String(median(r.ns)).padStart(8)} ns  ${(median(r.ns) / base).toFixed(2)}x`);
+  for (const r of runs) console.log(`  ${r.name.padEnd(40)} ${String(medianNs(r.ns)).padStart(8)} ns  ${(medianNs(r.ns) / base).toFixed(2)}x`);
 }
 
 main();

@@ -9,6 +9,7 @@
 import { generateKeyPairSync, randomBytes, type KeyObject } from 'node:crypto';
 import { keyRing, signBotToken, type SigningKey, type VerificationKey } from '../src/auth/jwt.ts';
 import { composeVerifier, keyRingSource, type TokenVerifier } from '../src/auth/verifier.ts';
+import { medianNs, verifyRound } from './bench/ns-per-op.ts';
 
 const ROUNDS = 5;
 /** More distinct tokens than the verifier's cache holds (4096), so that cycling through them always misses. */
@@ -22,16 +23,6 @@ function verifierOf(key: VerificationKey): TokenVerifier {
 
 function tokens(signer: SigningKey, count: number): string[] {
   return Array.from({ length: count }, (_, i) => signBotToken({ sub: `bench-bot-${i}`, workflow: 'bench', run_id: `run-${i}`, iat: NOW, exp: NOW + 3600, jti: randomBytes(12).toString('hex') }, signer));
-}
-
-/** Nanoseconds per verification over `calls` calls cycling through `list`; every one must verify. */
-function round(verifier: TokenVerifier, list: readonly string[], calls: number): number {
-  const start = process.hrtime.bigint();
-  for (let i = 0; i < calls; i++) {
-    const v = verifier.verify('bot', { token: list[i % list.length]! }, NOW);
-    if (v instanceof Promise || !v.ok) throw new Error(`a bench token was refused: ${v instanceof Promise ? 'a promise' : v.reason}`);
-  }
-  return Number(process.hrtime.bigint() - start) / calls;
 }
 
 function pair(type: 'ed25519' | 'ec'): { publicKey: KeyObject; privateKey: KeyObject } {
@@ -55,15 +46,14 @@ function main(): void {
       { name: c.name, cached: true, verifier: verifierOf(c.verify), list: many.slice(0, 1), calls: 100_000, ns: [] as number[] },
     ];
   });
-  for (const r of runs) round(r.verifier, r.list, Math.min(r.calls, 2000)); // warm-up
-  for (let i = 0; i < ROUNDS; i++) for (const r of runs) r.ns.push(round(r.verifier, r.list, r.calls));
-  const median = (ns: number[]) => Math.round([...ns].sort((a, b) => a - b)[Math.floor(ns.length / 2)]!);
+  for (const r of runs) verifyRound(r.verifier, r.list, Math.min(r.calls, 2000), NOW); // warm-up
+  for (let i = 0; i < ROUNDS; i++) for (const r of runs) r.ns.push(verifyRound(r.verifier, r.list, r.calls, NOW));
   console.log(`ns per verification (median of ${ROUNDS} rounds), node ${process.version}`);
   console.log('| key | uncached | cached (one token again) |');
   console.log('|---|---:|---:|');
   for (const c of cases) {
     const [uncached, cached] = runs.filter((r) => r.name === c.name);
-    console.log(`| ${c.name} | ${median(uncached!.ns)} | ${median(cached!.ns)} |`);
+    console.log(`| ${c.name} | ${medianNs(uncached!.ns)} | ${medianNs(cached!.ns)} |`);
   }
 }
 

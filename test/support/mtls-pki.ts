@@ -2,11 +2,11 @@
 // certificate, client certificates with and without a SPIFFE ID (one good, one in another trust
 // domain, one with two URI SANs, one CA:TRUE, one expired), and a second CA with a client of its
 // own. EC P-256 keys (milliseconds each).
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cachedPkiDir } from './pki-cache.ts';
+import { EC_KEY, OPENSSL_CNF_BASE, opensslRecipe, runOpenssl } from './tls.ts';
 
 export const TRUST_DOMAIN = 'cluster.local';
 export const GOOD_ID = `spiffe://${TRUST_DOMAIN}/ns/agents/sa/triage-bot`;
@@ -30,15 +30,7 @@ export interface MtlsPki {
   cleanup(): void;
 }
 
-const CNF = `
-[req]
-distinguished_name = dn
-prompt = no
-[dn]
-[ca_ext]
-basicConstraints = critical, CA:TRUE, pathlen:0
-keyUsage = critical, keyCertSign, cRLSign
-subjectKeyIdentifier = hash
+const CNF = `${OPENSSL_CNF_BASE}
 [server_ext]
 basicConstraints = critical, CA:FALSE
 keyUsage = critical, digitalSignature
@@ -96,12 +88,10 @@ unique_subject = no
 commonName = supplied
 `;
 
-const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-noenc'];
-
 /** The mutual-TLS PKI: made once a day and cached (test/support/pki-cache.ts), in a directory of the caller's own. */
 export function makeMtlsPki(): MtlsPki {
-  const dir = cachedPkiDir('mtls-pki', `${CNF}${EC_KEY.join(' ')}`, (into) => {
-    const openssl = (args: string[]): void => void execFileSync('openssl', args, { cwd: into, stdio: ['ignore', 'pipe', 'pipe'] });
+  const dir = cachedPkiDir('mtls-pki', opensslRecipe(CNF), (into) => {
+    const openssl = (args: string[]): void => runOpenssl(into, args);
     const serial = () => `0x${randomBytes(8).toString('hex')}`;
     const request = (name: string, cn: string) => openssl(['req', '-new', ...EC_KEY, '-config', 'openssl.cnf', '-subj', `/CN=${cn}`, '-keyout', `${name}.key`, '-out', `${name}.csr`]);
     const sign = (name: string, ca: string, ext: string) =>

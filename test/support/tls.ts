@@ -17,11 +17,13 @@ export interface TestPki {
   cleanup(): void;
 }
 
-// Our own config file, so the result does not depend on the system
-// openssl.cnf (whose default x509 extensions would clash with ours).
-// The [dn] section is required by `openssl req` but its content is
-// unused because every call passes -subj.
-const OPENSSL_CNF = `
+/**
+ * The start of every test PKI's own openssl config (this file's, test/support/mtls-pki.ts's), so
+ * that the result does not depend on the system openssl.cnf (whose default x509 extensions would
+ * clash with ours): the [req] and [dn] sections `openssl req` requires ([dn]'s content is unused
+ * because every call passes -subj) and the CA's extensions.
+ */
+export const OPENSSL_CNF_BASE = `
 [req]
 distinguished_name = dn
 prompt = no
@@ -32,7 +34,9 @@ prompt = no
 basicConstraints = critical, CA:TRUE, pathlen:0
 keyUsage = critical, keyCertSign, cRLSign
 subjectKeyIdentifier = hash
+`;
 
+const OPENSSL_CNF = `${OPENSSL_CNF_BASE}
 [server_ext]
 basicConstraints = critical, CA:FALSE
 keyUsage = critical, digitalSignature
@@ -43,7 +47,15 @@ authorityKeyIdentifier = keyid, issuer
 `;
 
 /** EC P-256 keys: generating them takes milliseconds, unlike RSA. */
-const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-noenc'];
+export const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-noenc'];
+
+/** Runs the openssl CLI in `cwd`, its output captured (and in the error when it fails). */
+export function runOpenssl(cwd: string, args: string[]): void {
+  execFileSync('openssl', args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+/** What a PKI's files depend on besides its own `make`: for its cache key (test/support/pki-cache.ts). */
+export const opensslRecipe = (cnf: string): string => `${cnf}${EC_KEY.join(' ')}${runOpenssl.toString()}`;
 
 /**
  * A CA and a loopback server certificate it signed. The same `which` gives the same certificates
@@ -51,10 +63,8 @@ const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-noenc'
  * caller's own; another `which` is another CA, for a test that needs one its peer does not trust.
  */
 export function makeTestPki(which: 'default' | 'other' = 'default'): TestPki {
-  const dir = cachedPkiDir(`pki-${which}`, `${OPENSSL_CNF}${EC_KEY.join(' ')}`, (into) => {
-    const openssl = (args: string[]): void => {
-      execFileSync('openssl', args, { cwd: into, stdio: ['ignore', 'pipe', 'pipe'] });
-    };
+  const dir = cachedPkiDir(`pki-${which}`, opensslRecipe(OPENSSL_CNF), (into) => {
+    const openssl = (args: string[]): void => runOpenssl(into, args);
     writeFileSync(join(into, 'openssl.cnf'), OPENSSL_CNF);
     openssl([
       'req', '-x509', ...EC_KEY, '-config', 'openssl.cnf', '-extensions', 'ca_ext',
