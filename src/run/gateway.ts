@@ -15,7 +15,7 @@ import { readTextFile, type ServeConfig } from './load.ts';
 import { notReadyReason, unusableFiles } from './readiness.ts';
 import { openLimits, type Shared } from './shared.ts';
 import { startupWarnings } from './warnings.ts';
-import { describeKeys, openVerifier } from './keys.ts';
+import { listenerAuthentication, openVerifier } from './keys.ts';
 import { withServiceAccounts } from './service-accounts.ts';
 import { listenerTls } from './tls.ts';
 
@@ -70,13 +70,14 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     refuse: refuseAtGateway(gatewayDeps),
     tls: tlsOf.tls,
   });
+  const auth = listenerAuthentication(tlsOf.mode, keys, shared.serviceAccounts && options.serviceAccounts.issuer);
   const warnings = startupWarnings({
     model: {
       limits: limits?.policy,
       providers: providers.map((p) => ({ name: p.config.name, models: p.config.models, plainHttp: p.config.upstream.plainHttp, credential: p.credential.type })),
       priced: (provider, model) => prices.get(provider, model) !== undefined,
       hostedTools,
-      botAuth: keys !== undefined || shared.serviceAccounts !== undefined || tlsOf.mode === 'mutual-tls',
+      botAuth: auth.authenticated,
     },
   });
   for (const warning of warnings) log(warning);
@@ -97,10 +98,8 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     })),
     apis: servedApis(PROTOCOLS, providers.map((p) => p.config.kind)),
     hosted_tools: [...hostedTools],
-    bot_auth: tlsOf.mode === 'mutual-tls' ? 'mutual-tls' : keys || shared.serviceAccounts ? 'jwt' : 'network-policy',
-    ...(shared.serviceAccounts ? { service_account_issuer: options.serviceAccounts.issuer } : {}),
-    ...(keys ? { keys: describeKeys(keys.ring()) } : {}),
-    tls: tlsOf.mode,
+    bot_auth: auth.mode,
+    ...auth.fields,
   });
   return model;
 }

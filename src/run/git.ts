@@ -8,7 +8,7 @@ import { installationTokenCredential } from '../git/credentials.ts';
 import { exchangeAtGitHub, installationTokens, privateKeyFileSource } from '../git/github-app.ts';
 import { keepFresh } from '../gateway/credentials/table.ts';
 import type { GitRequestRecord } from '../git/record.ts';
-import { describeKeys, openVerifier } from './keys.ts';
+import { listenerAuthentication, openVerifier } from './keys.ts';
 import { withServiceAccounts } from './service-accounts.ts';
 import { listenerTls } from './tls.ts';
 import type { ServeConfig } from './load.ts';
@@ -69,7 +69,8 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
     refuse: refuseAtGit(gitDeps),
     tls: tlsOf.tls,
   });
-  for (const warning of startupWarnings({ git: { hosts: config.hostStates, workloadAuth: keys !== undefined || shared.serviceAccounts !== undefined || tlsOf.mode === 'mutual-tls' } })) log(warning);
-  log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: config.hostStates, workload_auth: tlsOf.mode === 'mutual-tls' ? 'mutual-tls' : keys || shared.serviceAccounts ? 'jwt' : 'network-policy', ...(shared.serviceAccounts ? { service_account_issuer: options.serviceAccounts.issuer } : {}), ...(keys ? { keys: describeKeys(keys.ring()) } : {}), tls: tlsOf.mode });
+  const auth = listenerAuthentication(tlsOf.mode, keys, shared.serviceAccounts && options.serviceAccounts.issuer);
+  for (const warning of startupWarnings({ git: { hosts: config.hostStates, workloadAuth: auth.authenticated } })) log(warning);
+  log({ event: 'listening', listener: 'git', address: git.address, version: VERSION, hosts: config.hostStates, workload_auth: auth.mode, ...auth.fields });
   return git;
 }

@@ -54,6 +54,17 @@ export function describeKeys(ring: KeyRing): { kid: string | null; alg: string }
   return [...(ring.unnamed ? [ring.unnamed] : []), ...ring.byKid.values()].map((k) => ({ kid: k.kid ?? null, alg: k.alg }));
 }
 
+/**
+ * Pure: how a listener authenticates its callers, as its start-up warnings and its `listening`
+ * line say it: a client certificate (mutual TLS), a token (its own keys or service accounts), or
+ * nobody (network-policy mode); and the fields that line adds (never a key's value).
+ */
+export function listenerAuthentication(tlsMode: 'plain' | 'tls' | 'mutual-tls', keys: { ring: () => KeyRing } | undefined, serviceAccountIssuer: string | undefined) {
+  const mode = tlsMode === 'mutual-tls' ? 'mutual-tls' : keys || serviceAccountIssuer !== undefined ? 'jwt' : 'network-policy';
+  const fields = { ...(serviceAccountIssuer !== undefined ? { service_account_issuer: serviceAccountIssuer } : {}), ...(keys ? { keys: describeKeys(keys.ring()) } : {}), tls: tlsMode };
+  return { mode, authenticated: mode !== 'network-policy', fields } as const;
+}
+
 /** What the verifier tells of its key files: a new set of keys (logged), a problem (logged and counted). */
 export interface KeyEvents {
   readonly log: LogSink;
