@@ -4,7 +4,7 @@
 // Bedrock call signed with SigV4 (checked by the fake) streaming AWS event-stream frames relayed
 // byte for byte with the usage read from them.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,11 +14,12 @@ import { encodeFrame, sigV4Valid, startTokenEndpoint, type TokenEndpoint } from 
 import { send } from '../support/http-client.ts';
 import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { rsaKeyPair } from '../support/test-keys.ts';
 
 const MODEL = 'claude-opus-5-5';
 const BEDROCK_MODEL = 'us.anthropic.claude-opus-5-5';
 const AWS = { accessKeyId: 'AKIDCLOUDROUTES', secretAccessKey: `secret-${randomBytes(12).toString('hex')}` };
-const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const { privateKey, publicKey } = rsaKeyPair(2048);
 let pki: TestPki;
 let tokens: TokenEndpoint;
 let vertex: AnthropicUpstream;

@@ -5,7 +5,6 @@
 // and a model call waiting on the refresh is answered 502 upstream_credential_failed within the
 // wait bound, through the gateway's handler in this process.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync } from 'node:crypto';
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, globalAgent } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -16,6 +15,7 @@ import { send } from '../support/http-client.ts';
 import { startGatewayInProcess, TEST_MODEL } from '../support/harness.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { rsaKeyPair } from '../support/test-keys.ts';
 
 /**
  * One byte every DRIP_MS of an answer of ANSWER_BYTES: the endpoint needs 10 s to finish it, so a
@@ -77,7 +77,7 @@ after(async () => {
 
 test('credential fetch deadline: a token endpoint that drips its answer is cut at the deadline, and a call waiting on the refresh is answered 502 upstream_credential_failed within the wait bound (exchangeAtTokenEndpoint, mintedSource)', async () => {
   const endpoint = await startDripEndpoint('https', '/token', '{"access_token":"ya29.dripped","expires_in":3600}');
-  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const { privateKey } = rsaKeyPair(2048);
   const keyFile = JSON.stringify({ type: 'service_account', private_key: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), client_email: 'gw@proj.iam.gserviceaccount.com', token_uri: endpoint.url });
   let refreshed!: (outcome: { ok: true } | { ok: false; reason: string }) => void;
   const outcome = new Promise<{ ok: true } | { ok: false; reason: string }>((r) => (refreshed = r));

@@ -4,7 +4,7 @@
 // refuses (502 naming the provider, logged, counted); and an OpenAI-kind provider whose calls
 // are signed with AWS SigV4, against an upstream that checks each signature over what it received.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -17,8 +17,9 @@ import { defaultCompletion, startModelUpstream, type ModelRequest, type ModelUps
 import { parseExposition } from '../support/prometheus.ts';
 import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { rsaKeyPair } from '../support/test-keys.ts';
 
-const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const { privateKey, publicKey } = rsaKeyPair(2048);
 const AWS = { accessKeyId: 'AKIDTESTGATEWAY', secretAccessKey: `aws-secret-${randomBytes(12).toString('hex')}`, sessionToken: `session-${randomBytes(12).toString('hex')}` };
 let pki: TestPki;
 let vertex: ModelUpstream;

@@ -3,7 +3,6 @@
 // tunnel whose bytes the recording egress proxy (test/support/connect-proxy.ts) shows hold none
 // of them. The egress rules themselves: test/integration/egress-proxy.test.ts.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,8 +13,9 @@ import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import { assertNoSecrets, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { rsaKeyPair } from '../support/test-keys.ts';
 
-const APP = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const APP = rsaKeyPair(2048);
 const PEM = APP.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 const tokenOf = (authorization: string | undefined) => /^Basic (.+)$/.exec(authorization ?? '') && Buffer.from(authorization!.slice(6), 'base64').toString().replace(/^x-access-token:/, '');
 

@@ -6,7 +6,7 @@
 // an upstream credential. NO_PROXY sends an upstream direct; an egress proxy that refuses, wants a
 // credential, or frames its answer badly gives a 502 naming it and what it did.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -21,12 +21,13 @@ import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { assertNoSecrets, runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { rsaKeyPair } from '../support/test-keys.ts';
 
 const API_KEY = `sk-egress-${randomBytes(16).toString('hex')}`;
 const GIT_TOKEN = `ghp_egress${randomBytes(16).toString('hex')}`;
 const EGRESS_AUTH = `Basic ${Buffer.from(`corp-user:${randomBytes(8).toString('hex')}`).toString('base64')}`;
 const STS_SECRET = `sts-secret-${randomBytes(8).toString('hex')}`;
-const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const { privateKey, publicKey } = rsaKeyPair(2048);
 
 let pki: TestPki;
 let model: ModelUpstream;

@@ -5,7 +5,6 @@
 // token fails closed with git printing why; a host that echoes the token gets it redacted; no
 // token, JWT or key reaches a log line, a record, git's output or an answer.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -18,8 +17,9 @@ import { startGitHubAppFake, type GitHubAppFake } from '../support/github-app-fa
 import { seenResponses, send } from '../support/http-client.ts';
 import { assertNoSecrets, runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { rsaKeyPair } from '../support/test-keys.ts';
 
-const APP = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const APP = rsaKeyPair(2048);
 const PEM = APP.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 const APP_ID = 123456;
 const INSTALLATION = 4242;

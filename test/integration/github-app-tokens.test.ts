@@ -3,7 +3,6 @@
 // and the one the tokens are asked at move together, so refresh ahead of expiry, a failed refresh
 // and expiry are tested without waiting.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { globalAgent } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -14,10 +13,11 @@ import type { GitHubAppConfig } from '../../src/git/github-app-config.ts';
 import { exchangeAtGitHub, installationTokens, privateKeyFileSource, type InstallationTokens } from '../../src/git/github-app.ts';
 import { startGitHubAppFake, type GitHubAppFake } from '../support/github-app-fake.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { rsaKeyPair } from '../support/test-keys.ts';
 
 const MIN = 60_000;
 const T0 = Date.parse('2026-11-26T04:00:00Z');
-const keyPair = () => generateKeyPairSync('rsa', { modulusLength: 2048 });
+const keyPair = () => rsaKeyPair(2048);
 const pemOf = (k: ReturnType<typeof keyPair>) => k.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 const APP = keyPair();
 

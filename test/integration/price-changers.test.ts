@@ -5,7 +5,7 @@
 // operator allows unpriced models (finding 6, operator friction 7), and a bot token asking more
 // than the file's ceiling is refused by mint-token and told the ceiling by the gateway.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -18,11 +18,12 @@ import { startModelUpstream, type ModelUpstream } from '../support/model-upstrea
 import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { rsaKeyPair } from '../support/test-keys.ts';
 
 const SIGNING_KEY = randomBytes(32).toString('hex');
 const VERTEX_MODEL = 'claude-opus-5-5';
 const BEDROCK_MODEL = 'us.anthropic.claude-opus-5-5';
-const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const { privateKey, publicKey } = rsaKeyPair(2048);
 let pki: TestPki;
 let tokens: TokenEndpoint;
 let openai: ModelUpstream;

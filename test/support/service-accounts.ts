@@ -3,6 +3,7 @@
 // shape the kubelet's projected volume holds. The independent check is scripts/e2e-identity.ts,
 // which mints with the jose library.
 import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+import { rsaKeyPair } from './test-keys.ts';
 
 export const TEST_ISSUER = 'https://kubernetes.default.svc.cluster.local';
 export const TEST_AUDIENCE = 'credential-proxy';
@@ -16,7 +17,7 @@ export interface SaSigner {
 }
 
 export function rsaSigner(kid: string, modulusLength = 2048): SaSigner {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength });
+  const { privateKey, publicKey } = rsaKeyPair(modulusLength);
   return { kid, alg: 'RS256', privateKey, jwk: { use: 'sig', kty: 'RSA', kid, alg: 'RS256', ...publicKey.export({ format: 'jwk' }) } };
 }
 

@@ -3,14 +3,15 @@
 // current token until it expires, a rotated key file picked up) and AWS SigV4 over the exact
 // bytes sent.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync, verify } from 'node:crypto';
+import { verify } from 'node:crypto';
 import { test } from 'node:test';
 import { awsWebIdentitySource, parseAssumeRoleAnswer, sigV4Headers } from '../../src/gateway/credentials/aws.ts';
 import { assertionJwt, googleMetadataSource, googleServiceAccountSource, parseServiceAccountKey, type TokenExchange } from '../../src/gateway/credentials/google.ts';
 import { mintedAction as tokenAction } from '../../src/gateway/credentials/minted.ts';
 import { canonicalRequest, sha256Hex } from '../../src/gateway/credentials/sigv4.ts';
+import { rsaKeyPair } from '../support/test-keys.ts';
 
-const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const { privateKey, publicKey } = rsaKeyPair(2048);
 const PEM = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 const keyFile = (email = 'bot@proj.iam.gserviceaccount.com', tokenUri = 'https://oauth2.example/token') =>
   JSON.stringify({ type: 'service_account', project_id: 'proj', private_key_id: 'kid-1', private_key: PEM, client_email: email, token_uri: tokenUri });

@@ -9,9 +9,10 @@ import { installationTokenCredential } from '../../src/git/credentials.ts';
 import { parseApiUrl, type GitHubAppConfig } from '../../src/git/github-app-config.ts';
 import { appJwt, appPrivateKey, installationTokenRequest, narrowingProblem, parseInstallationToken } from '../../src/git/github-app.ts';
 import { parseHostsFile } from '../../src/git/hosts.ts';
+import { rsaKeyPair } from '../support/test-keys.ts';
 
 const FIXTURES = join(__dirname, '..', 'fixtures', 'github-app');
-const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const { privateKey, publicKey } = rsaKeyPair(2048);
 const PEM = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 
 const CONFIG: GitHubAppConfig = { issuer: 'Iv23liTest0123', installationId: 4242, privateKeyFile: '/k.pem', apiUrl: 'https://ghe.example/api/v3', repositories: undefined, permissions: undefined };
@@ -89,7 +90,7 @@ test('github app key: an RSA key of 2048 bits or more is taken; another kind, a 
   assert.ok(!('error' in appPrivateKey(PEM)));
   const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
   assert.match((appPrivateKey(ec) as { error: string }).error, /holds a ec key; a GitHub App signs with RSA/);
-  const short = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const short = rsaKeyPair(1024).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
   assert.match((appPrivateKey(short) as { error: string }).error, /shorter than 2048 bits/);
   const garbage = '-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWxvb2tpbmctdGV4dA==\n-----END PRIVATE KEY-----\n';
   const refused = appPrivateKey(garbage) as { error: string };

@@ -5,6 +5,7 @@ import { createHmac, generateKeyPairSync, sign, type KeyObject } from 'node:cryp
 import { test } from 'node:test';
 import { keyRing, signBotToken, verifySignedToken, type BotClaims, type KeyRing, type VerificationKey } from '../../src/auth/jwt.ts';
 import { KEY_ID, secretFromFile, signingKeyFile, verificationKeyFile } from '../../src/auth/keys.ts';
+import { rsaKeyPair } from '../support/test-keys.ts';
 
 const NOW = 1_700_000_000;
 const OPTS = { nowSec: NOW, maxLifetimeSec: 3600 };
@@ -51,7 +52,7 @@ test('bad key file: a name that is no key file, a kid outside the alphabet, a sh
   assert.ok(KEY_ID.test('k'.repeat(64)) && KEY_ID.test('2026-11.rotated_a'));
   assert.throws(() => verificationKeyFile('short.hs256', Buffer.alloc(31, 1)), /^Error: short\.hs256: an HS256 secret must be at least 32 bytes \(e\.g\. openssl rand -hex 32 > FILE\)$/);
   assert.throws(() => verificationKeyFile('junk.pem', Buffer.from('-----BEGIN PUBLIC KEY-----\nnope\n-----END PUBLIC KEY-----\n')), /^Error: junk\.pem: not a PEM public key/);
-  const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const rsa = rsaKeyPair(2048);
   assert.throws(() => verificationKeyFile('rsa.pem', pem(rsa.publicKey)), /^Error: rsa\.pem: a rsa key; a token key must be Ed25519 .* or P-256/);
   const p384 = generateKeyPairSync('ec', { namedCurve: 'P-384' });
   assert.throws(() => verificationKeyFile('p384.pem', pem(p384.publicKey)), /^Error: p384\.pem: an EC key on secp384r1; a token key must be Ed25519/);

@@ -4,11 +4,11 @@
 // a failed refresh: reported through onRefresh (logged and counted by its caller) by field name,
 // never by value, never kept, and a call gets 502 upstream_credential_failed, never a 500.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync } from 'node:crypto';
 import { test } from 'node:test';
 import { awsWebIdentitySource } from '../../src/gateway/credentials/aws.ts';
 import { googleMetadataSource, googleServiceAccountSource } from '../../src/gateway/credentials/google.ts';
 import { mintedValueProblem, type MintedSource } from '../../src/gateway/credentials/minted.ts';
+import { rsaKeyPair } from '../support/test-keys.ts';
 
 const CALL = { method: 'POST', target: '/v1/chat/completions', host: 'api.example', contentType: 'application/json', body: Buffer.from('{"model":"m"}') };
 
@@ -37,7 +37,7 @@ interface Kind {
   make(next: () => Record<string, string>, onRefresh: (o: { ok: true } | { ok: false; reason: string }) => void): MintedSource;
 }
 
-const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const { privateKey } = rsaKeyPair(2048);
 const SA_KEY = JSON.stringify({ type: 'service_account', private_key: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), client_email: 'gw@proj.iam.gserviceaccount.com', token_uri: 'https://oauth2.example/token' });
 const EXPIRY = Date.UTC(2026, 10, 24, 13);
 

@@ -11,13 +11,14 @@ import { after, test } from 'node:test';
 import { parseSigningKey } from '../../src/auth/jwt.ts';
 import { KeyFiles } from '../../src/auth/key-files.ts';
 import { signingKeyFile, verificationKeyFile } from '../../src/auth/keys.ts';
+import { rsaKeyPair } from '../support/test-keys.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'public-key-as-secret-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
 const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const ed = generateKeyPairSync('ed25519');
-const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const rsa = rsaKeyPair(2048);
 /** Key texts an operator might copy where a secret belongs, each 32 bytes or more. */
 const KEY_TEXTS: Record<string, string> = {
   'P-256 public PEM': ec.publicKey.export({ type: 'spki', format: 'pem' }).toString(),
