@@ -4,12 +4,13 @@
 import { parseCommandLine, usage, UsageError } from './config/cli.ts';
 import { VERSION } from './config/version.ts';
 import { asyncLineWriter, jsonLineSink, type LogSink } from './http/log.ts';
+import type { LogEvent } from './run/log-events.ts';
 import { agentConfigText, confirmStoreReset, gitConfig, mintToken, revoke, type CommandContext } from './run/commands.ts';
 import { serve } from './run/serve.ts';
 
 // Log lines never block the event loop; a reader 8 MiB behind loses lines, counted in metrics.
 const logWriter = asyncLineWriter(1, 8 * 1024 * 1024);
-const log: LogSink = jsonLineSink((line) => logWriter.write(line));
+const log: LogSink<LogEvent> = jsonLineSink((line) => logWriter.write(line));
 const context: CommandContext = {
   env: process.env,
   nowMs: () => Date.now(),

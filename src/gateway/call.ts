@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { NO_IDENTITY, type WorkloadIdentity } from '../auth/identity.ts';
 import { RequestLifecycle, type Outcome, type Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
+import type { GatewayLogEvent } from './log-events.ts';
 import { writeProxyError } from '../http/respond.ts';
 import { mayHaveCost, type Reservation } from '../limits/admission.ts';
 import { chargeFor, type Charge } from '../limits/charge.ts';
@@ -22,7 +23,7 @@ export interface CallContext {
   readonly protocols: readonly WireProtocol[];
   readonly prices?: PriceTable;
   readonly record: (rec: ModelRequestRecord) => void;
-  readonly log: LogSink;
+  readonly log: LogSink<GatewayLogEvent>;
 }
 
 export class GatewayCall extends RequestLifecycle implements ModelCallState {

@@ -11,6 +11,7 @@ import { ERRORS } from '../http/errors.ts';
 import type { UpstreamTimeouts } from '../http/forward.ts';
 import type { Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
+import type { GatewayLogEvent } from './log-events.ts';
 import type { LimitsStore } from '../limits/admission.ts';
 import { admitCall } from './admit-call.ts';
 import { sendWithRetries, type SendPolicy } from './attempts.ts';
@@ -49,7 +50,7 @@ export interface GatewayDeps {
   readonly limits?: LimitsStore;
   /** Prices, to charge a call against a money budget. */
   readonly prices?: PriceTable;
-  readonly log: LogSink;
+  readonly log: LogSink<GatewayLogEvent>;
   /** The jitter of retry waits (Math.random; a test may fix it). */
   readonly random?: () => number;
 }

@@ -6,6 +6,7 @@ import { ERRORS, type ProxyError } from '../http/errors.ts';
 import type { UpstreamTarget } from '../http/forward.ts';
 import type { Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
+import type { GatewayLogEvent } from './log-events.ts';
 import { bounded, type PathModel, type ProtocolRoute, type WireProtocol } from './protocols/protocol.ts';
 import type { Provider } from './providers.ts';
 import { gatewayUpstreamHeaders, upstreamPath } from './rules.ts';
@@ -50,7 +51,7 @@ export interface UpstreamCallShape {
 }
 
 /** The credential could not be produced: logged (the reason, never a value), and a 5xx that tells the operator. */
-function credentialRefusal(provider: Provider, error: ProxyError, reason: string, log: LogSink): PreparedUpstream {
+function credentialRefusal(provider: Provider, error: ProxyError, reason: string, log: LogSink<GatewayLogEvent>): PreparedUpstream {
   const name = provider.config.name;
   log({ event: 'credential_error', listener: 'model', provider: name, credential: provider.credential.type, reason });
   const message = error === ERRORS.upstreamCredentialFailed ? `the gateway could not produce its credential for provider ${name} (${reason}); the operator must check it` : undefined;
@@ -58,7 +59,7 @@ function credentialRefusal(provider: Provider, error: ProxyError, reason: string
 }
 
 /** The step: the upstream request for this call, with its credential, or a refusal (the cause logged, never the credential). */
-export async function prepareUpstream(call: UpstreamCallShape, headers: IncomingHttpHeaders, body: Buffer, log: LogSink, nowMs: number): Promise<PreparedUpstream> {
+export async function prepareUpstream(call: UpstreamCallShape, headers: IncomingHttpHeaders, body: Buffer, log: LogSink<GatewayLogEvent>, nowMs: number): Promise<PreparedUpstream> {
   const { provider, pathModel, route } = call;
   const config = provider.config;
   const scoped = cloudScopeRefusal(pathModel, config, call.model);

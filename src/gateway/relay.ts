@@ -10,6 +10,7 @@ import { relayRedactedBody } from '../http/error-body.ts';
 import { mediaType, scrubResponseHeaders } from '../http/headers.ts';
 import { isRelayableStatus } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
+import type { GatewayLogEvent } from './log-events.ts';
 import { isIdentity, StreamRedactor } from '../http/redact.ts';
 import type { GatewayCall } from './call.ts';
 import { EventStreamFramer, EventStreamGuard } from './eventstream.ts';
@@ -54,7 +55,7 @@ export function relayedHeaders(rawHeaders: readonly string[], secrets: readonly 
 }
 
 export interface RelayContext {
-  readonly log: LogSink;
+  readonly log: LogSink<GatewayLogEvent>;
   /** Told when a stream relay starts and ends (the streams-in-flight gauge). */
   readonly streams?: { opened(provider: string, model: string): void; closed(provider: string, model: string): void };
 }

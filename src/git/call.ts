@@ -7,6 +7,7 @@ import type { KeyedCounts } from '../http/connection-caps.ts';
 import { ERRORS } from '../http/errors.ts';
 import { RequestLifecycle, type Outcome, type Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
+import type { HttpLogEvent } from '../http/log-events.ts';
 import { writeProxyError } from '../http/respond.ts';
 import { gitRecord, type GitCallState, type GitRequestRecord } from './record.ts';
 import type { GitRouteName } from './route.ts';
@@ -40,7 +41,7 @@ export class GitCall extends RequestLifecycle implements GitCallState {
   constructor(
     req: IncomingMessage,
     res: ServerResponse,
-    log: LogSink,
+    log: LogSink<HttpLogEvent>,
     private readonly record: (rec: GitRequestRecord) => void,
   ) {
     super(req, res, log, 'git');

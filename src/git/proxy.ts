@@ -15,6 +15,7 @@ import { relayRedactedBody } from '../http/error-body.ts';
 import { gitUpstreamHeaders, headerCount, scrubResponseHeaders } from '../http/headers.ts';
 import { isRelayableStatus, type Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
+import type { HttpLogEvent } from '../http/log-events.ts';
 import { decideGitAccess, proveWorkload, WORKLOAD_CHALLENGE, type AccessDecision } from './access.ts';
 import { GitCall } from './call.ts';
 import { hostCredential } from './credentials.ts';
@@ -44,7 +45,7 @@ export interface GitProxyDeps {
   readonly maxConcurrentPerWorkload: number;
   /** Called once per request, when it is over. */
   readonly record: (rec: GitRequestRecord) => void;
-  readonly log: LogSink;
+  readonly log: LogSink<HttpLogEvent>;
 }
 
 /**

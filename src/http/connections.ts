@@ -5,6 +5,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { connectionVerdict, KeyedCounts, LogInterval, type ConnectionCaps } from './connection-caps.ts';
 import type { LogSink } from './log.ts';
+import type { HttpLogEvent } from './log-events.ts';
 import { markCutByShutdown } from './sockets.ts';
 
 /**
@@ -56,7 +57,7 @@ export class ConnectionTable {
   constructor(
     private readonly name: string,
     private readonly caps: ConnectionCaps,
-    private readonly log: LogSink,
+    private readonly log: LogSink<HttpLogEvent>,
     private readonly onRefused?: (reason: 'total' | 'per_client') => void,
   ) {}
 

@@ -8,6 +8,7 @@ import { ERRORS, type ProxyError } from './errors.ts';
 import { newExchange, type Exchange } from './forward.ts';
 import { assertHeaderValue, requestTraceContext } from './headers.ts';
 import type { LogSink } from './log.ts';
+import type { HttpLogEvent } from './log-events.ts';
 import { wasCutByShutdown } from './sockets.ts';
 import type { TraceContext } from './trace-context.ts';
 
@@ -57,7 +58,7 @@ export abstract class RequestLifecycle {
   constructor(
     readonly req: IncomingMessage,
     readonly res: ServerResponse,
-    protected readonly log: LogSink,
+    protected readonly log: LogSink<HttpLogEvent>,
     readonly listener: string,
   ) {
     this.method = req.method ?? '';

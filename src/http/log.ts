@@ -1,14 +1,18 @@
-// One JSON line per event on stdout. Field names are fixed where the records are typed
-// (GitRequestRecord, ModelRequestRecord); callers pass only allowlisted fields: never headers,
-// bodies, queries or credentials.
+// One JSON line per event on stdout. Every event is a named type, discriminated by `event`:
+// run/log-events.ts has LogEvent, the union of every line the proxy writes; a listener's own
+// events are in log-events.ts here. A module's sink (LogSink<E>) takes only the events it may
+// write, so a misspelt event name or a field its type does not name is a type error: the types
+// are the allowlist of what a line holds, never headers, bodies, queries or credentials.
 import { write as fsWrite, writeSync } from 'node:fs';
 
 export type LogValue = string | number | boolean | null | undefined | readonly LogValue[] | { readonly [k: string]: LogValue };
+/** A log line's fields, each a JSON value: what the sink writes (every event type must be one). */
 export type LogRecord = { readonly [field: string]: LogValue };
-export type LogSink = (record: LogRecord) => void;
+/** Where a module's log events go; E: the union of the named event types it may write. */
+export type LogSink<E extends LogRecord> = (event: E) => void;
 
 /** Writes records as JSON lines; `time` first so that lines sort and read naturally. */
-export function jsonLineSink(write: (line: string) => void, now: () => Date = () => new Date()): LogSink {
+export function jsonLineSink(write: (line: string) => void, now: () => Date = () => new Date()): LogSink<LogRecord> {
   return (record) => {
     // Spliced rather than spread into a new object: one copy less on every request.
     const fields = JSON.stringify(record);

@@ -9,6 +9,7 @@ import { ConnectionTable } from './connections.ts';
 import { ERRORS, type ProxyError } from './errors.ts';
 import type { Refusal } from './lifecycle.ts';
 import type { LogSink } from './log.ts';
+import type { HttpLogEvent } from './log-events.ts';
 import { STREAM_HIGH_WATER_MARK } from './sockets.ts';
 import { createTlsServer, wrappedSocket, type TlsSource } from './tls-listener.ts';
 
@@ -28,7 +29,7 @@ export interface ListenerSpec {
   readonly caps: ConnectionCaps;
   /** Called for each connection refused by a cap (the metric); the log line is the listener's. */
   readonly onConnectionRefused?: (reason: 'total' | 'per_client') => void;
-  readonly log: LogSink;
+  readonly log: LogSink<HttpLogEvent>;
   /** Serves one request; the listener waits for its promise when it cuts every connection (forced shutdown). */
   readonly handle: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
   /**

@@ -31,6 +31,7 @@ import type { Socket } from 'node:net';
 import { createSecureContext, type SecureContextOptions, type TLSSocket } from 'node:tls';
 import { LogInterval } from './connection-caps.ts';
 import type { LogSink } from './log.ts';
+import type { HttpLogEvent } from './log-events.ts';
 
 /** The longest a client may take to complete its TLS handshake (less when --header-timeout is less). */
 const HANDSHAKE_LIMIT_MS = 10_000;
@@ -109,7 +110,7 @@ export interface TlsSource {
  * The TLS material as it is now: read at start-up (a mistake stops start-up, naming the flag),
  * then looked at again at most once a second (`clock`, monotonic ms) and read when it changed.
  */
-export function tlsFileSource(files: TlsFiles, listener: string, log: LogSink, clock: () => number = () => performance.now()): TlsSource {
+export function tlsFileSource(files: TlsFiles, listener: string, log: LogSink<HttpLogEvent>, clock: () => number = () => performance.now()): TlsSource {
   let seen = stampFiles(files, Date.now());
   let current: TlsMaterial;
   try {
@@ -181,7 +182,7 @@ interface Verified {
  * An HTTPS server with the listener's HTTP options. `https.Server` serves requests exactly as an
  * `http.Server` does (same events, close and closeIdleConnections), so it stands in for one.
  */
-export function createTlsServer(source: TlsSource, options: ServerOptions, handler: (req: IncomingMessage, res: ServerResponse) => void, listener: string, log: LogSink): Server {
+export function createTlsServer(source: TlsSource, options: ServerOptions, handler: (req: IncomingMessage, res: ServerResponse) => void, listener: string, log: LogSink<HttpLogEvent>): Server {
   // Which client CA bundle is in force: a connection verified under an earlier one is closed.
   let bundle = 0;
   const arrivals = new WeakMap<Socket, Arrival>();

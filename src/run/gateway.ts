@@ -3,6 +3,7 @@
 import type { ServeOptions } from '../config/cli.ts';
 import { VERSION } from '../config/version.ts';
 import type { LogSink } from '../http/log.ts';
+import type { LogEvent } from './log-events.ts';
 import { createUpstreamAgent } from '../http/forward.ts';
 import { tunnelRouteFor, type Egress } from '../http/tunnel.ts';
 import { startListener, type Listener } from '../http/server.ts';
@@ -29,7 +30,7 @@ function openProviders(gateway: GatewayConfig, env: NodeJS.ProcessEnv, egress: E
   }));
 }
 
-export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv, config: ServeConfig, shared: Shared, log: LogSink): Promise<Listener> {
+export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv, config: ServeConfig, shared: Shared, log: LogSink<LogEvent>): Promise<Listener> {
   const { gateway, hostedTools } = config;
   const { metrics, prices } = shared;
   const keys = openVerifier(config.botKeys, config.maxTokenLifetimeSec, { log, onProblem: (listener) => metrics?.keyFileProblem(listener) });

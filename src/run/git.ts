@@ -2,6 +2,7 @@
 import type { ServeOptions } from '../config/cli.ts';
 import { VERSION } from '../config/version.ts';
 import type { LogSink } from '../http/log.ts';
+import type { LogEvent } from './log-events.ts';
 import { startListener, type Listener } from '../http/server.ts';
 import { createGitHandler, refuseAtGit, type GitUpstream } from '../git/proxy.ts';
 import { installationTokenCredential } from '../git/credentials.ts';
@@ -21,7 +22,7 @@ import { startupWarnings } from './warnings.ts';
  * GitHub App hosts get their installation tokens: the first fetched at once, then each refreshed
  * ahead of its expiry; a failed refresh is logged with its reason (never a token, JWT or key).
  */
-function withInstallationTokens(upstreams: ReadonlyMap<string, GitUpstream>, egress: Egress, log: LogSink): Map<string, GitUpstream> {
+function withInstallationTokens(upstreams: ReadonlyMap<string, GitUpstream>, egress: Egress, log: LogSink<LogEvent>): Map<string, GitUpstream> {
   return new Map(
     [...upstreams].map(([key, upstream]) => {
       const app = upstream.config.githubApp;
@@ -41,7 +42,7 @@ function withInstallationTokens(upstreams: ReadonlyMap<string, GitUpstream>, egr
   );
 }
 
-export async function startGit(options: ServeOptions, config: ServeConfig, shared: Shared, log: LogSink): Promise<Listener> {
+export async function startGit(options: ServeOptions, config: ServeConfig, shared: Shared, log: LogSink<LogEvent>): Promise<Listener> {
   const { metrics } = shared;
   const tlsOf = listenerTls(options, 'git', log);
   const keys = openVerifier(config.gitKeys, config.maxTokenLifetimeSec, { log, onProblem: (listener) => metrics?.keyFileProblem(listener) });

@@ -10,6 +10,7 @@ import { KeyFiles } from '../auth/key-files.ts';
 import { secretFromFile, signingKeyFile as signingKeyFromFile } from '../auth/keys.ts';
 import { composeVerifier, keyRingSource, type TokenVerifier } from '../auth/verifier.ts';
 import type { LogSink } from '../http/log.ts';
+import type { KeyDescription, ListenerAuthFields, ListenerAuthMode, LogEvent } from './log-events.ts';
 
 type KeyListener = 'model' | 'git';
 
@@ -50,7 +51,7 @@ function ringOf(keys: ListenerKeys): KeyRing {
 }
 
 /** The keys as the listening line and the reload line show them: kid and algorithm, never a key. */
-export function describeKeys(ring: KeyRing): { kid: string | null; alg: string }[] {
+export function describeKeys(ring: KeyRing): KeyDescription[] {
   return [...(ring.unnamed ? [ring.unnamed] : []), ...ring.byKid.values()].map((k) => ({ kid: k.kid ?? null, alg: k.alg }));
 }
 
@@ -60,14 +61,14 @@ export function describeKeys(ring: KeyRing): { kid: string | null; alg: string }
  * nobody (network-policy mode); and the fields that line adds (never a key's value).
  */
 export function listenerAuthentication(tlsMode: 'plain' | 'tls' | 'mutual-tls', keys: { ring: () => KeyRing } | undefined, serviceAccountIssuer: string | undefined) {
-  const mode = tlsMode === 'mutual-tls' ? 'mutual-tls' : keys || serviceAccountIssuer !== undefined ? 'jwt' : 'network-policy';
-  const fields = { ...(serviceAccountIssuer !== undefined ? { service_account_issuer: serviceAccountIssuer } : {}), ...(keys ? { keys: describeKeys(keys.ring()) } : {}), tls: tlsMode };
+  const mode: ListenerAuthMode = tlsMode === 'mutual-tls' ? 'mutual-tls' : keys || serviceAccountIssuer !== undefined ? 'jwt' : 'network-policy';
+  const fields: ListenerAuthFields = { ...(serviceAccountIssuer !== undefined ? { service_account_issuer: serviceAccountIssuer } : {}), ...(keys ? { keys: describeKeys(keys.ring()) } : {}), tls: tlsMode };
   return { mode, authenticated: mode !== 'network-policy', fields } as const;
 }
 
 /** What the verifier tells of its key files: a new set of keys (logged), a problem (logged and counted). */
 export interface KeyEvents {
-  readonly log: LogSink;
+  readonly log: LogSink<LogEvent>;
   readonly onProblem?: (listener: KeyListener) => void;
 }
 

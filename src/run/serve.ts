@@ -5,6 +5,7 @@ import type { ServeOptions } from '../config/cli.ts';
 import { VERSION } from '../config/version.ts';
 import { METRICS_LISTENER_CAPS } from '../http/connection-caps.ts';
 import type { LineWriter, LogSink } from '../http/log.ts';
+import type { LogEvent } from './log-events.ts';
 import { writeProxyError } from '../http/respond.ts';
 import { startListener, type Listener } from '../http/server.ts';
 import { parseLimitsFile } from '../limits/policy.ts';
@@ -17,7 +18,7 @@ import { openShared, type Shared } from './shared.ts';
 import { installProcessNets, installShutdown } from './shutdown.ts';
 import { startupWarnings, type PolicyFacts } from './warnings.ts';
 
-export async function serve(options: ServeOptions, env: NodeJS.ProcessEnv, log: LogSink, lines: LineWriter): Promise<void> {
+export async function serve(options: ServeOptions, env: NodeJS.ProcessEnv, log: LogSink<LogEvent>, lines: LineWriter): Promise<void> {
   const config = loadServeConfig(options, env);
   refuseIfNothingEnabled(config, lines);
   const needed = [...(config.gitEnabled ? config.credentialFiles.git : []), ...(config.gateway.enabled ? config.credentialFiles.model : [])];
@@ -56,7 +57,7 @@ function refuseIfNothingEnabled(config: ServeConfig, lines: LineWriter): void {
 }
 
 /** The metrics listener: a separate port, so that workloads need not (and, by network policy, cannot) reach it. */
-async function startMetrics(address: NonNullable<ServeOptions['metricsListen']>, metrics: NonNullable<Shared['metrics']>, shared: Shared, proxies: readonly Listener[], credentialFiles: readonly CredentialFile[], log: LogSink, lines: LineWriter): Promise<Listener> {
+async function startMetrics(address: NonNullable<ServeOptions['metricsListen']>, metrics: NonNullable<Shared['metrics']>, shared: Shared, proxies: readonly Listener[], credentialFiles: readonly CredentialFile[], log: LogSink<LogEvent>, lines: LineWriter): Promise<Listener> {
   metrics.watchProcess(() => new Map(proxies.map((l) => [l.name, l.connections()])), () => lines.dropped());
   const listener = await startListener({
     name: 'metrics',

@@ -7,6 +7,7 @@ import { fileKeySet, httpsGetter, remoteKeySet, type KeySetEvent, type KeySetSou
 import { serviceAccountSource } from '../auth/service-account-source.ts';
 import { composeVerifier, type TokenSource, type TokenVerifier } from '../auth/verifier.ts';
 import type { LogSink } from '../http/log.ts';
+import type { LogEvent } from './log-events.ts';
 import type { Egress } from '../http/tunnel.ts';
 import { readTextFile } from './load.ts';
 import { workloadPolicyFile } from './tls.ts';
@@ -39,14 +40,14 @@ function serviceAccountFlagsProblem(sa: SaFlags, workloadPolicy: string | undefi
  * fetch now (tokens wait for it; until a set loads every token is refused); each set loaded and
  * each failure (the last good set kept) is logged.
  */
-export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: number, egress: Egress, log: LogSink): TokenSource | undefined {
+export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: number, egress: Egress, log: LogSink<LogEvent>): TokenSource | undefined {
   const sa = options.serviceAccounts;
   const problem = serviceAccountFlagsProblem(sa, options.workloadPolicyFile);
   if (problem !== undefined) throw new Error(problem);
   if (sa.issuer === undefined) return undefined;
   const policy = workloadPolicyFile(options.workloadPolicyFile!, log);
   const report = (event: KeySetEvent): void => {
-    if (event.kind === 'loaded') log({ event: 'sa_keys_loaded', from: event.from, kids: event.kids, ...(event.skipped.length > 0 ? { skipped: event.skipped } : {}) });
+    if (event.kind === 'loaded') log({ event: 'sa_keys_loaded', from: event.from, kids: event.kids, skipped: event.skipped.length > 0 ? event.skipped : undefined });
     else log({ event: 'sa_keys_failed', from: event.from, message: event.reason });
   };
   let keys: KeySetSource;

@@ -3,6 +3,7 @@
 import type { ServeOptions } from '../config/cli.ts';
 import { asUsageError } from '../config/cli.ts';
 import type { LogSink } from '../http/log.ts';
+import type { LogEvent } from './log-events.ts';
 import type { ListenerTimeouts } from '../http/server.ts';
 import type { Egress } from '../http/tunnel.ts';
 import { clockTickMs } from '../metrics/registry.ts';
@@ -46,7 +47,7 @@ export interface Shared {
   readonly upstreamTimeouts: { connectMs: number; responseMs: number; idleMs: number; bodyIdleMs: number };
 }
 
-export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress: Egress, log: LogSink): Shared {
+export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress: Egress, log: LogSink<LogEvent>): Shared {
   // The price table is checked even with `--metrics-listen off` (e.g. a second proxy beside the
   // first on one host), so that switching metrics on cannot reveal a broken file; but nothing
   // is recorded that nobody could read.
@@ -75,7 +76,7 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress
  * store found to have lost its state (its marker, checked on every connection before it carries a
  * call and every few seconds), and trusted again. Its settings are checked at the first connection.
  */
-function openStore(options: ServeOptions, log: LogSink, metrics: StoreMetrics | undefined): SharedStore | undefined {
+function openStore(options: ServeOptions, log: LogSink<LogEvent>, metrics: StoreMetrics | undefined): SharedStore | undefined {
   if (options.limitsStore === 'memory') return undefined;
   const store = asUsageError(() => parseStoreUrl(options.limitsStore));
   const password = storePassword(options.limitsStorePasswordFile);
@@ -105,7 +106,7 @@ function openStore(options: ServeOptions, log: LogSink, metrics: StoreMetrics | 
     handshake: (command) => state.onConnect(command),
     onState: (up, why) => {
       metrics?.limitsStore(up);
-      log({ event: 'limits_store', state: up ? 'up' : 'down', store: where, ...(why ? { reason: why } : {}), failure_policy: policy });
+      log({ event: 'limits_store', state: up ? 'up' : 'down', store: where, reason: why || undefined, failure_policy: policy });
     },
   });
   state.watch(client);
@@ -116,7 +117,7 @@ function openStore(options: ServeOptions, log: LogSink, metrics: StoreMetrics | 
  * The limits (--limits), held in this process or in the shared store. They apply per verified
  * identity, so they need bot keys (MODEL_PROXY_SIGNING_KEY, its _FILE, --bot-keys): an identity from headers is the caller's say-so.
  */
-export function openLimits(options: ServeOptions, botAuth: boolean, shared: SharedStore | undefined, log: LogSink, metrics: StoreMetrics | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
+export function openLimits(options: ServeOptions, botAuth: boolean, shared: SharedStore | undefined, log: LogSink<LogEvent>, metrics: StoreMetrics | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
   if (options.limitsFile === undefined) return undefined;
   if (!botAuth) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (or MODEL_PROXY_SIGNING_KEY_FILE, or --bot-keys; without a key, identities are the callers\' own headers)');
   const file = parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile);
@@ -138,7 +139,7 @@ export function openLimits(options: ServeOptions, botAuth: boolean, shared: Shar
  * unreadable one refuses every token, logged once per distinct problem) and, with a shared store,
  * its keys (one round trip a token). A token either names is refused.
  */
-function openRevocations(options: ServeOptions, shared: SharedStore | undefined, log: LogSink, metrics: StoreMetrics | undefined): RevocationCheck | undefined {
+function openRevocations(options: ServeOptions, shared: SharedStore | undefined, log: LogSink<LogEvent>, metrics: StoreMetrics | undefined): RevocationCheck | undefined {
   let lastError = '';
   const file = options.revocationsFile === undefined ? undefined : revocationList(options.revocationsFile, (message) => {
     if (message === lastError) return;

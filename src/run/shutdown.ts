@@ -1,6 +1,7 @@
 // Start-up, the process-wide parts: the nets under the handlers, and the shutdown order the
 // signals start (installed before any listener is announced).
 import type { LineWriter, LogSink } from '../http/log.ts';
+import type { LogEvent } from './log-events.ts';
 import type { Listener } from '../http/server.ts';
 
 /** At a forced shutdown, how long the calls cut get to record and charge themselves before the process exits. */
@@ -10,7 +11,7 @@ const FORCED_CUT_DEADLINE_MS = 1000;
  * A bug reached by one request must not take every other request down with it: log it and keep
  * serving. Handlers catch their own errors; this is the net under them.
  */
-export function installProcessNets(log: LogSink): void {
+export function installProcessNets(log: LogSink<LogEvent>): void {
   process.on('uncaughtException', (err: Error) => log({ event: 'uncaught_exception', error: err?.name ?? 'Error', detail: String(err?.message ?? err) }));
   process.on('unhandledRejection', (reason: unknown) => log({ event: 'unhandled_rejection', detail: String((reason as Error)?.message ?? reason) }));
 }
@@ -27,7 +28,7 @@ export interface Shutdown {
  * SIGTERM and SIGINT: the first drains (the proxy listeners stop accepting and get `graceMs` to
  * finish, then the metrics listener closes, then the process exits 0); the second is a forced cut.
  */
-export function installShutdown(graceMs: number, log: LogSink, lines: LineWriter): Shutdown {
+export function installShutdown(graceMs: number, log: LogSink<LogEvent>, lines: LineWriter): Shutdown {
   const proxies: Listener[] = [];
   let metricsListener: Listener | undefined;
   let stopping = false;

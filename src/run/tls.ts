@@ -9,6 +9,7 @@ import { parseSpiffeId } from '../auth/spiffe.ts';
 import { composeVerifier, type TokenVerifier } from '../auth/verifier.ts';
 import { parseWorkloadPolicy, type WorkloadPolicy } from '../auth/workload-policy.ts';
 import type { LogSink } from '../http/log.ts';
+import type { LogEvent } from './log-events.ts';
 import { tlsFileSource } from '../http/tls-listener.ts';
 
 export interface ListenerTls {
@@ -41,7 +42,7 @@ export function tlsFlagsProblem(o: Pick<ServeOptions, 'tlsCertFile' | 'tlsKeyFil
  * removing it takes every grant away from the next request (fail closed, as a removed key file
  * does) until a file is back. Each problem is logged once (`config_error`).
  */
-export function workloadPolicyFile(path: string, log: LogSink): () => WorkloadPolicy {
+export function workloadPolicyFile(path: string, log: LogSink<LogEvent>): () => WorkloadPolicy {
   const stamp = (): string => {
     const s = statSync(path);
     return `${s.ino}:${s.size}:${s.mtimeMs}`;
@@ -78,7 +79,7 @@ export function workloadPolicyFile(path: string, log: LogSink): () => WorkloadPo
 }
 
 /** The listener's TLS, from the flags (checked by tlsFlagsProblem first). */
-export function listenerTls(options: ServeOptions, listener: 'git' | 'model', log: LogSink): ListenerTls {
+export function listenerTls(options: ServeOptions, listener: 'git' | 'model', log: LogSink<LogEvent>): ListenerTls {
   const problem = tlsFlagsProblem(options);
   if (problem !== undefined) throw new Error(problem);
   if (options.tlsCertFile === undefined || options.tlsKeyFile === undefined) return { tls: undefined, verifier: (tokens) => tokens, mode: 'plain' };
