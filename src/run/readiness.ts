@@ -72,10 +72,12 @@ export function notReadyReason(unusable: readonly Pick<CredentialFile, 'owner' |
 
 /** Pure: one start-up warning per file that gives nothing usable. */
 export function credentialFileWarnings(unusable: readonly CredentialFile[]): StartupWarning[] {
-  return unusable.map((f) => ({
+  // Fields written out, not spread: a log event's literal is checked field by field against its type.
+  return unusable.map((f): StartupWarning => ({
     event: 'warning',
     listener: f.listener,
-    ...(f.listener === 'git' ? { host: f.owner.replace(/^git host /, '') } : { provider: f.owner.replace(/^provider /, '') }),
+    host: f.listener === 'git' ? f.owner.replace(/^git host /, '') : undefined,
+    provider: f.listener === 'git' ? undefined : f.owner.replace(/^provider /, ''),
     message: `${describeUnusable(f)}: the calls that need it are refused (503), and /healthz answers 503 until it can be read`,
   }));
 }
