@@ -191,6 +191,8 @@ export interface RespOptions {
    * and dropped, and opened again, when it rejects.
    */
   readonly handshake?: (command: (args: readonly (string | number)[]) => Promise<RespValue>) => Promise<void>;
+  /** The waits before each reconnect in turn, the last one repeated (default: 100 ms growing to 5 s); tests shorten them. */
+  readonly reconnectDelaysMs?: readonly number[];
 }
 
 const BACKOFF_MS = [100, 200, 500, 1000, 2000, 5000];
@@ -309,7 +311,8 @@ export class RespClient {
         this.#opts.onState(false, why);
       }
       if (this.#closed) return;
-      const delay = BACKOFF_MS[Math.min(this.#attempt++, BACKOFF_MS.length - 1)]!;
+      const delays = this.#opts.reconnectDelaysMs ?? BACKOFF_MS;
+      const delay = delays[Math.min(this.#attempt++, delays.length - 1)]!;
       setTimeout(() => this.#connect(), delay).unref();
     });
   }

@@ -11,6 +11,13 @@ import { eventually } from '../support/eventually.ts';
 import { RespClient } from '../../src/store/resp.ts';
 import { RedisLimits } from '../../src/limits/redis-store.ts';
 
+/**
+ * The gateway's client reconnects every 20 ms, not after its backoff (100 ms growing to 5 s while
+ * the relay is cut): each test waits for the store to be seen back, and that comes as soon as the
+ * relay is restored rather than up to 5 s later.
+ */
+const RECONNECT_MS = [20];
+
 let redis: RedisServer;
 before(async () => {
   redis = await startRedis();
@@ -31,6 +38,9 @@ async function startRelay(port: number) {
     }
     const upstream = connect(port, '127.0.0.1');
     for (const s of [client, upstream]) {
+      // As the gateway's own client does: without it, Nagle's algorithm holds each small write
+      // for the peer's delayed ACK, and a replayed backlog of 10,000 charges crawls.
+      s.setNoDelay(true);
       sockets.add(s);
       s.on('error', () => {});
       s.once('close', () => (sockets.delete(s), client.destroy(), upstream.destroy()));
@@ -62,7 +72,7 @@ async function startRelay(port: number) {
 test('limits in redis: a call that ends while the store is away is charged once it is back, and its slot given back; an answer lost after the charge ran is not charged twice (RedisLimits)', { timeout: 120_000 }, async (t) => {
   const relay = await startRelay(redis.port);
   let up = false;
-  const client = new RespClient({ host: '127.0.0.1', port: relay.port, tls: false, password: undefined, onState: (isUp) => void (up = isUp) });
+  const client = new RespClient({ host: '127.0.0.1', port: relay.port, tls: false, password: undefined, onState: (isUp) => void (up = isUp), reconnectDelaysMs: RECONNECT_MS });
   const direct = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
   const backlog: { pending: number; dropped: number; settled: number }[] = [];
   const policy = { concurrent: 2, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 100, workflowBudgetUsdPerDay: 0 };
@@ -113,7 +123,7 @@ test('limits in redis: a call that ends while the store is away is charged once 
 test('limits in redis: the backlog of charges is bounded: past 10,000 the oldest is dropped, told once when it first overflows, and counted when the rest are settled', { timeout: 120_000 }, async (t) => {
   const relay = await startRelay(redis.port);
   let up = false;
-  const client = new RespClient({ host: '127.0.0.1', port: relay.port, tls: false, password: undefined, onState: (isUp) => void (up = isUp) });
+  const client = new RespClient({ host: '127.0.0.1', port: relay.port, tls: false, password: undefined, onState: (isUp) => void (up = isUp), reconnectDelaysMs: RECONNECT_MS });
   const backlog: { pending: number; dropped: number; settled: number }[] = [];
   const limits = new RedisLimits({ concurrent: 0, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 }, client, 'closed', { onBacklog: (s) => backlog.push(s), replayEveryMs: 50 });
   const who = { instanceId: `i-bound-${randomBytes(4).toString('hex')}`, workflow: 'w', runId: 'r-bound' };

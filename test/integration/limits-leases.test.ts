@@ -20,8 +20,9 @@ after(async () => {
 
 const ONE = { concurrent: 1, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 };
 
-async function client(port = redis.port): Promise<RespClient> {
-  const c = new RespClient({ host: '127.0.0.1', port, tls: false, password: undefined, onState: () => {} });
+/** `reconnectDelaysMs`: the waits before each reconnect (RespOptions), default the client's backoff. */
+async function client(port = redis.port, reconnectDelaysMs?: readonly number[]): Promise<RespClient> {
+  const c = new RespClient({ host: '127.0.0.1', port, tls: false, password: undefined, onState: () => {}, reconnectDelaysMs });
   while (!c.up) await new Promise((r) => setImmediate(r));
   return c;
 }
@@ -104,11 +105,13 @@ async function losingRelay(port: number): Promise<{ port: number; loseNext(): vo
 
 test('limits leases: an admission whose answer is lost holds its slot no longer than one lease, and is given back as soon as the store answers again (RedisLimits)', { timeout: 30_000 }, async (t) => {
   const relay = await losingRelay(redis.port);
-  const c = await client(relay.port);
+  // The store answers again as soon as the relay cut the connection (a reconnect after 20 ms, not
+  // the 100 ms backoff), and the queued release is sent then (replayed every 50 ms, not each second).
+  const c = await client(relay.port, [20]);
   const direct = await client();
   const who = { instanceId: `lost-${randomBytes(4).toString('hex')}`, workflow: 'w', runId: 'r' };
   try {
-    const limits = new RedisLimits(ONE, c, 'closed', { leaseMs: 60_000 });
+    const limits = new RedisLimits(ONE, c, 'closed', { leaseMs: 60_000, replayEveryMs: 50 });
     // Warm: the script is loaded, so the next admission is one EVALSHA.
     const warm = await limits.admit({ ...who, instanceId: `${who.instanceId}-warm` }, 4, Date.now());
     assert.ok(warm.ok);
