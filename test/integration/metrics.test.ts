@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { parseExposition, promtoolCheck, startPrometheus, sumOf, type Sample } from '../support/prometheus.ts';
+import { parseExposition, promtoolCheck, startPrometheus, sumOf, type PrometheusServer, type Sample } from '../support/prometheus.ts';
 import { ROOT, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
@@ -22,6 +22,9 @@ let modelUp: ModelUpstream;
 let gitUp: TestUpstream;
 let dir: string;
 let proxy: ProxyProcess;
+/** Started as soon as the metrics listener is up: its first scrape comes about 5 s later (test/support/prometheus.ts), while the other tests run. */
+let prom: PrometheusServer;
+let prometheusStarted: Promise<PrometheusServer> | undefined;
 
 before(async () => {
   pki = makeTestPki();
@@ -41,6 +44,8 @@ before(async () => {
     args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0', '--metrics-max-series', String(CAP)],
     listeners: ['git', 'model'],
   });
+  prometheusStarted = startPrometheus([`127.0.0.1:${proxy.ports.metrics}`]);
+  prometheusStarted.catch(() => {}); // awaited below, after the traffic
 
   // Known traffic on both listeners.
   const chat = (body: object, headers: Record<string, string> = {}) =>
@@ -60,9 +65,11 @@ before(async () => {
   for (let i = 0; i < 3; i++) await send(git, 'GET', `/${gitUp.hostKey}/org/repo.git/info/refs?service=git-upload-pack`);
   await send(git, 'POST', `/${gitUp.hostKey}/org/repo.git/git-receive-pack`, { body: randomBytes(4096) });
   await send(git, 'GET', `/unknown.example/org/repo.git/info/refs?service=git-upload-pack`);
+  prom = await prometheusStarted;
 });
 
 after(async () => {
+  await (await prometheusStarted?.catch(() => undefined))?.close();
   await proxy?.stop();
   await Promise.all([modelUp?.close(), gitUp?.close()]);
   pki?.cleanup();
@@ -134,30 +141,25 @@ test('estimated cost comes from the price table, and unpriced models cost nothin
 
 test('a real Prometheus scraping the metrics listener returns the token totals and request counts', async () => {
   const recs = await requestRecords(9, 5);
-  const prom = await startPrometheus([`127.0.0.1:${proxy.ports.metrics}`]);
-  try {
-    const input = total(recs.model, 'input_tokens');
-    assert.equal(await prom.waitForValue('sum(model_gateway_tokens_total{type="input"})', (v) => v === input), input);
-    assert.equal(await prom.waitForValue('sum(model_gateway_requests_total)', (v) => v === recs.model.length), recs.model.length);
-    assert.equal(await prom.waitForValue('sum(git_proxy_requests_total)', (v) => v === recs.git.length), recs.git.length);
+  const input = total(recs.model, 'input_tokens');
+  assert.equal(await prom.waitForValue('sum(model_gateway_tokens_total{type="input"})', (v) => v === input), input);
+  assert.equal(await prom.waitForValue('sum(model_gateway_requests_total)', (v) => v === recs.model.length), recs.model.length);
+  assert.equal(await prom.waitForValue('sum(git_proxy_requests_total)', (v) => v === recs.git.length), recs.git.length);
 
-    // Every query of the shipped Grafana dashboard runs without error.
-    const dashboard = JSON.parse(readFileSync(join(ROOT, 'grafana', 'dashboard.json'), 'utf8')) as { panels: { title: string; targets: { expr: string }[] }[] };
-    const failures: string[] = [];
-    let queries = 0;
-    for (const panel of dashboard.panels) {
-      for (const { expr } of panel.targets) {
-        const concrete = expr.replaceAll('$__rate_interval', '1m').replaceAll('$provider', '.*').replaceAll('$model', '.*').replaceAll('$workflow', '.*');
-        const r = await prom.query(concrete);
-        queries++;
-        if (r.status !== 'success') failures.push(`${panel.title}: ${r.error}`);
-      }
+  // Every query of the shipped Grafana dashboard runs without error.
+  const dashboard = JSON.parse(readFileSync(join(ROOT, 'grafana', 'dashboard.json'), 'utf8')) as { panels: { title: string; targets: { expr: string }[] }[] };
+  const failures: string[] = [];
+  let queries = 0;
+  for (const panel of dashboard.panels) {
+    for (const { expr } of panel.targets) {
+      const concrete = expr.replaceAll('$__rate_interval', '1m').replaceAll('$provider', '.*').replaceAll('$model', '.*').replaceAll('$workflow', '.*');
+      const r = await prom.query(concrete);
+      queries++;
+      if (r.status !== 'success') failures.push(`${panel.title}: ${r.error}`);
     }
-    assert.deepEqual(failures, []);
-    assert.ok(queries >= 20);
-  } finally {
-    await prom.close();
   }
+  assert.deepEqual(failures, []);
+  assert.ok(queries >= 20);
 });
 
 test('flooding distinct instance ids grows no family beyond its cap, and the overflow counter says so', async () => {

@@ -1,5 +1,8 @@
 // A real Prometheus server (Debian package `prometheus`) scraping given loopback targets every
-// second, with a temporary data directory; and a small parser of the text exposition.
+// 100 ms, with a temporary data directory; and a small parser of the text exposition.
+// Prometheus scrapes a target first about 5 s after it starts, however short the interval: its
+// target discovery sends the targets, even static ones, on a 5 s tick. A test file starts it in
+// its before(), so that those seconds pass while its other tests run.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { get } from 'node:http';
@@ -75,7 +78,9 @@ export async function startPrometheus(targets: readonly string[]): Promise<Prome
   const dir = mkdtempSync(join(tmpdir(), 'prometheus-'));
   writeFileSync(
     join(dir, 'prometheus.yml'),
-    `global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: proxy\n    static_configs:\n      - targets: [${targets.map((t) => `'${t}'`).join(', ')}]\n`,
+    // 100 ms: a value the traffic left is scraped within a tenth of a second (no recording or
+    // alerting rules here, so no evaluation to speed up).
+    `global:\n  scrape_interval: 100ms\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: proxy\n    static_configs:\n      - targets: [${targets.map((t) => `'${t}'`).join(', ')}]\n`,
   );
   // Prometheus cannot report a port chosen by the kernel, so try a few random ones; a taken
   // port makes it exit at once, and then the next one is tried.
@@ -111,7 +116,7 @@ export async function startPrometheus(targets: readonly string[]): Promise<Prome
             last = Number(v);
             if (accept(last)) return last;
           }
-          await new Promise((res) => setTimeout(res, 250));
+          await new Promise((res) => setTimeout(res, 100)); // the scrape interval
         }
         throw new Error(`${expr}: last value ${last} not accepted within ${timeoutMs} ms`);
       },
@@ -129,13 +134,13 @@ export async function startPrometheus(targets: readonly string[]): Promise<Prome
 async function waitReady(url: string, exited: Promise<void>): Promise<boolean> {
   let gone = false;
   void exited.then(() => (gone = true));
-  for (let i = 0; i < 100 && !gone; i++) {
+  for (let i = 0; i < 400 && !gone; i++) {
     try {
       if ((await getJson(`${url}/-/ready`)).status === 200) return true;
     } catch {
       // not listening yet
     }
-    await new Promise((res) => setTimeout(res, 100));
+    await new Promise((res) => setTimeout(res, 25));
   }
   return false;
 }
