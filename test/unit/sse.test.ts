@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { chatCompletions } from '../../src/gateway/protocols/chat-completions.ts';
 import type { CallSummary } from '../../src/gateway/protocols/protocol.ts';
 import { SseFramer } from '../../src/gateway/sse.ts';
+import { framedEvents, splitsThatChangeTheEvents } from '../support/sse-splits.ts';
 
 /** The chat reader behind the framer, as the gateway runs them, with the framer's counts. */
 type CompletionSummary = CallSummary & { events: number; oversized: boolean };
@@ -85,16 +86,29 @@ test('extracts usage, model and finish reason from an OpenAI stream', () => {
   assert.deepEqual(inspect([transcript('\n')]), EXPECTED_TRANSCRIPT_SUMMARY);
 });
 
+// The reader sees only the framed events, so a split that frames the same events gives the same
+// summary: each split is checked at the framer (../support/sse-splits.ts), the summary read whole.
 test('one transcript split at every byte offset gives the same summary', () => {
+  const events = framedEvents([transcript('\n')]);
+  assert.equal(events.length, EXPECTED_TRANSCRIPT_SUMMARY.events);
   for (const lineEnd of ['\n', '\r\n', '\r']) {
     const bytes = transcript(lineEnd);
-    for (let offset = 0; offset <= bytes.length; offset++) {
-      const summary = inspect([bytes.subarray(0, offset), bytes.subarray(offset)]);
-      assert.deepEqual(summary, EXPECTED_TRANSCRIPT_SUMMARY, `split at ${offset} with ${JSON.stringify(lineEnd)}`);
-    }
+    assert.deepEqual(inspect([bytes]), EXPECTED_TRANSCRIPT_SUMMARY, `whole with ${JSON.stringify(lineEnd)}`);
+    assert.deepEqual(splitsThatChangeTheEvents(bytes, events), [], `the offsets whose split frames other events, with ${JSON.stringify(lineEnd)}`);
     const oneByteChunks = Array.from(bytes, (byte) => Buffer.from([byte]));
     assert.deepEqual(inspect(oneByteChunks), EXPECTED_TRANSCRIPT_SUMMARY, `1-byte chunks with ${JSON.stringify(lineEnd)}`);
   }
+});
+
+test('the split check reports every offset when the events expected are not the ones framed: an empty report means the events matched', () => {
+  const bytes = transcript('\r\n');
+  const events = framedEvents([bytes]);
+  const everyOffset = Array.from({ length: bytes.length + 1 }, (_, at) => at);
+  const changed = [...events];
+  changed[3] = Buffer.from(TRANSCRIPT_EVENTS[2]!);
+  assert.deepEqual(splitsThatChangeTheEvents(bytes, changed), everyOffset, 'one event changed');
+  assert.deepEqual(splitsThatChangeTheEvents(bytes, events.slice(0, -1)), everyOffset, 'one event fewer');
+  assert.deepEqual(splitsThatChangeTheEvents(bytes, [...events, Buffer.from('[DONE]')]), everyOffset, 'one event more');
 });
 
 test('CRLF, LF and lone CR line endings frame identically', () => {
