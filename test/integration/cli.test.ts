@@ -10,11 +10,22 @@ import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { after, test } from 'node:test';
 import { send } from '../support/http-client.ts';
-import { BUNDLE, ROOT, runProxyCommand, startProxy } from '../support/proxy-process.ts';
+import { BUNDLE, ROOT, runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'cli-test-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
+
+/**
+ * One bundle started with GIT_AUTH_ENABLED=true and nothing else (the default listen arguments),
+ * shared by the tests that only read what it printed at start-up; it must exit 0 on SIGTERM.
+ */
+let gitOnly: Promise<ProxyProcess> | undefined;
+const gitOnlyProxy = () => (gitOnly ??= startProxy({ env: { GIT_AUTH_ENABLED: 'true' } }));
+after(async () => {
+  const p = await gitOnly?.catch(() => undefined);
+  if (p) assert.equal((await p.stop()).code, 0, `GIT_AUTH_ENABLED=true alone: exit 0 on SIGTERM; output:\n${p.output()}`);
+});
 
 test('the bundle is one file that requires only node: built-ins', () => {
   const text = readFileSync(BUNDLE, 'utf8');
@@ -56,22 +67,20 @@ test('with no listener enabled the process exits non-zero and names the enabling
 });
 
 test('GIT_AUTH_ENABLED=true starts the git listener without any token', async () => {
-  const p = await startProxy({ env: { GIT_AUTH_ENABLED: 'true' } });
-  try {
-    assert.ok(p.ports.git! > 0);
-  } finally {
-    assert.equal((await p.stop()).code, 0);
-  }
+  const p = await gitOnlyProxy(); // stopped, exit 0, after the file's tests
+  assert.ok(p.ports.git! > 0);
 });
 
 test('listen addresses accept both --flag value and --flag=value, and IPv6 in brackets', async () => {
+  // '--git-auth-listen 127.0.0.1:0' is startProxy's default: the shared proxy was started with it.
   for (const args of [['--git-auth-listen', '127.0.0.1:0'], ['--git-auth-listen=[::1]:0']]) {
-    const p = await startProxy({ env: { GIT_AUTH_ENABLED: 'true' }, args });
+    const shared = args[0] === '--git-auth-listen';
+    const p = shared ? await gitOnlyProxy() : await startProxy({ env: { GIT_AUTH_ENABLED: 'true' }, args });
     try {
       const rec = p.records().find((r) => r.event === 'listening')!;
       assert.match(String(rec.address), args[0]!.includes('::1') ? /^\[::1\]:\d+$/ : /^127\.0\.0\.1:\d+$/);
     } finally {
-      await p.stop();
+      if (!shared) await p.stop();
     }
   }
 });
@@ -272,14 +281,16 @@ test('mint-token --git-repo prints a token whose git claim is the canonical scop
 
 test('without GIT_PROXY_SIGNING_KEY the git listener warns that workloads are not authenticated; with it, it says jwt', async () => {
   for (const [env, mode] of [[{}, 'network-policy'], [{ GIT_PROXY_SIGNING_KEY: 'g'.repeat(32) }, 'jwt']] as const) {
-    const p = await startProxy({ env: { GIT_AUTH_ENABLED: 'true', ...env } });
+    // Without a key this is the shared GIT_AUTH_ENABLED=true proxy (stopped, exit 0, after the file's tests).
+    const shared = Object.keys(env).length === 0;
+    const p = shared ? await gitOnlyProxy() : await startProxy({ env: { GIT_AUTH_ENABLED: 'true', ...env } });
     try {
       const start = p.records().find((r) => r.event === 'listening' && r.listener === 'git')!;
       assert.equal(start.workload_auth, mode);
       const warned = p.records().some((r) => r.event === 'warning' && r.listener === 'git' && /GIT_PROXY_SIGNING_KEY is not set/.test(String(r.message)));
       assert.equal(warned, mode === 'network-policy');
     } finally {
-      assert.equal((await p.stop()).code, 0);
+      if (!shared) assert.equal((await p.stop()).code, 0);
     }
   }
   const short = await runProxyCommand([], { GIT_AUTH_ENABLED: 'true', GIT_PROXY_SIGNING_KEY: 'short' });
