@@ -91,12 +91,14 @@ function render(lines: readonly string[], rng: Rng | undefined, bom: boolean): B
 function chunkings(bytes: Buffer, rng: Rng): Buffer[][] {
   const cut = (points: number[]): Buffer[] => {
     const sorted = [...new Set(points.filter((p) => p > 0 && p < bytes.length))].sort((a, b) => a - b);
+    // Each chunk is its own Buffer object over a copy of the transcript, as a socket delivers
+    // slices of its read buffer; an empty one now and then.
+    const copy = Buffer.from(bytes);
     const chunks: Buffer[] = [];
     let from = 0;
     for (const p of [...sorted, bytes.length]) {
-      // Each chunk is its own Buffer, as a socket delivers it; an empty one now and then.
       if (rng.chance(0.02)) chunks.push(Buffer.alloc(0));
-      chunks.push(Buffer.from(bytes.subarray(from, p)));
+      chunks.push(copy.subarray(from, p));
       from = p;
     }
     return chunks;
@@ -137,19 +139,24 @@ function framingOf(lines: readonly string[]): { events: number; done: boolean } 
   return { events, done };
 }
 
-function inspect(chunks: readonly Buffer[], maxEventBytes: number): { summary: CompletionSummary; relayed: Buffer; mutated: boolean } {
+/**
+ * Pushes the chunks, which together are `original`, as the gateway does; `mutated` when a chunk
+ * no longer holds its bytes of `original` once pushed (compared in place, without a copy).
+ */
+function inspect(chunks: readonly Buffer[], original: Buffer, maxEventBytes: number): { summary: CompletionSummary; relayed: Buffer; mutated: boolean } {
   const reader = chatCompletions.newStreamReader(CONSTANT_CLOCK);
   const framer = new SseFramer(reader, maxEventBytes);
-  const inspector = { push: (c: Buffer) => framer.push(c), finish: (): CompletionSummary => ({ ...reader.summary(), events: framer.events, oversized: framer.oversized }) };
   const relayed: Buffer[] = [];
   let mutated = false;
+  let offset = 0;
   for (const chunk of chunks) {
-    const before = Buffer.from(chunk);
     relayed.push(chunk); // what the gateway writes to the client
-    inspector.push(chunk);
-    if (!chunk.equals(before)) mutated = true;
+    framer.push(chunk);
+    if (original.compare(chunk, 0, chunk.length, offset, offset + chunk.length) !== 0) mutated = true;
+    offset += chunk.length;
   }
-  return { summary: inspector.finish(), relayed: Buffer.concat(relayed), mutated };
+  const summary: CompletionSummary = { ...reader.summary(), events: framer.events, oversized: framer.oversized };
+  return { summary, relayed: Buffer.concat(relayed), mutated };
 }
 
 test(`fuzz: ${TRANSCRIPTS} random SSE transcripts give one summary whatever the chunking and line ends; bytes pass untouched (seed ${SEED})`, (t) => {
@@ -167,8 +174,8 @@ test(`fuzz: ${TRANSCRIPTS} random SSE transcripts give one summary whatever the 
     const reference = render(lines, undefined, bom);
     const transcript = render(lines, rng, bom);
     const pristine = Buffer.from(transcript);
-    const whole = inspect([transcript], maxEventBytes);
-    const allLf = inspect([reference], maxEventBytes);
+    const whole = inspect([transcript], pristine, maxEventBytes);
+    const allLf = inspect([reference], Buffer.from(reference), maxEventBytes);
     runs += 2;
     const where = `transcript #${i} (maxEventBytes ${maxEventBytes}) ${JSON.stringify(transcript.toString('utf8').slice(0, 300))}`;
     if (!transcript.equals(pristine) || whole.mutated) failures.push(`${where}: the inspector changed the bytes it was given`);
@@ -187,7 +194,7 @@ test(`fuzz: ${TRANSCRIPTS} random SSE transcripts give one summary whatever the 
     if (whole.summary.oversized) oversized++;
     for (const chunks of chunkings(transcript, rng)) {
       runs++;
-      const chunked = inspect(chunks, maxEventBytes);
+      const chunked = inspect(chunks, pristine, maxEventBytes);
       if (chunked.mutated) failures.push(`${where}: the inspector changed a chunk`);
       if (!chunked.relayed.equals(pristine)) failures.push(`${where}: relayed bytes differ from the transcript`);
       try {
