@@ -13,85 +13,92 @@
 // over 120 files was a third of the suite's CPU time. The one thing it served that the CommonJS
 // hooks do not is import() of a .ts file: import .ts files statically.
 //
-// Unit files without a top-level hook (before, after, beforeEach, afterEach) run several to a
-// process: node --test starts one process per file it is given (Node 20 has no
-// --test-isolation=none), and a process costs about 0.3 s of CPU before its first test, more
-// than most unit files' own tests. A group is a file in a temporary directory that requires its
-// members in name order; their tests keep their names and their files' locations, run one after
-// another as they would alone, and a file that throws while loading is a failed test named after
-// it (the others still run). A file runs alone if it has top-level hooks (in a group they would
-// wrap every file's tests) or touches what the process shares (the environment, the working
-// directory, process handlers, globals, mocked timers).
+// node --test starts one process per file it is given (Node 20 has no --test-isolation=none),
+// and a process costs about 0.4 s of CPU before its first test (node, tsx, the test runner, then
+// loading the same src/ and test/support/ modules again), more than most files' own tests. So the
+// files run as a few groups, one process each, as many groups as files run at once: a group is a
+// file in a temporary directory that loads its members in turn, each inside a describe() named
+// after it, so that a member's top-level hooks (before, after, ...) wrap its own tests only, and a
+// member that throws while loading fails that suite alone. Members of a group run one after
+// another, as their tests did alone; groups run side by side.
+//
+// Groups are balanced by how long each file took last time (a reporter writes every file's time
+// to node_modules/.cache/test-times.json; files not timed yet count as the median), heaviest
+// first into the lightest group. A file runs in a process of its own if it touches what the
+// process shares (the working directory, process handlers, the environment, globals, mocked
+// timers).
 //
 //   node scripts/test.mjs                       everything, as npm test
 //   node scripts/test.mjs test/unit/x.test.ts   only the given test files (build and checks too)
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 
-// The files that take longest start first, so that none of them is left running alone at the
-// end while the other core idles (measured 2026-11-26: the split-at-every-byte and fuzz tests
-// are CPU-bound for several seconds; git-e2e and large-body wait on git and a 256 MiB push).
-const LONGEST_FIRST = [
-  'test/unit/responses.test.ts',
-  'test/integration/git-e2e.test.ts',
-  'test/unit/fuzz-sse.test.ts',
-  'test/integration/large-body.test.ts',
-  'test/integration/audit-bundle.test.ts',
-  'test/integration/git-server-fixture.test.ts',
-  'test/integration/faults.test.ts',
-  'test/integration/cli.test.ts',
-];
-
-/** Every test file, the longest first, then the rest in name order. */
+/** Every test file, in name order. */
 function testFiles() {
-  const all = ['test/unit', 'test/integration'].flatMap((dir) =>
+  return ['test/unit', 'test/integration'].flatMap((dir) =>
     readdirSync(path.join(root, dir))
       .filter((f) => f.endsWith('.test.ts'))
       .sort()
       .map((f) => `${dir}/${f}`),
   );
-  return [...LONGEST_FIRST.filter((f) => all.includes(f)), ...all.filter((f) => !LONGEST_FIRST.includes(f))];
 }
 
-const GROUP_SIZE = 8;
-const TOP_LEVEL_HOOK = /^(before|after|beforeEach|afterEach)\s*\(/m;
+const TIMES = path.join(root, 'node_modules', '.cache', 'test-times.json');
 const PROCESS_STATE = /process\.(chdir|on|once|exitCode)\b|process\.env(\.\w+|\[[^\]]+\])\s*=[^=]|delete process\.env|globalThis\.|global\.|mock\.timers/;
 
+/** Seconds each file took in the last run, by path; {} before the first. */
+function lastTimes() {
+  try {
+    return JSON.parse(readFileSync(TIMES, 'utf8'));
+  } catch {
+    return {};
+  }
+}
+
+/** Keeps this run's file times (from test-times-reporter.mjs) with those of files it did not run. */
+function saveTimes(file) {
+  try {
+    const times = { ...lastTimes(), ...JSON.parse(readFileSync(file, 'utf8')) };
+    mkdirSync(path.dirname(TIMES), { recursive: true });
+    writeFileSync(TIMES, `${JSON.stringify(times, null, 1)}\n`);
+  } catch {
+    // No times this run (node --test failed before reporting): keep the last ones.
+  }
+}
+
 /**
- * The files node --test is given: the longest alone and first, then the groups of unit files
- * that may share a process (written into `dir`), then every other file alone.
+ * The process files node --test is given, written into `dir`: `count` groups balanced by last
+ * time's seconds (heaviest file first, into the group with the least so far), then one process
+ * for each file that must run alone.
  */
-function processFiles(files, dir) {
-  const runsAlone = (f) => {
-    const text = readFileSync(path.join(root, f), 'utf8');
-    return !f.startsWith('test/unit/') || LONGEST_FIRST.includes(f) || TOP_LEVEL_HOOK.test(text) || PROCESS_STATE.test(text);
-  };
-  const groupable = files.filter((f) => !runsAlone(f));
-  const groups = [];
-  for (let i = 0; i < groupable.length; i += GROUP_SIZE) {
-    const members = groupable.slice(i, i + GROUP_SIZE);
-    const file = path.join(dir, `unit-${groups.length + 1}.test.cjs`);
-    // A member that throws while loading is a failed test named after it; the others still run.
+function processFiles(files, dir, count) {
+  const alone = files.filter((f) => PROCESS_STATE.test(readFileSync(path.join(root, f), 'utf8')));
+  const times = lastTimes();
+  const known = files.map((f) => times[f]).filter((t) => typeof t === 'number').sort((x, y) => x - y);
+  const typical = known.length > 0 ? known[Math.floor(known.length / 2)] : 1;
+  const weight = (f) => (typeof times[f] === 'number' ? times[f] : typical);
+  const groups = Array.from({ length: count }, () => ({ members: [], seconds: 0 }));
+  for (const f of files.filter((f) => !alone.includes(f)).sort((x, y) => weight(y) - weight(x))) {
+    const lightest = groups.reduce((min, g) => (g.seconds < min.seconds ? g : min));
+    lightest.members.push(f);
+    lightest.seconds += weight(f);
+  }
+  return [...groups.filter((g) => g.members.length > 0).map((g) => g.members), ...alone.map((f) => [f])].map((members, i) => {
+    const file = path.join(dir, `group-${i + 1}.test.cjs`);
     writeFileSync(file, [
-      `// ${members.length} unit test files in one process (scripts/test.mjs)`,
-      `for (const file of ${JSON.stringify(members)}) {`,
-      `  try {`,
-      `    require(require('node:path').join(${JSON.stringify(root)}, file));`,
-      `  } catch (err) {`,
-      `    require('node:test').test(\`\${file}: the file failed to load\`, () => { throw err; });`,
-      `  }`,
-      `}`,
+      `// ${members.length} test file(s) in one process, each in a describe() named after it (scripts/test.mjs)`,
+      `const { describe } = require('node:test');`,
+      `const { join } = require('node:path');`,
+      `for (const file of ${JSON.stringify(members)}) describe(file, () => require(join(${JSON.stringify(root)}, file)));`,
       ``,
     ].join('\n'));
-    groups.push(file);
-  }
-  const alone = files.filter((f) => !groupable.includes(f));
-  return [...alone.filter((f) => LONGEST_FIRST.includes(f)), ...groups, ...alone.filter((f) => !LONGEST_FIRST.includes(f))];
+    return file;
+  });
 }
 
 /**
@@ -134,8 +141,11 @@ const beside = [
   run('SSE fixtures', ['--require', 'tsx/cjs', 'scripts/e2e/write-sse-fixtures.ts', '--check'], true),
 ];
 const groupDir = mkdtempSync(path.join(tmpdir(), 'npm-test-groups-'));
-const processes = processFiles(files, groupDir);
-results.push(await run('node --test', ['--test', `--test-concurrency=${concurrency}`, '--require', 'tsx/cjs', ...processes]));
+const processes = processFiles(files, groupDir, concurrency);
+const timesNow = path.join(groupDir, 'times.json');
+const reporters = ['--test-reporter', process.stdout.isTTY ? 'spec' : 'tap', '--test-reporter-destination', 'stdout', '--test-reporter', './scripts/test-times-reporter.mjs', '--test-reporter-destination', timesNow];
+results.push(await run('node --test', ['--test', `--test-concurrency=${concurrency}`, ...reporters, '--require', 'tsx/cjs', ...processes]));
+saveTimes(timesNow);
 rmSync(groupDir, { recursive: true, force: true });
 for (const r of await Promise.all(beside)) {
   results.push(r);

@@ -19,7 +19,6 @@ let pki: TestPki;
 let upstream: ModelUpstream;
 let proxy: ProxyProcess;
 let dir: string;
-const cwd = process.cwd();
 
 before(async () => {
   pki = makeTestPki();
@@ -31,16 +30,12 @@ before(async () => {
     held.push(res);
   });
   dir = mkdtempSync(join(tmpdir(), 'test-body-release-'));
-  process.chdir(dir); // the gateway, started from here, writes its snapshots here
-  try {
-    proxy = await startProxy({
-      env: { UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_API_KEY: 'sk-test', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile, NODE_OPTIONS: '--heapsnapshot-signal=SIGUSR2' },
-      args: ['--model-gateway-listen', '127.0.0.1:0'],
-      listeners: ['model'],
-    });
-  } finally {
-    process.chdir(cwd);
-  }
+  proxy = await startProxy({
+    env: { UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_API_KEY: 'sk-test', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile, NODE_OPTIONS: '--heapsnapshot-signal=SIGUSR2' },
+    args: ['--model-gateway-listen', '127.0.0.1:0'],
+    listeners: ['model'],
+    cwd: dir, // the gateway writes its heap snapshots here
+  });
 });
 
 after(async () => {

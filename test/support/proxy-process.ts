@@ -35,6 +35,8 @@ export interface StartOptions {
   args?: string[];
   /** Proxy listener names to wait for (default: ['git']); 'metrics' too, unless it is off. */
   listeners?: string[];
+  /** The proxy's working directory (default: the test's); a heap snapshot is written there. */
+  cwd?: string;
 }
 
 export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
@@ -43,6 +45,7 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   if (!args.some((a) => a.startsWith('--metrics-listen'))) args.push('--metrics-listen', '127.0.0.1:0');
   const child = spawn(process.execPath, [BUNDLE, ...args], {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...opts.env },
+    cwd: opts.cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
