@@ -45,14 +45,17 @@ function randomChar(rng: Rng): string {
 }
 
 function flipCase(host: string, rng: Rng): string {
-  return [...host].map((c) => (rng.chance(0.3) ? (c === c.toLowerCase() ? c.toUpperCase() : c.toLowerCase()) : c)).join('');
+  let flipped = '';
+  for (const c of host) flipped += rng.chance(0.3) ? (c === c.toLowerCase() ? c.toUpperCase() : c.toLowerCase()) : c;
+  return flipped;
 }
 
 /** A target the proxy must accept, with the method that goes with it. */
 function validTarget(rng: Rng): { method: string; target: string } {
   const route = rng.pick(ROUTES);
   const host = flipCase(rng.pick(REGISTERED), rng);
-  const segments = Array.from({ length: rng.between(1, 4) }, () => rng.pick(SAFE_SEGMENTS));
+  const segments: string[] = [];
+  for (let n = rng.between(1, 4); n > 0; n--) segments.push(rng.pick(SAFE_SEGMENTS));
   return { method: route.method, target: `/${host}/${segments.join('/')}/${route.suffix}` };
 }
 
@@ -118,7 +121,11 @@ function decodeOnceBytes(segment: string): string {
     if (segment[i] === '%' && /^[0-9A-Fa-f]{2}$/.test(hex)) {
       bytes.push(parseInt(hex, 16));
       i += 2;
-    } else bytes.push(...Buffer.from(segment[i]!, 'utf8'));
+    } else {
+      const code = segment.charCodeAt(i);
+      if (code < 0x80) bytes.push(code);
+      else bytes.push(...Buffer.from(segment[i]!, 'utf8'));
+    }
   }
   return Buffer.from(bytes).toString('latin1');
 }
