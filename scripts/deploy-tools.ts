@@ -109,6 +109,34 @@ export async function renderKustomization(kubectl: string, validator: string, di
   return parseAllDocuments(r.stdout).map((d) => d.toJS() as K8sObject);
 }
 
+/**
+ * `tsc -p` over `files` (a tsconfig.json and the code it names), in a directory of the validator's
+ * so that imports of its packages resolve; { status, output } as tsc exits. A pass is recorded
+ * under the SHA-256 of everything the check reads that can change: the files, TypeScript's version
+ * (its package.json) and the validator's exact package versions (the install marker; a new version
+ * is a new install). tsc is a pure function of these, so the same inputs pass again without a
+ * run, as `tsc --incremental` keeps a file's diagnostics while its text is unchanged; a failure is
+ * never recorded, and each one runs tsc again for its message.
+ */
+export function typecheckAgainstModels(validator: string, tscPackage: string, files: Record<string, string>): { status: number | null; output: string; recorded: boolean } {
+  const inputs = [readFileSync(join(tscPackage, 'package.json'), 'utf8'), readFileSync(join(validator, MARKER), 'utf8'), ...Object.entries(files).sort().flat()];
+  const key = createHash('sha256').update(JSON.stringify(inputs)).digest('hex');
+  const record = join(validator, 'typechecks-passed', key);
+  if (existsSync(record)) return { status: 0, output: '', recorded: true };
+  const dir = mkdtempSync(join(validator, 'check-'));
+  try {
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+    const r = spawnSync(process.execPath, [join(tscPackage, 'bin', 'tsc'), '-p', dir], { encoding: 'utf8' });
+    if (r.status === 0) {
+      mkdirSync(join(validator, 'typechecks-passed'), { recursive: true });
+      writeFileSync(record, `${new Date().toISOString()}\n`);
+    }
+    return { status: r.status, output: `${r.stdout}${r.stderr}${r.error?.message ?? ''}`, recorded: false };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** Installs what is missing; idempotent. */
 export function ensureDeployTools(log: (line: string) => void): { kubectl: string; validator: string } {
   const kubectl = findKubectl() ?? installKubectl(log);
