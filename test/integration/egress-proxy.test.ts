@@ -20,6 +20,7 @@ import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { assertNoSecrets, runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { rsaKeyPair } from '../support/test-keys.ts';
 
@@ -124,7 +125,7 @@ test('egress: a model call goes through a CONNECT tunnel to its provider; the eg
 test('egress: a real git clone goes through a CONNECT tunnel to the git host; its token never reaches the egress proxy', async () => {
   const home = makeGitHome();
   try {
-    const config = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: `127.0.0.1:${proxy.ports.git}`, GIT_HOST_A: git.hostKey });
+    const config = await runCommandInProcess(['git-config'], { GIT_AUTH_PROXY_HOST: `127.0.0.1:${proxy.ports.git}`, GIT_HOST_A: git.hostKey });
     assert.equal(config.code, 0, config.stderr);
     writeFileSync(join(home.home, 'proxy.gitconfig'), config.stdout);
     assert.equal((await runGit(['config', '--global', '--add', 'include.path', join(home.home, 'proxy.gitconfig')], { home: home.home })).code, 0);

@@ -65,7 +65,7 @@ before(async () => {
   await proxy.waitForRecord((r) => r.event === 'sa_keys_loaded', 'the key set loaded');
   workload = makeGitHome();
   tokenFile = join(work, 'token');
-  const generated = await runProxyCommand(['git-config', '--proxy-host', `127.0.0.1:${proxy.ports.git}`, '--workload-token-file', tokenFile], { GIT_HOST_A: gitServer.hostKey });
+  const generated = await runCommandInProcess(['git-config', '--proxy-host', `127.0.0.1:${proxy.ports.git}`, '--workload-token-file', tokenFile], { GIT_HOST_A: gitServer.hostKey });
   assert.equal(generated.code, 0, generated.stderr);
   const configFile = join(workload.home, 'proxy.gitconfig');
   writeFileSync(configFile, generated.stdout);
