@@ -14,22 +14,54 @@
 // view of a changed file's types changed, are checked again (TypeScript's own builder decides).
 // A save that touches one file costs seconds, not the whole program; the first run, or one
 // after the cache is deleted, checks everything.
+//
+// Parsing and binding every file (some 520 with Node's and the language's declarations) is most
+// of a run's cost, and TypeScript redoes it in every process. So a run that passes also records
+// what it read (scripts/recorded-reads.mjs: each file's digest, each probe of the file system,
+// the directory listing of tsconfig's `include`), with TypeScript's version and this script's
+// text; the next run asks the same questions first and, when every answer is the same, prints
+// the passing result again without building the program. A failure is never recorded.
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import ts from 'typescript';
+import { recordReads, sameReads } from './recorded-reads.mjs';
 
+// require(), not import: Node's ESM loader scans the 9 MB compiler for its named exports
+// first, 0.7 s of CPU.
+const ts = createRequire(import.meta.url)('typescript');
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
-const configFile = ts.readConfigFile(path.join(root, 'tsconfig.json'), ts.sys.readFile);
-const parsed = ts.parseJsonConfigFileContent(configFile.config, ts.sys, root);
+const typecheck = process.argv.includes('--typecheck');
+const cacheDir = path.join(root, 'node_modules', '.cache', 'check-exports');
+const RECORD_FILE = path.join(cacheDir, 'passed.json');
+// What the result depends on besides the files: the compiler and the checks themselves.
+const checkerKey = createHash('sha256')
+  .update(JSON.stringify([ts.version, ...['check-exports.mjs', 'recorded-reads.mjs'].map((f) => readFileSync(path.join(root, 'scripts', f), 'utf8'))]))
+  .digest('hex');
+
+const lastPass = readRecord();
+if (lastPass !== null && lastPass.checkerKey === checkerKey && (lastPass.typechecked || !typecheck) && sameReads(ts.sys, lastPass.reads)) {
+  for (const line of lastPass.lines) if (typecheck || !line.startsWith('typecheck:')) console.log(line);
+  console.log(`check-exports: the ${lastPass.reads.length} reads of the last passing run (${lastPass.at}) answer the same: its result stands`);
+  process.exit(0);
+}
+
+const recording = recordReads(ts.sys, (file) => path.resolve(root, file).startsWith(cacheDir + path.sep));
+const configFile = ts.readConfigFile(path.join(root, 'tsconfig.json'), recording.system.readFile);
+const parsed = ts.parseJsonConfigFileContent(configFile.config, recording.system, root);
+const options = { ...parsed.options, incremental: true, tsBuildInfoFile: path.join(cacheDir, 'tsconfig.tsbuildinfo') };
 const builder = ts.createIncrementalProgram({
   rootNames: parsed.fileNames,
-  options: { ...parsed.options, incremental: true, tsBuildInfoFile: path.join(root, 'node_modules', '.cache', 'check-exports', 'tsconfig.tsbuildinfo') },
+  options,
+  host: ts.createIncrementalCompilerHost(options, recording.system),
   configFileParsingDiagnostics: ts.getConfigFileParsingDiagnostics(parsed),
 });
 const program = builder.getProgram();
+const lines = [];
 // --typecheck: the type errors of this same program first (what `tsc --noEmit` reports), so that
 // `npm test` builds one TypeScript program, not two.
-if (process.argv.includes('--typecheck')) {
+if (typecheck) {
   const diagnostics = [
     ...builder.getConfigFileParsingDiagnostics(),
     ...builder.getOptionsDiagnostics(),
@@ -44,7 +76,8 @@ if (process.argv.includes('--typecheck')) {
     console.error(`check-exports --typecheck: ${diagnostics.length} type error(s)`);
     process.exit(1);
   }
-  console.log(`typecheck: no type errors (${program.getSourceFiles().length} files)`);
+  lines.push(`typecheck: no type errors (${program.getSourceFiles().length} files)`);
+  console.log(lines.at(-1));
 }
 const checker = program.getTypeChecker();
 const srcDir = path.join(root, 'src') + path.sep;
@@ -163,4 +196,25 @@ if (unused.length > 0) {
   console.error(`check-exports: ${unused.length} export(s) nothing imports (delete them, or drop the export):\n${unused.map((u) => `  ${u}`).join('\n')}`);
   process.exit(1);
 }
-console.log(`check-exports: every export of src/ is used by production code (${ours.length} files checked)`);
+lines.push(`check-exports: every export of src/ is used by production code (${ours.length} files checked)`);
+console.log(lines.at(-1));
+writeRecord(recording.reads());
+
+/** The record of the last passing run, or null (none, or unreadable: the check runs). */
+function readRecord() {
+  try {
+    const record = JSON.parse(readFileSync(RECORD_FILE, 'utf8'));
+    return Array.isArray(record.reads) && Array.isArray(record.lines) ? record : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Keeps this pass's reads for the next run; written aside and renamed, as runs may overlap. */
+function writeRecord(reads) {
+  if (reads === null) return;
+  mkdirSync(cacheDir, { recursive: true });
+  const temporary = `${RECORD_FILE}.${process.pid}`;
+  writeFileSync(temporary, JSON.stringify({ checkerKey, typechecked: typecheck, at: new Date().toISOString(), lines, reads }));
+  renameSync(temporary, RECORD_FILE);
+}
