@@ -67,10 +67,11 @@ before(async () => {
   pki = makeTestPki();
   // The credential fetches use Node's global agent, as they do in production (public roots);
   // here it trusts the test CA, as NODE_EXTRA_CA_CERTS makes the bundle do in other tests.
-  globalAgent.options.ca = pki.caPem;
+  globalAgent.options.ca = pki.caPem; // put back in after(): files share a process (scripts/test.mjs)
   upstream = await startModelUpstream(pki);
 });
 after(async () => {
+  delete globalAgent.options.ca;
   await upstream.close();
   pki.cleanup();
 });

@@ -29,10 +29,11 @@ before(() => {
   pki = makeTestPki();
   // The exchange uses Node's global agent, as in production (public roots); here it trusts the
   // test CA, as NODE_EXTRA_CA_CERTS makes the bundle do.
-  globalAgent.options.ca = pki.caPem;
+  globalAgent.options.ca = pki.caPem; // put back in after(): files share a process (scripts/test.mjs)
   dir = mkdtempSync(join(tmpdir(), 'github-app-tokens-'));
 });
 after(() => {
+  delete globalAgent.options.ca;
   pki.cleanup();
   rmSync(dir, { recursive: true, force: true });
 });
