@@ -22,8 +22,11 @@ let modelUp: ModelUpstream;
 let gitUp: TestUpstream;
 let dir: string;
 let proxy: ProxyProcess;
-/** Started as soon as the metrics listener is up: its first scrape comes about 5 s later (test/support/prometheus.ts), while the other tests run. */
-let prom: PrometheusServer;
+/**
+ * Started as soon as the metrics listener is up: its first scrape comes about 5 s later
+ * (test/support/prometheus.ts), while the other tests run. Awaited by the test that uses it, so
+ * that a Prometheus that cannot start fails that test alone.
+ */
 let prometheusStarted: Promise<PrometheusServer> | undefined;
 
 before(async () => {
@@ -45,7 +48,7 @@ before(async () => {
     listeners: ['git', 'model'],
   });
   prometheusStarted = startPrometheus([`127.0.0.1:${proxy.ports.metrics}`]);
-  prometheusStarted.catch(() => {}); // awaited below, after the traffic
+  prometheusStarted.catch(() => {}); // awaited by the test that uses it
 
   // Known traffic on both listeners.
   const chat = (body: object, headers: Record<string, string> = {}) =>
@@ -65,7 +68,6 @@ before(async () => {
   for (let i = 0; i < 3; i++) await send(git, 'GET', `/${gitUp.hostKey}/org/repo.git/info/refs?service=git-upload-pack`);
   await send(git, 'POST', `/${gitUp.hostKey}/org/repo.git/git-receive-pack`, { body: randomBytes(4096) });
   await send(git, 'GET', `/unknown.example/org/repo.git/info/refs?service=git-upload-pack`);
-  prom = await prometheusStarted;
 });
 
 after(async () => {
@@ -141,6 +143,7 @@ test('estimated cost comes from the price table, and unpriced models cost nothin
 
 test('a real Prometheus scraping the metrics listener returns the token totals and request counts', async () => {
   const recs = await requestRecords(9, 5);
+  const prom = await prometheusStarted!;
   const input = total(recs.model, 'input_tokens');
   assert.equal(await prom.waitForValue('sum(model_gateway_tokens_total{type="input"})', (v) => v === input), input);
   assert.equal(await prom.waitForValue('sum(model_gateway_requests_total)', (v) => v === recs.model.length), recs.model.length);
