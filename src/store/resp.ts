@@ -12,12 +12,14 @@ export class RespError extends Error {
 
 /** Pure: one command as RESP: an array of bulk strings. */
 export function encodeCommand(args: readonly (string | number)[]): Buffer {
-  const parts: Buffer[] = [Buffer.from(`*${args.length}\r\n`)];
+  // One string, encoded once: a buffer per argument, its length line and its CRLF (three each,
+  // then a concat) cost five times as much for a script call's twenty arguments.
+  let text = `*${args.length}\r\n`;
   for (const arg of args) {
-    const bytes = Buffer.from(String(arg), 'utf8');
-    parts.push(Buffer.from(`$${bytes.length}\r\n`), bytes, Buffer.from('\r\n'));
+    const s = String(arg);
+    text += `$${Buffer.byteLength(s, 'utf8')}\r\n${s}\r\n`;
   }
-  return Buffer.concat(parts);
+  return Buffer.from(text, 'utf8');
 }
 
 /**

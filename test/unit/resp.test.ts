@@ -9,6 +9,8 @@ import { bufferWork } from '../support/buffer-work.ts';
 
 test('resp: a command is an array of bulk strings, byte lengths counted in UTF-8 (encodeCommand)', () => {
   assert.equal(encodeCommand(['SET', 'k', 'vé', 5]).toString(), '*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\nvé\r\n$1\r\n5\r\n');
+  // Four-byte characters, and a lone surrogate (written as U+FFFD, three bytes): counted as sent.
+  assert.deepEqual(encodeCommand(['a😀', '\ud800']), Buffer.from('*2\r\n$5\r\na😀\r\n$3\r\n\ufffd\r\n', 'utf8'));
 });
 
 test('resp: every reply type parses, nested arrays too, and an incomplete reply asks for more bytes (parseReply)', () => {
