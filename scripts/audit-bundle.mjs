@@ -223,8 +223,8 @@ export function auditBundle(text) {
   };
 
   for (let k = 0; k < tokens.length; k++) {
-    const tok = t(k);
-    if (tok.type === 'string' && is(k - 1, 'punct', '[') && is(k + 1, 'punct', ']') && COMPUTED_NAMES.has(tok.value)) {
+    const tok = tokens[k];
+    if (tok.type === 'string' && COMPUTED_NAMES.has(tok.value) && is(k - 1, 'punct', '[') && is(k + 1, 'punct', ']')) {
       findings.push(`${at(tok)}: computed member ["${tok.value}"]`);
     }
     if (tok.type !== 'ident') continue;
