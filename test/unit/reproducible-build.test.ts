@@ -16,6 +16,10 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 
 const buildBundle = async (root: string, outfile: string) => (await import('../../scripts/build-bundle.mjs')).buildBundle({ root, outfile });
 
+/** One build of the checkout itself, for the tests that read a build of it (built on first use). */
+let checkoutBuild: ReturnType<typeof buildBundle> | undefined;
+const buildOfCheckout = () => (checkoutBuild ??= buildBundle(ROOT, join(dir, 'checkout', 'proxy.js')));
+
 /** A copy of the build's inputs (no .git: outside any repository) at `at`, with the build scripts and node_modules linked in. */
 function checkoutCopy(at: string): string {
   mkdirSync(at, { recursive: true });
@@ -68,7 +72,7 @@ test('reproducible build: the bytes do not depend on where the checkout lies or 
   assert.match(run.stdout, /^renamed by esbuild /m, 'then the renamed names');
 
   // The same source as the real checkout: only the header tells them apart.
-  const real = await buildBundle(ROOT, join(dir, 'real', 'proxy.js'));
+  const real = await buildOfCheckout();
   if (real.provenance.sourcesSha256 === a.provenance.sourcesSha256) assert.equal(body(real.text), body(a.text));
 });
 
@@ -115,13 +119,13 @@ test('reproducible build: the header names the version, the commit (-dirty for a
 
 test('the audit repeats what the header says, and a bundle without the header fails it', async () => {
   const { auditFile } = await import('../../scripts/audit-bundle.mjs');
-  const built = await buildBundle(ROOT, join(dir, 'audited', 'proxy.js'));
+  const built = await buildOfCheckout();
   const r = auditFile(built.outfile);
   assert.equal(r.status, 0, r.stdout);
   assert.match(r.stdout, new RegExp(`^ {2}header: +credential-proxy \\S+, commit ${built.provenance.commit}`, 'm'));
   assert.match(r.stdout, new RegExp(`sources sha256 ${built.provenance.sourcesSha256}, lockfile sha256 ${built.provenance.lockfileSha256}`));
 
-  const stripped = join(dir, 'audited', 'no-header.js');
+  const stripped = join(dir, 'no-header.js');
   writeFileSync(stripped, built.text.replace(/^\/\/ (source commit|sources sha256|lockfile sha256):.*\n/gm, ''));
   const bad = auditFile(stripped);
   assert.equal(bad.status, 1);
