@@ -51,10 +51,14 @@ const recording = recordReads(ts.sys, (file) => path.resolve(root, file).startsW
 const configFile = ts.readConfigFile(path.join(root, 'tsconfig.json'), recording.system.readFile);
 const parsed = ts.parseJsonConfigFileContent(configFile.config, recording.system, root);
 const options = { ...parsed.options, incremental: true, tsBuildInfoFile: path.join(cacheDir, 'tsconfig.tsbuildinfo') };
+const compilerHost = ts.createIncrementalCompilerHost(options, recording.system);
+// As tsc parses: JSDoc only where it can hold a type error (JavaScript files, @see and @link),
+// not every comment of every file; the diagnostics are tsc's.
+compilerHost.jsDocParsingMode = ts.JSDocParsingMode.ParseForTypeErrors;
 const builder = ts.createIncrementalProgram({
   rootNames: parsed.fileNames,
   options,
-  host: ts.createIncrementalCompilerHost(options, recording.system),
+  host: compilerHost,
   configFileParsingDiagnostics: ts.getConfigFileParsingDiagnostics(parsed),
 });
 const program = builder.getProgram();
