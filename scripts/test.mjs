@@ -23,13 +23,15 @@
 // another, as their tests did alone; groups run side by side.
 //
 // Groups are balanced by how long each file took last time (a reporter writes every file's time
-// to node_modules/.cache/test-times.json; files not timed yet count as the median), heaviest
+// to node_modules/.cache/test-times.json; before the first run, scripts/test-times.json; files
+// not timed yet count as the median), heaviest
 // first into the lightest group. A file runs in a process of its own if it touches what the
 // process shares (the working directory, process handlers, the environment, globals, mocked
 // timers).
 //
 //   node scripts/test.mjs                       everything, as npm test
 //   node scripts/test.mjs test/unit/x.test.ts   only the given test files (build and checks too)
+//   TEST_PROCESSES=8 node scripts/test.mjs      that many groups at once (default: two per core)
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -49,15 +51,21 @@ function testFiles() {
 }
 
 const TIMES = path.join(root, 'node_modules', '.cache', 'test-times.json');
+// A fresh clone's first run is balanced by these (a copy of a quiet run's test-times.json); a
+// stale entry costs balance, never a result.
+const SEED_TIMES = path.join(root, 'scripts', 'test-times.json');
 const PROCESS_STATE = /process\.(chdir|on|once|exitCode)\b|process\.env(\.\w+|\[[^\]]+\])\s*=[^=]|delete process\.env|globalThis\.|global\.|mock\.timers/;
 
-/** Seconds each file took in the last run, by path; {} before the first. */
+/** Seconds each file took, by path: from the last run here, else from scripts/test-times.json. */
 function lastTimes() {
-  try {
-    return JSON.parse(readFileSync(TIMES, 'utf8'));
-  } catch {
-    return {};
-  }
+  const read = (file) => {
+    try {
+      return JSON.parse(readFileSync(file, 'utf8'));
+    } catch {
+      return {};
+    }
+  };
+  return { ...read(SEED_TIMES), ...read(TIMES) };
 }
 
 /** Keeps this run's file times (from test-times-reporter.mjs) with those of files it did not run. */
@@ -122,7 +130,7 @@ const started = Date.now();
 const files = process.argv.length > 2 ? process.argv.slice(2) : testFiles();
 // Two test files per core: most files spend much of their time waiting on child processes
 // (the bundle, git, redis-server, openssl) and sockets, not on the CPU.
-const concurrency = Math.max(2, availableParallelism() * 2);
+const concurrency = Number(process.env.TEST_PROCESSES ?? Math.max(2, availableParallelism() * 2));
 
 const results = [];
 for (const [name, args] of [
