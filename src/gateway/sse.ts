@@ -70,10 +70,6 @@ export class SseFramer {
   private overCap = false;
   private large: LargeEventConsumer | undefined;
 
-  /** Events dispatched (with data), and whether any outgrew the cap. */
-  events = 0;
-  oversized = false;
-
   constructor(reader: EventReader, maxEventBytes = DEFAULT_MAX_EVENT_BYTES) {
     if (!Number.isSafeInteger(maxEventBytes) || maxEventBytes < 1) throw new RangeError('maxEventBytes must be a positive integer');
     this.reader = reader;
@@ -168,7 +164,6 @@ export class SseFramer {
     }
     if (this.data.append(bytes)) return;
     this.overCap = true;
-    this.oversized = true;
     this.large = this.reader.largeEvent();
     if (this.large) {
       this.large.push(this.data.bytes());
@@ -179,7 +174,6 @@ export class SseFramer {
 
   private dispatch(): void {
     if (this.eventHasData) {
-      this.events++;
       if (!this.overCap) this.reader.event(this.data.bytes());
       else this.large?.end();
     }

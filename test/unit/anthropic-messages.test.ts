@@ -11,6 +11,7 @@ import { checkRequestBody } from '../../src/gateway/rules.ts';
 import { SseFramer } from '../../src/gateway/sse.ts';
 import { expectedSummaries, rawEvents, SSE_FIXTURES, type RawEvent } from '../support/sse-fixtures.ts';
 import { framedEvents, splitsThatChangeTheEvents } from '../support/sse-splits.ts';
+import { countingReader } from '../support/counting-reader.ts';
 
 const MODEL = 'claude-sonnet-5';
 const POLICY = { allowedModels: new Set([MODEL]), hostedTools: new Set<string>() };
@@ -93,9 +94,10 @@ const FILES = Object.keys(EXPECTED).filter((f) => f.startsWith('anthropic-'));
 type Read = CallSummary & { events: number };
 function read(chunks: readonly Buffer[]): Read {
   const reader = anthropicMessages.newStreamReader(() => 7);
-  const framer = new SseFramer(reader);
+  const counting = countingReader(reader);
+  const framer = new SseFramer(counting.reader);
   for (const c of chunks) framer.push(c);
-  return { ...reader.summary(), events: framer.events };
+  return { ...reader.summary(), events: counting.counts.events };
 }
 
 /** A content_block_delta carrying text, tool input or thinking: output, read off the bytes. */

@@ -13,6 +13,7 @@ import { SseFramer } from '../../src/gateway/sse.ts';
 
 type CompletionSummary = CallSummary & { events: number; oversized: boolean };
 import { fuzzSeed, mulberry32, type Rng } from '../support/prng.ts';
+import { countingReader } from '../support/counting-reader.ts';
 
 const SEED = fuzzSeed(0x55e0_f022);
 const TRANSCRIPTS = 3000;
@@ -145,7 +146,8 @@ function framingOf(lines: readonly string[]): { events: number; done: boolean } 
  */
 function inspect(chunks: readonly Buffer[], original: Buffer, maxEventBytes: number): { summary: CompletionSummary; relayed: Buffer; mutated: boolean } {
   const reader = chatCompletions.newStreamReader(CONSTANT_CLOCK);
-  const framer = new SseFramer(reader, maxEventBytes);
+  const counting = countingReader(reader);
+  const framer = new SseFramer(counting.reader, maxEventBytes);
   const relayed: Buffer[] = [];
   let mutated = false;
   let offset = 0;
@@ -155,7 +157,7 @@ function inspect(chunks: readonly Buffer[], original: Buffer, maxEventBytes: num
     if (original.compare(chunk, 0, chunk.length, offset, offset + chunk.length) !== 0) mutated = true;
     offset += chunk.length;
   }
-  const summary: CompletionSummary = { ...reader.summary(), events: framer.events, oversized: framer.oversized };
+  const summary: CompletionSummary = { ...reader.summary(), ...counting.counts };
   return { summary, relayed: Buffer.concat(relayed), mutated };
 }
 

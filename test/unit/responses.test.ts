@@ -12,6 +12,7 @@ import type { ShellTool } from '../support/agent-turns.ts';
 import { encodeSse, failedTranscript, jsonBodyOf, textTranscript, toolCallTranscript } from '../support/responses-upstream.ts';
 import { expectedSummaries, rawEvents, SSE_FIXTURES } from '../support/sse-fixtures.ts';
 import { framedEvents, splitsThatChangeTheEvents } from '../support/sse-splits.ts';
+import { countingReader } from '../support/counting-reader.ts';
 
 const POLICY = { allowedModels: new Set(['gpt-5', 'gpt-5-mini']), hostedTools: new Set<string>() };
 
@@ -211,9 +212,10 @@ const TERMINAL = ['response.completed', 'response.incomplete', 'response.failed'
 type Read = CallSummary & { events: number; oversized: boolean };
 function read(chunks: readonly Buffer[], clock: () => number = () => 5, maxEventBytes?: number): Read {
   const reader = responses.newStreamReader(clock);
-  const framer = new SseFramer(reader, maxEventBytes);
+  const counting = countingReader(reader);
+  const framer = new SseFramer(counting.reader, maxEventBytes);
   for (const c of chunks) framer.push(c);
-  return { ...reader.summary(), events: framer.events, oversized: framer.oversized };
+  return { ...reader.summary(), ...counting.counts };
 }
 
 test('responses: expected.json says what the fixture bytes hold: the first event with a non-empty delta, the terminal status, whether usage came', () => {
@@ -300,7 +302,8 @@ test('responses stream: a multi-megabyte response.completed yields its usage wit
   const bytes = Buffer.from(encodeSse(events));
   assert.ok(bytes.length > 10 * 1024 * 1024);
   const reader = responses.newStreamReader(() => 5);
-  const framer = new SseFramer(reader, 256 * 1024);
+  const counting = countingReader(reader);
+  const framer = new SseFramer(counting.reader, 256 * 1024);
   const before = process.memoryUsage().arrayBuffers;
   let peak = 0;
   for (let at = 0; at < bytes.length; at += 64 * 1024) {
@@ -309,7 +312,7 @@ test('responses stream: a multi-megabyte response.completed yields its usage wit
   }
   assert.ok(peak < 2 * 1024 * 1024, `the reader held ${peak} bytes of array buffers for a ${bytes.length}-byte event`);
   const summary = reader.summary();
-  assert.equal(framer.oversized, true);
+  assert.equal(counting.counts.oversized, true);
   assert.deepEqual(summary.usage, { inputTokens: 1200, cachedTokens: 1024, outputTokens: 18, reasoningTokens: 0, cacheWriteTokens: null });
   assert.equal(summary.model, MODEL);
   assert.equal(summary.finishReason, 'completed');

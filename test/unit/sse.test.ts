@@ -4,13 +4,15 @@ import { chatCompletions } from '../../src/gateway/protocols/chat-completions.ts
 import type { CallSummary } from '../../src/gateway/protocols/protocol.ts';
 import { SseFramer } from '../../src/gateway/sse.ts';
 import { framedEvents, splitsThatChangeTheEvents } from '../support/sse-splits.ts';
+import { countingReader } from '../support/counting-reader.ts';
 
 /** The chat reader behind the framer, as the gateway runs them, with the framer's counts. */
 type CompletionSummary = CallSummary & { events: number; oversized: boolean };
 function newInspector(now: () => number, maxEventBytes?: number): { push(chunk: Buffer): void; finish(): CompletionSummary } {
   const reader = chatCompletions.newStreamReader(now);
-  const framer = new SseFramer(reader, maxEventBytes);
-  return { push: (chunk) => framer.push(chunk), finish: () => ({ ...reader.summary(), events: framer.events, oversized: framer.oversized }) };
+  const counting = countingReader(reader);
+  const framer = new SseFramer(counting.reader, maxEventBytes);
+  return { push: (chunk) => framer.push(chunk), finish: () => ({ ...reader.summary(), ...counting.counts }) };
 }
 const summarizeJsonCompletion = (body: Buffer) => chatCompletions.summarizeJson(body);
 
