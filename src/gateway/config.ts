@@ -163,10 +163,10 @@ export const CREDENTIAL_FIELDS: Readonly<Record<Exclude<CredentialConfig['type']
 const AWS_REGION = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
 const SCOPE_URL = /^https:\/\/www\.googleapis\.com\/auth\/[a-z0-9._-]+$/;
 
-/** A provider's credential: `keyEnv`/`keyFile` (a static key), or a `credential` object naming its type. */
 /** Headers a key may never be sent in: framing, routing, hop-by-hop, the client's identity. */
 const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'proxy-authorization', 'content-type', 'accept-encoding', 'x-client-request-id', 'cookie']);
 
+/** A provider's credential: `keyEnv`/`keyFile` (a static key), or a `credential` object naming its type. */
 function parseCredential(entry: Record<string, unknown>, at: (f: string) => string, secretRef: (e: string, f: string) => SecretRef, fail: FieldFailure): CredentialConfig {
   if (entry.credential === undefined) {
     const header = entry.keyHeader;

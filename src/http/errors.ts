@@ -40,11 +40,11 @@ export const ERRORS = {
   upstreamTls: def('upstream_tls', 502, 'the upstream TLS certificate could not be verified'),
   upstreamProtocol: def('upstream_protocol', 502, 'the upstream sent a malformed HTTP response'),
   limitRateExceeded: def('rate_limit_exceeded', 429, 'a limit of this workload is reached for now (the operator sets them in --limits); retry after the time Retry-After says'),
-  // A spent budget is final: answered the way each agent treats as "stop", not "retry" (Codex
-  // stops on a 429 insufficient_quota, Claude Code on a 402 billing_error).
   unpricedCall: def('price_not_counted', 400, 'the request asks for something billed at other rates than the budget counts'),
   limitsStoreUnavailable: def('limits_store_unavailable', 503, 'the store of the limits cannot be reached; retry after the time Retry-After says'),
   revocationStoreUnavailable: def('revocation_store_unavailable', 503, 'the store of revoked tokens cannot be reached, so the token cannot be checked; retry after the time Retry-After says'),
+  // A spent budget is final: answered the way each agent treats as "stop", not "retry" (Codex
+  // stops on a 429 insufficient_quota, Claude Code on a 402 billing_error).
   budgetSpentOpenAi: def('insufficient_quota', 429, 'the budget of this workload is spent (the operator sets it in --limits)', 'insufficient_quota'),
   budgetSpentAnthropic: def('budget_spent', 402, 'the budget of this workload is spent (the operator sets it in --limits)', 'billing_error'),
   upstreamCredentialFailed: def('upstream_credential_failed', 502, "the gateway could not produce its credential for this provider (the log says which and why); the operator must check the provider's credential source"),
