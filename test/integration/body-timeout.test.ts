@@ -4,44 +4,26 @@
 // it had opened is cut with it. Before, such a connection was held for good (19,980 of them took
 // every file descriptor).
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { after, before, test } from 'node:test';
+import { startBothListeners, type BothListeners } from '../support/both-listeners.ts';
 import { statusOf } from '../support/http-client.ts';
-import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
-import { makeTestPki, type TestPki } from '../support/tls.ts';
-import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+import type { ModelUpstream } from '../support/model-upstream.ts';
+import type { ProxyProcess } from '../support/proxy-process.ts';
+import type { TestUpstream } from '../support/upstream.ts';
 
 const CRLF = '\r\n';
-let pki: TestPki;
 let gitUpstream: TestUpstream;
 let modelUpstream: ModelUpstream;
 let proxy: ProxyProcess;
+let both: BothListeners<TestUpstream> | undefined;
 
 before(async () => {
-  pki = makeTestPki();
-  [gitUpstream, modelUpstream] = await Promise.all([startUpstream(pki), startModelUpstream(pki)]);
-  proxy = await startProxy({
-    env: {
-      GIT_HOST_A: gitUpstream.hostKey,
-      GIT_HOST_A_TOKEN: `tok_${randomBytes(8).toString('hex')}`,
-      NODE_EXTRA_CA_CERTS: pki.caFile,
-      UPSTREAM_BASE_URL: modelUpstream.baseUrl,
-      UPSTREAM_API_KEY: `sk-${randomBytes(8).toString('hex')}`,
-      UPSTREAM_ALLOWED_MODELS: 'gpt-test',
-      UPSTREAM_CA_FILE: pki.caFile,
-    },
-    args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0', '--body-timeout', '300ms'],
-    listeners: ['git', 'model'],
-  });
+  both = await startBothListeners({ args: ['--body-timeout', '300ms'] });
+  ({ gitUpstream, modelUpstream, proxy } = both);
 });
 
-after(async () => {
-  await proxy?.stop();
-  await Promise.all([gitUpstream?.close(), modelUpstream?.close()]);
-  pki?.cleanup();
-});
+after(() => both?.close());
 
 /** Sends a head announcing 100 body bytes and one byte of it; resolves with what was read when the proxy closed. */
 function stall(port: number, requestLine: string, contentType: string): Promise<string> {

@@ -11,14 +11,15 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { startBothListeners, type BothListeners } from '../support/both-listeners.ts';
 import { makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
-import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
+import type { ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
 import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
-import { makeTestPki, type TestPki } from '../support/tls.ts';
+import type { TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 
 const PER_CLIENT = 6;
@@ -28,34 +29,24 @@ let pki: TestPki;
 let gitServer: GitServer;
 let modelUpstream: ModelUpstream;
 let proxy: ProxyProcess;
+let both: BothListeners<GitServer> | undefined;
 let home: { home: string; cleanup(): void };
 let work: string;
 
 before(async () => {
-  pki = makeTestPki();
-  [gitServer, modelUpstream] = await Promise.all([startGitServer({ pki, auth: { type: 'bearer', token: GIT_TOKEN } }), startModelUpstream(pki)]);
-  proxy = await startProxy({
-    env: {
-      GIT_HOST_A: gitServer.hostKey,
-      GIT_HOST_A_TOKEN: GIT_TOKEN,
-      NODE_EXTRA_CA_CERTS: pki.caFile,
-      UPSTREAM_BASE_URL: modelUpstream.baseUrl,
-      UPSTREAM_API_KEY: `sk-${randomBytes(8).toString('hex')}`,
-      UPSTREAM_ALLOWED_MODELS: 'gpt-test',
-      UPSTREAM_CA_FILE: pki.caFile,
-    },
-    args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0', '--max-connections-per-client', String(PER_CLIENT), '--max-connections', '100'],
-    listeners: ['git', 'model'],
+  both = await startBothListeners({
+    gitUpstream: (pki) => startGitServer({ pki, auth: { type: 'bearer', token: GIT_TOKEN } }),
+    env: { GIT_HOST_A_TOKEN: GIT_TOKEN },
+    args: ['--max-connections-per-client', String(PER_CLIENT), '--max-connections', '100'],
   });
+  ({ pki, gitUpstream: gitServer, modelUpstream, proxy } = both);
   home = makeGitHome();
   work = mkdtempSync(join(tmpdir(), 'test-caps-'));
 });
 
 after(async () => {
-  await proxy?.stop();
-  await Promise.all([gitServer?.close(), modelUpstream?.close()]);
+  await both?.close();
   home?.cleanup();
-  pki?.cleanup();
   if (work) rmSync(work, { recursive: true, force: true });
 });
 

@@ -28,12 +28,13 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer as createTlsServer, type Server as TlsServer, type TLSSocket } from 'node:tls';
+import { startBothListeners, type BothListeners } from '../support/both-listeners.ts';
 import { send } from '../support/http-client.ts';
-import { chunk, sseEvent, startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
+import { chunk, sseEvent, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition, sumOf, type Sample } from '../support/prometheus.ts';
 import { startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
-import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+import type { TestUpstream } from '../support/upstream.ts';
 
 const REPS = 5;
 const MODEL = 'gpt-test';
@@ -57,6 +58,7 @@ let refusedKey: string;
 let garbageKey: string;
 /** git listener (gitUp, a closed port, the garbage server) and model gateway (modelUp). */
 let proxy: ProxyProcess;
+let both: BothListeners<TestUpstream> | undefined;
 /** Model gateways whose only upstream refuses connections, or answers garbage. */
 let gwRefused: ProxyProcess;
 let gwGarbage: ProxyProcess;
@@ -115,7 +117,6 @@ function listenTcp(server: { listen(port: number, host: string, cb: () => void):
 
 before(async () => {
   pki = makeTestPki();
-  [gitUp, modelUp] = await Promise.all([startUpstream(pki), startModelUpstream(pki)]);
 
   const closer = createTcpServer();
   const closedPort = await listenTcp(closer);
@@ -151,26 +152,20 @@ before(async () => {
   });
   const gatewayOnly = (baseUrl: string) =>
     startProxy({ env: gatewayEnv(baseUrl), args: ['--model-gateway-listen', '127.0.0.1:0', ...FAULT_ARGS], listeners: ['model'] });
-  [proxy, gwRefused, gwGarbage] = await Promise.all([
-    startProxy({
-      env: {
-        GIT_HOST_A: gitUp.hostKey,
-        GIT_HOST_A_TOKEN: `tok_${randomBytes(8).toString('hex')}`,
-        OTHER_TOKEN: `tok_${randomBytes(8).toString('hex')}`,
-        NODE_EXTRA_CA_CERTS: pki.caFile,
-        ...gatewayEnv(modelUp.baseUrl),
-      },
-      args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0', '--git-hosts', hostsFile, ...FAULT_ARGS],
-      listeners: ['git', 'model'],
+  [both, gwRefused, gwGarbage] = await Promise.all([
+    startBothListeners({
+      pki,
+      env: { OTHER_TOKEN: `tok_${randomBytes(8).toString('hex')}`, UPSTREAM_API_KEY: `sk-faults-${randomBytes(8).toString('hex')}` },
+      args: ['--git-hosts', hostsFile, ...FAULT_ARGS],
     }),
     gatewayOnly(`https://${refusedKey}/v1`),
     gatewayOnly(`https://${garbageKey}/v1`),
   ]);
+  ({ gitUpstream: gitUp, modelUpstream: modelUp, proxy } = both);
 });
 
 after(async () => {
-  const exits = await Promise.all([proxy, gwRefused, gwGarbage].map((p) => p?.stop()));
-  await Promise.all([gitUp?.close(), modelUp?.close()]);
+  const exits = await Promise.all([both?.close(), ...[gwRefused, gwGarbage].map((p) => p?.stop())]);
   for (const s of garbageSockets) s.destroy();
   garbage?.close();
   pki?.cleanup();

@@ -7,46 +7,28 @@
 // bodyFraming over a real TLS connection (test/unit/framing.test.ts) shows the same core rule for
 // the GET routes it will forward.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { after, before, test } from 'node:test';
+import { startBothListeners, type BothListeners } from '../support/both-listeners.ts';
 import { statusOf } from '../support/http-client.ts';
-import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
-import { makeTestPki, type TestPki } from '../support/tls.ts';
-import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+import type { ModelUpstream } from '../support/model-upstream.ts';
+import type { ProxyProcess } from '../support/proxy-process.ts';
+import type { TestUpstream } from '../support/upstream.ts';
 
 const CRLF = '\r\n';
-let pki: TestPki;
 let gitUpstream: TestUpstream;
 let modelUpstream: ModelUpstream;
 let proxy: ProxyProcess;
+let both: BothListeners<TestUpstream> | undefined;
 
 before(async () => {
-  pki = makeTestPki();
-  [gitUpstream, modelUpstream] = await Promise.all([startUpstream(pki), startModelUpstream(pki)]);
-  proxy = await startProxy({
-    env: {
-      GIT_HOST_A: gitUpstream.hostKey,
-      GIT_HOST_A_TOKEN: `tok_${randomBytes(8).toString('hex')}`,
-      NODE_EXTRA_CA_CERTS: pki.caFile,
-      UPSTREAM_BASE_URL: modelUpstream.baseUrl,
-      UPSTREAM_API_KEY: `sk-${randomBytes(8).toString('hex')}`,
-      UPSTREAM_ALLOWED_MODELS: 'gpt-test',
-      UPSTREAM_CA_FILE: pki.caFile,
-    },
-    // The smuggled head below ends with the client's end of the connection; were that end not
-    // to reach the parser, the unfinished head would still be cut after a second, not 30 s.
-    args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0', '--header-timeout', '1s'],
-    listeners: ['git', 'model'],
-  });
+  // The smuggled head below ends with the client's end of the connection; were that end not
+  // to reach the parser, the unfinished head would still be cut after a second, not 30 s.
+  both = await startBothListeners({ args: ['--header-timeout', '1s'] });
+  ({ gitUpstream, modelUpstream, proxy } = both);
 });
 
-after(async () => {
-  await proxy?.stop();
-  await Promise.all([gitUpstream?.close(), modelUpstream?.close()]);
-  pki?.cleanup();
-});
+after(() => both?.close());
 
 /**
  * Writes `text` on a fresh connection; everything read until the server closes (or 5 s, a guard

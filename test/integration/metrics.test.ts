@@ -6,22 +6,19 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { startBothListeners, type BothListeners } from '../support/both-listeners.ts';
 import { send } from '../support/http-client.ts';
-import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition, promtoolCheck, startPrometheus, sumOf, type PrometheusServer, type Sample } from '../support/prometheus.ts';
-import { ROOT, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
-import { makeTestPki, type TestPki } from '../support/tls.ts';
-import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+import { ROOT, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import type { TestUpstream } from '../support/upstream.ts';
 
 const MODEL = 'gpt-test';
 const PRICES = { [MODEL]: { input: 2.5, cached: 1.25, output: 10 } };
 const CAP = 30;
 
-let pki: TestPki;
-let modelUp: ModelUpstream;
-let gitUp: TestUpstream;
 let dir: string;
 let proxy: ProxyProcess;
+let both: BothListeners<TestUpstream> | undefined;
 /**
  * Started as soon as the metrics listener is up: its first scrape comes about 5 s later
  * (test/support/prometheus.ts), while the other tests run. Awaited by the test that uses it, so
@@ -30,23 +27,14 @@ let proxy: ProxyProcess;
 let prometheusStarted: Promise<PrometheusServer> | undefined;
 
 before(async () => {
-  pki = makeTestPki();
-  [modelUp, gitUp] = await Promise.all([startModelUpstream(pki), startUpstream(pki)]);
   dir = mkdtempSync(join(tmpdir(), 'metrics-test-'));
   writeFileSync(join(dir, 'prices.json'), JSON.stringify(PRICES));
-  proxy = await startProxy({
-    env: {
-      GIT_HOST_A: gitUp.hostKey,
-      GIT_HOST_A_TOKEN: `tok_${randomBytes(8).toString('hex')}`,
-      NODE_EXTRA_CA_CERTS: pki.caFile,
-      UPSTREAM_BASE_URL: modelUp.baseUrl,
-      UPSTREAM_API_KEY: `sk-${randomBytes(8).toString('hex')}`,
-      UPSTREAM_ALLOWED_MODELS: `${MODEL},gpt-unpriced`,
-      MODEL_PRICES_FILE: join(dir, 'prices.json'),
-    },
-    args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0', '--metrics-max-series', String(CAP)],
-    listeners: ['git', 'model'],
+  both = await startBothListeners({
+    env: { UPSTREAM_ALLOWED_MODELS: `${MODEL},gpt-unpriced`, UPSTREAM_CA_FILE: undefined, MODEL_PRICES_FILE: join(dir, 'prices.json') },
+    args: ['--metrics-listen', '127.0.0.1:0', '--metrics-max-series', String(CAP)],
   });
+  const { modelUpstream: modelUp, gitUpstream: gitUp } = both;
+  proxy = both.proxy;
   prometheusStarted = startPrometheus([`127.0.0.1:${proxy.ports.metrics}`]);
   prometheusStarted.catch(() => {}); // awaited by the test that uses it
 
@@ -72,9 +60,7 @@ before(async () => {
 
 after(async () => {
   await (await prometheusStarted?.catch(() => undefined))?.close();
-  await proxy?.stop();
-  await Promise.all([modelUp?.close(), gitUp?.close()]);
-  pki?.cleanup();
+  await both?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 

@@ -4,46 +4,28 @@
 // opened its own upstream connection at once, and those queued behind the first outlived the
 // client by minutes (Node never closes a response still queued behind another).
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
+import { startBothListeners, type BothListeners } from '../support/both-listeners.ts';
 import { send } from '../support/http-client.ts';
-import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
-import { makeTestPki, type TestPki } from '../support/tls.ts';
-import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+import type { ModelUpstream } from '../support/model-upstream.ts';
+import type { ProxyProcess } from '../support/proxy-process.ts';
+import type { TestUpstream } from '../support/upstream.ts';
 
 const CRLF = '\r\n';
 const BURST = 40;
-let pki: TestPki;
 let gitUpstream: TestUpstream;
 let modelUpstream: ModelUpstream;
 let proxy: ProxyProcess;
+let both: BothListeners<TestUpstream> | undefined;
 
 before(async () => {
-  pki = makeTestPki();
-  [gitUpstream, modelUpstream] = await Promise.all([startUpstream(pki), startModelUpstream(pki)]);
-  proxy = await startProxy({
-    env: {
-      GIT_HOST_A: gitUpstream.hostKey,
-      GIT_HOST_A_TOKEN: `tok_${randomBytes(8).toString('hex')}`,
-      NODE_EXTRA_CA_CERTS: pki.caFile,
-      UPSTREAM_BASE_URL: modelUpstream.baseUrl,
-      UPSTREAM_API_KEY: `sk-${randomBytes(8).toString('hex')}`,
-      UPSTREAM_ALLOWED_MODELS: 'gpt-test',
-      UPSTREAM_CA_FILE: pki.caFile,
-    },
-    args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0'],
-    listeners: ['git', 'model'],
-  });
+  both = await startBothListeners();
+  ({ gitUpstream, modelUpstream, proxy } = both);
 });
 
-after(async () => {
-  await proxy?.stop();
-  await Promise.all([gitUpstream?.close(), modelUpstream?.close()]);
-  pki?.cleanup();
-});
+after(() => both?.close());
 
 const gitRequest = () => [`GET /${gitUpstream.hostKey}/org/repo.git/info/refs?service=git-upload-pack HTTP/1.1`, 'Host: proxy', '', ''].join(CRLF);
 const modelBody = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] });

@@ -15,45 +15,28 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
+import { startBothListeners, type BothListeners } from '../support/both-listeners.ts';
 import { send, seenResponses, statusOf } from '../support/http-client.ts';
 import { parseExposition, sumOf } from '../support/prometheus.ts';
-import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { assertNoSecrets, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
-import { makeTestPki, type TestPki } from '../support/tls.ts';
-import { digestAndAnswer, startUpstream, type TestUpstream, type UpstreamHandler } from '../support/upstream.ts';
+import type { ModelUpstream } from '../support/model-upstream.ts';
+import { assertNoSecrets, type ProxyProcess } from '../support/proxy-process.ts';
+import { digestAndAnswer, type TestUpstream, type UpstreamHandler } from '../support/upstream.ts';
 
 const GIT_TOKEN = `tok_${randomBytes(12).toString('hex')}`;
 const API_KEY = `sk-raw-${randomBytes(16).toString('hex')}`;
 const MODEL = 'gpt-test';
 
-let pki: TestPki;
 let gitUpstream: TestUpstream;
 let modelUpstream: ModelUpstream;
 let proxy: ProxyProcess;
+let both: BothListeners<TestUpstream> | undefined;
 
 before(async () => {
-  pki = makeTestPki();
-  [gitUpstream, modelUpstream] = await Promise.all([startUpstream(pki), startModelUpstream(pki)]);
-  proxy = await startProxy({
-    env: {
-      GIT_HOST_A: gitUpstream.hostKey,
-      GIT_HOST_A_TOKEN: GIT_TOKEN,
-      NODE_EXTRA_CA_CERTS: pki.caFile,
-      UPSTREAM_BASE_URL: modelUpstream.baseUrl,
-      UPSTREAM_API_KEY: API_KEY,
-      UPSTREAM_ALLOWED_MODELS: MODEL,
-      UPSTREAM_CA_FILE: pki.caFile,
-    },
-    args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0'],
-    listeners: ['git', 'model'],
-  });
+  both = await startBothListeners({ env: { GIT_HOST_A_TOKEN: GIT_TOKEN, UPSTREAM_API_KEY: API_KEY, UPSTREAM_ALLOWED_MODELS: MODEL } });
+  ({ gitUpstream, modelUpstream, proxy } = both);
 });
 
-after(async () => {
-  await proxy?.stop();
-  await Promise.all([gitUpstream?.close(), modelUpstream?.close()]);
-  pki?.cleanup();
-});
+after(() => both?.close());
 
 /** One listener, and a request to it that is forwarded when well formed. */
 interface Leg {

@@ -13,9 +13,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
+import { startBothListeners, type BothListeners } from '../support/both-listeners.ts';
 import { encodeFrame } from '../support/cloud-fakes.ts';
 import { send, type Reply } from '../support/http-client.ts';
-import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
+import type { ModelUpstream } from '../support/model-upstream.ts';
 import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { base64Of, doublePercentOf, htmlReferencesOf, recoverablePiece } from '../support/secret-forms.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -31,6 +32,7 @@ let model: ModelUpstream;
 let gitBearer: TestUpstream;
 let gitBasic: TestUpstream;
 let proxy: ProxyProcess;
+let both: BothListeners<TestUpstream> | undefined;
 /** A gateway whose one provider is Bedrock (the same fake upstream), signing with AWS_SECRET. */
 let bedrockGateway: ProxyProcess;
 const AWS_SECRET = `aws${randomBytes(18).toString('base64url')}`;
@@ -39,32 +41,21 @@ let dir: string;
 
 before(async () => {
   pki = makeTestPki();
-  [model, gitBearer, gitBasic] = await Promise.all([startModelUpstream(pki), startUpstream(pki), startUpstream(pki)]);
-  proxy = await startProxy({
-    env: {
-      UPSTREAM_BASE_URL: model.baseUrl,
-      UPSTREAM_API_KEY: KEY,
-      UPSTREAM_ALLOWED_MODELS: 'gpt-test',
-      UPSTREAM_CA_FILE: pki.caFile,
-      GIT_HOST_A: gitBearer.hostKey,
-      GIT_HOST_A_TOKEN: GIT_TOKEN,
-      GIT_HOST_B: gitBasic.hostKey,
-      GIT_HOST_B_TOKEN: GIT_PASSWORD,
-      GIT_HOST_B_USERNAME: GIT_USER,
-      NODE_EXTRA_CA_CERTS: pki.caFile,
-    },
-    args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0'],
-    listeners: ['git', 'model'],
+  gitBasic = await startUpstream(pki);
+  both = await startBothListeners({
+    pki,
+    env: { UPSTREAM_API_KEY: KEY, GIT_HOST_A_TOKEN: GIT_TOKEN, GIT_HOST_B: gitBasic.hostKey, GIT_HOST_B_TOKEN: GIT_PASSWORD, GIT_HOST_B_USERNAME: GIT_USER },
   });
+  ({ modelUpstream: model, gitUpstream: gitBearer, proxy } = both);
   dir = mkdtempSync(join(tmpdir(), 'redaction-'));
   writeFileSync(join(dir, 'providers.json'), JSON.stringify({ providers: [{ name: 'bedrock', kind: 'anthropic-bedrock', baseUrl: model.baseUrl.replace(/\/v1$/, ''), region: 'us-east-1', credential: { type: 'aws-sigv4', accessKeyIdEnv: 'AWS_ID', secretAccessKeyEnv: 'AWS_SECRET', region: 'us-east-1' }, models: [BEDROCK_MODEL], caFile: pki.caFile }] }));
   bedrockGateway = await startProxy({ env: { AWS_ID: 'AKIDREDACTION', AWS_SECRET, NODE_EXTRA_CA_CERTS: pki.caFile }, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')], listeners: ['model'] });
 });
 
 after(async () => {
-  await Promise.all([proxy?.stop(), bedrockGateway?.stop()]);
+  await bedrockGateway?.stop(); // before its upstream, the model fake, which both.close() stops
   if (dir) rmSync(dir, { recursive: true, force: true });
-  await Promise.all([model?.close(), gitBearer?.close(), gitBasic?.close()]);
+  await Promise.all([both?.close(), gitBasic?.close()]);
   pki?.cleanup();
 });
 

@@ -5,38 +5,35 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
+import { startBothListeners, type BothListeners } from '../support/both-listeners.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
-import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
-import { makeTestPki, type TestPki } from '../support/tls.ts';
+import type { ModelUpstream } from '../support/model-upstream.ts';
+import type { LogRecord, ProxyProcess } from '../support/proxy-process.ts';
 
 const TRACE_ID = randomBytes(16).toString('hex');
 const PARENT_ID = randomBytes(8).toString('hex');
 const TRACEPARENT = `00-${TRACE_ID}-${PARENT_ID}-01`;
 const GIT_TOKEN = `ghp_trace${randomBytes(12).toString('hex')}`;
 
-let pki: TestPki;
 let model: ModelUpstream;
 let git: GitServer;
 let proxy: ProxyProcess;
+let both: BothListeners<GitServer> | undefined;
 
 before(async () => {
-  pki = makeTestPki();
-  [model, git] = await Promise.all([startModelUpstream(pki), startGitServer({ pki, auth: { type: 'bearer', token: GIT_TOKEN } })]);
-  git.createBareRepo('org/repo.git');
-  proxy = await startProxy({
-    env: { NODE_EXTRA_CA_CERTS: pki.caFile, GIT_HOST_A: git.hostKey, GIT_HOST_A_TOKEN: GIT_TOKEN, UPSTREAM_BASE_URL: model.baseUrl, UPSTREAM_API_KEY: 'sk-trace-test', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile },
-    args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0'],
-    listeners: ['git', 'model'],
+  both = await startBothListeners({
+    gitUpstream: async (pki) => {
+      const server = await startGitServer({ pki, auth: { type: 'bearer', token: GIT_TOKEN } });
+      server.createBareRepo('org/repo.git');
+      return server;
+    },
+    env: { GIT_HOST_A_TOKEN: GIT_TOKEN, UPSTREAM_API_KEY: 'sk-trace-test' },
   });
+  ({ modelUpstream: model, gitUpstream: git, proxy } = both);
 });
 
-after(async () => {
-  await proxy?.stop();
-  await Promise.all([model?.close(), git?.close()]);
-  pki?.cleanup();
-});
+after(() => both?.close());
 
 const chat = (headers: Record<string, string>, requestId: string) =>
   send(proxy.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', 'x-client-request-id': requestId, ...headers }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });
