@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { startAnthropicUpstream, type AnthropicUpstream } from '../support/anthropic-upstream.ts';
+import { eventually } from '../support/eventually.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
@@ -59,7 +60,7 @@ const mint = async (instance: string, run: string, extra: string[] = []) => {
 const chat = (token: string, model = 'gpt-test') => send(gw.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }) });
 const messages = (token: string) => send(gw.ports.model!, 'POST', '/v1/messages', { headers: { 'content-type': 'application/json', 'x-api-key': token, 'anthropic-version': '2023-06-01' }, body: JSON.stringify({ model: 'claude-test', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }) });
 
-test('limits: once a run has spent its budget, the next call is refused as final: 429 insufficient_quota on the OpenAI routes, 402 billing_error on the Messages route, naming the budget, the spend and the limit; another run goes on', async () => {
+test('limits: once a run has spent its budget, the next call is refused as final: 429 insufficient_quota on the OpenAI routes, 402 billing_error on the Messages route, naming the budget, the spend and the limit; another run goes on', async (t) => {
   const token = await mint('bot-budget', 'run-spent');
   assert.equal((await chat(token)).status, 200, 'the first call is admitted and charged');
   const before = openai.requests.length + anthropic.requests.length;
@@ -74,7 +75,10 @@ test('limits: once a run has spent its budget, the next call is refused as final
   assert.equal((JSON.parse(anthropicRefusal.body.toString()) as { error: { type: string } }).error.type, 'billing_error');
   assert.equal(openai.requests.length + anthropic.requests.length, before, 'nothing was forwarded');
   assert.equal((await chat(await mint('bot-other', 'run-fresh'))).status, 200, 'another run is not held');
-  const charged = gw.records().find((r) => r.event === 'request' && r.instance_id === 'bot-budget' && r.status === 200);
+  // A call's log line is written after its answer: wait for the three lines, then check them.
+  const chargedRecord = () => gw.records().find((r) => r.event === 'request' && r.instance_id === 'bot-budget' && r.status === 200);
+  await eventually('the charged call and both refusals in the log', () => chargedRecord() !== undefined && gw.records().filter((r) => r.event === 'request' && r.limit === 'run_budget').length >= 2, t.signal);
+  const charged = chargedRecord();
   assert.ok(Number(charged?.charged_usd) > 0.01 && charged?.charge_estimated === false, JSON.stringify(charged));
   const refused = gw.records().filter((r) => r.event === 'request' && r.limit === 'run_budget');
   assert.equal(refused.length, 2);
