@@ -51,8 +51,9 @@ function testFiles() {
 }
 
 const TIMES = path.join(root, 'node_modules', '.cache', 'test-times.json');
-// A fresh clone's first run is balanced by these (a copy of a quiet run's test-times.json); a
-// stale entry costs balance, never a result.
+// A fresh clone's first run is balanced by these (test-times.json of a run with
+// TEST_PROCESSES=1, every file alone in turn, so no file's time holds another's); a stale entry
+// costs balance, never a result.
 const SEED_TIMES = path.join(root, 'scripts', 'test-times.json');
 const PROCESS_STATE = /process\.(chdir|on|once|exitCode)\b|process\.env(\.\w+|\[[^\]]+\])\s*=[^=]|delete process\.env|globalThis\.|global\.|mock\.timers/;
 
