@@ -2,7 +2,7 @@
 // the real `git http-backend`, which refuses any request that does not carry
 // exactly the expected credential.
 import { execFileSync, spawn, type ChildProcessByStdio } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { cachedDir } from './cached-dir.ts';
 import { gitEnv } from './git-client.ts';
 import type { TestPki } from './tls.ts';
 
@@ -133,7 +134,7 @@ export async function startGitServer(opts: {
     hostKey: `127.0.0.1:${port}`,
     root,
     requests,
-    createBareRepo: (name) => createBareRepo(root, home, name),
+    createBareRepo: (name) => createBareRepo(root, name),
     close() {
       closing ??= (async () => {
         const exits = [...children].map(
@@ -359,23 +360,38 @@ function parseCgiHead(block: string): CgiHead {
   return head;
 }
 
-function createBareRepo(root: string, home: string, name: string): string {
+let gitVersion: string | undefined;
+
+function createBareRepo(root: string, name: string): string {
   const repoPath = resolve(root, name);
   const rel = relative(root, repoPath);
   if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) {
     throw new Error(`repository name ${JSON.stringify(name)} escapes the server root`);
   }
+  // Every repository starts as the same seeded one, made once (cached-dir.ts) and copied here.
+  gitVersion ??= execFileSync('git', ['--version'], { encoding: 'utf8' });
+  const seeded = cachedDir('git-seeded-repo', gitVersion, seedBareRepo);
+  try {
+    mkdirSync(repoPath, { recursive: true });
+    cpSync(seeded, repoPath, { recursive: true });
+  } finally {
+    rmSync(seeded, { recursive: true, force: true });
+  }
+  return repoPath;
+}
+
+/** A bare repository on `main` that accepts pushes, holding one commit of README.md. */
+function seedBareRepo(repoPath: string): void {
+  const home = mkdtempSync(join(tmpdir(), 'test-git-seed-home-'));
+  const work = mkdtempSync(join(tmpdir(), 'test-git-seed-'));
   const git = (args: string[], cwd?: string): void => {
     execFileSync('git', args, { cwd, env: gitEnv(home), stdio: ['ignore', 'pipe', 'pipe'] });
   };
-  mkdirSync(repoPath, { recursive: true });
-  git(['init', '--quiet', '--bare', '-b', 'main', repoPath]);
-  // Without this http-backend only allows pushes from an authenticated
-  // REMOTE_USER; being explicit keeps the fixture independent of that rule.
-  git(['-C', repoPath, 'config', 'http.receivepack', 'true']);
-
-  const work = mkdtempSync(join(tmpdir(), 'test-git-seed-'));
   try {
+    git(['init', '--quiet', '--bare', '-b', 'main', repoPath]);
+    // Without this http-backend only allows pushes from an authenticated
+    // REMOTE_USER; being explicit keeps the fixture independent of that rule.
+    git(['-C', repoPath, 'config', 'http.receivepack', 'true']);
     git(['init', '--quiet', '-b', 'main', work]);
     writeFileSync(join(work, 'README.md'), 'hello\n');
     git(['add', 'README.md'], work);
@@ -384,6 +400,6 @@ function createBareRepo(root: string, home: string, name: string): string {
     git(['push', '--quiet', repoPath, 'main'], work);
   } finally {
     rmSync(work, { recursive: true, force: true });
+    rmSync(home, { recursive: true, force: true });
   }
-  return repoPath;
 }

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cachedPkiDir } from './pki-cache.ts';
+import { cachedDir } from './cached-dir.ts';
 import { EC_KEY, OPENSSL_CNF_BASE, opensslRecipe, runOpenssl } from './tls.ts';
 
 export const TRUST_DOMAIN = 'cluster.local';
@@ -88,9 +88,9 @@ unique_subject = no
 commonName = supplied
 `;
 
-/** The mutual-TLS PKI: made once a day and cached (test/support/pki-cache.ts), in a directory of the caller's own. */
+/** The mutual-TLS PKI: made once a day and cached (test/support/cached-dir.ts), in a directory of the caller's own. */
 export function makeMtlsPki(): MtlsPki {
-  const dir = cachedPkiDir('mtls-pki', opensslRecipe(CNF), (into) => {
+  const dir = cachedDir('mtls-pki', opensslRecipe(CNF), (into) => {
     const openssl = (args: string[]): void => runOpenssl(into, args);
     const serial = () => `0x${randomBytes(8).toString('hex')}`;
     const request = (name: string, cn: string) => openssl(['req', '-new', ...EC_KEY, '-config', 'openssl.cnf', '-subj', `/CN=${cn}`, '-keyout', `${name}.key`, '-out', `${name}.csr`]);

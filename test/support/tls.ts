@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cachedPkiDir } from './pki-cache.ts';
+import { cachedDir } from './cached-dir.ts';
 
 export interface TestPki {
   dir: string;
@@ -54,16 +54,16 @@ export function runOpenssl(cwd: string, args: string[]): void {
   execFileSync('openssl', args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
-/** What a PKI's files depend on besides its own `make`: for its cache key (test/support/pki-cache.ts). */
+/** What a PKI's files depend on besides its own `make`: for its cache key (test/support/cached-dir.ts). */
 export const opensslRecipe = (cnf: string): string => `${cnf}${EC_KEY.join(' ')}${runOpenssl.toString()}`;
 
 /**
  * A CA and a loopback server certificate it signed. The same `which` gives the same certificates
- * for the whole day (made once, cached: test/support/pki-cache.ts), in a directory of the
+ * for the whole day (made once, cached: test/support/cached-dir.ts), in a directory of the
  * caller's own; another `which` is another CA, for a test that needs one its peer does not trust.
  */
 export function makeTestPki(which: 'default' | 'other' = 'default'): TestPki {
-  const dir = cachedPkiDir(`pki-${which}`, opensslRecipe(OPENSSL_CNF), (into) => {
+  const dir = cachedDir(`pki-${which}`, opensslRecipe(OPENSSL_CNF), (into) => {
     const openssl = (args: string[]): void => runOpenssl(into, args);
     writeFileSync(join(into, 'openssl.cnf'), OPENSSL_CNF);
     openssl([

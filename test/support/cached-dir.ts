@@ -1,14 +1,15 @@
-// The tests' PKIs are made with the openssl CLI once a day per checkout, not once per test file:
-// about 60 files made their own (three openssl runs each, the mutual-TLS one twenty-two), which
-// was a few seconds of the suite's CPU. Each call still gets its own directory, a copy of the
-// cached files, so a test may write next to them or remove them as before, and nothing it does
-// reaches the cache or another test.
+// Directories the tests need many times over and whose content is fixed by a recipe, made once a
+// day per checkout instead of once per use: the PKIs (made with the openssl CLI: about 60 files
+// made their own, three openssl runs each, the mutual-TLS one twenty-two) and the seeded bare
+// repository of the git fixture (seven git commands each). Each call still gets its own
+// directory, a copy of the cached files, so a test may write next to them, push into them or
+// remove them as before, and nothing it does reaches the cache or another test.
 //
 // The cache is node_modules/.cache/test-pki/<name>-<recipe hash>-<UTC date>: a changed recipe
-// (its openssl config or the code that runs openssl) makes a new one, and the date keeps every
+// (the commands and the code that runs them) makes a new one, and the date keeps every
 // certificate (valid one day from when it was made) inside its validity when used. Test files
-// run in parallel: the first to need a PKI makes it in a directory of its own and renames it
-// into place; a process that loses that race removes its copy and uses the winner's.
+// run in parallel: the first to need a directory makes it in one of its own and renames it into
+// place; a process that loses that race removes its copy and uses the winner's.
 import { createHash } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,7 +21,7 @@ const CACHE = join(__dirname, '..', '..', 'node_modules', '.cache', 'test-pki');
  * A new temporary directory holding the files `make` writes into an empty directory; `make` runs
  * at most once a day for a given `name` and `recipe` (everything its output depends on).
  */
-export function cachedPkiDir(name: string, recipe: string, make: (dir: string) => void): string {
+export function cachedDir(name: string, recipe: string, make: (dir: string) => void): string {
   const key = `${name}-${createHash('sha256').update(recipe).update(make.toString()).digest('hex').slice(0, 12)}-${new Date().toISOString().slice(0, 10)}`;
   const cached = join(CACHE, key);
   if (!existsSync(cached)) {
