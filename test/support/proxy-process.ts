@@ -26,7 +26,7 @@ export interface ProxyProcess {
   listeningPorts(): number[];
   /** Sends a signal without waiting. */
   signal(signal: NodeJS.Signals): void;
-  /** Resolves when the process has exited, however that came about. */
+  /** Resolves when the process has exited, however that came about, and everything it printed has been read. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
@@ -52,8 +52,10 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   let pending = '';
   const records: LogRecord[] = [];
   const waiters: { match: (r: LogRecord) => boolean; resolve: (r: LogRecord) => void }[] = [];
+  // 'close', not 'exit': the process may have exited while its last lines are still in the pipe;
+  // once stdout and stderr have ended, every line it wrote is in records() and output().
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
+    child.once('close', (code, signal) => resolve({ code, signal })),
   );
   child.stdout.setEncoding('utf8');
   child.stderr.setEncoding('utf8');
