@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { startBothListeners, type BothListeners } from '../support/both-listeners.ts';
+import { eventually } from '../support/eventually.ts';
 import { makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
@@ -84,7 +85,7 @@ function startModelProxy(args: string[]): Promise<ProxyProcess> {
   });
 }
 
-test('connection caps: a client holding twice --max-connections-per-client on both listeners leaves another client able to clone, push and call the gateway, and /healthz stays 200', { timeout: 60_000 }, async () => {
+test('connection caps: a client holding twice --max-connections-per-client on both listeners leaves another client able to clone, push and call the gateway, and /healthz stays 200', { timeout: 60_000 }, async (t) => {
   const git = await hold(proxy.ports.git!, 2 * PER_CLIENT);
   const model = await hold(proxy.ports.model!, 2 * PER_CLIENT);
   try {
@@ -112,7 +113,10 @@ test('connection caps: a client holding twice --max-connections-per-client on bo
 
     assert.equal(await refusedConnections('git'), PER_CLIENT);
     assert.equal(await refusedConnections('model'), PER_CLIENT);
-    const logged = proxy.records().filter((r) => r.event === 'connection_refused');
+    // Nothing waited for the refusals' lines: they may still be on their way.
+    const refusalLines = () => proxy.records().filter((r) => r.event === 'connection_refused');
+    await eventually('the refusal lines of both listeners', () => refusalLines().length >= 2, t.signal);
+    const logged = refusalLines();
     assert.deepEqual(logged.map((r) => [r.listener, r.reason, r.client]).sort(), [['git', 'per_client', HOG], ['model', 'per_client', HOG]]);
   } finally {
     for (const s of [...git.open, ...model.open]) s.destroy();
@@ -154,7 +158,8 @@ test('connection caps: a workload token with --git-max-concurrent-per-workload r
     for (const r of await Promise.all(first)) assert.equal(r.status, 200);
     assert.equal((await send(limited.ports.git!, 'GET', path, { headers: { authorization: busy } })).status, 200, 'its slots are given back as its requests end');
     assert.equal(upstream.requests.length, 4, 'the refused request never reached the upstream');
-    const record = limited.records().find((r) => r.event === 'request' && r.status === 429);
+    // The refusal's line is written after its answer: wait for it.
+    const record = await limited.waitForRecord((r) => r.event === 'request' && r.status === 429, 'the workload_busy line');
     assert.equal(record?.error, 'workload_busy');
     assert.equal(record?.instance_id, 'bot-busy');
   } finally {
@@ -184,7 +189,7 @@ test('connection caps: a client holding the model listener\'s whole --max-connec
   }
 });
 
-test('connection caps: the metrics listener has its own caps, 16 per source address whatever --max-connections-per-client says, so one client cannot hold it while another scrapes', { timeout: 60_000 }, async () => {
+test('connection caps: the metrics listener has its own caps, 16 per source address whatever --max-connections-per-client says, so one client cannot hold it while another scrapes', { timeout: 60_000 }, async (t) => {
   const capped = await startModelProxy(['--max-connections', '4']);
   let metrics: { open: Socket[]; closed: number } | undefined;
   try {
@@ -194,7 +199,9 @@ test('connection caps: the metrics listener has its own caps, 16 per source addr
     assert.equal(metrics.open.length, 16);
     assert.equal((await send(capped.ports.metrics!, 'GET', '/healthz')).status, 200, 'another address still gets the probe');
     assert.equal(await refusedConnections('metrics', 'per_client', capped), 16);
-    const logged = capped.records().filter((r) => r.event === 'connection_refused');
+    const refusalLines = () => capped.records().filter((r) => r.event === 'connection_refused');
+    await eventually('the metrics listener\'s refusal line', () => refusalLines().length >= 1, t.signal);
+    const logged = refusalLines();
     assert.deepEqual(logged.map((r) => [r.listener, r.reason, r.client, r.cap]), [['metrics', 'per_client', HOG, 16]]);
   } finally {
     for (const s of metrics?.open ?? []) s.destroy();

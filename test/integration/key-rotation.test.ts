@@ -96,6 +96,8 @@ test('key rotation on the model gateway: add the new key, mint with its kid, old
     assert.match(refused.body.toString(), /the bot token was refused \(unknown key id\)/);
     assert.equal((await models(newToken)).status, 200);
 
+    // A call's line comes a moment after its answer: the secret check reads the lines of all five.
+    await proxy.waitForRecord(() => proxy.records().filter((r) => r.event === 'request').length >= 5, 'the five calls\' lines');
     assertNoSecrets(proxy.output(), [oldToken, newToken], 'the gateway log');
     assert.ok(!proxy.records().some((r) => r.event === 'config_error'), 'a clean rotation reports no problem');
   } finally {
@@ -132,7 +134,8 @@ test('key rotation on the git proxy: an HS256 key file replaced by an Ed25519 ke
     assert.equal(refused.headers['www-authenticate'], 'Basic realm="git-proxy"');
     assert.match(refused.body.toString(), /the workload token was refused: unknown key id/);
     assert.equal((await refs(newToken)).status, 200);
-    const record = proxy.records().find((r) => r.event === 'request' && r.status === 401);
+    // The refusal's line is written after its answer: wait for it.
+    const record = await proxy.waitForRecord((r) => r.event === 'request' && r.status === 401, 'the refusal\'s line');
     assert.equal(record?.token_error, 'unknown key id');
   } finally {
     await proxy.stop();

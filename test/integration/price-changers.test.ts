@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { anthropicHeaders, jsonBodyOf, startAnthropicUpstream, textTranscript, type AnthropicUpstream } from '../support/anthropic-upstream.ts';
 import { startTokenEndpoint, type TokenEndpoint } from '../support/cloud-fakes.ts';
+import { eventually } from '../support/eventually.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
@@ -82,7 +83,7 @@ const cloudBody = (version: string, extra: Record<string, unknown> = {}) => ({ a
 const messageOf = (body: Buffer) => (JSON.parse(body.toString()) as { error: { type: string; message: string } }).error.message;
 const post = (token: string, path: string, body: unknown, headers: Record<string, string> = {}) => send(gw.ports.model!, 'POST', path, { headers: { 'content-type': 'application/json', 'x-api-key': token, 'anthropic-version': '2023-06-01', ...headers }, body: JSON.stringify(body) });
 
-test('price changers: under a money budget, the context-1m beta in the body of a Bedrock or Vertex call (an array or a string) is refused 400 price_not_counted and never forwarded, like the header form; other betas go through', async () => {
+test('price changers: under a money budget, the context-1m beta in the body of a Bedrock or Vertex call (an array or a string) is refused 400 price_not_counted and never forwarded, like the header form; other betas go through', async (t) => {
   const token = await mint('run-betas');
   const before = cloud.requests.length;
   for (const [path, version] of [[BEDROCK, 'bedrock-2023-05-31'], [VERTEX, 'vertex-2023-10-16']] as const) {
@@ -100,7 +101,10 @@ test('price changers: under a money budget, the context-1m beta in the body of a
   assert.equal(cloud.requests.length, before, 'nothing was forwarded');
   assert.equal((await post(token, BEDROCK, cloudBody('bedrock-2023-05-31', { anthropic_beta: ['interleaved-thinking-2025-05-14'] }))).status, 200);
   assert.equal((await post(token, VERTEX, cloudBody('vertex-2023-10-16', { anthropic_beta: ['interleaved-thinking-2025-05-14'] }))).status, 200);
-  const refused = gw.records().filter((r) => r.event === 'request' && r.instance_id === 'bot-run-betas' && r.limit === 'unpriced_call');
+  // A refusal's line is written after its answer: wait for the six.
+  const refusedLines = () => gw.records().filter((r) => r.event === 'request' && r.instance_id === 'bot-run-betas' && r.limit === 'unpriced_call');
+  await eventually('the six refusals\' lines', () => refusedLines().length >= 6, t.signal);
+  const refused = refusedLines();
   assert.equal(refused.length, 6);
 });
 

@@ -118,7 +118,8 @@ test('rough edge: git\'s credential challenge is counted apart (git_proxy_auth_c
   const metrics = parseExposition((await send(proxy.ports.metrics!, 'GET', '/metrics')).body.toString());
   assert.equal(metrics.find((s) => s.name === 'git_proxy_auth_challenges_total')?.value, 1);
   assert.equal(metrics.find((s) => s.name === 'git_proxy_requests_total' && s.labels.status === '401'), undefined);
-  const record = proxy.records().find((r) => r.event === 'request' && r.listener === 'git' && r.status === 401);
+  // The challenge's line is written after its answer: wait for it.
+  const record = await proxy.waitForRecord((r) => r.event === 'request' && r.listener === 'git' && r.status === 401, 'the challenge\'s line');
   assert.deepEqual([record?.challenge, record?.error], [true, undefined]);
 });
 
