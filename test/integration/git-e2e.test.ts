@@ -150,8 +150,11 @@ async function cloneFetchPush(server: GitServer, name: string): Promise<void> {
   }
   assert.ok(seen.every((r) => r.authorized), 'every upstream request carried the right Authorization');
 
-  // And the proxy logged them, each answered 200.
-  const logged = requestRecords().slice(logBefore).filter((r) => r.host === server.hostKey);
+  // And the proxy logged them, each answered 200. Each proxied request reached the upstream, and
+  // its line comes a moment after its answer (after git has exited): wait for one per request seen.
+  const hostRecords = () => requestRecords().slice(logBefore).filter((r) => r.host === server.hostKey);
+  await proxy.waitForRecord(() => hostRecords().length >= seen.length, `the log lines of the ${seen.length} requests the upstream saw`);
+  const logged = hostRecords();
   assert.deepEqual(new Set(logged.map((r) => r.route)), new Set(['info-refs', 'upload-pack', 'receive-pack']));
   assert.ok(logged.every((r) => r.status === 200), `all proxied requests answered 200: ${JSON.stringify(logged)}`);
 }

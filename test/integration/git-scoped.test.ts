@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { signBotToken } from '../../src/auth/jwt.ts';
+import { eventually } from '../support/eventually.ts';
 import { gitEnv, makeGitHome, runGit, type GitResult } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
@@ -131,6 +132,17 @@ async function scopeRefusals(): Promise<Map<string, number>> {
   return counts;
 }
 
+/**
+ * Resolves once the log holds a line for every git request the proxy has counted so far: a
+ * request is counted (git_proxy_requests_total, or the challenge counter) as its line is written,
+ * and the line reaches this process a moment later.
+ */
+async function everyCountedRequestLogged(signal: AbortSignal): Promise<void> {
+  const samples = parseExposition((await send(proxy.ports.metrics!, 'GET', '/metrics')).body.toString());
+  const counted = samples.filter((s) => s.name === 'git_proxy_requests_total' || s.name === 'git_proxy_auth_challenges_total').reduce((n, s) => n + s.value, 0);
+  await eventually(`the log lines of the ${counted} git requests counted`, () => requestRecords().length >= counted, signal);
+}
+
 /** The refusal counters that moved since `before`, by how much: each test names exactly its own. */
 async function refusalsSince(before: Map<string, number>): Promise<Record<string, number>> {
   const moved: Record<string, number> = {};
@@ -223,9 +235,15 @@ test('without the variable git is told why it has no token, and never prompts', 
   assert.deepEqual(await refusalsSince(refusedBefore), {}, 'no token presented: a challenge, no refusal');
 });
 
-test('a Bearer token from http.extraHeader is accepted too', async () => {
+test('a Bearer token from http.extraHeader is accepted too', async (t) => {
+  // The earlier tests' last lines may still be on their way: count from after them.
+  await everyCountedRequestLogged(t.signal);
   const logBefore = requestRecords().length;
+  const seenBefore = serverA.requests.length;
   await mustGit(['-c', `http.extraHeader=Authorization: Bearer ${token}`, 'clone', '--quiet', url(serverA, 'acme/widgets.git'), freshDir('bearer')], { token: null });
+  // Every request of the clone reached the git host; each one's line comes a moment after git has exited.
+  const forwarded = serverA.requests.length - seenBefore;
+  await eventually(`the log lines of the clone's ${forwarded} requests`, () => requestRecords().length - logBefore >= forwarded, t.signal);
   const records = requestRecords().slice(logBefore);
   assert.ok(records.length >= 2 && records.every((r) => r.status === 200 && r.instance_id === 'bot-7'), JSON.stringify(records));
 });

@@ -108,10 +108,15 @@ test('service-account token: a model call with a projected token is served; the 
 test('service-account token: the real git clones with the projected token file through git-config --workload-token-file, within the policy\'s scope only', async () => {
   writeFileSync(tokenFile, projected(TRIAGE));
   const before = gitRecords().length;
+  const seenBefore = gitServer.requests.length;
   const dir = join(work, 'widgets');
   const clone = await runGit(['clone', '--quiet', `https://${gitServer.hostKey}/acme/widgets`, dir], { home: workload.home });
   assert.equal(clone.code, 0, `${clone.stderr}\n${proxy.output()}`);
-  const served = gitRecords().slice(before).filter((r) => r.status === 200);
+  // Each request served reached the git server; its line comes a moment after git has exited.
+  const servedLines = () => gitRecords().slice(before).filter((r) => r.status === 200);
+  const forwarded = gitServer.requests.length - seenBefore;
+  await proxy.waitForRecord(() => servedLines().length >= forwarded, `the log lines of the ${forwarded} requests the git server saw`);
+  const served = servedLines();
   assert.ok(served.length >= 2, JSON.stringify(gitRecords().slice(before)));
   for (const r of served) assert.deepEqual([r.instance_id, r.workflow, r.run_id], ['agents/triage-6d5f-0', 'triage', POD_UID]);
   const outside = await runGit(['clone', `https://${gitServer.hostKey}/acme/secret`, join(work, 'secret')], { home: workload.home });
