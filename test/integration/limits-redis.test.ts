@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { eventually } from '../support/eventually.ts';
 import { send } from '../support/http-client.ts';
 import { defaultCompletion, startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
@@ -52,7 +53,7 @@ after(async () => {
 const mint = async (run: string) => (await runCommandInProcess(['mint-token', '--instance-id', `bot-${run}`, '--workflow', 'w', '--run-id', run], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY })).stdout.trim();
 const chat = (gw: ProxyProcess, token: string) => send(gw.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });
 
-test('limits in redis: two gateways sharing one redis-server hold one run budget together: spent through one, refused (insufficient_quota) through the other', async () => {
+test('limits in redis: two gateways sharing one redis-server hold one run budget together: spent through one, refused (insufficient_quota) through the other', async (t) => {
   const token = await mint('shared-run');
   assert.equal((await chat(a, token)).status, 200);
   // The charge is written to Redis once the answer is over: read it there, as the other gateway will.
@@ -69,12 +70,15 @@ test('limits in redis: two gateways sharing one redis-server hold one run budget
   assert.equal((JSON.parse(refused.body.toString()) as { error: { code: string } }).error.code, 'insufficient_quota');
   assert.match(refused.body.toString(), /this run's budget is spent: \$\d+\.\d\d of \$0\.01/);
   // Total spend: the one call admitted while the budget had room (the bound: calls in flight × the largest call).
-  const charges = [a, b].flatMap((gw) => gw.records().filter((r) => r.event === 'request' && r.run_id === 'shared-run' && r.status === 200).map((r) => Number(r.charged_usd)));
+  // The admitted call's line is written after its answer: wait for it.
+  const chargedLines = () => [a, b].flatMap((gw) => gw.records().filter((r) => r.event === 'request' && r.run_id === 'shared-run' && r.status === 200));
+  await eventually('the admitted call\'s line', () => chargedLines().length >= 1, t.signal);
+  const charges = chargedLines().map((r) => Number(r.charged_usd));
   assert.equal(charges.length, 1);
   assert.equal(Number(spent) / 1e6, charges[0], 'Redis holds the spend in micro-dollars');
 });
 
-test('limits in redis: calls racing through two gateways overshoot a run budget by no more than the stated bound (calls in flight × the largest call); the store holds exactly what was charged', async () => {
+test('limits in redis: calls racing through two gateways overshoot a run budget by no more than the stated bound (calls in flight × the largest call); the store holds exactly what was charged', { timeout: 120_000 }, async (t) => {
   const token = await mint('race-run');
   // Four calls of the instance are held at the upstream at once (its concurrency limit, shared by
   // both gateways); the other four are refused by one limit or another before reaching it.
@@ -99,11 +103,11 @@ test('limits in redis: calls racing through two gateways overshoot a run budget 
     while (!client.up) await new Promise((r) => setImmediate(r));
     // The four records and their charges land once each answer is over; the store must hold their sum exactly.
     const charged = () => (charges().length === 4 ? charges().reduce((x, y) => x + Math.round(y * 1e6), 0) : -1);
-    for (let tries = 0; spent !== charged(); tries++) {
-      assert.ok(tries < 10_000, `the store holds ${spent} micro-dollars, the records ${charged()}`);
-      await new Promise((r) => setTimeout(r, 1));
+    await eventually('the store to hold the sum of the four records\' charges', async () => {
+      if (spent === charged()) return true;
       spent = Number(await client.command(['GET', 'lim:r:race-run']));
-    }
+      return false;
+    }, t.signal, 1);
   } finally {
     client.close();
   }

@@ -88,10 +88,14 @@ test('limits store password: a password Redis refuses is reported once as such (
     const refused = await chat(gw, 'wrong-password');
     assert.equal(refused.status, 503);
     assert.equal(refused.headers['retry-after'], '1');
+    // A call's line is written after its answer: whatever was logged while it ran is in by then.
+    const callLines = (n: number) => gw.waitForRecord(() => gw.records().filter((r) => r.event === 'request').length >= n, `the lines of ${n} calls`);
+    await callLines(1);
     assertNoSecrets(gw.output(), ['not-the-password'], 'the gateway\'s output');
     const downs = () => storeRecords(gw).filter((r) => r.state === 'down').length;
     const seen = downs();
     assert.equal((await chat(gw, 'wrong-password-2')).status, 503);
+    await callLines(2);
     assert.equal(downs(), seen, 'the same reason is not logged again on every retry');
   } finally {
     await gw.stop();

@@ -128,9 +128,14 @@ test('revoke through the shared store: with the store down, a token that cannot 
   const { token } = await mint('run-store-outage');
   const gitToken = (await mint('run-store-outage', ['--git-repo', `${git.hostKey}/org/*:read`])).token;
   assert.equal((await chat(three, token)).status, 200);
+  const upLines = () => three.records().filter((r) => r.event === 'limits_store' && r.state === 'up').length;
+  let before = 0;
   await redis.stop();
   try {
     await three.waitForRecord((r) => r.event === 'limits_store' && r.state === 'down');
+    // Counted while the store is down: every earlier up line came before the down line, and the
+    // next one cannot come before the restart (counted after it, it could already be there).
+    before = upLines();
     const refused = await chat(three, token);
     assert.equal(refused.status, 503, 'transient: the token is not known to be revoked, only unchecked');
     assert.equal(refused.headers['retry-after'], '1');
@@ -145,8 +150,6 @@ test('revoke through the shared store: with the store down, a token that cannot 
   } finally {
     await redis.start();
   }
-  const upLines = () => three.records().filter((r) => r.event === 'limits_store' && r.state === 'up').length;
-  const before = upLines();
   await three.waitForRecord((r) => r.event === 'limits_store' && r.state === 'up' && upLines() > before, 'the store up again');
   assert.equal((await chat(three, token)).status, 200, 'served again without a restart');
 });
