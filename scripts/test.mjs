@@ -153,7 +153,11 @@ const groupDir = mkdtempSync(path.join(tmpdir(), 'npm-test-groups-'));
 const processes = processFiles(files, groupDir, concurrency);
 const timesNow = path.join(groupDir, 'times.json');
 const reporters = ['--test-reporter', process.stdout.isTTY ? 'spec' : 'tap', '--test-reporter-destination', 'stdout', '--test-reporter', './scripts/test-times-reporter.mjs', '--test-reporter-destination', timesNow];
-results.push(await run('node --test', ['--test', `--test-concurrency=${concurrency}`, ...reporters, '--require', 'tsx/cjs', ...processes]));
+// A test waits for what it needs without a deadline of its own (test/support/eventually.ts: a
+// deadline is a timing assertion); this bounds each test, so that a line or state that never
+// comes fails that test, named, instead of holding npm test forever.
+const TEST_TIMEOUT_MS = 120_000;
+results.push(await run('node --test', ['--test', `--test-concurrency=${concurrency}`, `--test-timeout=${TEST_TIMEOUT_MS}`, ...reporters, '--require', 'tsx/cjs', ...processes]));
 saveTimes(timesNow);
 rmSync(groupDir, { recursive: true, force: true });
 for (const r of await Promise.all(beside)) {
