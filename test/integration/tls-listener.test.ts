@@ -13,7 +13,8 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { TLSSocket } from 'node:tls';
 import type { LogRecord } from '../../src/http/log.ts';
-import { startListener, type Listener } from '../../src/http/server.ts';
+import type { Listener } from '../../src/http/server.ts';
+import { startTestListener } from '../support/test-listener.ts';
 import { tlsFileSource, wrappedSocket } from '../../src/http/tls-listener.ts';
 import { makeMtlsPki, type ClientPair, type MtlsPki } from '../support/mtls-pki.ts';
 
@@ -49,16 +50,12 @@ async function harness(name: string, opts: { headerMs: number; caps?: { total: n
   const log = (r: LogRecord) => void logs.push(r);
   let now = 0;
   const tls = tlsFileSource({ certFile: pki.serverCertFile, keyFile: pki.serverKeyFile, clientCaFile: bundleFile }, 'test', log, () => now);
-  const listener = await startListener({
-    name: 'test',
-    flag: 'test-listen',
-    address: { host: '127.0.0.1', port: 0 },
+  const listener = await startTestListener({
     timeouts: { headerMs: opts.headerMs, keepAliveMs: 30_000 },
-    caps: opts.caps ?? { total: 0, perClient: 0 },
+    ...(opts.caps && { caps: opts.caps }),
+    ...(opts.handle && { handle: opts.handle }),
     onConnectionRefused: (reason) => refused.push(reason),
     log,
-    handle: opts.handle ?? ((_req, res) => void res.end('ok')),
-    refuse: (_req, res) => void res.end(),
     tls,
   });
   return { listener, logs, refused, bundleFile, nextSecond: () => void (now += 1000) };
@@ -188,17 +185,7 @@ test('CA removal ends its connections, a certificate rotated alone does not: wit
   const logs: LogRecord[] = [];
   let now = 0;
   const tls = tlsFileSource({ certFile, keyFile: pki.serverKeyFile, clientCaFile: pki.caFile }, 'test', (r) => void logs.push(r), () => now);
-  const listener = await startListener({
-    name: 'test',
-    flag: 'test-listen',
-    address: { host: '127.0.0.1', port: 0 },
-    timeouts: { headerMs: 5000, keepAliveMs: 30_000 },
-    caps: { total: 0, perClient: 0 },
-    log: (r) => void logs.push(r),
-    handle: (_req, res) => void res.end('ok'),
-    refuse: (_req, res) => void res.end(),
-    tls,
-  });
+  const listener = await startTestListener({ log: (r) => void logs.push(r), tls });
   const agent = keepAlive(pki.clients.good);
   try {
     const first = served(await get(listener.port, pki.clients.good, agent), 'before');

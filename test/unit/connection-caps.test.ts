@@ -5,7 +5,8 @@ import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { connectionVerdict, descriptorWarning, KeyedCounts, METRICS_LISTENER_CAPS, softOpenFilesLimit } from '../../src/http/connection-caps.ts';
-import { startListener, type Listener } from '../../src/http/server.ts';
+import type { Listener } from '../../src/http/server.ts';
+import { startTestListener } from '../support/test-listener.ts';
 import { send } from '../support/http-client.ts';
 
 test('connection caps: the per-client cap is checked first, then the total; 0 means no cap (connectionVerdict)', () => {
@@ -50,17 +51,7 @@ async function openFrom(port: number, localAddress: string, n: number): Promise<
 }
 
 async function listener(caps: { total: number; perClient: number }, refused: string[], logs: Record<string, unknown>[]): Promise<Listener> {
-  return startListener({
-    name: 'test',
-    flag: 'test-listen',
-    address: { host: '127.0.0.1', port: 0 },
-    timeouts: { headerMs: 5000, keepAliveMs: 5000 },
-    caps,
-    onConnectionRefused: (reason) => refused.push(reason),
-    log: (r) => void logs.push(r),
-    handle: (_req, res) => void res.end('ok'),
-    refuse: (_req, res) => void res.end(),
-  });
+  return startTestListener({ timeouts: { headerMs: 5000, keepAliveMs: 5000 }, caps, onConnectionRefused: (reason) => refused.push(reason), log: (r) => void logs.push(r) });
 }
 
 test('connection caps: one client holding twice its cap has the excess closed on arrival, counted and logged once, while another client is served (startListener)', { timeout: 20_000 }, async () => {

@@ -2,19 +2,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { drainAction } from '../../src/http/connections.ts';
-import { listenErrorMessage, requestFormError, startListener } from '../../src/http/server.ts';
+import { listenErrorMessage, requestFormError } from '../../src/http/server.ts';
+import { startTestListener } from '../support/test-listener.ts';
 
 test('a listener has no total request timeout, but bounds the request head and idle keep-alive connections', async () => {
-  const listener = await startListener({
-    name: 'limits',
-    flag: 'limits-listen',
-    address: { host: '127.0.0.1', port: 0 },
-    timeouts: { headerMs: 1234, keepAliveMs: 5678 },
-    caps: { total: 0, perClient: 0 },
-    log: () => {},
-    handle: (_req, res) => void res.end(),
-    refuse: (_req, res) => void res.end(),
-  });
+  const listener = await startTestListener({ timeouts: { headerMs: 1234, keepAliveMs: 5678 } });
   try {
     // Node's 300 s default would cut a long push or a long stream while bytes still move.
     assert.equal(listener.server.requestTimeout, 0);
@@ -55,11 +47,9 @@ test('a listen address that is in use gives an error naming the flag and what to
   assert.match(listenErrorMessage('git-auth-listen', { host: '::1', port: 8447 }, 'EADDRINUSE'), /^--git-auth-listen \[::1\]:8447: /);
   assert.match(listenErrorMessage('model-gateway-listen', { host: undefined, port: 80 }, 'EACCES'), /^--model-gateway-listen :80: not allowed to listen there/);
   // And startListener reports it so.
-  const spec = { name: 'first', flag: 'metrics-listen', address: { host: '127.0.0.1', port: 0 }, timeouts: { headerMs: 1000, keepAliveMs: 1000 },
-    caps: { total: 0, perClient: 0 }, log: () => {}, handle: () => {}, refuse: () => {} };
-  const first = await startListener(spec);
+  const first = await startTestListener({ flag: 'metrics-listen' });
   try {
-    await assert.rejects(startListener({ ...spec, address: { host: '127.0.0.1', port: first.port } }), {
+    await assert.rejects(startTestListener({ flag: 'metrics-listen', address: { host: '127.0.0.1', port: first.port } }), {
       message: `--metrics-listen 127.0.0.1:${first.port}: the address is already in use (another proxy on this host?); use a free address with --metrics-listen HOST:PORT, or --metrics-listen off to run without the metrics listener`,
     });
   } finally {
