@@ -16,8 +16,7 @@ import { readTextFile, type ServeConfig } from './load.ts';
 import { notReadyReason, unusableFiles } from './readiness.ts';
 import { openLimits, type Shared } from './shared.ts';
 import { startupWarnings } from './warnings.ts';
-import { listenerAuthentication, openVerifier } from './keys.ts';
-import { withServiceAccounts } from './service-accounts.ts';
+import { listenerAuthentication, listenerVerifier, openVerifier } from './keys.ts';
 import { listenerTls } from './tls.ts';
 
 type RefreshOutcome = { ok: true } | { ok: false; reason: string };
@@ -39,14 +38,14 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     metrics?.credentialRefresh(provider, outcome.ok);
     if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });
   });
-  const tlsOf = listenerTls(options, 'model', log);
+  const tlsOf = listenerTls(options, 'model', shared.workloadPolicy, log);
   const gatewayDeps: GatewayDeps = {
     record: (rec) => {
       log(rec);
       metrics?.model(rec);
     },
     streams: metrics?.streams,
-    verifier: tlsOf.verifier(withServiceAccounts(shared.serviceAccounts, keys?.verifier)),
+    verifier: listenerVerifier([tlsOf.certificates, shared.serviceAccounts, keys?.source]),
     providers,
     protocols: PROTOCOLS,
     hostedTools,

@@ -9,8 +9,7 @@ import { installationTokenCredential } from '../git/credentials.ts';
 import { exchangeAtGitHub, installationTokens, privateKeyFileSource } from '../git/github-app.ts';
 import { keepFresh } from '../gateway/credentials/table.ts';
 import type { GitRequestRecord } from '../git/record.ts';
-import { listenerAuthentication, openVerifier } from './keys.ts';
-import { withServiceAccounts } from './service-accounts.ts';
+import { listenerAuthentication, listenerVerifier, openVerifier } from './keys.ts';
 import { listenerTls } from './tls.ts';
 import type { ServeConfig } from './load.ts';
 import type { Egress } from '../http/tunnel.ts';
@@ -44,13 +43,13 @@ function withInstallationTokens(upstreams: ReadonlyMap<string, GitUpstream>, egr
 
 export async function startGit(options: ServeOptions, config: ServeConfig, shared: Shared, log: LogSink<LogEvent>): Promise<Listener> {
   const { metrics } = shared;
-  const tlsOf = listenerTls(options, 'git', log);
+  const tlsOf = listenerTls(options, 'git', shared.workloadPolicy, log);
   const keys = openVerifier(config.gitKeys, config.maxTokenLifetimeSec, { log, onProblem: (listener) => metrics?.keyFileProblem(listener) });
   const gitDeps = {
     hosts: withInstallationTokens(config.gitUpstreams, config.egress, log),
     revoked: shared.revoked,
     maxConcurrentPerWorkload: options.gitMaxConcurrentPerWorkload,
-    verifier: tlsOf.verifier(withServiceAccounts(shared.serviceAccounts, keys?.verifier)),
+    verifier: listenerVerifier([tlsOf.certificates, shared.serviceAccounts, keys?.source]),
     timeouts: shared.upstreamTimeouts,
     record: (rec: GitRequestRecord) => {
       log(rec);

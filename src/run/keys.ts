@@ -8,7 +8,7 @@ import { basename } from 'node:path';
 import { keyRing, parseSigningKey, type KeyRing, type SigningKey, type VerificationKey } from '../auth/jwt.ts';
 import { KeyFiles } from '../auth/key-files.ts';
 import { secretFromFile, signingKeyFile as signingKeyFromFile } from '../auth/keys.ts';
-import { composeVerifier, keyRingSource, type TokenVerifier } from '../auth/verifier.ts';
+import { composeVerifier, keyRingSource, type TokenSource, type TokenVerifier } from '../auth/verifier.ts';
 import type { LogSink } from '../http/log.ts';
 import type { KeyDescription, ListenerAuthFields, ListenerAuthMode, LogEvent } from './log-events.ts';
 
@@ -73,11 +73,11 @@ export interface KeyEvents {
 }
 
 /**
- * The verifier a listener holds: its keys, followed as their files change; undefined in
- * network-policy mode. A re-read that changed the keys is logged (`keys_reloaded`, kid and
+ * The source of a listener's own keys (for listenerVerifier), followed as their files change;
+ * undefined without keys. A re-read that changed the keys is logged (`keys_reloaded`, kid and
  * algorithm only); a problem of a re-read is logged once (`config_error`) and counted.
  */
-export function openVerifier(keys: ListenerKeys | undefined, maxLifetimeSec: number, events: KeyEvents): { verifier: TokenVerifier; ring: () => KeyRing } | undefined {
+export function openVerifier(keys: ListenerKeys | undefined, maxLifetimeSec: number, events: KeyEvents): { source: TokenSource; ring: () => KeyRing } | undefined {
   if (keys === undefined) return undefined;
   let ring = ringOf(keys);
   for (const files of keys.files) {
@@ -93,7 +93,17 @@ export function openVerifier(keys: ListenerKeys | undefined, maxLifetimeSec: num
     );
   }
   const current = () => ring;
-  return { verifier: composeVerifier([keyRingSource(current, maxLifetimeSec)]), ring: current };
+  return { source: keyRingSource(current, maxLifetimeSec), ring: current };
+}
+
+/**
+ * A listener's verifier, asking in this order: the client certificate (mutual TLS: every client
+ * has one, so it always answers), the service-account source (it answers only tokens of its
+ * issuer), then the listener's own keys. Undefined when there is none (network-policy mode).
+ */
+export function listenerVerifier(sources: readonly (TokenSource | undefined)[]): TokenVerifier | undefined {
+  const present = sources.filter((s): s is TokenSource => s !== undefined);
+  return present.length === 0 ? undefined : composeVerifier(present);
 }
 
 /** A key file's bytes for mint-token, or an Error naming it. */

@@ -1,6 +1,5 @@
 // `serve`: start-up as its order. Signals are handled before any listener is announced (a
 // supervisor may send SIGTERM as soon as it reads a listening line).
-import { parseWorkloadPolicy } from '../auth/workload-policy.ts';
 import type { ServeOptions } from '../config/cli.ts';
 import { VERSION } from '../config/version.ts';
 import { METRICS_LISTENER_CAPS } from '../http/connection-caps.ts';
@@ -29,16 +28,15 @@ export async function serve(options: ServeOptions, env: NodeJS.ProcessEnv, log: 
   if (config.gitEnabled) shutdown.addProxy(await startGit(options, config, shared, log));
   if (config.gateway.enabled) shutdown.addProxy(await startGateway(options, env, config, shared, log));
   const facts = { openFilesLimit: openFilesLimit(), proxyListeners: shutdown.proxies.length, caps: shared.caps, metricsCaps: options.metricsListen === undefined ? undefined : METRICS_LISTENER_CAPS };
-  for (const warning of startupWarnings({ policy: policyFacts(options, config), descriptors: facts })) log(warning);
+  for (const warning of startupWarnings({ policy: policyFacts(options, config, shared), descriptors: facts })) log(warning);
   if (shared.metrics === undefined || options.metricsListen === undefined) return; // --metrics-listen off
   shutdown.setMetrics(await startMetrics(options.metricsListen, shared.metrics, shared, [...shutdown.proxies], needed, log, lines));
 }
 
-/** The workload policy as start-up read it (already checked by the listeners), and the --limits file that caps its entries' limits, for the warnings. */
-function policyFacts(options: ServeOptions, config: ServeConfig): PolicyFacts | undefined {
-  const file = options.workloadPolicyFile;
-  if (file === undefined) return undefined;
-  const policy = parseWorkloadPolicy(readTextFile(file, '--workload-policy'), file);
+/** The workload policy the listeners hold, and the --limits file that caps its entries' limits, for the warnings. */
+function policyFacts(options: ServeOptions, config: ServeConfig, shared: Shared): PolicyFacts | undefined {
+  if (options.workloadPolicyFile === undefined) return undefined;
+  const policy = shared.workloadPolicy()();
   const limitsFile = config.gateway.enabled ? options.limitsFile : undefined;
   return { policy, limits: limitsFile === undefined ? undefined : { policy: parseLimitsFile(readTextFile(limitsFile, '--limits:'), limitsFile), file: limitsFile } };
 }

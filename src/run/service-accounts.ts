@@ -5,12 +5,12 @@ import type { ServeOptions } from '../config/cli.ts';
 import { parseJwks } from '../auth/jwks.ts';
 import { fileKeySet, httpsGetter, remoteKeySet, type KeySetEvent, type KeySetSource } from '../auth/jwks-source.ts';
 import { serviceAccountSource } from '../auth/service-account-source.ts';
-import { composeVerifier, type TokenSource, type TokenVerifier } from '../auth/verifier.ts';
+import type { TokenSource } from '../auth/verifier.ts';
+import type { WorkloadPolicy } from '../auth/workload-policy.ts';
 import type { LogSink } from '../http/log.ts';
 import type { LogEvent } from './log-events.ts';
 import type { Egress } from '../http/tunnel.ts';
 import { readTextFile } from './load.ts';
-import { workloadPolicyFile } from './tls.ts';
 
 type SaFlags = ServeOptions['serviceAccounts'];
 
@@ -40,12 +40,12 @@ function serviceAccountFlagsProblem(sa: SaFlags, workloadPolicy: string | undefi
  * fetch now (tokens wait for it; until a set loads every token is refused); each set loaded and
  * each failure (the last good set kept) is logged.
  */
-export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: number, egress: Egress, log: LogSink<LogEvent>): TokenSource | undefined {
+export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: number, egress: Egress, workloadPolicy: () => () => WorkloadPolicy, log: LogSink<LogEvent>): TokenSource | undefined {
   const sa = options.serviceAccounts;
   const problem = serviceAccountFlagsProblem(sa, options.workloadPolicyFile);
   if (problem !== undefined) throw new Error(problem);
   if (sa.issuer === undefined) return undefined;
-  const policy = workloadPolicyFile(options.workloadPolicyFile!, log);
+  const policy = workloadPolicy();
   const report = (event: KeySetEvent): void => {
     if (event.kind === 'loaded') log({ event: 'sa_keys_loaded', from: event.from, kids: event.kids, skipped: event.skipped.length > 0 ? event.skipped : undefined });
     else log({ event: 'sa_keys_failed', from: event.from, message: event.reason });
@@ -62,10 +62,4 @@ export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: numbe
     keys = remoteKeySet({ issuer: sa.issuer, jwks: sa.jwksUrl ?? 'discovery', get: httpsGetter(ca, egress), nowMs: () => performance.now(), report });
   }
   return serviceAccountSource({ issuer: sa.issuer, audience: sa.audience!, maxLifetimeSec, keys, policy });
-}
-
-/** A listener's verifier: the service-account source first (it answers only tokens of its issuer), then the listener's own. */
-export function withServiceAccounts(serviceAccounts: TokenSource | undefined, tokens: TokenVerifier | undefined): TokenVerifier | undefined {
-  if (serviceAccounts === undefined) return tokens;
-  return composeVerifier([serviceAccounts, ...(tokens === undefined ? [] : [{ name: 'tokens', verify: tokens.verify }])]);
 }

@@ -19,6 +19,8 @@ import { RespClient } from '../store/resp.ts';
 import { parseStoreUrl, storePassword } from '../store/config.ts';
 import { StoreStateWatch } from '../store/state-marker.ts';
 import type { TokenSource } from '../auth/verifier.ts';
+import type { WorkloadPolicy } from '../auth/workload-policy.ts';
+import { sharedWorkloadPolicy } from './policy-file.ts';
 import { loadPrices, readTextFile } from './load.ts';
 import { openServiceAccounts } from './service-accounts.ts';
 
@@ -41,6 +43,8 @@ export interface Shared {
   readonly revoked: RevocationCheck | undefined;
   /** Kubernetes service-account tokens (--sa-issuer), asked by both listeners before their own keys. */
   readonly serviceAccounts?: TokenSource;
+  /** The --workload-policy file, opened once at its first use: certificates and service accounts are mapped through it. */
+  readonly workloadPolicy: () => () => WorkloadPolicy;
   readonly caps: { total: number; perClient: number };
   readonly capped: ConnectionCapsOf;
   readonly listenerTimeouts: ListenerTimeouts;
@@ -63,11 +67,12 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
   const store = openStore(options, log, metrics);
   const revoked = openRevocations(options, store, log, metrics);
-  const serviceAccounts = openServiceAccounts(options, Math.floor(options.maxTokenLifetimeMs / 1000), egress, log);
+  const workloadPolicy = sharedWorkloadPolicy(options.workloadPolicyFile, log);
+  const serviceAccounts = openServiceAccounts(options, Math.floor(options.maxTokenLifetimeMs / 1000), egress, workloadPolicy, log);
   const caps = { total: options.maxConnections, perClient: options.maxConnectionsPerClient };
   const capped: ConnectionCapsOf = (listener, listenerCaps = caps) => ({ caps: listenerCaps, onConnectionRefused: (reason) => metrics?.connectionRefused(listener, reason) });
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs, bodyIdleMs: options.bodyTimeoutMs };
-  return { prices, metrics, store, revoked, serviceAccounts, caps, capped, listenerTimeouts, upstreamTimeouts };
+  return { prices, metrics, store, revoked, serviceAccounts, workloadPolicy, caps, capped, listenerTimeouts, upstreamTimeouts };
 }
 
 /**

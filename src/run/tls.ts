@@ -2,12 +2,11 @@
 // --tls-client-ca, --spiffe-trust-domain, --workload-policy). Without --tls-cert both listeners
 // serve plain HTTP, as before. With --tls-client-ca every client must present a certificate from
 // that CA bundle, and the listener's verifier asks the certificate first (auth/spiffe-source.ts).
-import { readFileSync, statSync } from 'node:fs';
 import type { ServeOptions } from '../config/cli.ts';
 import { spiffeSource } from '../auth/spiffe-source.ts';
 import { parseSpiffeId } from '../auth/spiffe.ts';
-import { composeVerifier, type TokenVerifier } from '../auth/verifier.ts';
-import { parseWorkloadPolicy, type WorkloadPolicy } from '../auth/workload-policy.ts';
+import type { TokenSource } from '../auth/verifier.ts';
+import type { WorkloadPolicy } from '../auth/workload-policy.ts';
 import type { LogSink } from '../http/log.ts';
 import type { LogEvent } from './log-events.ts';
 import { tlsFileSource } from '../http/tls-listener.ts';
@@ -15,8 +14,8 @@ import { tlsFileSource } from '../http/tls-listener.ts';
 export interface ListenerTls {
   /** For startListener's `tls`; undefined: plain HTTP. */
   readonly tls: ReturnType<typeof tlsFileSource> | undefined;
-  /** The listener's verifier with the client certificate asked first (mutual TLS), or `tokens` unchanged. */
-  verifier(tokens: TokenVerifier | undefined): TokenVerifier | undefined;
+  /** With mutual TLS, the source the listener's verifier asks first: the client certificate (its SPIFFE ID through the policy). */
+  readonly certificates: TokenSource | undefined;
   /** For the listening line. */
   readonly mode: 'plain' | 'tls' | 'mutual-tls';
 }
@@ -35,62 +34,12 @@ export function tlsFlagsProblem(o: Pick<ServeOptions, 'tlsCertFile' | 'tlsKeyFil
   return undefined;
 }
 
-/**
- * The workload policy file as it is now: parsed at start-up (a mistake stops it), then read
- * again when its size, time or inode changed (Kubernetes' `..data` swap). A file that no longer
- * reads or parses keeps the last good policy; a file that is gone is an empty policy, so that
- * removing it takes every grant away from the next request (fail closed, as a removed key file
- * does) until a file is back. Each problem is logged once (`config_error`).
- */
-export function workloadPolicyFile(path: string, log: LogSink<LogEvent>): () => WorkloadPolicy {
-  const stamp = (): string => {
-    const s = statSync(path);
-    return `${s.ino}:${s.size}:${s.mtimeMs}`;
-  };
-  let seen = stamp();
-  let policy = parseWorkloadPolicy(readFileSync(path, 'utf8'), path);
-  let lastProblem = '';
-  return () => {
-    let problem: string;
-    try {
-      const now = stamp();
-      if (now === seen) return policy;
-      const text = readFileSync(path, 'utf8');
-      // Remembered before parsing: a broken file is parsed once, not at every request, until it changes.
-      seen = now;
-      policy = parseWorkloadPolicy(text, path);
-      lastProblem = '';
-      log({ event: 'workload_policy_reloaded', file: path, entries: policy.entries.size });
-      return policy;
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'ENOTDIR') {
-        policy = { source: path, entries: new Map() };
-        seen = '';
-        problem = 'the workload policy file is gone: every service account (token or certificate) is refused until it is back';
-      } else {
-        problem = `${(err as Error).message}; the last good policy stays in force`;
-      }
-    }
-    if (problem !== lastProblem) log({ event: 'config_error', file: path, message: problem });
-    lastProblem = problem;
-    return policy;
-  };
-}
-
-/** The listener's TLS, from the flags (checked by tlsFlagsProblem first). */
-export function listenerTls(options: ServeOptions, listener: 'git' | 'model', log: LogSink<LogEvent>): ListenerTls {
+/** The listener's TLS, from the flags (checked by tlsFlagsProblem first); `policy` opens the --workload-policy file the process shares. */
+export function listenerTls(options: ServeOptions, listener: 'git' | 'model', policy: () => () => WorkloadPolicy, log: LogSink<LogEvent>): ListenerTls {
   const problem = tlsFlagsProblem(options);
   if (problem !== undefined) throw new Error(problem);
-  if (options.tlsCertFile === undefined || options.tlsKeyFile === undefined) return { tls: undefined, verifier: (tokens) => tokens, mode: 'plain' };
+  if (options.tlsCertFile === undefined || options.tlsKeyFile === undefined) return { tls: undefined, certificates: undefined, mode: 'plain' };
   const tls = tlsFileSource({ certFile: options.tlsCertFile, keyFile: options.tlsKeyFile, clientCaFile: options.tlsClientCaFile }, listener, log);
-  if (options.tlsClientCaFile === undefined) return { tls, verifier: (tokens) => tokens, mode: 'tls' };
-  const certificates = spiffeSource({ trustDomain: options.spiffeTrustDomain!, policy: workloadPolicyFile(options.workloadPolicyFile!, log) });
-  return {
-    tls,
-    mode: 'mutual-tls',
-    // Every client has a verified certificate, so the certificate source always answers; the
-    // token verifier stays behind it for a connection without one (none reaches the listener).
-    verifier: (tokens) => composeVerifier([certificates, ...(tokens === undefined ? [] : [{ name: 'tokens', verify: tokens.verify }])]),
-  };
+  if (options.tlsClientCaFile === undefined) return { tls, certificates: undefined, mode: 'tls' };
+  return { tls, mode: 'mutual-tls', certificates: spiffeSource({ trustDomain: options.spiffeTrustDomain!, policy: policy() }) };
 }

@@ -24,6 +24,8 @@ import { createUpstreamAgent } from '../../src/http/forward.ts';
 import type { LogRecord } from '../../src/http/log.ts';
 import { startListener, type Listener } from '../../src/http/server.ts';
 import { tlsFileSource } from '../../src/http/tls-listener.ts';
+import { listenerVerifier } from '../../src/run/keys.ts';
+import { sharedWorkloadPolicy } from '../../src/run/policy-file.ts';
 import { listenerTls } from '../../src/run/tls.ts';
 import { makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
@@ -57,14 +59,14 @@ before(async () => {
   writeFileSync(policyFile, JSON.stringify({ serviceAccounts: { 'agents/triage-bot': { git: [`${server.hostKey}/acme/*:read`], models: true } } }));
   const options = { tlsCertFile: pki.serverCertFile, tlsKeyFile: pki.serverKeyFile, tlsClientCaFile: bundleFile, spiffeTrustDomain: TRUST_DOMAIN, workloadPolicyFile: policyFile } as ServeOptions;
   const log = (r: LogRecord) => void logs.push(r);
-  const tls = listenerTls(options, 'git', log);
+  const tls = listenerTls(options, 'git', sharedWorkloadPolicy(policyFile, log), log);
   assert.equal(tls.mode, 'mutual-tls');
   const [config] = parseHostsFile(JSON.stringify({ hosts: [{ host: server.hostKey, auth: 'bearer', tokenEnv: 'UNUSED' }] }), 'test');
   const upstream: GitUpstream = { config: config!, agent: createUpstreamAgent({ ca: upstreamPki.caPem, tlsInsecureSkipVerify: false }), token: literalSecret('ghp_mtls_host_token_0123456789'), username: undefined };
   const deps: GitProxyDeps = {
     hosts: new Map([[config!.key, upstream]]),
     // No signing key: the client certificate is the only proof this listener takes.
-    verifier: tls.verifier(undefined),
+    verifier: listenerVerifier([tls.certificates]),
     timeouts: { connectMs: 5000, responseMs: 10_000, idleMs: 10_000, bodyIdleMs: 5000 },
     revoked: undefined,
     maxConcurrentPerWorkload: 0,

@@ -10,7 +10,7 @@ import { after, test } from 'node:test';
 import { fileKeySet, type KeySetEvent } from '../../src/auth/jwks-source.ts';
 import { serviceAccountSource } from '../../src/auth/service-account-source.ts';
 import { lookupWorkload, parseWorkloadPolicy } from '../../src/auth/workload-policy.ts';
-import { workloadPolicyFile } from '../../src/run/tls.ts';
+import { sharedWorkloadPolicy } from '../../src/run/policy-file.ts';
 import { ecSigner, jwksOf, saPayload, signSaToken, TEST_AUDIENCE, TEST_ISSUER } from '../support/service-accounts.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'removed-trust-'));
@@ -61,7 +61,7 @@ test('removed key set or policy refused: a --workload-policy file removed takes 
   const granting = JSON.stringify({ serviceAccounts: { 'agents/deployer': { git: ['github.com/acme/widgets:write'], models: true } } });
   put(path, granting);
   const lines: Record<string, unknown>[] = [];
-  const current = workloadPolicyFile(path, (line) => lines.push(line));
+  const current = sharedWorkloadPolicy(path, (line) => void lines.push(line))();
   const gitOf = () => {
     const r = lookupWorkload(current(), 'agents', 'deployer', 'git');
     return r.ok ? `granted ${r.grant.git}` : r.reason;

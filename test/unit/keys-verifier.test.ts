@@ -188,6 +188,6 @@ test('listener keys: the variable or its _FILE, not both; with key files beside 
   assert.deepEqual(describeKeys(opened.ring()), [{ kid: null, alg: 'HS256' }, { kid: 'ed', alg: 'EdDSA' }]);
   const fromFile = signBotToken(CLAIMS, Buffer.from('q'.repeat(32)));
   const fromKey = signBotToken(CLAIMS, signingKeyFile('ed.pem', pem(ed.privateKey)));
-  for (const token of [fromFile, fromKey]) assert.equal(why(opened.verifier.verify('bot', { token }, NOW) as Verification), 'accepted');
+  for (const token of [fromFile, fromKey]) assert.equal(why(opened.source.verify('bot', { token }, NOW) as Verification), 'accepted');
   assert.throws(() => loadListenerKeys('git', undefined, {}, join(dir, 'no-such-dir')), /^Error: --git-keys .*no-such-dir cannot be read \(ENOENT\)$/);
 });
