@@ -2,10 +2,9 @@
 // stdout, its failure to an exit code (2: usage, 1: any other). What each command does is in
 // src/run/ (serve.ts: start-up as its order; commands.ts: the others).
 import { parseCommandLine, usage, UsageError } from './config/cli.ts';
-import { VERSION } from './config/version.ts';
 import { asyncLineWriter, jsonLineSink, type LogSink } from './http/log.ts';
 import type { LogEvent } from './run/log-events.ts';
-import { agentConfigText, confirmStoreReset, gitConfig, mintToken, revoke, type CommandContext } from './run/commands.ts';
+import { runCommand, type CommandContext } from './run/commands.ts';
 import { serve } from './run/serve.ts';
 
 // Log lines never block the event loop; a reader 8 MiB behind loses lines, counted in metrics.
@@ -19,34 +18,8 @@ const context: CommandContext = {
 
 async function main(argv: readonly string[]): Promise<void> {
   const cli = parseCommandLine(argv);
-  switch (cli.command) {
-    case 'help':
-      process.stdout.write(`${usage()}\n`);
-      return;
-    case 'version':
-      process.stdout.write(`${VERSION}\n`);
-      return;
-    case 'git-config': {
-      const config = gitConfig(cli, context);
-      process.stdout.write(config.text);
-      if (config.notice) process.stderr.write(`proxy: ${config.notice}\n`);
-      return;
-    }
-    case 'agent-config':
-      process.stdout.write(agentConfigText(cli, context));
-      return;
-    case 'mint-token':
-      process.stdout.write(`${mintToken(cli, context)}\n`);
-      return;
-    case 'revoke':
-      process.stdout.write(`${await revoke(cli, context)}\n`);
-      return;
-    case 'confirm-store-reset':
-      process.stdout.write(`${await confirmStoreReset(cli, context)}\n`);
-      return;
-    case 'serve':
-      return serve(cli.options, process.env, log, logWriter);
-  }
+  if (cli.command === 'serve') return serve(cli.options, process.env, log, logWriter);
+  process.stdout.write(await runCommand(cli, context));
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

@@ -1,7 +1,8 @@
 // The commands other than `serve`: each takes the parsed command line and its surroundings (the
 // environment, the clock, where its notices go) and returns what it prints on stdout.
 import { randomBytes } from 'node:crypto';
-import { asUsageError, UsageError, type CommandLine } from '../config/cli.ts';
+import { asUsageError, usage, UsageError, type CommandLine } from '../config/cli.ts';
+import { VERSION } from '../config/version.ts';
 import { agentProviders, AGENTS, botClaims, renderAgentConfig, type AgentName } from '../gateway/agent-config.ts';
 import { gitWorkloadConfig } from '../git/config.ts';
 import { gitScopeClaim, unregisteredScopeHost } from '../git/scope.ts';
@@ -25,6 +26,35 @@ export interface CommandContext {
   readonly notice: (line: string) => void;
   /** How long revoke and confirm-store-reset wait for the store of --limits-store to answer (absent: --store-reach-timeout). */
   readonly storeReachTimeoutMs?: number;
+}
+
+/**
+ * A command other than serve, run: what it prints on stdout (a notice beside it goes to
+ * ctx.notice). src/main.ts runs the commands through this, and so do the tests that run them in
+ * their own process (test/support/command-in-process.ts).
+ */
+export async function runCommand(cli: CommandLine, ctx: CommandContext): Promise<string> {
+  switch (cli.command) {
+    case 'help':
+      return `${usage()}\n`;
+    case 'version':
+      return `${VERSION}\n`;
+    case 'git-config': {
+      const config = gitConfig(cli, ctx);
+      if (config.notice) ctx.notice(`proxy: ${config.notice}`);
+      return config.text;
+    }
+    case 'agent-config':
+      return agentConfigText(cli, ctx);
+    case 'mint-token':
+      return `${mintToken(cli, ctx)}\n`;
+    case 'revoke':
+      return `${await revoke(cli, ctx)}\n`;
+    case 'confirm-store-reset':
+      return `${await confirmStoreReset(cli, ctx)}\n`;
+    case 'serve':
+      throw new Error('serve is not a one-shot command: it starts the listeners');
+  }
 }
 
 /** How long to wait for the shared store: the context's figure (tests), else the command line's. */
