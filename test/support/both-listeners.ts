@@ -4,6 +4,7 @@
 // down in the reverse order (the proxy first, so that it never sees its upstreams vanish while
 // it still serves, then the upstreams, then the PKI's files).
 import { randomBytes } from 'node:crypto';
+import { TEST_MODEL } from './harness.ts';
 import { startModelUpstream, type ModelUpstream } from './model-upstream.ts';
 import { startProxy, type ProxyProcess } from './proxy-process.ts';
 import { makeTestPki, type TestPki } from './tls.ts';
@@ -38,8 +39,6 @@ export interface BothListeners<G extends GitUpstreamLike> {
   close(): Promise<Awaited<ReturnType<ProxyProcess['stop']>>>;
 }
 
-const TEST_MODEL_NAME = 'gpt-test';
-
 /** The usual environment of a proxy in front of `git` (as host A) and `model`. */
 function usualEnv(pki: TestPki, git: GitUpstreamLike, model: ModelUpstream): Record<string, string> {
   return {
@@ -48,7 +47,7 @@ function usualEnv(pki: TestPki, git: GitUpstreamLike, model: ModelUpstream): Rec
     NODE_EXTRA_CA_CERTS: pki.caFile,
     UPSTREAM_BASE_URL: model.baseUrl,
     UPSTREAM_API_KEY: `sk-${randomBytes(8).toString('hex')}`,
-    UPSTREAM_ALLOWED_MODELS: TEST_MODEL_NAME,
+    UPSTREAM_ALLOWED_MODELS: TEST_MODEL,
     UPSTREAM_CA_FILE: pki.caFile,
   };
 }

@@ -11,7 +11,9 @@ export function bufferWork(feed: () => void): { searched: number; copied: number
   Buffer.prototype.indexOf = function (this: Buffer, value: string | number | Uint8Array, from?: number | BufferEncoding, encoding?: BufferEncoding) {
     const found = indexOf.call(this, value, from as number, encoding);
     const begin = typeof from === 'number' ? from : 0;
-    counts.searched += (found < 0 ? this.length : found + 2) - begin;
+    // Up to the end of the match (its length in bytes), or the whole buffer when there is none.
+    const length = typeof value === 'number' ? 1 : typeof value === 'string' ? Buffer.byteLength(value, encoding) : value.length;
+    counts.searched += (found < 0 ? this.length : found + length) - begin;
     return found;
   } as typeof indexOf;
   Buffer.prototype.copy = function (this: Buffer, target: Uint8Array, targetStart?: number, sourceStart?: number, sourceEnd?: number) {
