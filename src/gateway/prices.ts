@@ -3,6 +3,7 @@
 // guess.
 import { parseConfigJson, type FieldFailure } from '../config/config-file.ts';
 import { isObject } from '../json/keys.ts';
+import { toMicroUsd } from '../limits/admission.ts';
 
 export interface ModelPrice {
   readonly input: number;
@@ -66,17 +67,17 @@ export interface TokenCounts {
 }
 
 /**
+ * Pure: US dollars as the records write them: rounded to the micro-dollar, the unit the limits'
+ * stores charge in (toMicroUsd), so that 0.1 + 0.2 reads 0.3, not 0.30000000000000004.
+ */
+export function microDollars(usd: number): number {
+  return toMicroUsd(usd) / 1e6;
+}
+
+/**
  * The counts nest: cache reads and cache writes are part of the input, reasoning tokens part of
  * the output. Each token is priced once. Undefined when the counts are incomplete.
  */
-/**
- * Pure: US dollars as the records write them: rounded to the micro-dollar, the unit the limits'
- * stores charge in, so that 0.1 + 0.2 reads 0.3, not 0.30000000000000004.
- */
-export function microDollars(usd: number): number {
-  return Math.round(usd * 1e6) / 1e6;
-}
-
 export function costUsd(price: ModelPrice, t: TokenCounts): number | undefined {
   if (t.input === null || t.output === null) return undefined;
   const cached = Math.min(t.cached ?? 0, t.input);

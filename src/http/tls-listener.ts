@@ -154,7 +154,7 @@ export function tlsFileSource(files: TlsFiles, listener: string, log: LogSink<Ht
  * The plain socket a TLS socket was made from (the one the server's 'connection' event gave),
  * so that what was learnt of it on arrival (its address, the bundle it arrived under) is found
  * again after the handshake, or after a failed one, when the TLS socket no longer has an
- * address. Node keeps it as `_parent` (test/unit/tls-listener.test.ts checks that it does).
+ * address. Node keeps it as `_parent` (test/integration/tls-listener.test.ts checks that it does).
  */
 export function wrappedSocket(socket: TLSSocket): Socket | undefined {
   const parent = (socket as unknown as { _parent?: unknown })._parent;

@@ -27,8 +27,6 @@ const UPSTREAM_FAILURES: ReadonlySet<string> = new Set(
 );
 /** The one label value for anything unknown (no provider, model, identity, host): never "", which Prometheus reads as no label. */
 const NONE = 'none';
-// Refusals by the workload token or the hosts file's limits. A request without a token is not
-// one: git's first request of every command is answered with the 401 challenge by design.
 /**
  * The gateway's own refusals (4xx codes of its rules: the token, the body, the model, tools,
  * stored state), counted by code; the limits' refusals have their metric, upstream answers none.
@@ -46,6 +44,8 @@ const GATEWAY_REFUSALS: ReadonlySet<string> = new Set(
  */
 const MODEL_CREDENTIAL_REJECTED: ReadonlySet<string> = new Set(['upstream_401', 'upstream_403']);
 
+// Refusals by the workload token or the hosts file's limits. A request without a token is not
+// one: git's first request of every command is answered with the 401 challenge by design.
 const SCOPE_REFUSALS: ReadonlySet<string> = new Set(
   [ERRORS.workloadTokenInvalid, ERRORS.repoNotInScope, ERRORS.pushNotInScope, ERRORS.repoNotInHostRepos, ERRORS.hostReadOnly].map((e) => e.code),
 );
