@@ -22,8 +22,8 @@
 // (`fetchDue`); the clock and the fetch are passed in, so that tests drive them.
 import { readFileSync, statSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
-import { createUpstreamAgent } from '../http/forward.ts';
-import { tunnelRouteFor, type Egress } from '../http/tunnel.ts';
+import { tunnelAgentFor } from '../http/forward.ts';
+import type { Egress } from '../http/tunnel.ts';
 import { isObject } from '../json/keys.ts';
 import { parseStrictJson } from '../json/strict.ts';
 import { MAX_JWKS_BYTES, parseJwks, type JwkKey, type JwkSet } from './jwks.ts';
@@ -208,9 +208,8 @@ export function httpsGetter(ca: string | undefined, egress?: Egress): HttpsGet {
   return (url, maxBytes, signal) =>
     new Promise((resolve, reject) => {
       const target = new URL(url);
-      const tunnel = tunnelRouteFor(egress, target.hostname.replace(/^\[|\]$/g, ''), Number(target.port || 443));
       // Tunnelled: an agent of this fetch's own (its trust store the same), closed with the fetch.
-      const agent = tunnel === undefined ? undefined : createUpstreamAgent({ ca, tlsInsecureSkipVerify: false, tunnel });
+      const agent = tunnelAgentFor(target, egress, ca);
       const settle = (outcome: () => void) => {
         agent?.destroy();
         outcome();

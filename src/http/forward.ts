@@ -10,7 +10,7 @@ import { classifyUpstreamError, UpstreamError, type UpstreamFailure } from './er
 import { STREAM_HIGH_WATER_MARK } from './sockets.ts';
 import { watchBodyIdle } from './body-idle.ts';
 import { writeInSlices } from './slices.ts';
-import { openTunnel, type TunnelRoute } from './tunnel.ts';
+import { openTunnel, tunnelRouteFor, type Egress, type TunnelRoute } from './tunnel.ts';
 
 export interface UpstreamAgentOptions {
   /** PEM text of extra CA certificates; replaces the public roots for this upstream. */
@@ -111,6 +111,17 @@ export function createUpstreamAgent(options: UpstreamAgentOptions): HttpAgent {
   const pool = options.plainHttp ? new HttpUpstreamPool(common) : options.tunnel ? new TunnelledUpstreamPool(options.tunnel, tls) : new HttpsUpstreamPool(tls);
   pool.idleMs = options.poolIdleMs ?? POOL_IDLE_MS;
   return pool;
+}
+
+/**
+ * An agent of its own for one https: fetch of the proxy's (a credential, a key set) through the
+ * egress proxy, unless NO_PROXY names the host; its trust store `ca`, or the system's. Undefined
+ * when the fetch goes direct or is not https. The caller destroys it with the fetch.
+ */
+export function tunnelAgentFor(url: URL, egress: Egress | undefined, ca?: string): HttpAgent | undefined {
+  if (url.protocol !== 'https:') return undefined;
+  const tunnel = tunnelRouteFor(egress, url.hostname.replace(/^\[|\]$/g, ''), Number(url.port || 443));
+  return tunnel === undefined ? undefined : createUpstreamAgent({ ca, tlsInsecureSkipVerify: false, tunnel });
 }
 
 export interface UpstreamTarget {

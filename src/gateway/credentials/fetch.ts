@@ -3,8 +3,8 @@
 // answers are parsed by the sources.
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { createUpstreamAgent } from '../../http/forward.ts';
-import { tunnelRouteFor, type Egress } from '../../http/tunnel.ts';
+import { tunnelAgentFor } from '../../http/forward.ts';
+import type { Egress } from '../../http/tunnel.ts';
 
 /**
  * The longest one fetch may take, from the request to the last byte of its answer. A total
@@ -32,13 +32,6 @@ export interface FetchOptions {
   readonly deadlineMs?: number;
   /** The egress proxy an https: endpoint is reached through (unless NO_PROXY names it), as start-up read it. */
   readonly egress?: Egress;
-}
-
-/** An https: endpoint behind the egress proxy gets an agent of its own that tunnels (closed with the fetch); otherwise Node's. */
-function tunnelAgentFor(url: URL, egress: Egress | undefined): ReturnType<typeof createUpstreamAgent> | undefined {
-  if (url.protocol !== 'https:') return undefined;
-  const tunnel = tunnelRouteFor(egress, url.hostname.replace(/^\[|\]$/g, ''), Number(url.port || 443));
-  return tunnel === undefined ? undefined : createUpstreamAgent({ ca: undefined, tlsInsecureSkipVerify: false, tunnel });
 }
 
 /** One request; http: only for the metadata server's link-local address. */
