@@ -1,12 +1,18 @@
 // Waiting for a state another connection or process reaches later, without a deadline of its own:
 // a deadline is a timing assertion, and one that fails when the machine is loaded. The test's
-// timeout bounds the wait; its signal (t.signal) ends the polling and names what never came.
+// timeout bounds the wait (npm test gives every test 120 s); its signal (t.signal) ends the
+// polling and names what never came. A file run alone by `node --test`, whose tests have no
+// timeout, gets the same 120 s here, so that a state that never comes fails instead of hanging.
 import { setTimeout as delay } from 'node:timers/promises';
 
-/** Polls `ok` every `everyMs` until it holds; throws naming `what` once `signal` aborts (the test timed out or ended). */
+const HANG_GUARD_MS = 120_000;
+
+/** Polls `ok` every `everyMs` until it holds; throws naming `what` once `signal` aborts (the test timed out or ended) or after 120 s. */
 export async function eventually(what: string, ok: () => boolean | Promise<boolean>, signal: AbortSignal, everyMs = 5): Promise<void> {
+  const guard = AbortSignal.timeout(HANG_GUARD_MS);
   while (!(await ok())) {
     if (signal.aborted) throw new Error(`gave up waiting for ${what}: the test ended first`);
+    if (guard.aborted) throw new Error(`gave up waiting for ${what}: it did not come in ${HANG_GUARD_MS / 1000} s`);
     await delay(everyMs);
   }
 }
