@@ -1,5 +1,6 @@
 // `serve`: start-up as its order. Signals are handled before any listener is announced (a
-// supervisor may send SIGTERM as soon as it reads a listening line).
+// supervisor may send SIGTERM as soon as it reads a listening line). `startServing` is the same
+// start-up without the process around it (its handlers, signals and exit).
 import type { ServeOptions } from '../config/cli.ts';
 import { VERSION } from '../config/version.ts';
 import { METRICS_LISTENER_CAPS } from '../http/connection-caps.ts';
@@ -14,16 +15,25 @@ import { startGit } from './git.ts';
 import { loadServeConfig, openFilesLimit, readTextFile, type ServeConfig } from './load.ts';
 import { credentialFileWarnings, notReadyReason, unusableFiles, type CredentialFile } from './readiness.ts';
 import { openShared, type Shared } from './shared.ts';
-import { installProcessNets, installShutdown } from './shutdown.ts';
+import { installProcessNets, installShutdown, type Shutdown } from './shutdown.ts';
 import { startupWarnings, type PolicyFacts } from './warnings.ts';
 
+/** `serve` as a process: the nets under the handlers and the signals first, then start-up. */
 export async function serve(options: ServeOptions, env: NodeJS.ProcessEnv, log: LogSink<LogEvent>, lines: LineWriter): Promise<void> {
+  installProcessNets(log);
+  await startServing(options, env, log, lines, installShutdown(options.shutdownGraceMs, log, lines));
+}
+
+/**
+ * Start-up in its order, each listener handed to `shutdown` as it starts. Nothing here touches
+ * the process (its handlers, its exit), so a test can serve in its own process and stop it with
+ * `shutdown.stop`.
+ */
+export async function startServing(options: ServeOptions, env: NodeJS.ProcessEnv, log: LogSink<LogEvent>, lines: LineWriter, shutdown: Shutdown): Promise<void> {
   const config = loadServeConfig(options, env);
-  refuseIfNothingEnabled(config, lines);
+  refuseIfNothingEnabled(config);
   const needed = [...(config.gitEnabled ? config.credentialFiles.git : []), ...(config.gateway.enabled ? config.credentialFiles.model : [])];
   for (const warning of credentialFileWarnings(unusableFiles(needed))) log(warning);
-  installProcessNets(log);
-  const shutdown = installShutdown(options.shutdownGraceMs, log, lines);
   const shared = openShared(options, env, config.egress, log);
   if (config.gitEnabled) shutdown.addProxy(await startGit(options, config, shared, log));
   if (config.gateway.enabled) shutdown.addProxy(await startGateway(options, env, config, shared, log));
@@ -41,17 +51,15 @@ function policyFacts(options: ServeOptions, config: ServeConfig, shared: Shared)
   return { policy, limits: limitsFile === undefined ? undefined : { policy: parseLimitsFile(readTextFile(limitsFile, '--limits:'), limitsFile), file: limitsFile } };
 }
 
-/** With neither listener enabled there is nothing to serve: say how to enable one, exit 1. */
-function refuseIfNothingEnabled(config: ServeConfig, lines: LineWriter): void {
+/** With neither listener enabled there is nothing to serve: the error says how to enable one (main exits 1). */
+function refuseIfNothingEnabled(config: ServeConfig): void {
   if (config.gitEnabled || config.gateway.enabled) return;
-  lines.flushSync();
-  process.stderr.write(
-    'proxy: no listener is enabled.\n' +
+  throw new Error(
+    'no listener is enabled.\n' +
       '  git proxy:     set GIT_HOST_A_TOKEN (host GIT_HOST_A, default github.com), GIT_HOST_B_TOKEN with GIT_HOST_B,\n' +
       '                 a token of a --git-hosts file, or GIT_AUTH_ENABLED=true.\n' +
-      '  model gateway: give --providers FILE, set UPSTREAM_API_KEY or UPSTREAM_API_KEY_FILE, or MODEL_GATEWAY_ENABLED=true.\n',
+      '  model gateway: give --providers FILE, set UPSTREAM_API_KEY or UPSTREAM_API_KEY_FILE, or MODEL_GATEWAY_ENABLED=true.',
   );
-  process.exit(1);
 }
 
 /** The metrics listener: a separate port, so that workloads need not (and, by network policy, cannot) reach it. */

@@ -22,13 +22,18 @@ export interface Shutdown {
   setMetrics(listener: Listener): void;
   /** The proxy listeners started so far. */
   readonly proxies: readonly Listener[];
+  /**
+   * The first call drains (the proxy listeners stop accepting and get the grace period to finish,
+   * then the metrics listener closes, then `exit(0)`); the second is a forced cut.
+   */
+  stop(signal: NodeJS.Signals): void;
 }
 
 /**
- * SIGTERM and SIGINT: the first drains (the proxy listeners stop accepting and get `graceMs` to
- * finish, then the metrics listener closes, then the process exits 0); the second is a forced cut.
+ * The shutdown order, with the end of the process given as `exit`: what SIGTERM and SIGINT start
+ * (installShutdown), and what a test starts by calling `stop` on a proxy serving in its own process.
  */
-export function installShutdown(graceMs: number, log: LogSink<LogEvent>, lines: LineWriter): Shutdown {
+export function shutdownOrder(graceMs: number, log: LogSink<LogEvent>, lines: LineWriter, exit: (code: number) => void): Shutdown {
   const proxies: Listener[] = [];
   let metricsListener: Listener | undefined;
   let stopping = false;
@@ -39,7 +44,7 @@ export function installShutdown(graceMs: number, log: LogSink<LogEvent>, lines: 
       log({ event: 'shutdown', signal, phase: 'forced' });
       void Promise.all(proxies.map((l) => l.cut(FORCED_CUT_DEADLINE_MS))).finally(() => {
         lines.flushSync();
-        process.exit(0);
+        exit(0);
       });
       return;
     }
@@ -56,13 +61,20 @@ export function installShutdown(graceMs: number, log: LogSink<LogEvent>, lines: 
         log({ event: 'shutdown', signal, phase: 'done' });
         return lines.drain();
       })
-      .then(() => process.exit(0));
+      .then(() => exit(0));
   };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
   return {
     addProxy: (listener) => void proxies.push(listener),
     setMetrics: (listener) => void (metricsListener = listener),
     proxies,
+    stop,
   };
+}
+
+/** SIGTERM and SIGINT start the shutdown order, which ends the process. */
+export function installShutdown(graceMs: number, log: LogSink<LogEvent>, lines: LineWriter): Shutdown {
+  const order = shutdownOrder(graceMs, log, lines, (code) => process.exit(code));
+  process.on('SIGTERM', order.stop);
+  process.on('SIGINT', order.stop);
+  return order;
 }
