@@ -29,6 +29,11 @@
 // process shares (the working directory, process handlers, the environment, globals, mocked
 // timers).
 //
+// The test processes trust the default test PKI's CA (NODE_EXTRA_CA_CERTS, which Node reads only
+// when a process starts): a test may then serve the proxy in its own process instead of starting
+// the bundle, with the trust the bundle would have (test/support/serve-in-process.ts). A test that
+// needs a CA its peer does not trust uses another PKI (makeTestPki('other')).
+//
 //   node scripts/test.mjs                       everything, as npm test
 //   node scripts/test.mjs test/unit/x.test.ts   only the given test files (build and checks too)
 //   TEST_PROCESSES=8 node scripts/test.mjs      that many groups at once (default: two per core)
@@ -37,6 +42,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { require as tsxRequire } from 'tsx/cjs/api';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -111,13 +117,13 @@ function processFiles(files, dir, count) {
 }
 
 /**
- * Runs a command in the checkout. `buffered`: its output is kept and returned, not printed as it
+ * Runs a command in the checkout, `env` laid over this process's. `buffered`: its output is kept and returned, not printed as it
  * comes (for the steps that run beside the tests).
  */
-function run(name, args, buffered = false) {
+function run(name, env, args, buffered = false) {
   const started = Date.now();
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, args, { cwd: root, stdio: buffered ? ['ignore', 'pipe', 'pipe'] : 'inherit' });
+    const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: buffered ? ['ignore', 'pipe', 'pipe'] : 'inherit' });
     let output = '';
     if (buffered) {
       child.stdout.setEncoding('utf8').on('data', (s) => (output += s));
@@ -138,7 +144,7 @@ for (const [name, args] of [
   ['build', ['build.mjs']],
   ['audit:bundle', ['scripts/audit-bundle.mjs']],
 ]) {
-  const r = await run(name, args);
+  const r = await run(name, {}, args);
   results.push(r);
   if (!r.ok) {
     console.error(`npm test: ${name} failed (exit ${r.code})`);
@@ -146,9 +152,10 @@ for (const [name, args] of [
   }
 }
 const beside = [
-  run('typecheck and exports', ['scripts/check-exports.mjs', '--typecheck'], true),
-  run('SSE fixtures', ['--require', 'tsx/cjs', 'scripts/e2e/write-sse-fixtures.ts', '--check'], true),
+  run('typecheck and exports', {}, ['scripts/check-exports.mjs', '--typecheck'], true),
+  run('SSE fixtures', {}, ['--require', 'tsx/cjs', 'scripts/e2e/write-sse-fixtures.ts', '--check'], true),
 ];
+const trusted = tsxRequire('../test/support/tls.ts', import.meta.url).makeTestPki();
 const groupDir = mkdtempSync(path.join(tmpdir(), 'npm-test-groups-'));
 const processes = processFiles(files, groupDir, concurrency);
 const timesNow = path.join(groupDir, 'times.json');
@@ -157,9 +164,10 @@ const reporters = ['--test-reporter', process.stdout.isTTY ? 'spec' : 'tap', '--
 // deadline is a timing assertion); this bounds each test, so that a line or state that never
 // comes fails that test, named, instead of holding npm test forever.
 const TEST_TIMEOUT_MS = 120_000;
-results.push(await run('node --test', ['--test', `--test-concurrency=${concurrency}`, `--test-timeout=${TEST_TIMEOUT_MS}`, ...reporters, '--require', 'tsx/cjs', ...processes]));
+results.push(await run('node --test', { NODE_EXTRA_CA_CERTS: trusted.caFile }, ['--test', `--test-concurrency=${concurrency}`, `--test-timeout=${TEST_TIMEOUT_MS}`, ...reporters, '--require', 'tsx/cjs', ...processes]));
 saveTimes(timesNow);
 rmSync(groupDir, { recursive: true, force: true });
+trusted.cleanup();
 for (const r of await Promise.all(beside)) {
   results.push(r);
   process.stdout.write(r.output);

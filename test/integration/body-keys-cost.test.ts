@@ -8,7 +8,8 @@ import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 let pki: TestPki;
@@ -18,7 +19,7 @@ let proxy: ProxyProcess;
 before(async () => {
   pki = makeTestPki();
   upstream = await startModelUpstream(pki);
-  proxy = await startProxy({
+  proxy = await startServe({
     env: {
       UPSTREAM_BASE_URL: upstream.baseUrl,
       UPSTREAM_API_KEY: `sk-${randomBytes(8).toString('hex')}`,

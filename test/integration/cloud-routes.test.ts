@@ -12,7 +12,8 @@ import { after, before, test } from 'node:test';
 import { startAnthropicUpstream, streamHandler, textTranscript, type AnthropicUpstream } from '../support/anthropic-upstream.ts';
 import { encodeFrame, sigV4Valid, startTokenEndpoint, type TokenEndpoint } from '../support/cloud-fakes.ts';
 import { send } from '../support/http-client.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { rsaKeyPair } from '../support/test-keys.ts';
 
@@ -46,7 +47,7 @@ before(async () => {
       ],
     }),
   );
-  gw = await startProxy({ env: { NODE_EXTRA_CA_CERTS: pki.caFile, AWS_ID: AWS.accessKeyId, AWS_SECRET: AWS.secretAccessKey, FOUNDRY_KEY }, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')], listeners: ['model'] });
+  gw = await startServe({ env: { NODE_EXTRA_CA_CERTS: pki.caFile, AWS_ID: AWS.accessKeyId, AWS_SECRET: AWS.secretAccessKey, FOUNDRY_KEY }, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')], listeners: ['model'] });
 });
 
 after(async () => {

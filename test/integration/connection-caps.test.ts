@@ -1,4 +1,4 @@
-// Connection caps on the BUILT proxy: one client holding twice its cap of idle connections on
+// Connection caps on the proxy as `serve` starts it: one client holding twice its cap of idle connections on
 // both listeners cannot keep another client from cloning, pushing and calling the gateway, and
 // /healthz stays 200; the refusals are counted by listener and reason. And on the git listener,
 // a workload token's requests in progress are capped, so that one workload's pushes cannot take
@@ -18,7 +18,8 @@ import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import type { ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import type { TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
@@ -73,7 +74,7 @@ async function refusedConnections(listener: string, reason = 'per_client', of = 
 
 /** A proxy with the model listener only, its connection caps at their defaults but for `args`. */
 function startModelProxy(args: string[]): Promise<ProxyProcess> {
-  return startProxy({
+  return startServe({
     env: {
       UPSTREAM_BASE_URL: modelUpstream.baseUrl,
       UPSTREAM_API_KEY: `sk-${randomBytes(8).toString('hex')}`,
@@ -126,7 +127,7 @@ test('connection caps: a client holding twice --max-connections-per-client on bo
 test('connection caps: a workload token with --git-max-concurrent-per-workload requests in progress gets 429 workload_busy with Retry-After for the next, while another workload goes on', { timeout: 60_000 }, async () => {
   const signingKey = randomBytes(32).toString('hex');
   const upstream: TestUpstream = await startUpstream(pki);
-  const limited = await startProxy({
+  const limited = await startServe({
     env: { GIT_HOST_A: upstream.hostKey, GIT_HOST_A_TOKEN: 'tok-caps', GIT_PROXY_SIGNING_KEY: signingKey, NODE_EXTRA_CA_CERTS: pki.caFile },
     args: ['--git-auth-listen', '127.0.0.1:0', '--git-max-concurrent-per-workload', '2'],
   });

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startProxy } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 
 async function get(port: number, path: string): Promise<{ status: number; body: string }> {
   const res = await fetch(`http://127.0.0.1:${port}${path}`);
@@ -23,7 +23,7 @@ test('missing credentials found at start-up: both listeners start, warn naming t
   const keyFile = join(dir, 'openai-key');
   const hostsFile = join(dir, 'hosts.json');
   writeFileSync(hostsFile, JSON.stringify({ hosts: [{ host: 'git.example', auth: 'bearer', tokenFile }] }));
-  const proxy = await startProxy({
+  const proxy = await startServe({
     env: { UPSTREAM_BASE_URL: 'https://127.0.0.1:9/v1', UPSTREAM_API_KEY_FILE: keyFile, UPSTREAM_ALLOWED_MODELS: 'gpt-5' },
     args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0', '--git-hosts', hostsFile],
     listeners: ['git', 'model'],

@@ -15,7 +15,8 @@ import { sigV4Valid, startTokenEndpoint, type TokenEndpoint } from '../support/c
 import { send } from '../support/http-client.ts';
 import { defaultCompletion, startModelUpstream, type ModelRequest, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { rsaKeyPair } from '../support/test-keys.ts';
 
@@ -89,7 +90,7 @@ before(async () => {
       ],
     }),
   );
-  gw = await startProxy({
+  gw = await startServe({
     env: { NODE_EXTRA_CA_CERTS: pki.caFile, AWS_SESSION_TOKEN: AWS.sessionToken, GCE_METADATA_HOST: `127.0.0.1:${portOf(metadata)}` },
     args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')],
     listeners: ['model'],

@@ -1,4 +1,4 @@
-// The GitHub App token exchange through the egress proxy (HTTPS_PROXY), in the BUILT proxy: the
+// The GitHub App token exchange through the egress proxy (HTTPS_PROXY), in the proxy as `serve` starts it: the
 // app's JWT goes to the API, and the installation token to the git host, each inside a CONNECT
 // tunnel whose bytes the recording egress proxy (test/support/connect-proxy.ts) shows hold none
 // of them. The egress rules themselves: test/integration/egress-proxy.test.ts.
@@ -11,7 +11,8 @@ import { startConnectProxy, type ConnectProxy } from '../support/connect-proxy.t
 import { startGitHubAppFake, type GitHubAppFake } from '../support/github-app-fake.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
-import { assertNoSecrets, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { rsaKeyPair } from '../support/test-keys.ts';
 
@@ -39,7 +40,7 @@ before(async () => {
   egress = await startConnectProxy({ kind: 'tunnel' });
   writeFileSync(join(dir, 'app.pem'), PEM);
   writeFileSync(join(dir, 'hosts.json'), JSON.stringify({ hosts: [{ host: git.hostKey, auth: 'github-app', githubApp: { appId: 4711, installationId: 99, privateKeyFile: join(dir, 'app.pem'), apiUrl: api.apiUrl } }] }));
-  proxy = await startProxy({ env: { NODE_EXTRA_CA_CERTS: pki.caFile, HTTPS_PROXY: egress.url }, args: ['--git-auth-listen', '127.0.0.1:0', '--git-hosts', join(dir, 'hosts.json')] });
+  proxy = await startServe({ env: { NODE_EXTRA_CA_CERTS: pki.caFile, HTTPS_PROXY: egress.url }, args: ['--git-auth-listen', '127.0.0.1:0', '--git-hosts', join(dir, 'hosts.json')] });
 });
 
 after(async () => {

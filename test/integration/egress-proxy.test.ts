@@ -1,5 +1,5 @@
 // Outbound through a corporate egress proxy (HTTPS_PROXY, NO_PROXY, --egress-proxy-auth-file),
-// through the BUILT proxy: a CONNECT proxy on loopback (test/support/connect-proxy.ts) records
+// through the proxy as `serve` starts it: a CONNECT proxy on loopback (test/support/connect-proxy.ts) records
 // every byte it receives. Model calls, a real git clone and the credential fetches (a Google
 // token endpoint, STS web identity) all reach their upstream through it, TLS end to end inside
 // the tunnel: the egress proxy sees the CONNECT line, Host and its own Proxy-Authorization, never
@@ -19,7 +19,8 @@ import { makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { assertNoSecrets, runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, runProxyCommand, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { rsaKeyPair } from '../support/test-keys.ts';
@@ -90,9 +91,9 @@ after(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-/** The built proxy with both listeners, the git host and the providers, and the egress settings given. */
+/** The proxy with both listeners, the git host and the providers, and the egress settings given. */
 async function startEgressProxy(env: Record<string, string>, args: string[] = []): Promise<ProxyProcess> {
-  const p = await startProxy({
+  const p = await startServe({
     env: { NODE_EXTRA_CA_CERTS: pki.caFile, GIT_HOST_A: git.hostKey, GIT_HOST_A_TOKEN: GIT_TOKEN, ...env },
     args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0', '--providers', providersFile, ...args],
     listeners: ['git', 'model'],

@@ -1,4 +1,4 @@
-// The service-account key set behind a corporate egress proxy, through the BUILT proxy: with
+// The service-account key set behind a corporate egress proxy, through the proxy as `serve` starts it: with
 // HTTPS_PROXY set, --sa-jwks-discovery and --sa-jwks-url fetch the issuer's discovery document and
 // key set through a CONNECT tunnel (test/support/connect-proxy.ts records every byte), with
 // --sa-ca-file's verification inside it, as every other HTTPS connection the proxy opens; NO_PROXY
@@ -13,7 +13,8 @@ import { startConnectProxy, type ConnectProxy, type ConnectRecord } from '../sup
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { startFakeIssuer, type FakeIssuer } from '../support/oidc-issuer.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { ecSigner, saPayload, signSaToken, TEST_AUDIENCE } from '../support/service-accounts.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
@@ -50,9 +51,9 @@ async function startEgress(mode: Parameters<typeof startConnectProxy>[0]): Promi
   return egress;
 }
 
-/** The built proxy's model gateway accepting the fake issuer's tokens, with the keys from `keys` and the environment given. */
+/** The proxy's model gateway accepting the fake issuer's tokens, with the keys from `keys` and the environment given. */
 async function startSaProxy(env: Record<string, string>, keys: string[] = ['--sa-jwks-discovery']): Promise<ProxyProcess> {
-  const p = await startProxy({
+  const p = await startServe({
     env: { UPSTREAM_BASE_URL: model.baseUrl, UPSTREAM_API_KEY: 'sk-upstream', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile, ...env },
     args: ['--model-gateway-listen', '127.0.0.1:0', '--sa-issuer', issuer.issuer, '--sa-audience', TEST_AUDIENCE, ...keys, '--sa-ca-file', pki.caFile, '--workload-policy', policy],
     listeners: ['model'],

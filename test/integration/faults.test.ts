@@ -157,6 +157,7 @@ before(async () => {
       pki,
       env: { OTHER_TOKEN: `tok_${randomBytes(8).toString('hex')}`, UPSTREAM_API_KEY: `sk-faults-${randomBytes(8).toString('hex')}` },
       args: ['--git-hosts', hostsFile, ...FAULT_ARGS],
+      bundle: true, // its descriptors are counted (footprint)
     }),
     gatewayOnly(`https://${refusedKey}/v1`),
     gatewayOnly(`https://${garbageKey}/v1`),

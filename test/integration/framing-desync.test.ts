@@ -1,4 +1,4 @@
-// Request framing on the upstream leg, replayed as an attacker would, against the BUILT proxy in
+// Request framing on the upstream leg, replayed as an attacker would, against the proxy as `serve` starts it, in
 // front of the real `git http-backend` behind an HTTPS server that answers a GET before reading
 // any body it announced (as Node's, and most servers, do: the unread body is then read off the
 // connection and discarded).
@@ -17,7 +17,8 @@ import { signBotToken } from '../../src/auth/jwt.ts';
 import { gitEnv, makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { rawExchange, statusOf } from '../support/http-client.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const HOST_TOKEN = `framing_${randomBytes(16).toString('hex')}`;
@@ -40,7 +41,7 @@ before(async () => {
   server = await startGitServer({ pki, auth: { type: 'bearer', token: HOST_TOKEN } });
   server.createBareRepo('org/a.git');
   server.createBareRepo('org/b.git');
-  proxy = await startProxy({
+  proxy = await startServe({
     env: { GIT_HOST_A: server.hostKey, GIT_HOST_A_TOKEN: HOST_TOKEN, GIT_PROXY_SIGNING_KEY: SIGNING_KEY, NODE_EXTRA_CA_CERTS: pki.caFile },
   });
   readToken = workloadToken([`${server.hostKey}/org/a:read`]);

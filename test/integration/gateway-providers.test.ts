@@ -1,5 +1,5 @@
 // Several providers behind one gateway (a providers file), and Anthropic's Messages API, against
-// the built bundle, an HTTPS fake of the Messages API and an OpenAI-compatible one.
+// the proxy as `serve` starts it, an HTTPS fake of the Messages API and an OpenAI-compatible one.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,7 +11,8 @@ import { cutWire, encodeSse, errorHandler, overloaded, startAnthropicUpstream, s
 import { recordFor } from '../support/gateway-replies.ts';
 import { send, type Reply } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { assertNoSecrets, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
@@ -50,7 +51,7 @@ before(async () => {
     }),
   );
   const env = { OPENAI_KEY, ANTHROPIC_KEY, LOCAL_KEY, MODEL_PROXY_SIGNING_KEY: SIGNING_KEY };
-  gw = await startProxy({ env, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', file, '--upstream-idle-timeout', '2s'], listeners: ['model'] });
+  gw = await startServe({ env, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', file, '--upstream-idle-timeout', '2s'], listeners: ['model'] });
   port = gw.ports.model!;
   const minted = await runCommandInProcess(['mint-token', '--instance-id', 'bot-1', '--workflow', 'review', '--run-id', 'run-1'], env);
   assert.equal(minted.code, 0, minted.stderr);

@@ -1,4 +1,4 @@
-// The Responses API route and the rules every protocol shares, against the built bundle and a
+// The Responses API route and the rules every protocol shares, against the proxy as `serve` starts it and a
 // fake HTTPS upstream that answers in OpenAI's Responses format.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -7,7 +7,8 @@ import { after, before, test } from 'node:test';
 import { errorOf, recordFor } from '../support/gateway-replies.ts';
 import { send, type Reply } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { assertNoSecrets, runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, runProxyCommand, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { cutTranscript, encodeSse, jsonBodyOf, streamHandler, textTranscript } from '../support/responses-upstream.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
@@ -26,8 +27,8 @@ before(async () => {
   const env = { UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_ALLOWED_MODELS: MODEL, UPSTREAM_CA_FILE: pki.caFile, UPSTREAM_API_KEY: KEY };
   const args = (extra: string[] = []) => ['--model-gateway-listen', '127.0.0.1:0', '--upstream-idle-timeout', '2s', ...extra];
   [gw, hostedGw] = await Promise.all([
-    startProxy({ env, args: args(), listeners: ['model'] }),
-    startProxy({ env, args: args(['--allow-hosted-tools', 'web_search']), listeners: ['model'] }),
+    startServe({ env, args: args(), listeners: ['model'] }),
+    startServe({ env, args: args(['--allow-hosted-tools', 'web_search']), listeners: ['model'] }),
   ]);
   port = gw.ports.model!;
 });

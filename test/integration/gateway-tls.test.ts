@@ -5,7 +5,8 @@ import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { assertNoSecrets, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const KEY = `sk-tls-${randomBytes(16).toString('hex')}`;
@@ -18,7 +19,7 @@ before(async () => {
   trusted = makeTestPki();
   untrusted = makeTestPki('other');
   upstream = await startModelUpstream(untrusted);
-  gw = await startProxy({
+  gw = await startServe({
     // The gateway trusts another CA than the one that signed the upstream's certificate, and
     // Node's process-wide switch to skip verification is set: the agent's explicit setting wins.
     env: { NODE_TLS_REJECT_UNAUTHORIZED: '0', UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_API_KEY: KEY, UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: trusted.caFile },

@@ -1,4 +1,4 @@
-// The model gateway's rules, exercised against the built bundle and a fake HTTPS upstream.
+// The model gateway's rules, exercised against the proxy as `serve` starts it and a fake HTTPS upstream.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,7 +9,8 @@ import { after, before, test } from 'node:test';
 import { errorOf, recordFor } from '../support/gateway-replies.ts';
 import { seenResponses, send, type Reply } from '../support/http-client.ts';
 import { chunk, completionJson, sseEvent, startModelUpstream, streamEvents, type ModelUpstream } from '../support/model-upstream.ts';
-import { assertNoSecrets, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
@@ -38,12 +39,12 @@ before(async () => {
   const common = { UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_ALLOWED_MODELS: `${MODEL},gpt-small`, UPSTREAM_CA_FILE: pki.caFile };
   const args = (extra: string[] = []) => ['--model-gateway-listen', '127.0.0.1:0', '--upstream-connect-timeout', '300ms', ...extra];
   [gw, jwtGw] = await Promise.all([
-    startProxy({
+    startServe({
       env: { ...common, UPSTREAM_API_KEY_FILE: keyFile, UPSTREAM_ORGANIZATION: 'org-test', UPSTREAM_PROJECT: 'proj-test', UPSTREAM_PROVIDER: 'fakeai' },
       args: args(['--max-request-body', '64KiB', '--upstream-idle-timeout', '1s', '--upstream-retry-budget', '5s']),
       listeners: ['model'],
     }),
-    startProxy({ env: { ...common, UPSTREAM_API_KEY: KEY_JWT_MODE, MODEL_PROXY_SIGNING_KEY: SIGNING_KEY }, args: args(), listeners: ['model'] }),
+    startServe({ env: { ...common, UPSTREAM_API_KEY: KEY_JWT_MODE, MODEL_PROXY_SIGNING_KEY: SIGNING_KEY }, args: args(), listeners: ['model'] }),
   ]);
   port = gw.ports.model!;
   jwtPort = jwtGw.ports.model!;
@@ -469,7 +470,7 @@ test('rewriting the key file while the gateway runs rotates the key for the next
 });
 
 test('with MODEL_GATEWAY_ENABLED=true and no key, requests get a clear 503', async () => {
-  const p = await startProxy({ env: { MODEL_GATEWAY_ENABLED: 'true', UPSTREAM_ALLOWED_MODELS: MODEL }, args: ['--model-gateway-listen', '127.0.0.1:0'], listeners: ['model'] });
+  const p = await startServe({ env: { MODEL_GATEWAY_ENABLED: 'true', UPSTREAM_ALLOWED_MODELS: MODEL }, args: ['--model-gateway-listen', '127.0.0.1:0'], listeners: ['model'] });
   try {
     const r = await chat(p.ports.model!, chatBody());
     assert.equal(r.status, 503);
@@ -535,7 +536,7 @@ test('a refused bot token says why in plain words', async () => {
 });
 
 test('an empty model allowlist is warned about at start-up', async () => {
-  const p = await startProxy({ env: { MODEL_GATEWAY_ENABLED: 'true' }, args: ['--model-gateway-listen', '127.0.0.1:0'], listeners: ['model'] });
+  const p = await startServe({ env: { MODEL_GATEWAY_ENABLED: 'true' }, args: ['--model-gateway-listen', '127.0.0.1:0'], listeners: ['model'] });
   try {
     const warning = p.records().find((r) => r.event === 'warning' && r.listener === 'model' && String(r.message).startsWith('no model is allowed'));
     assert.ok(warning, p.output());

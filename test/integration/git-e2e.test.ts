@@ -1,6 +1,6 @@
 // Design behaviour 10, end to end: the REAL git client, configured only by the bundle's own
 // `git-config` output (insteadOf rewrites, no credential, no CA), clones, fetches and pushes
-// through the BUILT proxy (dist/proxy.js) to real `git http-backend` servers over HTTPS.
+// through the proxy as `serve` starts it to real `git http-backend` servers over HTTPS.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { gitEnv, makeGitHome, runGit, type GitResult } from '../support/git-client.ts';
 import { startGitServer, type GitServer, type RecordedRequest } from '../support/git-server.ts';
-import { assertNoSecrets, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, runProxyCommand, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const TOKEN_A = `e2eA_${randomBytes(16).toString('hex')}`;
@@ -43,7 +44,7 @@ before(async () => {
     startGitServer({ pki, auth: { type: 'bearer', token: TOKEN_A } }),
     startGitServer({ pki, auth: { type: 'basic', username: USER_B, token: TOKEN_B } }),
   ]);
-  proxy = await startProxy({
+  proxy = await startServe({
     env: {
       GIT_HOST_A: serverA.hostKey,
       GIT_HOST_A_TOKEN: TOKEN_A,

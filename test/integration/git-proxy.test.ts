@@ -1,4 +1,4 @@
-// The git proxy's rules, exercised against the built bundle with recording HTTPS upstreams.
+// The git proxy's rules, exercised against the proxy as `serve` starts it, with recording HTTPS upstreams.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { HOSTILE_TARGETS } from '../support/hostile-targets.ts';
 import { rawExchange, seenResponses, send, statusOf } from '../support/http-client.ts';
-import { assertNoSecrets, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { digestAndAnswer, startUpstream, type TestUpstream } from '../support/upstream.ts';
 
@@ -77,7 +78,7 @@ before(async () => {
       ],
     }),
   );
-  proxy = await startProxy({
+  proxy = await startServe({
     env: {
       GIT_HOST_A: upA.hostKey,
       GIT_HOST_A_TOKEN: TOKEN_A,

@@ -1,6 +1,6 @@
 // Scoped, short-lived git access end to end: the REAL git, configured only by the bundle's
 // `git-config --workload-token-env` output, presents a workload token minted by the bundle's
-// `mint-token --git-repo` through the credential-helper flow, against the BUILT proxy in front
+// `mint-token --git-repo` through the credential-helper flow, against the proxy as `serve` starts it, in front
 // of real `git http-backend` servers. What git prints is checked as git prints it.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -15,7 +15,8 @@ import { gitEnv, makeGitHome, runGit, type GitResult } from '../support/git-clie
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { assertNoSecrets, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, runProxyCommand, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
@@ -58,7 +59,7 @@ before(async () => {
   work = mkdtempSync(join(tmpdir(), 'test-git-scoped-'));
   const hostsFile = join(work, 'hosts.json');
   writeFileSync(hostsFile, JSON.stringify({ hosts: [{ host: serverB.hostKey, auth: 'bearer', tokenEnv: 'HOST_TOKEN_B', repos: ['team/*'], readOnly: true }] }));
-  proxy = await startProxy({
+  proxy = await startServe({
     env: {
       GIT_HOST_A: serverA.hostKey,
       GIT_HOST_A_TOKEN: HOST_TOKEN_A,

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { makeGitHome, runGit, type GitResult } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
-import { assertNoSecrets, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, runProxyCommand, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
@@ -35,7 +36,7 @@ async function mint(instance: string): Promise<string> {
 before(async () => {
   pki = makeTestPki();
   server = await startGitServer({ pki, auth: { type: 'bearer', token: HOST_TOKEN } });
-  proxy = await startProxy({ env: { GIT_HOST_A: server.hostKey, GIT_HOST_A_TOKEN: HOST_TOKEN, GIT_PROXY_SIGNING_KEY: SIGNING_KEY, NODE_EXTRA_CA_CERTS: pki.caFile } });
+  proxy = await startServe({ env: { GIT_HOST_A: server.hostKey, GIT_HOST_A_TOKEN: HOST_TOKEN, GIT_PROXY_SIGNING_KEY: SIGNING_KEY, NODE_EXTRA_CA_CERTS: pki.caFile } });
   server.createBareRepo('acme/widgets.git');
   tokens.first = await mint('bot-first');
   tokens.second = await mint('bot-second');

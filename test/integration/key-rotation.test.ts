@@ -1,4 +1,4 @@
-// Rotating token signing keys on the BUILT proxy, step by step as docs/operations.md gives it
+// Rotating token signing keys on the proxy as `serve` starts it, step by step as docs/operations.md gives it
 // ("Rotating token signing keys"), against each running listener, the key files rewritten
 // between requests: add the new public key, mint with the new kid, old and new tokens accepted
 // together, remove the old key, its tokens refused from the next request, the new ones not.
@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
-import { assertNoSecrets, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, runProxyCommand, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
@@ -64,7 +65,7 @@ async function mint(privateFile: string, instance: string, extra: string[] = [])
 test('key rotation on the model gateway: add the new key, mint with its kid, old and new tokens accepted together, remove the old key, its tokens refused (unknown key id) from the next request', { timeout: 90_000 }, async () => {
   const keys = keyDirs('bot');
   const oldKey = addKey(keys, 'bots-2026-10', 'ed25519');
-  const proxy = await startProxy({
+  const proxy = await startServe({
     env: { UPSTREAM_API_KEY: 'sk-rotation-upstream', UPSTREAM_BASE_URL: 'https://127.0.0.1:9/v1', UPSTREAM_ALLOWED_MODELS: 'gpt-rotation' },
     args: ['--model-gateway-listen', '127.0.0.1:0', '--bot-keys', keys.dir],
     listeners: ['model'],
@@ -111,7 +112,7 @@ test('key rotation on the git proxy: an HS256 key file replaced by an Ed25519 ke
   const secretFile = join(keys.privateDir, 'git-2026-10.hs256');
   writeFileSync(secretFile, `${'r'.repeat(32)}\n`, { mode: 0o600 });
   writeFileSync(join(keys.dir, 'git-2026-10.hs256'), `${'r'.repeat(32)}\n`);
-  const proxy = await startProxy({
+  const proxy = await startServe({
     env: { GIT_HOST_A: upstream.hostKey, GIT_HOST_A_TOKEN: 'tok-rotation', NODE_EXTRA_CA_CERTS: pki.caFile },
     args: ['--git-auth-listen', '127.0.0.1:0', '--git-keys', keys.dir],
   });

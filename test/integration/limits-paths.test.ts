@@ -16,7 +16,8 @@ import { eventually } from '../support/eventually.ts';
 import { send } from '../support/http-client.ts';
 import { parseExposition } from '../support/prometheus.ts';
 import { chunk, sseEvent, startModelUpstream, USAGE, type ModelUpstream } from '../support/model-upstream.ts';
-import { startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
@@ -35,7 +36,7 @@ before(async () => {
   // $1 per million tokens each way: a charge in dollars is the tokens counted, over a million.
   writeFileSync(join(dir, 'prices.json'), JSON.stringify({ providers: { openai: { [MODEL]: { input: 1, output: 1 } } } }));
   writeFileSync(join(dir, 'limits.json'), JSON.stringify({ perInstance: { concurrent: 4 }, perRun: { budgetUsd: 100 } }));
-  gw = await startProxy({
+  gw = await startServe({
     env: { K1: 'sk-1', MODEL_PROXY_SIGNING_KEY: SIGNING_KEY, MODEL_PRICES_FILE: join(dir, 'prices.json') },
     args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json'), '--limits', join(dir, 'limits.json'), '--upstream-idle-timeout', '1s'],
     listeners: ['model'],

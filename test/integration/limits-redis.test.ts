@@ -12,7 +12,8 @@ import { eventually } from '../support/eventually.ts';
 import { send } from '../support/http-client.ts';
 import { defaultCompletion, startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
 import { RespClient } from '../../src/store/resp.ts';
@@ -39,7 +40,7 @@ before(async () => {
   writeFileSync(join(dir, 'limits.json'), JSON.stringify({ perInstance: { concurrent: 4 }, perRun: { budgetUsd: 0.01 } }));
   const env = { UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_API_KEY: 'sk-x', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile, MODEL_PROXY_SIGNING_KEY: SIGNING_KEY, MODEL_PRICES_FILE: join(dir, 'prices.json') };
   const args = (failure: string) => ['--model-gateway-listen', '127.0.0.1:0', '--limits', join(dir, 'limits.json'), '--limits-store', `redis://127.0.0.1:${redis.port}`, '--limits-store-failure', failure];
-  [a, b, open] = await Promise.all([startProxy({ env, args: args('closed'), listeners: ['model'] }), startProxy({ env, args: args('closed'), listeners: ['model'] }), startProxy({ env, args: args('open'), listeners: ['model'] })]);
+  [a, b, open] = await Promise.all([startServe({ env, args: args('closed'), listeners: ['model'] }), startServe({ env, args: args('closed'), listeners: ['model'] }), startServe({ env, args: args('open'), listeners: ['model'] })]);
   await Promise.all([a, b, open].map((gw) => gw.waitForRecord((r) => r.event === 'limits_store' && r.state === 'up')));
 });
 

@@ -13,7 +13,8 @@ import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -37,7 +38,7 @@ before(async () => {
   writeFileSync(join(dir, 'limits.json'), JSON.stringify({ perInstance: { concurrent: 4 } }));
   const env = { UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_API_KEY: 'sk-x', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile, MODEL_PROXY_SIGNING_KEY: SIGNING_KEY };
   const args = (failure: string) => ['--model-gateway-listen', '127.0.0.1:0', '--limits', join(dir, 'limits.json'), '--limits-store', `redis://127.0.0.1:${redis.port}`, '--limits-store-failure', failure];
-  [closed, open] = await Promise.all([startProxy({ env, args: args('closed'), listeners: ['model'] }), startProxy({ env, args: args('open'), listeners: ['model'] })]);
+  [closed, open] = await Promise.all([startServe({ env, args: args('closed'), listeners: ['model'] }), startServe({ env, args: args('open'), listeners: ['model'] })]);
   await Promise.all([closed, open].map((gw) => gw.waitForRecord((r) => r.event === 'limits_store' && r.state === 'up')));
 });
 

@@ -14,7 +14,8 @@ import { eventually } from '../support/eventually.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { runProxyCommand, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
@@ -36,7 +37,7 @@ before(async () => {
   // A dollar a thousand tokens: one call spends the run's budget.
   writeFileSync(join(dir, 'prices.json'), JSON.stringify({ providers: { openai: { 'gpt-test': { input: 1000, output: 1000 } }, anthropic: { 'claude-test': { input: 1000, output: 1000 } } } }));
   writeFileSync(join(dir, 'limits.json'), JSON.stringify({ perInstance: { concurrent: 2 }, perRun: { budgetUsd: 0.01 } }));
-  gw = await startProxy({
+  gw = await startServe({
     env: { K1: 'sk-1', K2: 'sk-2', MODEL_PROXY_SIGNING_KEY: SIGNING_KEY, MODEL_PRICES_FILE: join(dir, 'prices.json') },
     // gpt-unpriced has no price: the concurrency test uses it so that no call spends money, which a
     // money budget allows only with --allow-unpriced-models (test/integration/price-changers.test.ts).

@@ -1,4 +1,4 @@
-// Metric series expiry in the built bundle: with a short --metrics-series-ttl, a flood of
+// Metric series expiry in the proxy as `serve` starts it: with a short --metrics-series-ttl, a flood of
 // identities that filled the series cap ages out, and a newcomer gets its own series again.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -8,7 +8,8 @@ import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { sseEvent, chunk, startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition, sumOf } from '../support/prometheus.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const MODEL = 'gpt-test';
@@ -21,7 +22,7 @@ let proxy: ProxyProcess;
 before(async () => {
   pki = makeTestPki();
   upstream = await startModelUpstream(pki);
-  proxy = await startProxy({
+  proxy = await startServe({
     env: { UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_API_KEY: `sk-${randomBytes(8).toString('hex')}`, UPSTREAM_ALLOWED_MODELS: MODEL, UPSTREAM_CA_FILE: pki.caFile },
     args: ['--model-gateway-listen', '127.0.0.1:0', '--metrics-max-series', String(CAP), '--metrics-series-ttl', '500ms'],
     listeners: ['model'],

@@ -1,4 +1,4 @@
-// Mutual TLS through the BUILT proxy (dist/proxy.js), started with the flags as an operator
+// Mutual TLS through the proxy as `serve` starts it, with the flags as an operator
 // gives them: both listeners serve TLS and require a client certificate; the model gateway serves
 // the certificate's account as the policy grants it (a chat completion recorded under its
 // identity) and refuses an account the policy lacks with 403 in its JSON error; the git listener
@@ -13,7 +13,8 @@ import { makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { makeMtlsPki, TRUST_DOMAIN, type ClientPair, type MtlsPki } from '../support/mtls-pki.ts';
-import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { runProxyCommand, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const MODEL = 'gpt-mtls';
@@ -33,7 +34,7 @@ before(async () => {
   work = mkdtempSync(join(tmpdir(), 'test-mtls-serve-'));
   const policy = join(work, 'policy.json');
   writeFileSync(policy, JSON.stringify({ serviceAccounts: { 'agents/triage-bot': { git: [`${gitServer.hostKey}/acme/*:read`], models: true, workflow: 'triage' } } }));
-  proxy = await startProxy({
+  proxy = await startServe({
     env: {
       UPSTREAM_BASE_URL: upstream.baseUrl,
       UPSTREAM_API_KEY: 'sk-upstream-mtls-0123456789',

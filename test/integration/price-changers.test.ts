@@ -16,7 +16,8 @@ import { startTokenEndpoint, type TokenEndpoint } from '../support/cloud-fakes.t
 import { eventually } from '../support/eventually.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { rsaKeyPair } from '../support/test-keys.ts';
@@ -59,8 +60,8 @@ before(async () => {
   const env = { NODE_EXTRA_CA_CERTS: pki.caFile, K1: 'sk-1', AWS_ID: 'AKIDPRICECHANGERS', AWS_SECRET: `secret-${randomBytes(12).toString('hex')}`, MODEL_PROXY_SIGNING_KEY: SIGNING_KEY, MODEL_PRICES_FILE: join(dir, 'prices.json') };
   const args = ['--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--providers', join(dir, 'providers.json'), '--limits', join(dir, 'limits.json')];
   [gw, allowing] = await Promise.all([
-    startProxy({ env, args, listeners: ['model'] }),
-    startProxy({ env, args: [...args, '--allow-unpriced-models'], listeners: ['model'] }),
+    startServe({ env, args, listeners: ['model'] }),
+    startServe({ env, args: [...args, '--allow-unpriced-models'], listeners: ['model'] }),
   ]);
 });
 

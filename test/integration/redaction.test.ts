@@ -1,5 +1,5 @@
 // What comes back from an upstream never hands the workload our credential, in any form a client
-// decodes, on both listeners (the BUILT proxy): compressed error bodies are decoded before they
+// decodes, on both listeners (the proxy as `serve` starts it): compressed error bodies are decoded before they
 // are redacted (or refused as 502), JSON-escaped, base64 (once or twice), HTML-escaped and twice
 // percent-encoded echoes in error bodies, JSON answers and events inside a 200 stream are
 // redacted, headers carrying the key in another case, percent-encoded or in base64 are dropped,
@@ -17,7 +17,8 @@ import { startBothListeners, type BothListeners } from '../support/both-listener
 import { encodeFrame } from '../support/cloud-fakes.ts';
 import { send, type Reply } from '../support/http-client.ts';
 import type { ModelUpstream } from '../support/model-upstream.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { base64Of, doublePercentOf, htmlReferencesOf, recoverablePiece } from '../support/secret-forms.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
@@ -49,7 +50,7 @@ before(async () => {
   ({ modelUpstream: model, gitUpstream: gitBearer, proxy } = both);
   dir = mkdtempSync(join(tmpdir(), 'redaction-'));
   writeFileSync(join(dir, 'providers.json'), JSON.stringify({ providers: [{ name: 'bedrock', kind: 'anthropic-bedrock', baseUrl: model.baseUrl.replace(/\/v1$/, ''), region: 'us-east-1', credential: { type: 'aws-sigv4', accessKeyIdEnv: 'AWS_ID', secretAccessKeyEnv: 'AWS_SECRET', region: 'us-east-1' }, models: [BEDROCK_MODEL], caFile: pki.caFile }] }));
-  bedrockGateway = await startProxy({ env: { AWS_ID: 'AKIDREDACTION', AWS_SECRET, NODE_EXTRA_CA_CERTS: pki.caFile }, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')], listeners: ['model'] });
+  bedrockGateway = await startServe({ env: { AWS_ID: 'AKIDREDACTION', AWS_SECRET, NODE_EXTRA_CA_CERTS: pki.caFile }, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')], listeners: ['model'] });
 });
 
 after(async () => {

@@ -1,5 +1,5 @@
 // Stopping a run before its tokens expire: `proxy.js revoke` writes the deny list that every
-// BUILT proxy reads, a shared file (as a mounted volume would be) or the Redis store the replicas
+// proxy reads, a shared file (as a mounted volume would be) or the Redis store the replicas
 // share (--limits-store); the next request of the revoked run is refused on both gateways and on
 // the git listener, while other runs go on.
 // Tokens are minted, and most revokes run, in this process (test/support/command-in-process.ts, the
@@ -13,7 +13,8 @@ import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { parseExposition, sumOf } from '../support/prometheus.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { runProxyCommand, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -39,9 +40,9 @@ before(async () => {
   deny = join(dir, 'revoked.json');
   const env = { UPSTREAM_BASE_URL: model.baseUrl, UPSTREAM_API_KEY: 'sk-x', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile, MODEL_PROXY_SIGNING_KEY: KEY, GIT_PROXY_SIGNING_KEY: KEY, GIT_HOST_A: git.hostKey, GIT_HOST_A_TOKEN: 'tok', NODE_EXTRA_CA_CERTS: pki.caFile };
   const args = ['--model-gateway-listen', '127.0.0.1:0', '--git-auth-listen', '127.0.0.1:0', '--revocations', deny];
-  [one, two] = await Promise.all([startProxy({ env, args, listeners: ['model', 'git'] }), startProxy({ env, args, listeners: ['model', 'git'] })]);
+  [one, two] = await Promise.all([startServe({ env, args, listeners: ['model', 'git'] }), startServe({ env, args, listeners: ['model', 'git'] })]);
   const storeArgs = ['--model-gateway-listen', '127.0.0.1:0', '--git-auth-listen', '127.0.0.1:0', '--limits-store', `redis://127.0.0.1:${redis.port}`];
-  [three, four] = await Promise.all([startProxy({ env, args: storeArgs, listeners: ['model', 'git'] }), startProxy({ env, args: storeArgs, listeners: ['model', 'git'] })]);
+  [three, four] = await Promise.all([startServe({ env, args: storeArgs, listeners: ['model', 'git'] }), startServe({ env, args: storeArgs, listeners: ['model', 'git'] })]);
   await Promise.all([three, four].map((p) => p.waitForRecord((r) => r.event === 'limits_store' && r.state === 'up')));
 });
 

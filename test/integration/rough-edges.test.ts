@@ -1,4 +1,4 @@
-// What a new user hit, each mended and tested against the BUILT proxy as that user would meet it
+// What a new user hit, each mended and tested against the proxy as `serve` starts it, as that user would meet it
 // (issue 18, item 10): refusals that name what they refuse and how to send it instead, records
 // that say what a refused request targeted, a git challenge that is no error, the root answered
 // as a health check, command-line and config mistakes that exit 2 and suggest the right name.
@@ -12,7 +12,8 @@ import { startAnthropicUpstream, type AnthropicUpstream } from '../support/anthr
 import { rawExchange, send, statusOf } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { runProxyCommand, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
@@ -45,7 +46,7 @@ before(async () => {
       ],
     }),
   );
-  proxy = await startProxy({ env: env(), args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')], listeners: ['git', 'model'] });
+  proxy = await startServe({ env: env(), args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')], listeners: ['git', 'model'] });
   const ids = ['mint-token', '--instance-id', 'bot-1', '--workflow', 'w', '--run-id', 'r'];
   const [bot, wl] = await Promise.all([runCommandInProcess(ids, env()), runCommandInProcess([...ids, '--git-repo', `${git.hostKey}/org/*:read`], env())]);
   assert.equal(bot.code, 0, bot.stderr);

@@ -1,4 +1,4 @@
-// Kubernetes service-account tokens end to end: the BUILT proxy with --sa-issuer takes its keys
+// Kubernetes service-account tokens end to end: the proxy with --sa-issuer takes its keys
 // from a fake OIDC issuer's discovery document over HTTPS (the test CA), a projected token (as
 // the kubelet writes it into the pod's file) authenticates a model call and the REAL git, through
 // the configuration `git-config --workload-token-file` writes; the workload policy decides what
@@ -16,7 +16,8 @@ import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { startFakeIssuer, type FakeIssuer } from '../support/oidc-issuer.ts';
-import { assertNoSecrets, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, runProxyCommand, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { jwksOf, POD_UID, rsaSigner, saPayload, signSaToken, TEST_AUDIENCE, type SaIdentity } from '../support/service-accounts.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -52,7 +53,7 @@ before(async () => {
       'agents/*': { models: true },
     },
   }));
-  proxy = await startProxy({
+  proxy = await startServe({
     env: {
       UPSTREAM_BASE_URL: model.baseUrl, UPSTREAM_API_KEY: 'sk-upstream', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile,
       GIT_HOST_A: gitServer.hostKey, GIT_HOST_A_TOKEN: HOST_TOKEN, NODE_EXTRA_CA_CERTS: pki.caFile,
@@ -172,7 +173,7 @@ test('service-account keys from a mounted file (--sa-jwks-file): a projected tok
   writeFileSync(jwksFile, JSON.stringify(jwksOf(clusterKey)));
   const policy = join(work, 'file-policy.json');
   writeFileSync(policy, JSON.stringify({ serviceAccounts: { 'agents/*': { models: true } } }));
-  const fileProxy = await startProxy({
+  const fileProxy = await startServe({
     env: { UPSTREAM_BASE_URL: model.baseUrl, UPSTREAM_API_KEY: 'sk-upstream', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile },
     args: ['--model-gateway-listen', '127.0.0.1:0', '--sa-issuer', issuer.issuer, '--sa-audience', TEST_AUDIENCE, '--sa-jwks-file', jwksFile, '--workload-policy', policy],
     listeners: ['model'],

@@ -11,7 +11,8 @@ import { after, before, test } from 'node:test';
 import { startAnthropicUpstream, type AnthropicUpstream } from '../support/anthropic-upstream.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const GPT = 'gpt-5.1';
@@ -40,8 +41,8 @@ before(async () => {
   const env = { OPENAI_KEY: `sk-${randomBytes(8).toString('hex')}`, ANTHROPIC_KEY: `sk-ant-${randomBytes(8).toString('hex')}` };
   const args = ['--model-gateway-listen', '127.0.0.1:0', '--providers', file];
   [strict, urlsAllowed] = await Promise.all([
-    startProxy({ env, args: [...args], listeners: ['model'] }),
-    startProxy({ env, args: [...args, '--allow-hosted-tools', 'url_content,code_execution,code_interpreter'], listeners: ['model'] }),
+    startServe({ env, args: [...args], listeners: ['model'] }),
+    startServe({ env, args: [...args, '--allow-hosted-tools', 'url_content,code_execution,code_interpreter'], listeners: ['model'] }),
   ]);
 });
 

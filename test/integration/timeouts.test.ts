@@ -5,7 +5,8 @@ import { request } from 'node:http';
 import { connect } from 'node:net';
 import { after, before, test } from 'node:test';
 import { statusOf } from '../support/http-client.ts';
-import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 
@@ -16,7 +17,7 @@ let proxy: ProxyProcess;
 before(async () => {
   pki = makeTestPki();
   upstream = await startUpstream(pki);
-  proxy = await startProxy({
+  proxy = await startServe({
     env: { GIT_HOST_A: upstream.hostKey, GIT_HOST_A_TOKEN: `tok_${randomBytes(8).toString('hex')}`, NODE_EXTRA_CA_CERTS: pki.caFile },
     args: ['--git-auth-listen', '127.0.0.1:0', '--header-timeout', '500ms'],
   });

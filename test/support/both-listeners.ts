@@ -1,12 +1,14 @@
 // The set-up that many integration files share: a test PKI, a git upstream and a model upstream
-// on it, and the BUILT proxy serving both listeners (git and model gateway) in front of them,
-// configured by environment as an operator would. One call starts it all; `close()` takes it
+// on it, and the proxy serving both listeners (git and model gateway) in front of them,
+// configured by environment as an operator would: served in the test's own process when it can
+// (serve-in-process.ts), the bundle when asked (`bundle: true`). One call starts it all; `close()` takes it
 // down in the reverse order (the proxy first, so that it never sees its upstreams vanish while
 // it still serves, then the upstreams, then the PKI's files).
 import { randomBytes } from 'node:crypto';
 import { TEST_MODEL } from './harness.ts';
 import { startModelUpstream, type ModelUpstream } from './model-upstream.ts';
 import { startProxy, type ProxyProcess } from './proxy-process.ts';
+import { startServe } from './serve-in-process.ts';
 import { makeTestPki, type TestPki } from './tls.ts';
 import { startUpstream, type TestUpstream } from './upstream.ts';
 
@@ -28,6 +30,8 @@ export interface BothListenersOptions<G extends GitUpstreamLike> {
   readonly pki?: TestPki;
   /** Starts the git upstream on the PKI (default: the recording HTTPS fake of upstream.ts). */
   readonly gitUpstream?: (pki: TestPki) => Promise<G>;
+  /** Start the bundle (dist/proxy.js), for a test that reads the process itself (its descriptors, say). */
+  readonly bundle?: boolean;
 }
 
 export interface BothListeners<G extends GitUpstreamLike> {
@@ -78,7 +82,7 @@ export async function startBothListeners(opts: BothListenersOptions<GitUpstreamL
   }
   let proxy: ProxyProcess;
   try {
-    proxy = await startProxy({
+    proxy = await (opts.bundle ? startProxy : startServe)({
       env: overlay(usualEnv(pki, git.value, model.value), opts.env ?? {}),
       args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', '127.0.0.1:0', ...(opts.args ?? [])],
       listeners: ['git', 'model'],

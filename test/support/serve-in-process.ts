@@ -1,0 +1,106 @@
+// `serve` started in the test's own process, behind the same ProxyProcess interface as the bundle
+// (proxy-process.ts): the same arguments and environment, the same log lines (written by the
+// same sink, so a test reads the same text), the same shutdown order, started by stop(). A
+// bundle start costs about 0.2 s of CPU (0.1 s of it Node's own start); this costs a few
+// milliseconds, and about a hundred tests start a proxy.
+//
+// It serves here only when this process trusts the same CAs a bundle started with `env` would,
+// beyond those both trust: Node reads NODE_EXTRA_CA_CERTS only when a process starts. npm test
+// starts the test processes with the default test PKI's CA (scripts/test.mjs), which is what
+// the tests' NODE_EXTRA_CA_CERTS names; otherwise (another CA, or a file run on its own) the
+// bundle is started instead. A test that needs the process itself (its exit code, signals other
+// than SIGTERM and SIGINT, its descriptors or memory, its working directory) uses startProxy.
+import { readFileSync } from 'node:fs';
+import { parseCommandLine } from '../../src/config/cli.ts';
+import { jsonLineSink, type LineWriter } from '../../src/http/log.ts';
+import { startServing } from '../../src/run/serve.ts';
+import { shutdownOrder } from '../../src/run/shutdown.ts';
+import { startProxy, type LogRecord, type ProxyProcess, type StartOptions } from './proxy-process.ts';
+
+type Exit = { code: number | null; signal: NodeJS.Signals | null };
+
+/** Whether a bundle started with `env` would trust no CA this process does not (see above). */
+export function trustsLikeThisProcess(env: Readonly<Record<string, string>>): boolean {
+  const wanted = env.NODE_EXTRA_CA_CERTS;
+  if (wanted === undefined) return true;
+  const here = process.env.NODE_EXTRA_CA_CERTS;
+  if (here === undefined) return false;
+  try {
+    return readFileSync(wanted, 'utf8') === readFileSync(here, 'utf8');
+  } catch {
+    return false; // a file that cannot be read: the bundle is the one to say what it does then
+  }
+}
+
+/** The proxy's `serve`, in this process when it trusts the same CAs (see above), else the bundle. */
+export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
+  if (opts.cwd !== undefined) throw new Error('startServe: a working directory of its own needs the bundle (startProxy)');
+  if (!trustsLikeThisProcess(opts.env)) return startProxy(opts);
+  const args = [...(opts.args ?? ['--git-auth-listen', '127.0.0.1:0'])];
+  if (!args.some((a) => a.startsWith('--metrics-listen'))) args.push('--metrics-listen', '127.0.0.1:0');
+  const cli = parseCommandLine(args);
+  if (cli.command !== 'serve') throw new Error(`startServe: ${cli.command} is not serve (runProxyCommand runs the other commands)`);
+
+  let out = '';
+  const records: LogRecord[] = [];
+  const waiters: { match: (r: LogRecord) => boolean; resolve: (r: LogRecord) => void }[] = [];
+  const write = (line: string): void => {
+    out += line;
+    const rec = JSON.parse(line) as LogRecord;
+    records.push(rec);
+    for (let i = waiters.length - 1; i >= 0; i--) {
+      if (waiters[i]!.match(rec)) waiters.splice(i, 1)[0]!.resolve(rec);
+    }
+  };
+  const log = jsonLineSink(write);
+  // The lines are taken as they come: none is pending, none dropped.
+  const lines: LineWriter = { write, dropped: () => 0, drain: () => Promise.resolve(), flushSync: () => {} };
+  let exit!: (e: Exit) => void;
+  const exited = new Promise<Exit>((resolve) => (exit = resolve));
+  let ended = false;
+  void exited.then(() => (ended = true));
+  const shutdown = shutdownOrder(cli.options.shutdownGraceMs, log, lines, (code) => exit({ code, signal: null }));
+
+  try {
+    await startServing(cli.options, { PATH: process.env.PATH ?? '/usr/bin:/bin', ...opts.env }, log, lines, shutdown);
+  } catch (err) {
+    // The bundle would exit 1 here; in this process the listeners started so far are closed.
+    await Promise.all(shutdown.proxies.map((l) => l.close(0)));
+    throw new Error(`proxy: ${(err as Error).message}; output:\n${out}`);
+  }
+  const ports: Record<string, number> = {};
+  for (const rec of records) if (rec.event === 'listening') ports[String(rec.listener)] = Number(String(rec.address).split(':').pop());
+
+  const waitForRecord = (match: (r: LogRecord) => boolean, what = 'log record'): Promise<LogRecord> => {
+    const seen = records.find(match);
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      waiters.push({ match, resolve });
+      void exited.then(() => reject(new Error(`the proxy stopped before printing ${what}; output:\n${out}`)));
+    });
+  };
+  const signal = (sig: NodeJS.Signals): void => {
+    if (sig !== 'SIGTERM' && sig !== 'SIGINT') throw new Error(`startServe: ${sig} needs the bundle (startProxy)`);
+    if (!ended) shutdown.stop(sig);
+  };
+  const needsBundle = (what: string) => (): never => {
+    throw new Error(`startServe: ${what} needs the bundle (startProxy)`);
+  };
+  return {
+    get pid(): number {
+      return needsBundle('a process id')();
+    },
+    ports,
+    output: () => out,
+    records: () => records,
+    waitForRecord,
+    peakRssBytes: needsBundle('peak memory'),
+    stop(sig: NodeJS.Signals = 'SIGTERM') {
+      signal(sig);
+      return exited;
+    },
+    listeningPorts: needsBundle('the listening descriptors'),
+    signal,
+    exited,
+  };
+}
