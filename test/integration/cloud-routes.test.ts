@@ -12,7 +12,7 @@ import { after, before, test } from 'node:test';
 import { startAnthropicUpstream, streamHandler, textTranscript, type AnthropicUpstream } from '../support/anthropic-upstream.ts';
 import { encodeFrame, sigV4Valid, startTokenEndpoint, type TokenEndpoint } from '../support/cloud-fakes.ts';
 import { send } from '../support/http-client.ts';
-import { type ProxyProcess } from '../support/proxy-process.ts';
+import type { ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { rsaKeyPair } from '../support/test-keys.ts';

@@ -15,7 +15,7 @@ import { sigV4Valid, startTokenEndpoint, type TokenEndpoint } from '../support/c
 import { send } from '../support/http-client.ts';
 import { defaultCompletion, startModelUpstream, type ModelRequest, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { type ProxyProcess } from '../support/proxy-process.ts';
+import type { ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { rsaKeyPair } from '../support/test-keys.ts';

@@ -13,7 +13,7 @@ import { startConnectProxy, type ConnectProxy, type ConnectRecord } from '../sup
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { startFakeIssuer, type FakeIssuer } from '../support/oidc-issuer.ts';
-import { type ProxyProcess } from '../support/proxy-process.ts';
+import type { ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { ecSigner, saPayload, signSaToken, TEST_AUDIENCE } from '../support/service-accounts.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';

@@ -7,7 +7,8 @@ import { after, before, test } from 'node:test';
 import { errorOf, recordFor } from '../support/gateway-replies.ts';
 import { send, type Reply } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { assertNoSecrets, runProxyCommand, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { cutTranscript, encodeSse, jsonBodyOf, streamHandler, textTranscript } from '../support/responses-upstream.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -211,7 +212,7 @@ test('every gateway-made error carries a request id, the log names the path aske
 });
 
 test('an unknown --allow-hosted-tools name stops start-up with exit 2, naming the flag', async () => {
-  const r = await runProxyCommand(['--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0', '--allow-hosted-tools', 'web_search,teleport'], { UPSTREAM_API_KEY: KEY });
+  const r = await runCommandInProcess(['--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0', '--allow-hosted-tools', 'web_search,teleport'], { UPSTREAM_API_KEY: KEY });
   assert.equal(r.code, 2);
   assert.match(r.stderr, /--allow-hosted-tools: "teleport" is not a hosted tool/);
 });

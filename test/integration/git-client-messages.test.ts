@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { makeGitHome, runGit } from '../support/git-client.ts';
-import { assertNoSecrets, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type ProxyProcess } from '../support/proxy-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 
@@ -38,7 +39,7 @@ before(async () => {
   work = mkdtempSync(join(tmpdir(), 'git-messages-'));
   const hostsFile = join(work, 'hosts.json');
   writeFileSync(hostsFile, JSON.stringify({ hosts: [{ host: forbidding.hostKey, auth: 'bearer', tokenEnv: 'TOKEN_F' }] }));
-  proxy = await startProxy({
+  proxy = await startServe({
     env: { GIT_HOST_A: refusing.hostKey, GIT_HOST_A_TOKEN: TOKEN_A, TOKEN_F, NODE_EXTRA_CA_CERTS: pki.caFile },
     args: ['--git-auth-listen', '127.0.0.1:0', '--git-hosts', hostsFile],
   });

@@ -1,5 +1,5 @@
 // GitHub App git hosts through the proxy as `serve` starts it: the real git client, configured
-// by the bundle's own `git-config`, clones and pushes through the proxy to a `git http-backend`
+// by the proxy's own `git-config`, clones and pushes through the proxy to a `git http-backend`
 // host that accepts only a live installation token as Basic x-access-token; the tokens come from
 // a fake GitHub API that verifies the app's JWT with its public key. A host whose app cannot get a
 // token fails closed with git printing why; a host that echoes the token gets it redacted; no
@@ -15,7 +15,8 @@ import { makeGitHome, runGit, type GitResult } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { startGitHubAppFake, type GitHubAppFake } from '../support/github-app-fake.ts';
 import { seenResponses, send } from '../support/http-client.ts';
-import { assertNoSecrets, runProxyCommand, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { rsaKeyPair } from '../support/test-keys.ts';
@@ -75,7 +76,7 @@ before(async () => {
     }),
   );
   proxy = await startServe({ env: { NODE_EXTRA_CA_CERTS: pki.caFile }, args: ['--git-auth-listen', '127.0.0.1:0', '--git-hosts', hostsFile] });
-  const generated = await runProxyCommand(['git-config', '--git-hosts', hostsFile], { GIT_AUTH_PROXY_HOST: `127.0.0.1:${proxy.ports.git}` });
+  const generated = await runCommandInProcess(['git-config', '--git-hosts', hostsFile], { GIT_AUTH_PROXY_HOST: `127.0.0.1:${proxy.ports.git}` });
   assert.equal(generated.code, 0, generated.stderr);
   workload = makeGitHome();
   const configFile = join(workload.home, 'git-auth-proxy.gitconfig');

@@ -1,5 +1,5 @@
-// Scoped, short-lived git access end to end: the REAL git, configured only by the bundle's
-// `git-config --workload-token-env` output, presents a workload token minted by the bundle's
+// Scoped, short-lived git access end to end: the REAL git, configured only by the proxy's
+// `git-config --workload-token-env` output, presents a workload token minted by the proxy's
 // `mint-token --git-repo` through the credential-helper flow, against the proxy as `serve` starts it, in front
 // of real `git http-backend` servers. What git prints is checked as git prints it.
 import assert from 'node:assert/strict';
@@ -15,7 +15,7 @@ import { gitEnv, makeGitHome, runGit, type GitResult } from '../support/git-clie
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { assertNoSecrets, runProxyCommand, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -77,7 +77,7 @@ before(async () => {
   gatewayToken = await mint([]);
 
   // The orchestrator's second command: the workload's git configuration, with no token in it.
-  const generated = await runProxyCommand(['git-config', '--git-hosts', hostsFile, '--proxy-host', `127.0.0.1:${proxy.ports.git}`, '--workload-token-env', TOKEN_VAR], {
+  const generated = await runCommandInProcess(['git-config', '--git-hosts', hostsFile, '--proxy-host', `127.0.0.1:${proxy.ports.git}`, '--workload-token-env', TOKEN_VAR], {
     GIT_HOST_A: serverA.hostKey,
   });
   assert.equal(generated.code, 0, generated.stderr);

@@ -1,4 +1,4 @@
-// Token files for git (issue 28 item 4): the REAL git, configured by the bundle's `git-config
+// Token files for git (issue 28 item 4): the REAL git, configured by the proxy's `git-config
 // --workload-token-file PATH`, presents the workload token the file holds each time git asks;
 // rewritten between two fetches, the second fetch carries the new identity. The path has a
 // space, a single quote and a $ in it, as the helper's quoting must survive.
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { makeGitHome, runGit, type GitResult } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
-import { assertNoSecrets, runProxyCommand, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -43,7 +43,7 @@ before(async () => {
   work = mkdtempSync(join(tmpdir(), 'test-git-token-file-'));
   mkdirSync(join(work, 'token dir'));
   tokenFile = join(work, 'token dir', "it's the $HOME token");
-  const generated = await runProxyCommand(['git-config', '--proxy-host', `127.0.0.1:${proxy.ports.git}`, '--workload-token-file', tokenFile], { GIT_HOST_A: server.hostKey });
+  const generated = await runCommandInProcess(['git-config', '--proxy-host', `127.0.0.1:${proxy.ports.git}`, '--workload-token-file', tokenFile], { GIT_HOST_A: server.hostKey });
   assert.equal(generated.code, 0, generated.stderr);
   workload = makeGitHome();
   const configFile = join(workload.home, 'git-auth-proxy.gitconfig');

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
-import { assertNoSecrets, runProxyCommand, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -148,7 +148,7 @@ test('a private key refused by the listeners: serve stops at start-up naming the
   const keys = keyDirs('refused');
   const privateFile = addKey(keys, 'mixed-up', 'ed25519');
   renameSync(privateFile, join(keys.dir, 'mixed-up.pem'));
-  const r = await runProxyCommand(['serve', '--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--bot-keys', keys.dir], { UPSTREAM_API_KEY: 'sk-x', UPSTREAM_ALLOWED_MODELS: 'm' });
+  const r = await runCommandInProcess(['serve', '--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--bot-keys', keys.dir], { UPSTREAM_API_KEY: 'sk-x', UPSTREAM_ALLOWED_MODELS: 'm' });
   assert.equal(r.code, 1);
   assert.match(r.stderr, /--bot-keys .*: mixed-up\.pem: a private key; the proxy verifies with the public key only, so that it cannot mint tokens: give it the public key \(openssl pkey -in mixed-up\.pem -pubout\)/);
 });

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { assertNoSecrets, runProxyCommand, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
@@ -102,7 +102,7 @@ test('limits store password: a password Redis refuses is reported once as such (
     await gw.stop();
   }
   writeFileSync(passwordFile, '\n');
-  const empty = await runProxyCommand(['--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--limits', join(dir, 'limits.json'), '--limits-store', `redis://127.0.0.1:${redis.port}`, '--limits-store-password-file', passwordFile], env());
+  const empty = await runCommandInProcess(['--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--limits', join(dir, 'limits.json'), '--limits-store', `redis://127.0.0.1:${redis.port}`, '--limits-store-password-file', passwordFile], env());
   assert.notEqual(empty.code, 0);
   assert.match(empty.stderr, /--limits-store-password-file: .* is empty/);
 });

@@ -14,7 +14,7 @@ import { eventually } from '../support/eventually.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { runProxyCommand, type ProxyProcess } from '../support/proxy-process.ts';
+import type { ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -109,7 +109,7 @@ test('limits: a call over the concurrency limit gets 429 with Retry-After; the s
 });
 
 test('limits: --limits without MODEL_PROXY_SIGNING_KEY stops start-up (identities would be the callers\' own headers)', async () => {
-  const r = await runProxyCommand(['--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--providers', join(dir, 'providers.json'), '--limits', join(dir, 'limits.json')], { K1: 'sk-1', K2: 'sk-2' });
+  const r = await runCommandInProcess(['--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--providers', join(dir, 'providers.json'), '--limits', join(dir, 'limits.json')], { K1: 'sk-1', K2: 'sk-2' });
   assert.equal(r.code, 1);
   assert.match(r.stderr, /--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY/);
 });

@@ -8,7 +8,7 @@ import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { sseEvent, chunk, startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition, sumOf } from '../support/prometheus.ts';
-import { type ProxyProcess } from '../support/proxy-process.ts';
+import type { ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 

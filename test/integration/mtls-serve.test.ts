@@ -13,7 +13,8 @@ import { makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { makeMtlsPki, TRUST_DOMAIN, type ClientPair, type MtlsPki } from '../support/mtls-pki.ts';
-import { runProxyCommand, type ProxyProcess } from '../support/proxy-process.ts';
+import type { ProxyProcess } from '../support/proxy-process.ts';
+import { runCommandInProcess } from '../support/command-in-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
@@ -117,7 +118,7 @@ test('mutual TLS (bundle): the real git clones through the git listener with its
 });
 
 test('mutual TLS (bundle): --tls-client-ca without --workload-policy stops start-up with a message naming the flag', async () => {
-  const r = await runProxyCommand(['--git-auth-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--tls-cert', pki.serverCertFile, '--tls-key', pki.serverKeyFile, '--tls-client-ca', pki.caFile, '--spiffe-trust-domain', TRUST_DOMAIN], { GIT_HOST_A: gitServer.hostKey, GIT_HOST_A_TOKEN: 'ghp_x_0123456789' });
+  const r = await runCommandInProcess(['--git-auth-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--tls-cert', pki.serverCertFile, '--tls-key', pki.serverKeyFile, '--tls-client-ca', pki.caFile, '--spiffe-trust-domain', TRUST_DOMAIN], { GIT_HOST_A: gitServer.hostKey, GIT_HOST_A_TOKEN: 'ghp_x_0123456789' });
   assert.notEqual(r.code, 0);
   assert.match(r.stderr + r.stdout, /--tls-client-ca needs --workload-policy/);
 });

@@ -17,7 +17,7 @@ import { startBothListeners, type BothListeners } from '../support/both-listener
 import { encodeFrame } from '../support/cloud-fakes.ts';
 import { send, type Reply } from '../support/http-client.ts';
 import type { ModelUpstream } from '../support/model-upstream.ts';
-import { type ProxyProcess } from '../support/proxy-process.ts';
+import type { ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { base64Of, doublePercentOf, htmlReferencesOf, recoverablePiece } from '../support/secret-forms.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';

@@ -12,7 +12,7 @@ import { startAnthropicUpstream, type AnthropicUpstream } from '../support/anthr
 import { rawExchange, send, statusOf } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { runProxyCommand, type ProxyProcess } from '../support/proxy-process.ts';
+import type { ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -151,7 +151,7 @@ test('rough edge: every command-line mistake exits 2 with a message naming it; a
 test('rough edge: a providers file with "baseURL" (the SDKs\' spelling) is refused with "did you mean baseUrl?"', async () => {
   const file = join(dir, 'sdk-spelling.json');
   writeFileSync(file, JSON.stringify({ providers: [{ name: 'o', kind: 'openai', baseURL: 'https://api.example/v1', keyEnv: 'K', models: ['m'] }] }));
-  const r = await runProxyCommand(['--providers', file, '--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off'], { K: 'k' });
+  const r = await runCommandInProcess(['--providers', file, '--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off'], { K: 'k' });
   assert.notEqual(r.code, 0);
   assert.match(r.stderr, /providers\[0\]\.baseURL: unknown field \(did you mean baseUrl\?\)/);
 });
@@ -170,7 +170,7 @@ test('rough edge: mint-token refuses a --git-repo for a host the registry lacks,
 });
 
 test('rough edge: a basic-auth username holding ":" stops start-up with a message naming the host, instead of a 503 per request', async () => {
-  const r = await runProxyCommand(['--git-auth-listen', '127.0.0.1:0', '--metrics-listen', 'off'], { GIT_HOST_B: 'git.example.com', GIT_HOST_B_TOKEN: 't', GIT_HOST_B_USERNAME: 'bad:name' });
+  const r = await runCommandInProcess(['--git-auth-listen', '127.0.0.1:0', '--metrics-listen', 'off'], { GIT_HOST_B: 'git.example.com', GIT_HOST_B_TOKEN: 't', GIT_HOST_B_USERNAME: 'bad:name' });
   assert.equal(r.code, 1);
   assert.match(r.stderr, /git host git\.example\.com: the username contains ":"/);
 });

@@ -16,7 +16,7 @@ import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { startFakeIssuer, type FakeIssuer } from '../support/oidc-issuer.ts';
-import { assertNoSecrets, runProxyCommand, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { jwksOf, POD_UID, rsaSigner, saPayload, signSaToken, TEST_AUDIENCE, type SaIdentity } from '../support/service-accounts.ts';
@@ -162,7 +162,7 @@ test('service-account flags that do not fit together stop start-up naming the fl
     [['--sa-issuer', 'https://k8s.example', '--sa-audience', 'a', '--workload-policy', join(work, 'workloads.json'), '--sa-jwks-file', '/nonexistent/jwks.json'], /--sa-jwks-file \/nonexistent\/jwks.json cannot be read \(ENOENT\)/],
   ];
   for (const [args, message] of cases) {
-    const r = await runProxyCommand(['--model-gateway-listen', '127.0.0.1:0', ...args], { MODEL_GATEWAY_ENABLED: 'true' });
+    const r = await runCommandInProcess(['--model-gateway-listen', '127.0.0.1:0', ...args], { MODEL_GATEWAY_ENABLED: 'true' });
     assert.notEqual(r.code, 0, args.join(' '));
     assert.match(`${r.stdout}${r.stderr}`, message, args.join(' '));
   }

@@ -11,7 +11,7 @@ import { after, before, test } from 'node:test';
 import { startAnthropicUpstream, type AnthropicUpstream } from '../support/anthropic-upstream.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { type ProxyProcess } from '../support/proxy-process.ts';
+import type { ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
