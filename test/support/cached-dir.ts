@@ -18,10 +18,11 @@ import { join } from 'node:path';
 const CACHE = join(__dirname, '..', '..', 'node_modules', '.cache', 'test-pki');
 
 /**
- * A new temporary directory holding the files `make` writes into an empty directory; `make` runs
- * at most once a day for a given `name` and `recipe` (everything its output depends on).
+ * A new directory holding the files `make` writes into an empty directory: `into` (made if
+ * missing), else a new temporary one. `make` runs at most once a day for a given `name` and
+ * `recipe` (everything its output depends on).
  */
-export function cachedDir(name: string, recipe: string, make: (dir: string) => void): string {
+export function cachedDir(name: string, recipe: string, make: (dir: string) => void, into?: string): string {
   const key = `${name}-${createHash('sha256').update(recipe).update(make.toString()).digest('hex').slice(0, 12)}-${new Date().toISOString().slice(0, 10)}`;
   const cached = join(CACHE, key);
   if (!existsSync(cached)) {
@@ -37,7 +38,7 @@ export function cachedDir(name: string, recipe: string, make: (dir: string) => v
       if (!existsSync(cached)) throw err; // not a lost race: openssl failed
     }
   }
-  const dir = mkdtempSync(join(tmpdir(), `test-${name}-`));
+  const dir = into ?? mkdtempSync(join(tmpdir(), `test-${name}-`));
   cpSync(cached, dir, { recursive: true });
   return dir;
 }

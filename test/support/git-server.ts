@@ -2,7 +2,7 @@
 // the real `git http-backend`, which refuses any request that does not carry
 // exactly the expected credential.
 import { execFileSync, spawn, type ChildProcessByStdio } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -370,14 +370,8 @@ function createBareRepo(root: string, name: string): string {
   }
   // Every repository starts as the same seeded one, made once (cached-dir.ts) and copied here.
   gitVersion ??= execFileSync('git', ['--version'], { encoding: 'utf8' });
-  const seeded = cachedDir('git-seeded-repo', gitVersion, seedBareRepo);
-  try {
-    mkdirSync(repoPath, { recursive: true });
-    cpSync(seeded, repoPath, { recursive: true });
-  } finally {
-    rmSync(seeded, { recursive: true, force: true });
-  }
-  return repoPath;
+  mkdirSync(repoPath, { recursive: true });
+  return cachedDir('git-seeded-repo', gitVersion, seedBareRepo, repoPath);
 }
 
 /** A bare repository on `main` that accepts pushes, holding one commit of README.md. */
@@ -398,6 +392,8 @@ function seedBareRepo(repoPath: string): void {
     const identity = ['-c', 'user.name=Fixture', '-c', 'user.email=fixture@example.invalid'];
     git([...identity, 'commit', '--quiet', '-m', 'initial commit'], work);
     git(['push', '--quiet', repoPath, 'main'], work);
+    // git init's sample hooks (a dozen files, none enabled) would only be copied into every repository.
+    for (const f of readdirSync(join(repoPath, 'hooks'))) if (f.endsWith('.sample')) rmSync(join(repoPath, 'hooks', f));
   } finally {
     rmSync(work, { recursive: true, force: true });
     rmSync(home, { recursive: true, force: true });
