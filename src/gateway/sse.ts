@@ -17,7 +17,7 @@
  *   in its final event), or dropped if the reader has no use for it: memory stays
  *   O(maxEventBytes) whatever upstream sends.
  */
-import { COLON, CR, LF, SPACE } from '../json/chars.ts';
+import { Char } from '../json/chars.ts';
 
 /** Receives the data of an event that outgrew the cap, in pieces, then its end. */
 export interface LargeEventConsumer {
@@ -81,7 +81,7 @@ export class SseFramer {
     const n = chunk.length;
     if (n === 0) return; // keeps a pending CR for the chunk that brings its LF
     let i = 0;
-    if (this.previousChunkEndedWithCr && chunk[0] === LF) i = 1;
+    if (this.previousChunkEndedWithCr && chunk[0] === Char.LF) i = 1;
     this.previousChunkEndedWithCr = false;
     // The next LF and CR at or after i, each searched again only once i has passed it (and
     // never after a miss), so each search looks at every byte of the chunk at most once.
@@ -89,8 +89,8 @@ export class SseFramer {
     let nextCr = -2;
     while (i < n) {
       if (this.line === Line.Value || this.line === Line.Skip) {
-        if (nextLf !== -1 && nextLf < i) nextLf = chunk.indexOf(LF, i);
-        if (nextCr !== -1 && nextCr < i) nextCr = chunk.indexOf(CR, i);
+        if (nextLf !== -1 && nextLf < i) nextLf = chunk.indexOf(Char.LF, i);
+        if (nextCr !== -1 && nextCr < i) nextCr = chunk.indexOf(Char.CR, i);
         const end = nextLf === -1 ? nextCr : nextCr === -1 ? nextLf : Math.min(nextLf, nextCr);
         if (this.line === Line.Value) this.appendData(chunk.subarray(i, end === -1 ? n : end));
         if (end === -1) return;
@@ -111,7 +111,7 @@ export class SseFramer {
         continue;
       }
       this.atStreamStart = false;
-      if (c === LF || c === CR) {
+      if (c === Char.LF || c === Char.CR) {
         if (this.line === Line.Start) this.dispatch();
         else if (this.line === Line.Field && this.fieldMatched === DATA_FIELD.length) this.startDataLine(); // "data" alone: empty value
         i = this.endLine(chunk, i);
@@ -123,7 +123,7 @@ export class SseFramer {
       }
       if (this.line === Line.Field) {
         if (this.fieldMatched === DATA_FIELD.length) {
-          if (c === COLON) {
+          if (c === Char.COLON) {
             this.startDataLine();
             this.line = Line.AfterColon;
           } else this.line = Line.Skip; // "datax": another field
@@ -137,16 +137,16 @@ export class SseFramer {
       }
       // AfterColon
       this.line = Line.Value;
-      if (c === SPACE) i++;
+      if (c === Char.SPACE) i++;
     }
   }
 
   /** Past a line end at `at` (CR, LF or CRLF): returns the index after it. */
   private endLine(chunk: Buffer, at: number): number {
     this.line = Line.Start;
-    if (chunk[at] === CR) {
+    if (chunk[at] === Char.CR) {
       if (at + 1 === chunk.length) this.previousChunkEndedWithCr = true;
-      else if (chunk[at + 1] === LF) return at + 2;
+      else if (chunk[at + 1] === Char.LF) return at + 2;
     }
     return at + 1;
   }

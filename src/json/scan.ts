@@ -7,7 +7,7 @@
 // needs before it can be compared (keyForm), a key read as a policy key (policyVariant), two keys
 // compared in place (keysMatch), the keys of the open objects (KeyStack) and the limits on size
 // and depth (ShapeBudget).
-import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './chars.ts';
+import { Char } from './chars.ts';
 import { MAP_KEYS, type KeyProblem, type PolicyKeys } from './keys.ts';
 
 /** Keys of one object compared pairwise before a Map takes over. */
@@ -34,9 +34,9 @@ export type ShapeProblem =
  */
 export function stringEnd(text: string, from: number): number {
   let end = text.indexOf('"', from);
-  while (end > 0 && text.charCodeAt(end - 1) === BACKSLASH) {
+  while (end > 0 && text.charCodeAt(end - 1) === Char.BACKSLASH) {
     let b = end - 1;
-    while (text.charCodeAt(b) === BACKSLASH) b--;
+    while (text.charCodeAt(b) === Char.BACKSLASH) b--;
     if ((end - 1 - b) % 2 === 0) break;
     end = text.indexOf('"', end + 1);
   }
@@ -52,7 +52,7 @@ export function keyForm(text: string, start: number, end: number): 'as-is' | 'ha
   let capitals = false;
   for (let b = start; b < end; b++) {
     const k = text.charCodeAt(b);
-    if (k === BACKSLASH || k >= 0x80) return 'needs-decoding';
+    if (k === Char.BACKSLASH || k >= 0x80) return 'needs-decoding';
     if (k >= 0x41 && k <= 0x5a) capitals = true;
   }
   return capitals ? 'has-capitals' : 'as-is';
@@ -243,7 +243,7 @@ export function scanDocument(text: string, limits: JsonLimits | undefined, polic
   let i = 0;
   while (i < n) {
     const c = text.charCodeAt(i);
-    if (c === QUOTE) {
+    if (c === Char.QUOTE) {
       const start = i + 1;
       const end = stringEnd(text, start);
       if (end === -1) break; // unterminated: JSON.parse will refuse it
@@ -261,19 +261,19 @@ export function scanDocument(text: string, limits: JsonLimits | undefined, polic
       if (form === 'needs-decoding') slow = true;
       else if (form === 'has-capitals' && policy !== undefined && !keys.inMap()) key = policyVariant(policy, text, start, end) ?? keys.add(start, end);
       else key = keys.add(start, end);
-    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+    } else if (c === Char.OPEN_BRACE || c === Char.OPEN_BRACKET) {
       const shape = budget.open(keys.depth);
       if (shape) return { shape, slow };
-      if (c === OPEN_BRACE) keys.openObject(mapKeyPending);
+      if (c === Char.OPEN_BRACE) keys.openObject(mapKeyPending);
       else keys.openArray();
-      expectKey = c === OPEN_BRACE;
+      expectKey = c === Char.OPEN_BRACE;
       mapKeyPending = false;
       i++;
-    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+    } else if (c === Char.CLOSE_BRACE || c === Char.CLOSE_BRACKET) {
       keys.close();
       mapKeyPending = false;
       i++;
-    } else if (c === COMMA) {
+    } else if (c === Char.COMMA) {
       expectKey = keys.inObject();
       // In an array, a comma starts another element: counted, so that an array of millions of
       // numbers is bounded like one of millions of objects.

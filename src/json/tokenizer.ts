@@ -3,7 +3,7 @@
 // and skips string contents with indexOf, so most bytes cost nothing. Its sinks decide what the
 // tokens mean: the strict parser's decoded-key check (./decoded-keys.ts) and the gateway's
 // telemetry capture (gateway/json-capture.ts).
-import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './chars.ts';
+import { Char } from './chars.ts';
 
 /** The tokenizer's callbacks. Offsets are into the chunk being pushed. */
 export interface TokenSink {
@@ -55,7 +55,7 @@ export class JsonTokenizer {
       }
       const c = chunk[i]!;
       if (this.inBareScalar) {
-        if (c === COMMA || c === CLOSE_BRACE || c === CLOSE_BRACKET || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) {
+        if (c === Char.COMMA || c === Char.CLOSE_BRACE || c === Char.CLOSE_BRACKET || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) {
           this.inBareScalar = false;
           this.sink.scalarEnd(i);
           this.expectKey = false;
@@ -64,26 +64,26 @@ export class JsonTokenizer {
           continue;
         }
       }
-      if (c === QUOTE) {
+      if (c === Char.QUOTE) {
         this.inString = true;
         this.stringIsKey = this.expectKey;
         if (!this.stringIsKey) this.sink.scalarStart(i);
         i++;
-      } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
-        const opensObject = c === OPEN_BRACE;
+      } else if (c === Char.OPEN_BRACE || c === Char.OPEN_BRACKET) {
+        const opensObject = c === Char.OPEN_BRACE;
         this.stack.push(opensObject);
         this.sink.open(opensObject, i);
         this.expectKey = opensObject;
         i++;
-      } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      } else if (c === Char.CLOSE_BRACE || c === Char.CLOSE_BRACKET) {
         this.stack.pop();
         this.sink.close(i + 1);
         this.expectKey = false;
         i++;
-      } else if (c === COLON) {
+      } else if (c === Char.COLON) {
         this.expectKey = false;
         i++;
-      } else if (c === COMMA) {
+      } else if (c === Char.COMMA) {
         this.expectKey = this.stack[this.stack.length - 1] === true;
         i++;
       } else if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) {
@@ -112,8 +112,8 @@ export class JsonTokenizer {
       this.escapePending = false;
       i++; // the escaped byte (for \uXXXX the hex digits are plain content)
     }
-    let quote = chunk.indexOf(QUOTE, i);
-    let backslash = chunk.indexOf(BACKSLASH, i);
+    let quote = chunk.indexOf(Char.QUOTE, i);
+    let backslash = chunk.indexOf(Char.BACKSLASH, i);
     while (backslash !== -1 && (quote === -1 || backslash < quote)) {
       if (backslash + 1 >= chunk.length) {
         this.escapePending = true;
@@ -121,8 +121,8 @@ export class JsonTokenizer {
         return chunk.length;
       }
       i = backslash + 2;
-      if (quote !== -1 && quote < i) quote = chunk.indexOf(QUOTE, i);
-      backslash = chunk.indexOf(BACKSLASH, i);
+      if (quote !== -1 && quote < i) quote = chunk.indexOf(Char.QUOTE, i);
+      backslash = chunk.indexOf(Char.BACKSLASH, i);
     }
     if (quote === -1) {
       this.takeKeyBytes(chunk, from, chunk.length);
@@ -157,5 +157,5 @@ export class JsonTokenizer {
 /** A key's decoded value: raw bytes when there is no escape, else JSON's own decoding. */
 export function decodeKey(raw: Buffer): string {
   const text = raw.toString('utf8');
-  return raw.indexOf(BACKSLASH) === -1 ? text : (JSON.parse(`"${text}"`) as string);
+  return raw.indexOf(Char.BACKSLASH) === -1 ? text : (JSON.parse(`"${text}"`) as string);
 }

@@ -40,13 +40,19 @@ function tampered(edit: (bundle: string) => string): string {
   return file;
 }
 
-/** The src/**.ts files main.ts reaches through value imports (type-only imports are erased). */
+/**
+ * The src/**.ts files main.ts reaches through value imports, less those the build erases: type-only
+ * imports, and files that export only types and const enums (whose values the bundle inlines,
+ * each with its name in a comment: `34 /* QUOTE *\/`).
+ */
 function reachableFromMain(): string[] {
   const seen = new Set<string>();
+  const erased = (source: string) => !/^export\s+(?!const enum |type |interface )/m.test(source);
   const visit = (file: string) => {
     if (seen.has(file)) return;
-    seen.add(file);
     const source = readFileSync(join(ROOT, file), 'utf8');
+    if (file !== 'src/main.ts' && erased(source)) return;
+    seen.add(file);
     for (const m of source.matchAll(/^(?:import|export)\s+(type\s+)?(?:([^;]*?)\s+from\s+)?'(\.{1,2}\/[\w./-]+\.ts)';/gm)) {
       const typeOnly = m[1] !== undefined || (m[2] !== undefined && /^\{[^}]*\}$/.test(m[2]) && m[2].slice(1, -1).split(',').every((s) => /^\s*(type\s|$)/.test(s)));
       if (!typeOnly) visit(posix.normalize(posix.join(posix.dirname(file), m[3]!)));

@@ -1,7 +1,7 @@
 // Byte-level peeks the protocol readers use to decide whether an event is worth a JSON.parse,
 // and the lenient readers of what they then parse: a value that is not what was expected is
 // null, never an error (the relay forwards the bytes whatever this file thinks of them).
-import { CLOSE_BRACKET, COLON, CR, LF, OPEN_BRACE, OPEN_BRACKET, QUOTE, SPACE, TAB } from '../../json/chars.ts';
+import { Char } from '../../json/chars.ts';
 import { isObject, type JsonObject } from '../../json/keys.ts';
 
 export function quotedKey(name: string): Buffer {
@@ -16,27 +16,27 @@ export function quotedKey(name: string): Buffer {
 export function mayHaveValue(json: Buffer, key: Buffer, accepts: (json: Buffer, valueStart: number) => boolean): boolean {
   for (let keyAt = json.indexOf(key); keyAt !== -1; keyAt = json.indexOf(key, keyAt + 1)) {
     const colonAt = skipWhitespace(json, keyAt + key.length);
-    if (json[colonAt] === COLON && accepts(json, skipWhitespace(json, colonAt + 1))) return true;
+    if (json[colonAt] === Char.COLON && accepts(json, skipWhitespace(json, colonAt + 1))) return true;
   }
   return false;
 }
 
 function skipWhitespace(json: Buffer, from: number): number {
   let at = from;
-  while (json[at] === SPACE || json[at] === TAB || json[at] === LF || json[at] === CR) at++;
+  while (json[at] === Char.SPACE || json[at] === Char.TAB || json[at] === Char.LF || json[at] === Char.CR) at++;
   return at;
 }
 
 export function startsObject(json: Buffer, valueStart: number): boolean {
-  return json[valueStart] === OPEN_BRACE;
+  return json[valueStart] === Char.OPEN_BRACE;
 }
 
 export function startsString(json: Buffer, valueStart: number): boolean {
-  return json[valueStart] === QUOTE;
+  return json[valueStart] === Char.QUOTE;
 }
 
 export function startsNonEmptyString(json: Buffer, valueStart: number): boolean {
-  return json[valueStart] === QUOTE && json[valueStart + 1] !== QUOTE;
+  return json[valueStart] === Char.QUOTE && json[valueStart + 1] !== Char.QUOTE;
 }
 
 /**
@@ -53,7 +53,7 @@ export function startsWithOneOf(prefixes: readonly Buffer[]): (json: Buffer, val
 }
 
 export function startsNonEmptyArray(json: Buffer, valueStart: number): boolean {
-  return json[valueStart] === OPEN_BRACKET && json[skipWhitespace(json, valueStart + 1)] !== CLOSE_BRACKET;
+  return json[valueStart] === Char.OPEN_BRACKET && json[skipWhitespace(json, valueStart + 1)] !== Char.CLOSE_BRACKET;
 }
 
 /**
