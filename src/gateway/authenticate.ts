@@ -9,7 +9,7 @@ import { ERRORS } from '../http/errors.ts';
 import { headerCount } from '../http/headers.ts';
 import type { Refusal } from '../http/lifecycle.ts';
 import type { WireProtocol } from './protocols/protocol.ts';
-import { botToken, identityFromHeaders } from './rules.ts';
+import { botToken, identityFromHeaders, type PresentedToken } from './rules.ts';
 
 export interface BotAuth {
   /** Verifies bot tokens (src/auth/verifier.ts); undefined: network-policy mode. */
@@ -45,9 +45,10 @@ export function botPresentation(req: Pick<IncomingMessage, 'headers' | 'rawHeade
     return { ok: true, identity: fromHeaders };
   }
   // Two of a header are refused, not chosen from: Node keeps the first, another reader the last.
-  const token = headerCount(req.rawHeaders, 'authorization') > 1 || headerCount(req.rawHeaders, 'x-api-key') > 1 ? 'conflict' : botToken(req.headers);
-  if (token === 'conflict') return unauthenticated('the request carries two different bot tokens (Authorization and x-api-key, or one of them twice): send one token');
-  return { token };
+  const twice = headerCount(req.rawHeaders, 'authorization') > 1 || headerCount(req.rawHeaders, 'x-api-key') > 1;
+  const presented: PresentedToken = twice ? { kind: 'conflict' } : botToken(req.headers);
+  if (presented.kind === 'conflict') return unauthenticated('the request carries two different bot tokens (Authorization and x-api-key, or one of them twice): send one token');
+  return { token: presented.token };
 }
 
 /** Pure: the identity a verification proves, or the refusal that says what to send instead. */

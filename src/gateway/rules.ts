@@ -167,15 +167,18 @@ export function identityFromHeaders(headers: IncomingHttpHeaders): WorkloadIdent
   return { instanceId, workflow, runId };
 }
 
+/** The bot token a request presents (undefined: none), or two different ones. */
+export type PresentedToken = { readonly kind: 'token'; readonly token: string | undefined } | { readonly kind: 'conflict' };
+
 /**
  * The bot token: `Authorization: Bearer`, or `x-api-key` (what Claude Code's apiKeyHelper and the
  * Anthropic SDKs send; Claude Code sends both). Two different values are refused, not chosen from.
  */
-export function botToken(headers: IncomingHttpHeaders): string | undefined | 'conflict' {
+export function botToken(headers: IncomingHttpHeaders): PresentedToken {
   const bearer = /^Bearer +([^ ]+)$/.exec(headers.authorization ?? '')?.[1];
   const apiKey = typeof headers['x-api-key'] === 'string' && headers['x-api-key'] !== '' ? headers['x-api-key'] : undefined;
-  if (bearer !== undefined && apiKey !== undefined && bearer !== apiKey) return 'conflict';
-  return bearer ?? apiKey;
+  if (bearer !== undefined && apiKey !== undefined && bearer !== apiKey) return { kind: 'conflict' };
+  return { kind: 'token', token: bearer ?? apiKey };
 }
 
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;

@@ -16,3 +16,8 @@ test('two bot tokens refused: one header twice is a conflict too; the same token
   assert.match(refusalMessage(twice) ?? '', /two different bot tokens/);
   assert.deepEqual(botPresentation({ headers: { authorization: 'Bearer a.b.c', 'x-api-key': 'a.b.c' }, rawHeaders: ['Authorization', 'Bearer a.b.c', 'x-api-key', 'a.b.c'] }, true), { token: 'a.b.c' });
 });
+
+test('two bot tokens refused: a token that is the word "conflict" is one token, passed on to be verified', () => {
+  assert.deepEqual(botPresentation({ headers: { authorization: 'Bearer conflict' }, rawHeaders: ['Authorization', 'Bearer conflict'] }, true), { token: 'conflict' });
+  assert.deepEqual(botPresentation({ headers: { 'x-api-key': 'conflict' }, rawHeaders: ['x-api-key', 'conflict'] }, true), { token: 'conflict' });
+});
