@@ -124,10 +124,18 @@ export function ringHolds(ring: KeyRing, key: VerificationKey): boolean {
 /** An HS256 key from an environment variable: unset or empty is undefined; a short key stops start-up naming the variable. */
 export function parseSigningKey(variable: string, value: string | undefined): Buffer | undefined {
   if (!value) return undefined;
-  const key = Buffer.from(value, 'utf8');
-  const notSecret = publicKeyAsSecretProblem(variable, key);
+  return hs256Secret(variable, Buffer.from(value, 'utf8'), 'openssl rand -hex 32');
+}
+
+/**
+ * Pure: `key` as an HS256 secret, or the error naming `what` that says why it is none: a key's
+ * text (publicKeyAsSecretProblem), or shorter than MIN_SIGNING_KEY_BYTES (`example` makes one).
+ * The one check of every HS256 secret, from a variable or a key file.
+ */
+export function hs256Secret(what: string, key: Buffer, example: string): Buffer {
+  const notSecret = publicKeyAsSecretProblem(what, key);
   if (notSecret !== undefined) throw new Error(notSecret);
-  if (key.length < MIN_SIGNING_KEY_BYTES) throw new Error(`${variable}: must be at least ${MIN_SIGNING_KEY_BYTES} bytes (e.g. openssl rand -hex 32)`);
+  if (key.length < MIN_SIGNING_KEY_BYTES) throw new Error(`${what}: an HS256 secret must be at least ${MIN_SIGNING_KEY_BYTES} bytes (e.g. ${example})`);
   return key;
 }
 
@@ -138,7 +146,7 @@ export function parseSigningKey(variable: string, value: string | undefined): Bu
  * token: key confusion moved into configuration. A secret made as the docs say (openssl rand -hex
  * 32, or base64) never looks like one of these.
  */
-export function publicKeyAsSecretProblem(what: string, bytes: Buffer): string | undefined {
+function publicKeyAsSecretProblem(what: string, bytes: Buffer): string | undefined {
   const text = bytes.toString('latin1').trim();
   const kind = text.includes('-----BEGIN') ? 'PEM text (a key or certificate)' : text.startsWith('{') && text.includes('"kty"') ? 'a JWK (JSON with "kty")' : /^(?:ssh-|ecdsa-)/.test(text) ? 'an SSH public key' : undefined;
   if (kind === undefined) return undefined;

@@ -13,7 +13,7 @@
 // the algorithm its tokens must name: an Ed25519 key verifies EdDSA only, a P-256 key ES256 only,
 // a secret HS256 only. Pure: names and bytes in, keys out; a problem is an Error saying what to fix.
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
-import { MIN_SIGNING_KEY_BYTES, publicKeyAsSecretProblem, type SigningKey, type TokenAlgorithm, type VerificationKey } from './jwt.ts';
+import { hs256Secret, type SigningKey, type TokenAlgorithm, type VerificationKey } from './jwt.ts';
 
 /** A key id as a file name gives it: a closed alphabet, so it is a harmless log field and never a path. */
 export const KEY_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -39,11 +39,7 @@ function keyFileName(name: string): { kid: string; kind: 'pem' | 'secret' } {
 /** Pure: an HS256 secret from a file's bytes: one trailing newline (an editor's, or echo's) dropped; at least 32 bytes. */
 export function secretFromFile(what: string, bytes: Buffer): Buffer {
   const end = bytes.at(-1) === 0x0a ? (bytes.at(-2) === 0x0d ? bytes.length - 2 : bytes.length - 1) : bytes.length;
-  const secret = bytes.subarray(0, end);
-  const notSecret = publicKeyAsSecretProblem(what, secret);
-  if (notSecret !== undefined) throw new Error(notSecret);
-  if (secret.length < MIN_SIGNING_KEY_BYTES) throw new Error(`${what}: an HS256 secret must be at least ${MIN_SIGNING_KEY_BYTES} bytes (e.g. openssl rand -hex 32 > FILE)`);
-  return Buffer.from(secret);
+  return hs256Secret(what, Buffer.from(bytes.subarray(0, end)), 'openssl rand -hex 32 > FILE');
 }
 
 /** Pure: the algorithm a key object fixes, or why it fixes none we take. */

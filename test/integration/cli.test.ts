@@ -266,7 +266,7 @@ test('mint-token --git-repo needs GIT_PROXY_SIGNING_KEY, and a malformed --git-r
   assert.match(bad.stderr, /mint-token: --git-repo "github\.com\/acme\/\*\/x:read": "\*" may only be the whole last segment/);
   const short = await runCommandInProcess([...ids, '--git-repo', 'github.com/acme/x:read'], { GIT_PROXY_SIGNING_KEY: 'short' });
   assert.equal(short.code, 1);
-  assert.match(short.stderr, /GIT_PROXY_SIGNING_KEY: must be at least 32 bytes/);
+  assert.match(short.stderr, /GIT_PROXY_SIGNING_KEY: an HS256 secret must be at least 32 bytes/);
 });
 
 test('mint-token --git-repo prints a token whose git claim is the canonical scope', async () => {
@@ -295,5 +295,5 @@ test('without GIT_PROXY_SIGNING_KEY the git listener warns that workloads are no
   }
   const short = await runProxyCommand([], { GIT_AUTH_ENABLED: 'true', GIT_PROXY_SIGNING_KEY: 'short' });
   assert.equal(short.code, 1);
-  assert.match(short.stderr, /GIT_PROXY_SIGNING_KEY: must be at least 32 bytes/);
+  assert.match(short.stderr, /GIT_PROXY_SIGNING_KEY: an HS256 secret must be at least 32 bytes/);
 });

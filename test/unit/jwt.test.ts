@@ -292,7 +292,7 @@ test('a git claim that is not a list of 1 to 64 visible-ASCII strings of at most
 test('parseSigningKey: unset or empty is no key; under 32 bytes is an error naming the variable; else the UTF-8 bytes', () => {
   assert.equal(parseSigningKey('GIT_PROXY_SIGNING_KEY', undefined), undefined);
   assert.equal(parseSigningKey('GIT_PROXY_SIGNING_KEY', ''), undefined);
-  assert.throws(() => parseSigningKey('GIT_PROXY_SIGNING_KEY', 'k'.repeat(31)), /^Error: GIT_PROXY_SIGNING_KEY: must be at least 32 bytes \(e\.g\. openssl rand -hex 32\)$/);
+  assert.throws(() => parseSigningKey('GIT_PROXY_SIGNING_KEY', 'k'.repeat(31)), /^Error: GIT_PROXY_SIGNING_KEY: an HS256 secret must be at least 32 bytes \(e\.g\. openssl rand -hex 32\)$/);
   assert.deepEqual(parseSigningKey('GIT_PROXY_SIGNING_KEY', 'ü'.repeat(16)), Buffer.from('ü'.repeat(16)), '32 bytes in 16 characters');
 });
 
