@@ -70,6 +70,18 @@ export function clockTickMs(ttlMs: number): number {
   return Math.min(1000, Math.max(10, Math.floor(ttlMs / 10)));
 }
 
+/**
+ * Runs the coarse clock of a registry that expires series: set to `nowMs()` at once, then every
+ * clockTickMs. At once, because a clock left at 0 until its first tick would stamp the series
+ * recorded meanwhile as old as the process, and that tick's sweep would drop them. The timer
+ * does not hold the process open; it is returned for a caller that stops it.
+ */
+export function runCoarseClock(registry: Registry, nowMs: () => number): NodeJS.Timeout {
+  const tick = () => registry.tick(nowMs());
+  tick();
+  return setInterval(tick, clockTickMs(registry.seriesTtlMs)).unref();
+}
+
 abstract class Family<S> {
   protected readonly series = new Map<string, Series<S>>();
   /** Registry.now at the last expiry sweep: a family at its cap sweeps at most once per tick. */

@@ -6,7 +6,7 @@ import type { LogSink } from '../http/log.ts';
 import type { LogEvent } from './log-events.ts';
 import type { ListenerTimeouts } from '../http/server.ts';
 import type { Egress } from '../http/tunnel.ts';
-import { clockTickMs } from '../metrics/registry.ts';
+import { runCoarseClock } from '../metrics/registry.ts';
 import { createProxyMetrics } from '../metrics/proxy-metrics.ts';
 import type { PriceTable } from '../gateway/prices.ts';
 import { revocationList } from '../auth/revocations.ts';
@@ -62,7 +62,7 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress
       : createProxyMetrics({ maxSeriesPerFamily: options.metricsMaxSeries, seriesTtlMs: options.metricsSeriesTtlMs, runIdLabel: options.metricsRunIdLabel, prices });
   if (metrics && options.metricsSeriesTtlMs > 0) {
     // Series expiry runs on a coarse clock, so that recording a request never reads the time.
-    setInterval(() => metrics.registry.tick(performance.now()), clockTickMs(options.metricsSeriesTtlMs)).unref();
+    runCoarseClock(metrics.registry, () => performance.now());
   }
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
   const store = openStore(options, log, metrics);

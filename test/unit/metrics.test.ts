@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { clockTickMs, escapeLabelValue, formatValue, OVERFLOW_VALUE, Registry, seriesExpired } from '../../src/metrics/registry.ts';
+import { clockTickMs, escapeLabelValue, formatValue, OVERFLOW_VALUE, Registry, runCoarseClock, seriesExpired } from '../../src/metrics/registry.ts';
 
 /** The exposition's lines, without the empty string after the final newline. */
 function lines(text: string): string[] {
@@ -443,6 +443,18 @@ test('series TTL: a series updated within the TTL stays, one not updated for lon
   assert.deepEqual(samples(text, 'a_total'), ['a_total{k="busy"} 2']);
   assert.deepEqual(lines(text).filter((l) => l.startsWith('h_seconds')), []);
   assert.ok(text.includes('# TYPE h_seconds histogram'), 'the family itself stays, with no series');
+});
+
+test('series TTL: the coarse clock reads the time when it starts, so a series recorded before its first tick is as old as it is, not as old as the process (runCoarseClock)', () => {
+  const r = new Registry(10, 1000);
+  const c = r.counter('a_total', 'help', ['k']);
+  const timer = runCoarseClock(r, () => 3_600_000); // a process up for an hour
+  clearInterval(timer);
+  c.inc(['early']);
+  r.tick(3_600_100); // the first interval tick
+  assert.deepEqual(samples(r.expose(), 'a_total'), ['a_total{k="early"} 1']);
+  r.tick(3_601_001);
+  assert.deepEqual(samples(r.expose(), 'a_total'), [], 'and it leaves once it is older than the TTL');
 });
 
 test('series TTL: a counter that comes back after expiring starts from zero', () => {
