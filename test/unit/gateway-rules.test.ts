@@ -326,11 +326,13 @@ test('a missing, malformed or too long X-Client-Request-Id is undefined', () => 
 // ---- botToken ----
 
 test('the bot token comes from Authorization: Bearer or x-api-key; the same token in both is fine, two different ones are a conflict', () => {
-  assert.equal(botToken({ authorization: 'Bearer tok-1' }), 'tok-1');
-  assert.equal(botToken({ 'x-api-key': 'tok-1' }), 'tok-1');
-  assert.equal(botToken({ authorization: 'Bearer tok-1', 'x-api-key': 'tok-1' }), 'tok-1');
-  assert.equal(botToken({ authorization: 'Bearer tok-1', 'x-api-key': 'tok-2' }), 'conflict');
-  for (const headers of [{}, { authorization: 'Basic dG9rOg==' }, { authorization: 'Bearer ' }, { 'x-api-key': '' }]) assert.equal(botToken(headers), undefined, JSON.stringify(headers));
+  const token = (t: string | undefined) => ({ kind: 'token', token: t });
+  assert.deepEqual(botToken({ authorization: 'Bearer tok-1' }), token('tok-1'));
+  assert.deepEqual(botToken({ 'x-api-key': 'tok-1' }), token('tok-1'));
+  assert.deepEqual(botToken({ authorization: 'Bearer tok-1', 'x-api-key': 'tok-1' }), token('tok-1'));
+  assert.deepEqual(botToken({ authorization: 'Bearer tok-1', 'x-api-key': 'tok-2' }), { kind: 'conflict' });
+  assert.deepEqual(botToken({ authorization: 'Bearer conflict' }), token('conflict'), 'a token spelled "conflict" is a token');
+  for (const headers of [{}, { authorization: 'Basic dG9rOg==' }, { authorization: 'Bearer ' }, { 'x-api-key': '' }]) assert.deepEqual(botToken(headers), token(undefined), JSON.stringify(headers));
 });
 
 // ---- gatewayUpstreamHeaders ----
