@@ -71,10 +71,8 @@ export function clockTickMs(ttlMs: number): number {
 }
 
 /**
- * Runs the coarse clock of a registry that expires series: set to `nowMs()` at once, then every
- * clockTickMs. At once, because a clock left at 0 until its first tick would stamp the series
- * recorded meanwhile as old as the process, and that tick's sweep would drop them. The timer
- * does not hold the process open; it is returned for a caller that stops it.
+ * Runs a registry's coarse clock: `nowMs()` at once (left at 0, it would make the series recorded
+ * before the first tick as old as the process), then every clockTickMs. Returns the timer.
  */
 export function runCoarseClock(registry: Registry, nowMs: () => number): NodeJS.Timeout {
   const tick = () => registry.tick(nowMs());
