@@ -144,6 +144,8 @@ type SecretForms = {
   readonly sampled: SampledForms | undefined;
   /** The longest text any form can take. */
   readonly longest: number;
+  /** The shortest: each byte of a secret is at least one character in every form. */
+  readonly shortest: number;
 };
 
 /** Built forms by secret set, the least recently used dropped first (a minted token rotates every hour). */
@@ -180,6 +182,7 @@ function secretForms(secrets: readonly string[]): SecretForms | undefined {
     referenceStart: escapedForms.some((bytes) => bytes.some((b) => NAMED_REFERENCES[String.fromCharCode(b)] !== undefined)) ? '&' : '&#',
     sampled: sampled.length > 0 ? new SampledForms(sampled) : undefined,
     longest: Math.max(...escapedForms.map((bytes) => bytes.length * LONGEST_CHAR_FORM), ...sampled.map((f) => f.length)),
+    shortest: Math.min(...escapedForms.map((bytes) => bytes.length), ...sampled.map((f) => f.length)),
   };
   built.set(key, forms);
   if (built.size > MAX_BUILT) built.delete(built.keys().next().value!);
@@ -189,6 +192,8 @@ function secretForms(secrets: readonly string[]): SecretForms | undefined {
 /** Pure: where any form occurs in `text`, in order, overlapping places joined. */
 function placesOf(text: string, forms: SecretForms): Range[] {
   const found: Range[] = [];
+  // Most header values (a date, a length, a content type) are shorter than any form: not scanned.
+  if (text.length < forms.shortest) return found;
   const re = text.includes(forms.referenceStart) ? forms.referenced : forms.escaped;
   re.lastIndex = 0;
   for (let m = re.exec(text); m !== null; m = re.exec(text)) found.push([m.index, m.index + m[0].length]);
@@ -239,19 +244,22 @@ export function carriesSecret(text: Buffer, secrets: readonly string[]): boolean
 }
 
 /**
- * Pure: whether a response header value carries a secret in a form a client decodes: any of the
- * body forms, or inside a base64 or base64url run once decoded (`Basic ...`, a token echoed in an
- * encoded cookie, so also an escaped form of the secret that was then encoded).
+ * Pure: whether a response header value carries one of `secrets` in a form a client decodes: any
+ * of the body forms, or inside a base64 or base64url run once decoded (`Basic ...`, a token echoed
+ * in an encoded cookie, so also an escaped form of the secret that was then encoded). The secrets'
+ * forms are looked up once, for all the values of a response.
  */
-export function headerCarriesSecret(value: string, secrets: readonly string[]): boolean {
+export function headerCarriesSecret(secrets: readonly string[]): (value: string) => boolean {
   const forms = secretForms(secrets);
-  if (forms === undefined) return false;
-  if (placesOf(value, forms).length > 0) return true;
-  for (const run of value.match(BASE64_RUN) ?? []) {
-    const decoded = Buffer.from(run.replace(/-/g, '+').replace(/_/g, '/'), 'base64').toString('latin1');
-    if (placesOf(decoded, forms).length > 0) return true;
-  }
-  return false;
+  if (forms === undefined) return () => false;
+  return (value) => {
+    if (placesOf(value, forms).length > 0) return true;
+    for (const run of value.match(BASE64_RUN) ?? []) {
+      const decoded = Buffer.from(run.replace(/-/g, '+').replace(/_/g, '/'), 'base64').toString('latin1');
+      if (placesOf(decoded, forms).length > 0) return true;
+    }
+    return false;
+  };
 }
 
 /** The codings of a Content-Encoding value, in the order applied, identity left out. */

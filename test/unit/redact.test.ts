@@ -66,8 +66,8 @@ test('redaction: the key in another case or percent-encoded is redacted (redactB
 
 test('redaction: a response header carrying the key in another case, percent-encoded, base64 or base64url is dropped (headerCarriesSecret, scrubResponseHeaders)', () => {
   const forms = [KEY, KEY.toUpperCase(), [...KEY].map((c) => `%${c.charCodeAt(0).toString(16)}`).join(''), Buffer.from(KEY).toString('base64'), Buffer.from(`user:${KEY}`).toString('base64url'), `Basic ${Buffer.from(`x:${KEY}`).toString('base64')}`];
-  for (const form of forms) assert.equal(headerCarriesSecret(`prefix ${form}; suffix`, [KEY]), true, form);
-  assert.equal(headerCarriesSecret('req_0123456789abcdef', [KEY]), false);
+  for (const form of forms) assert.equal(headerCarriesSecret([KEY])(`prefix ${form}; suffix`), true, form);
+  assert.equal(headerCarriesSecret([KEY])('req_0123456789abcdef'), false);
   const kept = scrubResponseHeaders(['X-Debug', Buffer.from(KEY).toString('base64'), 'X-Echo', KEY.toUpperCase(), 'X-Request-Id', 'req_1'], [KEY]);
   assert.deepEqual(kept, ['X-Request-Id', 'req_1']);
 });
@@ -234,7 +234,7 @@ test('redaction, StreamRedactor: each encoded form split between two chunks at e
 
 test('redaction: a response header carrying the key base64-encoded twice, or base64 of its JSON-escaped form, is dropped (headerCarriesSecret)', () => {
   for (const value of [base64Of(base64Of(KEY, 'u:')), `Basic ${base64Of(escapeAll(KEY), 'x:')}`, htmlReferencesOf(KEY), doublePercentOf(KEY)]) {
-    assert.equal(headerCarriesSecret(value, [KEY]), true, value);
+    assert.equal(headerCarriesSecret([KEY])(value), true, value);
   }
 });
 
@@ -248,4 +248,14 @@ test('redaction, HTML references with leading zeros and HTML5 names: &#0115;, &#
     const out = redactBody(Buffer.from(`<p>error: ${form}</p>`), [key]).toString('latin1');
     assert.ok(!out.includes(form), `${form} was relayed: ${out}`);
   }
+});
+
+test('redaction: a text shorter than the shortest form of every secret cannot hold one; one exactly as long as the secret is found (headerCarriesSecret, redactBody)', () => {
+  const secret = 'sk-test-0123456789abcdef';
+  assert.equal(headerCarriesSecret([secret])(secret), true, 'the secret alone, as long as the shortest form');
+  assert.equal(headerCarriesSecret([secret])(secret.toUpperCase()), true, 'in another case');
+  assert.equal(headerCarriesSecret([secret])(secret.slice(0, -1)), false, 'one character short');
+  assert.equal(headerCarriesSecret([secret, 'a'.repeat(40)])('x'), false);
+  assert.equal(headerCarriesSecret(['k'.repeat(8), secret])('k'.repeat(8)), true, 'the shortest secret of several sets the bound');
+  assert.equal(redactBody(Buffer.from(secret), [secret]).toString(), '[REDACTED]');
 });
