@@ -142,13 +142,13 @@ export function scrubResponseHeaders(rawHeaders: readonly string[], secrets: rea
     }
   }
   const out: string[] = [];
-  const carriesSecret = headerCarriesSecret(secrets);
+  const holdsSecret = headerCarriesSecret(secrets);
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
     const value = rawHeaders[i + 1]!;
     const lower = name.toLowerCase();
     if (HOP_BY_HOP.has(lower) || isCredentialHeaderName(lower) || ACCOUNT_RESPONSE_HEADERS.has(lower) || dropped?.has(lower)) continue;
-    if (carriesSecret(value)) continue;
+    if (holdsSecret(value)) continue;
     out.push(name, value);
   }
   return out;
