@@ -8,6 +8,7 @@ import { peerOf, type TokenVerifier, type Verification } from '../auth/verifier.
 import { ERRORS } from '../http/errors.ts';
 import { headerCount } from '../http/headers.ts';
 import type { Refusal } from '../http/lifecycle.ts';
+import { loweredByClaim } from '../limits/policy.ts';
 import type { WireProtocol } from './protocols/protocol.ts';
 import { botToken, identityFromHeaders, type PresentedToken } from './rules.ts';
 
@@ -57,7 +58,7 @@ export function botIdentity(verified: Verification, protocol: WireProtocol | und
   if (!verified.ok && verified.forbidden) return { ok: false, refusal: { error: ERRORS.clientCertificateRefused, message: `the client certificate was refused: ${verified.reason}` } };
   if (!verified.ok) return unauthenticated(`the bot token was refused (${verified.reason}): send a valid one, from mint-token, ${tokenHeaderHint(protocol)}`);
   const c = verified.claims;
-  const lowered = c.limits && { budgetUsd: c.limits.budget_usd, concurrent: c.limits.max_concurrent, requestsPerMinute: c.limits.requests_per_minute, tokensPerMinute: c.limits.tokens_per_minute };
+  const lowered = c.limits && loweredByClaim(c.limits);
   return { ok: true, identity: { instanceId: c.sub, workflow: c.workflow, runId: c.run_id, ...(c.jti === undefined ? {} : { tokenId: c.jti }), ...(lowered ? { lowered } : {}) } };
 }
 

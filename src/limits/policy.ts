@@ -5,6 +5,7 @@
 // bot token may ask for) or {"default": N, "max": M} (a token may ask for up to M).
 // Strict like the other configuration files; a mistake stops start-up naming the field.
 import type { LoweredLimits } from '../auth/identity.ts';
+import type { RunLimits } from '../auth/jwt.ts';
 import { parseConfigJson } from '../config/config-file.ts';
 import { bounded, type ApiName } from '../gateway/protocols/protocol.ts';
 import { isObject } from '../json/keys.ts';
@@ -183,6 +184,11 @@ const LOWERED: readonly { readonly key: Lowerable; readonly claim: keyof Lowered
   { key: 'requestsPerMinute', claim: 'requestsPerMinute', tokenClaim: 'requests_per_minute', flag: '--requests-per-minute', field: 'perInstance.requestsPerMinute' },
   { key: 'tokensPerMinute', claim: 'tokensPerMinute', tokenClaim: 'tokens_per_minute', flag: '--tokens-per-minute', field: 'perInstance.tokensPerMinute' },
 ];
+
+/** Pure: the limits a token's `limits` claim (or a workload policy entry's, the same shape) lowers, by the names of LOWERED. */
+export function loweredByClaim(claim: RunLimits): LoweredLimits {
+  return { budgetUsd: claim.budget_usd, concurrent: claim.max_concurrent, requestsPerMinute: claim.requests_per_minute, tokensPerMinute: claim.tokens_per_minute };
+}
 
 /** A limit asked above the --limits file's ceiling: how mint-token and the workload policy name it, what was asked, the ceiling and its field. */
 export interface AboveCeiling {

@@ -2,7 +2,7 @@
 // Each is one log line `{"event":"warning", ...}`; serve logs a listener's before its listening line.
 import { crossNamespaceGrants, type WorkloadPolicy } from '../auth/workload-policy.ts';
 import { descriptorWarning, type ConnectionCaps } from '../http/connection-caps.ts';
-import { hostedToolFeesWarning, limitsAboveCeiling, unpricedWarning, type LimitsPolicy } from '../limits/policy.ts';
+import { hostedToolFeesWarning, limitsAboveCeiling, loweredByClaim, unpricedWarning, type LimitsPolicy } from '../limits/policy.ts';
 
 export type StartupWarning = { readonly event: 'warning'; readonly listener?: 'git' | 'model'; readonly host?: string; readonly provider?: string; readonly message: string };
 
@@ -95,7 +95,7 @@ function policyWarnings({ policy, limits }: PolicyFacts): StartupWarning[] {
   for (const grant of policy.entries.values()) {
     const l = grant.limits;
     if (l === undefined) continue;
-    const over = limitsAboveCeiling(limits.policy, { budgetUsd: l.budget_usd, concurrent: l.max_concurrent, requestsPerMinute: l.requests_per_minute, tokensPerMinute: l.tokens_per_minute });
+    const over = limitsAboveCeiling(limits.policy, loweredByClaim(l));
     if (over.length === 0) continue;
     const what = over.map((a) => `${a.tokenClaim} ${a.asked} is above the ceiling ${a.ceiling} of ${limits.file} (${a.field})`).join('; ');
     out.push({ event: 'warning', listener: 'model', message: `workload policy ${policy.source}: the entry "${grant.entry}": ${what}; the gateway applies the ceiling, so lower the entry to at most that (mint-token refuses the same)` });
