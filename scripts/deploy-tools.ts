@@ -11,7 +11,7 @@
 // Where: ${DEPLOY_TOOLS_DIR:-${XDG_CACHE_HOME:-~/.cache}/credential-proxy-deploy}.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -130,11 +130,20 @@ export function typecheckAgainstModels(validator: string, tscPackage: string, fi
     if (r.status === 0) {
       mkdirSync(join(validator, 'typechecks-passed'), { recursive: true });
       writeFileSync(record, `${new Date().toISOString()}\n`);
+      prunePasses(join(validator, 'typechecks-passed'));
     }
     return { status: r.status, output: `${r.stdout}${r.stderr}${r.error?.message ?? ''}`, recorded: false };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** Passes kept: the newest, by the time each was recorded; an older one only costs its tsc run again. */
+const PASSES_KEPT = 64;
+
+export function prunePasses(dir: string): void {
+  const passes = readdirSync(dir).map((name) => ({ name, ms: statSync(join(dir, name)).mtimeMs })).sort((a, b) => b.ms - a.ms);
+  for (const old of passes.slice(PASSES_KEPT)) rmSync(join(dir, old.name), { force: true });
 }
 
 /** Installs what is missing; idempotent. */

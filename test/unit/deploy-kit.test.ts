@@ -6,13 +6,13 @@
 // scripts/deploy-tools.ts (.ci/run runs it); a missing one fails the test, naming the install.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, test } from 'node:test';
 import { parseCommandLine } from '../../src/config/cli.ts';
-import { findKubectl, findValidator, INSTALL_COMMAND, renderKustomization, typecheckAgainstModels, type K8sObject } from '../../scripts/deploy-tools.ts';
+import { findKubectl, findValidator, INSTALL_COMMAND, prunePasses, renderKustomization, typecheckAgainstModels, type K8sObject } from '../../scripts/deploy-tools.ts';
 
 const ROOT = join(__dirname, '..', '..');
 const DEPLOY = join(ROOT, 'deploy');
@@ -286,4 +286,21 @@ test('deploy kit: the Containerfile runs the one file from node:20 as a numeric 
   assert.equal(Number(user.split(':')[0]), proxyPod().securityContext.runAsUser, 'the uid the Deployment runs as');
   assert.equal(lines.at(-1), 'ENTRYPOINT ["node", "/app/proxy.js", "serve"]');
   assert.deepEqual(lines.find((l) => l.startsWith('EXPOSE'))!.split(/\s+/).slice(1).map(Number), proxyContainer().ports.map((p: { containerPort: number }) => p.containerPort));
+});
+
+test('the recorded type-check passes are pruned to the newest 64 (prunePasses): the record does not grow with every deploy kit ever checked', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'passes-'));
+  try {
+    for (let i = 0; i < 70; i++) {
+      const file = join(dir, `pass-${i}`);
+      writeFileSync(file, '');
+      utimesSync(file, new Date(1_000_000 + i * 1000), new Date(1_000_000 + i * 1000));
+    }
+    prunePasses(dir);
+    const kept = readdirSync(dir).sort((a, b) => Number(a.slice(5)) - Number(b.slice(5)));
+    assert.equal(kept.length, 64);
+    assert.equal(kept[0], 'pass-6', 'the six oldest went');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
