@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
 import { findKubectl, findValidator, INSTALL_COMMAND, renderKustomization, type K8sObject } from '../../scripts/deploy-tools.ts';
+import { eventually } from '../support/eventually.ts';
 import { BUNDLE, ROOT } from '../support/proxy-process.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'deploy-kit-serve-'));
@@ -55,13 +56,15 @@ function run(command: string[], args: string[], env: Record<string, string>): { 
   return { child, output: () => out };
 }
 
-async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, output: () => string): Promise<T> {
-  for (const deadline = Date.now() + 20_000; ; ) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) assert.fail(`${what} did not happen within 20 s; output:\n${output()}`);
-    await new Promise((r) => setTimeout(r, 50));
+/** Polls `probe` until it gives a value, bounded by the test's timeout (eventually); the failure names `what` and shows the output. */
+async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, output: () => string, signal: AbortSignal): Promise<T> {
+  let value: T | undefined;
+  try {
+    await eventually(what, async () => (value = await probe()) !== undefined, signal, 50);
+  } catch (err) {
+    assert.fail(`${(err as Error).message}; output:\n${output()}`);
   }
+  return value!;
 }
 
 const httpGet = (port: number, path: string) =>
@@ -73,7 +76,7 @@ const httpGet = (port: number, path: string) =>
     }).on('error', reject);
   });
 
-test('deploy kit: the Redis example and the proxy container start as rendered, the proxy finds Redis as the kit promises (AOF, noeviction, password) and /healthz answers on the metrics listener', async () => {
+test('deploy kit: the Redis example and the proxy container start as rendered, the proxy finds Redis as the kit promises (AOF, noeviction, password) and /healthz answers on the metrics listener', async (t) => {
   const kubectl = findKubectl() ?? assert.fail(`kubectl is missing: run \`${INSTALL_COMMAND}\` or put kubectl on PATH`);
   const validator = findValidator() ?? assert.fail(`the schema validator is missing: run \`${INSTALL_COMMAND}\``);
   const base = await renderKustomization(kubectl, validator, join(ROOT, 'deploy', 'base'));
@@ -105,7 +108,7 @@ test('deploy kit: the Redis example and the proxy container start as rendered, t
   await until('redis-server accepting connections', () => new Promise<true | undefined>((resolve) => {
     const s = connect(redisPort, '127.0.0.1', () => (s.destroy(), resolve(true)));
     s.once('error', () => resolve(undefined));
-  }), redis.output);
+  }), redis.output, t.signal);
   assert.doesNotMatch(readFileSync(join(dir, 'redis-run', 'auth.conf'), 'utf8'), /\n.+/, 'one line: the password');
   const password = readFileSync(passwordFile, 'utf8').trim();
   const cli = (...a: string[]) => spawnSync('redis-cli', ['-p', String(redisPort), '--no-auth-warning', ...a], { encoding: 'utf8' }).stdout.trim();
@@ -122,14 +125,14 @@ test('deploy kit: the Redis example and the proxy container start as rendered, t
   const lines = () => proxy.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
   const ports: Record<string, number> = {};
   for (const listener of ['git', 'model', 'metrics']) {
-    const rec = await until(`the ${listener} listening line`, () => lines().find((r) => r.event === 'listening' && r.listener === listener), proxy.output);
+    const rec = await until(`the ${listener} listening line`, () => lines().find((r) => r.event === 'listening' && r.listener === listener), proxy.output, t.signal);
     ports[listener] = Number(String(rec.address).split(':').pop());
   }
   // The probes' paths, as the Deployment names them, on the metrics listener.
   assert.equal((await httpGet(ports.metrics!, container.readinessProbe.httpGet.path)).status, 200, 'ready');
   assert.equal((await httpGet(ports.metrics!, container.livenessProbe.httpGet.path)).status, 200, 'live');
   // Connected to Redis with the password, its settings checked by the proxy at the first connection.
-  await until('the limits store connected', async () => ((await httpGet(ports.metrics!, '/metrics')).body.includes('\nmodel_gateway_limits_store_up 1') ? true : undefined), proxy.output);
+  await until('the limits store connected', async () => ((await httpGet(ports.metrics!, '/metrics')).body.includes('\nmodel_gateway_limits_store_up 1') ? true : undefined), proxy.output, t.signal);
   await httpGet(ports.metrics!, '/healthz'); // one more round trip: the lines logged before are read
   const warnings = lines().filter((r) => r.event === 'warning').map((r) => String(r.message));
   assert.deepEqual(warnings.filter((w) => /appendonly|maxmemory|CONFIG|settings/i.test(w)), [], 'Redis as the kit sets it up raises no warning');

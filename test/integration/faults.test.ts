@@ -26,9 +26,9 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer as createTlsServer, type Server as TlsServer, type TLSSocket } from 'node:tls';
 import { startBothListeners, type BothListeners } from '../support/both-listeners.ts';
+import { eventually } from '../support/eventually.ts';
 import { send } from '../support/http-client.ts';
 import { chunk, sseEvent, type ModelUpstream } from '../support/model-upstream.ts';
 import { parseExposition, sumOf, type Sample } from '../support/prometheus.ts';
@@ -38,7 +38,6 @@ import type { TestUpstream } from '../support/upstream.ts';
 
 const REPS = 5;
 const MODEL = 'gpt-test';
-const SETTLE_MS = 3000;
 const FAULT_ARGS = [
   '--upstream-connect-timeout', '300ms',
   '--upstream-response-timeout', '500ms',
@@ -387,26 +386,33 @@ function describeFds(pid: number): string {
   return [...kinds].map(([k, n]) => `${k} ${n}`).join(', ');
 }
 
-/** The proxy at rest: no client connection open, the descriptor count the same twice in a row. */
-async function atRest(p: ProxyProcess): Promise<Footprint> {
-  const deadline = Date.now() + SETTLE_MS;
+/** The proxy at rest: no client connection open, the descriptor count the same twice in a row. Bounded by the test's timeout (`signal`; see eventually). */
+async function atRest(p: ProxyProcess, signal: AbortSignal): Promise<Footprint> {
   let previous: Footprint | undefined;
-  for (;;) {
-    const now = await footprint(p);
-    if (now.connections === 0 && previous?.fds === now.fds) return now;
-    if (Date.now() > deadline) assert.fail(`the proxy did not come to rest within ${SETTLE_MS} ms: ${JSON.stringify(now)} (${describeFds(p.pid)})`);
+  let now: Footprint | undefined;
+  const resting = async () => {
     previous = now;
-    await sleep(50);
+    now = await footprint(p);
+    return now.connections === 0 && previous?.fds === now.fds;
+  };
+  try {
+    await eventually('the proxy at rest', resting, signal, 50);
+  } catch (err) {
+    assert.fail(`${(err as Error).message}: ${JSON.stringify(now)} (${describeFds(p.pid)})`);
   }
+  return now!;
 }
 
-/** Polls (bounded) until the footprint is back at `before`; only the eventual value is asserted. */
-async function assertSettlesTo(p: ProxyProcess, before: Footprint): Promise<void> {
-  const deadline = Date.now() + SETTLE_MS;
+/** Polls, bounded by the test's timeout (`signal`; see eventually), until the footprint is back at `before`; only the eventual value is asserted. */
+async function assertSettlesTo(p: ProxyProcess, before: Footprint, signal: AbortSignal): Promise<void> {
   let now = await footprint(p);
-  while ((now.fds !== before.fds || now.connections !== before.connections) && Date.now() < deadline) {
-    await sleep(50);
-    now = await footprint(p);
+  try {
+    await eventually('the footprint back where it was', async () => {
+      now = await footprint(p);
+      return now.fds === before.fds && now.connections === before.connections;
+    }, signal, 50);
+  } catch {
+    // the assertion below says what differs
   }
   assert.deepEqual(now, before, `after ${REPS} faults the proxy holds ${now.fds - before.fds} more descriptors and ${now.connections - before.connections} more client connections (${describeFds(p.pid)})`);
 }
@@ -738,10 +744,10 @@ async function oneAttempt(f: Fault, p: ProxyProcess, id: string): Promise<void> 
 }
 
 for (const f of FAULTS) {
-  test(f.name, async () => {
+  test(f.name, async (t) => {
     const p = f.proxy();
     await warmUp(p);
-    const before = await atRest(p);
+    const before = await atRest(p, t.signal);
     const samples = await scrape(p);
     const [name, labels] = f.counter();
     const counted = sumOf(samples, name, labels);
@@ -762,6 +768,6 @@ for (const f of FAULTS) {
 
     // (e) nothing leaked: same pools (one warm-up each), same descriptors, no client connection
     await warmUp(p);
-    await assertSettlesTo(p, before);
+    await assertSettlesTo(p, before, t.signal);
   });
 }

@@ -127,13 +127,13 @@ test('estimated cost comes from the price table, and unpriced models cost nothin
   assert.equal(sumOf(samples, 'model_gateway_cost_usd_total', { model: 'gpt-unpriced' }), 0);
 });
 
-test('a real Prometheus scraping the metrics listener returns the token totals and request counts', async () => {
+test('a real Prometheus scraping the metrics listener returns the token totals and request counts', async (t) => {
   const recs = await requestRecords(9, 5);
   const prom = await prometheusStarted!;
   const input = total(recs.model, 'input_tokens');
-  assert.equal(await prom.waitForValue('sum(model_gateway_tokens_total{type="input"})', (v) => v === input), input);
-  assert.equal(await prom.waitForValue('sum(model_gateway_requests_total)', (v) => v === recs.model.length), recs.model.length);
-  assert.equal(await prom.waitForValue('sum(git_proxy_requests_total)', (v) => v === recs.git.length), recs.git.length);
+  assert.equal(await prom.waitForValue('sum(model_gateway_tokens_total{type="input"})', (v) => v === input, t.signal), input);
+  assert.equal(await prom.waitForValue('sum(model_gateway_requests_total)', (v) => v === recs.model.length, t.signal), recs.model.length);
+  assert.equal(await prom.waitForValue('sum(git_proxy_requests_total)', (v) => v === recs.git.length, t.signal), recs.git.length);
 
   // Every query of the shipped Grafana dashboard runs without error.
   const dashboard = JSON.parse(readFileSync(join(ROOT, 'grafana', 'dashboard.json'), 'utf8')) as { panels: { title: string; targets: { expr: string }[] }[] };

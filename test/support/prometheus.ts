@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { get } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { eventually } from './eventually.ts';
 
 export interface Sample {
   name: string;
@@ -69,8 +70,8 @@ export interface PromQueryResult {
 export interface PrometheusServer {
   readonly url: string;
   query(expr: string): Promise<PromQueryResult>;
-  /** Polls an instant query until `accept` holds for its first value (bounded by timeoutMs). */
-  waitForValue(expr: string, accept: (v: number) => boolean, timeoutMs?: number): Promise<number>;
+  /** Polls an instant query until `accept` holds for its first value, bounded by the test's timeout (`signal`, t.signal; see eventually). */
+  waitForValue(expr: string, accept: (v: number) => boolean, signal: AbortSignal): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -106,19 +107,20 @@ export async function startPrometheus(targets: readonly string[]): Promise<Prome
     return {
       url,
       query,
-      async waitForValue(expr, accept, timeoutMs = 20_000) {
-        const deadline = Date.now() + timeoutMs;
+      async waitForValue(expr, accept, signal) {
         let last = NaN;
-        while (Date.now() < deadline) {
-          const r = await query(expr);
-          const v = r.data?.result[0]?.value[1];
-          if (v !== undefined) {
-            last = Number(v);
-            if (accept(last)) return last;
-          }
-          await new Promise((res) => setTimeout(res, 100)); // the scrape interval
+        const accepted = async () => {
+          const v = (await query(expr)).data?.result[0]?.value[1];
+          if (v === undefined) return false;
+          last = Number(v);
+          return accept(last);
+        };
+        try {
+          await eventually(`${expr} to be accepted`, accepted, signal, 100); // the scrape interval
+        } catch (err) {
+          throw new Error(`${(err as Error).message}; last value ${last}`);
         }
-        throw new Error(`${expr}: last value ${last} not accepted within ${timeoutMs} ms`);
+        return last;
       },
       async close() {
         child.kill('SIGTERM');

@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { eventually } from './eventually.ts';
 
 export interface RedisServer {
   readonly port: number;
@@ -21,19 +22,16 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** Resolves once the port accepts connections; gives up when `gone()` says the server will not come, or after 10 s. */
+/** Resolves once the port accepts connections, or early when `gone()` says the server will not come (the caller reports why). No test
+ *  context here (redis-server starts in before() hooks and between steps), so only eventually's 120 s hang guard bounds the wait. */
 async function accepting(port: number, gone: () => boolean): Promise<void> {
-  for (const deadline = Date.now() + 10_000; ; ) {
-    if (gone()) return;
-    if (Date.now() > deadline) throw new Error(`redis-server did not accept connections on port ${port} within 10 s`);
-    const ok = await new Promise<boolean>((resolve) => {
+  const connects = () =>
+    new Promise<boolean>((resolve) => {
       const s = connect(port, '127.0.0.1');
       s.once('connect', () => (s.destroy(), resolve(true)));
       s.once('error', () => resolve(false));
     });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await eventually(`redis-server accepting connections on port ${port}`, async () => gone() || (await connects()), new AbortController().signal, 20);
 }
 
 /** `extra` are more redis-server flags (e.g. `--requirepass`), kept across stop and start. */
