@@ -33,7 +33,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
   const { gateway, hostedTools } = config;
   const { metrics, prices } = shared;
   const keys = openVerifier(config.botKeys, config.maxTokenLifetimeSec, { log, onProblem: (listener) => metrics?.keyFileProblem(listener) });
-  const limits = openLimits(options, keys !== undefined || shared.serviceAccounts !== undefined, shared.store, log, metrics);
+  const limits = openLimits(config.limits, options, keys !== undefined || shared.serviceAccounts !== undefined, shared.store, log, metrics);
   const providers = openProviders(gateway, env, config.egress, (provider, outcome) => {
     metrics?.credentialRefresh(provider, outcome.ok);
     if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });

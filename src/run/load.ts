@@ -16,6 +16,7 @@ import { formatRepoPattern } from '../git/scope.ts';
 import { parseGatewayEnv, type GatewayConfig } from '../gateway/config.ts';
 import { parsePrices, type PriceTable } from '../gateway/prices.ts';
 import { hostedToolsPolicy } from '../gateway/protocols/tools.ts';
+import { parseLimitsFile, type LimitsPolicy } from '../limits/policy.ts';
 import { parseSigningKey } from '../auth/jwt.ts';
 import { loadListenerKeys, type ListenerKeys } from './keys.ts';
 import { gitCredentialFiles, modelCredentialFiles, type CredentialFile } from './readiness.ts';
@@ -123,6 +124,14 @@ export interface ServeConfig {
   readonly egress: Egress;
   /** The credential files each listener needs, checked at start-up and by every /healthz (readiness.ts). */
   readonly credentialFiles: { readonly git: readonly CredentialFile[]; readonly model: readonly CredentialFile[] };
+  /** The gateway's --limits file, read once here: what the gateway enforces is what the start-up warnings judge. */
+  readonly limits: LimitsFile | undefined;
+}
+
+/** A --limits file as read: its policy and its name. */
+export interface LimitsFile {
+  readonly policy: LimitsPolicy;
+  readonly file: string;
 }
 
 /** Everything `serve` needs to know before it starts anything. */
@@ -149,5 +158,6 @@ export function loadServeConfig(options: ServeOptions, env: NodeJS.ProcessEnv): 
   // A host whose token is a file is configured even while the file is missing: the listener
   // starts, names the file and answers /healthz 503 until it is mounted, as the gateway does.
   const gitEnabled = env.GIT_AUTH_ENABLED === 'true' || hostStates.some((h) => h.credential === 'present') || credentialFiles.git.some((f) => f.what === 'token file');
-  return { gitUpstreams, gitKeys, botKeys, gateway, hostedTools, maxTokenLifetimeSec, hostStates, gitEnabled, credentialFiles, egress };
+  const limits = gateway.enabled && options.limitsFile !== undefined ? { policy: parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile), file: options.limitsFile } : undefined;
+  return { gitUpstreams, gitKeys, botKeys, gateway, hostedTools, maxTokenLifetimeSec, hostStates, gitEnabled, credentialFiles, egress, limits };
 }

@@ -8,11 +8,10 @@ import type { LineWriter, LogSink } from '../http/log.ts';
 import type { LogEvent } from './log-events.ts';
 import { writeProxyError } from '../http/respond.ts';
 import { startListener, type Listener } from '../http/server.ts';
-import { parseLimitsFile } from '../limits/policy.ts';
 import { serveMetrics } from '../metrics/registry.ts';
 import { startGateway } from './gateway.ts';
 import { startGit } from './git.ts';
-import { loadServeConfig, openFilesLimit, readTextFile, type ServeConfig } from './load.ts';
+import { loadServeConfig, openFilesLimit, type ServeConfig } from './load.ts';
 import { credentialFileWarnings, notReadyReason, unusableFiles, type CredentialFile } from './readiness.ts';
 import { openShared, type Shared } from './shared.ts';
 import { installProcessNets, installShutdown, type Shutdown } from './shutdown.ts';
@@ -43,12 +42,10 @@ export async function startServing(options: ServeOptions, env: NodeJS.ProcessEnv
   shutdown.setMetrics(await startMetrics(options.metricsListen, shared.metrics, shared, [...shutdown.proxies], needed, log, lines));
 }
 
-/** The workload policy the listeners hold, and the --limits file that caps its entries' limits, for the warnings. */
+/** The workload policy the listeners hold, and the --limits file (as the gateway read it) that caps its entries' limits, for the warnings. */
 function policyFacts(options: ServeOptions, config: ServeConfig, shared: Shared): PolicyFacts | undefined {
   if (options.workloadPolicyFile === undefined) return undefined;
-  const policy = shared.workloadPolicy()();
-  const limitsFile = config.gateway.enabled ? options.limitsFile : undefined;
-  return { policy, limits: limitsFile === undefined ? undefined : { policy: parseLimitsFile(readTextFile(limitsFile, '--limits:'), limitsFile), file: limitsFile } };
+  return { policy: shared.workloadPolicy()(), limits: config.limits };
 }
 
 /** With neither listener enabled there is nothing to serve: the error says how to enable one (main exits 1). */

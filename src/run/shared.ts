@@ -14,14 +14,14 @@ import { NOT_REVOKED, type RevocationCheck, type RevocationVerdict } from '../au
 import { storeRevocations } from '../auth/redis-revocations.ts';
 import { LocalLimits, type LimitsStore } from '../limits/admission.ts';
 import { RedisLimits } from '../limits/redis-store.ts';
-import { parseLimitsFile, type LimitsPolicy } from '../limits/policy.ts';
+import type { LimitsPolicy } from '../limits/policy.ts';
 import { RespClient } from '../store/resp.ts';
 import { parseStoreUrl, storePassword } from '../store/config.ts';
 import { StoreStateWatch } from '../store/state-marker.ts';
 import type { TokenSource } from '../auth/verifier.ts';
 import type { WorkloadPolicy } from '../auth/workload-policy.ts';
 import { sharedWorkloadPolicy } from './policy-file.ts';
-import { loadPrices, readTextFile } from './load.ts';
+import { loadPrices, type LimitsFile } from './load.ts';
 import { openServiceAccounts } from './service-accounts.ts';
 
 type ProxyMetrics = ReturnType<typeof createProxyMetrics>;
@@ -122,11 +122,10 @@ function openStore(options: ServeOptions, log: LogSink<LogEvent>, metrics: Store
  * The limits (--limits), held in this process or in the shared store. They apply per verified
  * identity, so they need bot keys (MODEL_PROXY_SIGNING_KEY, its _FILE, --bot-keys): an identity from headers is the caller's say-so.
  */
-export function openLimits(options: ServeOptions, botAuth: boolean, shared: SharedStore | undefined, log: LogSink<LogEvent>, metrics: StoreMetrics | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
-  if (options.limitsFile === undefined) return undefined;
+export function openLimits(limits: LimitsFile | undefined, options: ServeOptions, botAuth: boolean, shared: SharedStore | undefined, log: LogSink<LogEvent>, metrics: StoreMetrics | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
+  if (limits === undefined) return undefined;
   if (!botAuth) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (or MODEL_PROXY_SIGNING_KEY_FILE, or --bot-keys; without a key, identities are the callers\' own headers)');
-  const file = parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile);
-  const policy: LimitsPolicy = options.allowUnpricedModels ? { ...file, unpricedModels: 'allowed' } : file;
+  const policy: LimitsPolicy = options.allowUnpricedModels ? { ...limits.policy, unpricedModels: 'allowed' } : limits.policy;
   if (shared === undefined) return { store: new LocalLimits(policy), policy };
   const store = new RedisLimits(policy, shared.client, options.limitsStoreFailure, {
     stateLost: shared.stateLost,
