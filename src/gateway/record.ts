@@ -12,6 +12,14 @@ import type { ApiName, CallSummary } from './protocols/protocol.ts';
 import { microDollars } from './prices.ts';
 import type { Provider } from './providers.ts';
 
+/**
+ * The statuses by which a provider refuses the gateway's own credential, and the error a call so
+ * refused records (relay.ts answers the bot 502 upstream_auth_failed): what the metrics count as
+ * a rejected credential.
+ */
+export const CREDENTIAL_REJECTED_STATUSES = [401, 403] as const;
+export const credentialRejectedError = (status: number): string => `upstream_${status}`;
+
 /** What one model call did: the access log line, and what the metrics count. */
 export type ModelRequestRecord = {
   readonly event: 'request';

@@ -15,6 +15,7 @@ import { isIdentity, StreamRedactor } from '../http/redact.ts';
 import type { GatewayCall } from './call.ts';
 import { EventStreamFramer, EventStreamGuard } from './eventstream.ts';
 import type { WireProtocol } from './protocols/protocol.ts';
+import { CREDENTIAL_REJECTED_STATUSES, credentialRejectedError } from './record.ts';
 import { SseFramer } from './sse.ts';
 
 /** Non-streamed bodies are copied for usage extraction only up to this size. */
@@ -27,7 +28,7 @@ export function answerKind(status: number, contentEncoding: string | undefined, 
   // llhttp reads a status of 000 or 099; Node cannot write one back.
   if (!isRelayableStatus(status)) return 'bad_status';
   // The upstream refused the gateway's own credential: the bot can do nothing about it.
-  if (status === 401 || status === 403) return 'gateway_key_refused';
+  if ((CREDENTIAL_REJECTED_STATUSES as readonly number[]).includes(status)) return 'gateway_key_refused';
   if (status >= 400) return 'error_body';
   // Asked for identity, answered compressed: neither the usage nor an echoed key could be read.
   if (!isIdentity(contentEncoding)) return 'encoded';
@@ -75,7 +76,7 @@ export async function relayAnswer(call: GatewayCall, upstream: IncomingMessage, 
       // dropped unread (it may echo the key).
       upstream.resume();
       ctx.log({ event: 'config_error', listener: 'model', provider: provider.name, status, message: `the upstream refused the gateway API key of provider ${provider.name} (${provider.origin}): check the key and its permissions` });
-      call.refuse({ error: ERRORS.upstreamAuthFailed }, `upstream_${status}`);
+      call.refuse({ error: ERRORS.upstreamAuthFailed }, credentialRejectedError(status));
       return;
     case 'encoded':
       upstream.resume();

@@ -5,7 +5,7 @@
 import { readdirSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { ERRORS, type UpstreamFailure } from '../http/errors.ts';
-import type { ModelRequestRecord } from '../gateway/record.ts';
+import { CREDENTIAL_REJECTED_STATUSES, credentialRejectedError, type ModelRequestRecord } from '../gateway/record.ts';
 import type { GitRequestRecord } from '../git/record.ts';
 import { Registry } from './registry.ts';
 import { costUsd, type PriceTable } from '../gateway/prices.ts';
@@ -38,11 +38,8 @@ const GATEWAY_REFUSALS: ReadonlySet<string> = new Set(
     .map((e) => e.code),
 );
 
-/**
- * A model call's record error when its provider refused the gateway's own credential: relay.ts
- * answers the client 502 upstream_auth_failed and records the upstream's status as the error.
- */
-const MODEL_CREDENTIAL_REJECTED: ReadonlySet<string> = new Set(['upstream_401', 'upstream_403']);
+/** A model call's record error when its provider refused the gateway's own credential (gateway/record.ts). */
+const MODEL_CREDENTIAL_REJECTED: ReadonlySet<string> = new Set(CREDENTIAL_REJECTED_STATUSES.map(credentialRejectedError));
 
 // Refusals by the workload token or the hosts file's limits. A request without a token is not
 // one: git's first request of every command is answered with the 401 challenge by design.
