@@ -20,7 +20,8 @@
 // key files (src/auth/key-files.ts): a key-set file that is gone empties the set, so that removing
 // it stops trusting the issuer from the next request (fail closed) until a file is back. The refresh decisions are pure
 // (`fetchDue`); the clock and the fetch are passed in, so that tests drive them.
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { fileStamp } from '../config/file-stamp.ts';
 import { request as httpsRequest } from 'node:https';
 import { tunnelAgentFor } from '../http/forward.ts';
 import type { Egress } from '../http/tunnel.ts';
@@ -63,7 +64,7 @@ function isGoneError(err: unknown): boolean {
 }
 
 /**
- * The key set in a mounted file, read again when its inode, size or modification time changed.
+ * The key set in a mounted file, read again when its stamp (file-stamp.ts) changed.
  * A file that no longer reads or parses keeps the last good set; a file that is gone empties it.
  */
 export function fileKeySet(path: string, report: (event: KeySetEvent) => void): KeySetSource {
@@ -74,8 +75,7 @@ export function fileKeySet(path: string, report: (event: KeySetEvent) => void): 
   const check = (): ReadonlyMap<string, JwkKey> => {
     let problem: string;
     try {
-      const st = statSync(path);
-      const next = `${st.ino}:${st.size}:${st.mtimeMs}`;
+      const next = fileStamp(path);
       if (next === stamp) return keys;
       const parsed = parseJwks(readFileSync(path));
       stamp = next;

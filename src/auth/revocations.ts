@@ -3,7 +3,8 @@
 // the next request on. It is a file (a mounted volume every replica reads), re-read whenever it
 // changes; `node proxy.js revoke` writes it. An entry lives as long as the tokens it stops can
 // (--max-token-lifetime), so the list stays small.
-import { readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { fileStamp } from '../config/file-stamp.ts';
 import { isObject } from '../json/keys.ts';
 import { parseStrictJson } from '../json/strict.ts';
 import type { WorkloadIdentity } from './identity.ts';
@@ -49,9 +50,9 @@ export function revocationList(path: string, onError: (message: string) => void)
   return {
     reason(who, nowSec) {
       try {
-        let st;
+        let next: string;
         try {
-          st = statSync(path);
+          next = fileStamp(path);
         } catch (err) {
           // No file yet: nothing is revoked (revoke creates it).
           if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
@@ -59,7 +60,6 @@ export function revocationList(path: string, onError: (message: string) => void)
           entries = [];
           return undefined;
         }
-        const next = `${st.ino}:${st.size}:${st.mtimeMs}`;
         if (next !== stamp) {
           entries = parseRevocations(readFileSync(path, 'utf8'));
           stamp = next;

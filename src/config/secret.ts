@@ -1,7 +1,8 @@
 // Credentials are read when a request needs them, never cached from start-up: from an
 // environment variable, or from a file that is re-read whenever it changes (mounted secrets
 // rotate by replacing the file, or the symlink in front of it).
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { fileStamp } from './file-stamp.ts';
 
 export type SecretRef = { readonly env: string } | { readonly file: string };
 
@@ -53,8 +54,8 @@ export function describeSecretRef(ref: SecretRef): string {
 }
 
 /**
- * A file secret costs one stat() per read; the file itself is read again only when its
- * identity, size or modification time changed.
+ * A file secret costs one stat() per read; the file itself is read again only when its stamp
+ * (file-stamp.ts) changed.
  */
 export function fileSecret(path: string, judge: (raw: string) => SecretRead = sanitizeSecret): SecretSource {
   let stamp = '';
@@ -64,8 +65,7 @@ export function fileSecret(path: string, judge: (raw: string) => SecretRead = sa
     read(): SecretRead {
       let next: string;
       try {
-        const st = statSync(path);
-        next = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
+        next = fileStamp(path);
         if (next === stamp) return cached;
         cached = judge(readFileSync(path, 'utf8'));
       } catch {

@@ -1,7 +1,8 @@
 // Start-up: the --workload-policy file, which the certificate source (mutual TLS) and the
 // service-account source both read: opened once for the process, so that an edit is read, and
 // logged, once, and both listeners see the same policy.
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { fileStamp } from '../config/file-stamp.ts';
 import { parseWorkloadPolicy, type WorkloadPolicy } from '../auth/workload-policy.ts';
 import type { LogSink } from '../http/log.ts';
 import type { LogEvent } from './log-events.ts';
@@ -9,16 +10,13 @@ import { readTextFile } from './load.ts';
 
 /**
  * The workload policy file as it is now: parsed at start-up (a mistake stops it), then read
- * again when its size, time or inode changed (Kubernetes' `..data` swap). A file that no longer
+ * again when its stamp changed (file-stamp.ts: a Kubernetes `..data` swap, any write). A file that no longer
  * reads or parses keeps the last good policy; a file that is gone is an empty policy, so that
  * removing it takes every grant away from the next request (fail closed, as a removed key file
  * does) until a file is back. Each problem is logged once (`config_error`).
  */
 function workloadPolicyFile(path: string, log: LogSink<LogEvent>): () => WorkloadPolicy {
-  const stamp = (): string => {
-    const s = statSync(path);
-    return `${s.ino}:${s.size}:${s.mtimeMs}`;
-  };
+  const stamp = (): string => fileStamp(path);
   let seen = stamp();
   let policy = parseWorkloadPolicy(readTextFile(path, '--workload-policy'), path);
   let lastProblem = '';
