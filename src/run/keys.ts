@@ -33,8 +33,7 @@ const KEYS_FLAG: Record<KeyListener, string> = { model: '--bot-keys', git: '--gi
  */
 export function loadListenerKeys(listener: KeyListener, secret: Buffer | undefined, env: NodeJS.ProcessEnv, keysPath: string | undefined): ListenerKeys | undefined {
   const variable = VARIABLE[listener];
-  const secretFile = env[`${variable}_FILE`] || undefined;
-  if (secret !== undefined && secretFile !== undefined) throw new Error(`${variable} and ${variable}_FILE are both set: set one (the file is re-read when it changes)`);
+  const secretFile = secretFileBeside(listener, secret, env, { after: ' (the file is re-read when it changes)' });
   const files = [
     ...(secretFile === undefined ? [] : [new KeyFiles({ path: secretFile, kind: 'secret', name: `${variable}_FILE` })]),
     ...(keysPath === undefined ? [] : [new KeyFiles({ path: keysPath, kind: 'keys', name: KEYS_FLAG[listener] })]),
@@ -43,6 +42,17 @@ export function loadListenerKeys(listener: KeyListener, secret: Buffer | undefin
   const keys = { listener, secret, files };
   ringOf(keys);
   return keys;
+}
+
+/**
+ * The listener's *_FILE (the key without kid, from a file), refused beside its variable's secret:
+ * the rule serve and mint-token share, each with its own words around the message.
+ */
+function secretFileBeside(listener: KeyListener, secret: Buffer | undefined, env: NodeJS.ProcessEnv, words: { before?: string; after?: string }): string | undefined {
+  const variable = VARIABLE[listener];
+  const file = env[`${variable}_FILE`] || undefined;
+  if (secret !== undefined && file !== undefined) throw new Error(`${words.before ?? ''}${variable} and ${variable}_FILE are both set: set one${words.after ?? ''}`);
+  return file;
 }
 
 function ringOf(keys: ListenerKeys): KeyRing {
@@ -130,8 +140,7 @@ export function mintingKey(listener: KeyListener, env: NodeJS.ProcessEnv, keyFil
   }
   const variable = VARIABLE[listener];
   const secret = parseSigningKey(variable, env[variable]);
-  const file = env[`${variable}_FILE`] || undefined;
-  if (secret !== undefined && file !== undefined) throw new Error(`mint-token: ${variable} and ${variable}_FILE are both set: set one`);
+  const file = secretFileBeside(listener, secret, env, { before: 'mint-token: ' });
   if (secret !== undefined) return { kid: undefined, alg: 'HS256', key: secret };
   if (file === undefined) return undefined;
   return { kid: undefined, alg: 'HS256', key: secretFromFile(`${variable}_FILE ${file}`, readMintKey(file, `${variable}_FILE`)) };
