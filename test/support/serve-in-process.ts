@@ -19,8 +19,19 @@ import { startProxy, type LogRecord, type ProxyProcess, type StartOptions } from
 
 type Exit = { code: number | null; signal: NodeJS.Signals | null };
 
+/**
+ * Whether `serve` here would behave as a bundle started with `env`: the variables Node itself
+ * reads at start (NODE_TLS_REJECT_UNAUTHORIZED, NODE_OPTIONS, ...) are this process's, not
+ * `env`'s, so any of them but NODE_EXTRA_CA_CERTS needs the bundle; and that one must name the
+ * CA this process trusts (see above).
+ */
+function servesHereLikeTheBundle(env: Readonly<Record<string, string>>): boolean {
+  if (Object.keys(env).some((name) => name.startsWith('NODE_') && name !== 'NODE_EXTRA_CA_CERTS')) return false;
+  return trustsLikeThisProcess(env);
+}
+
 /** Whether a bundle started with `env` would trust no CA this process does not (see above). */
-export function trustsLikeThisProcess(env: Readonly<Record<string, string>>): boolean {
+function trustsLikeThisProcess(env: Readonly<Record<string, string>>): boolean {
   const wanted = env.NODE_EXTRA_CA_CERTS;
   if (wanted === undefined) return true;
   const here = process.env.NODE_EXTRA_CA_CERTS;
@@ -35,7 +46,7 @@ export function trustsLikeThisProcess(env: Readonly<Record<string, string>>): bo
 /** The proxy's `serve`, in this process when it trusts the same CAs (see above), else the bundle. */
 export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
   if (opts.cwd !== undefined) throw new Error('startServe: a working directory of its own needs the bundle (startProxy)');
-  if (!trustsLikeThisProcess(opts.env)) return startProxy(opts);
+  if (!servesHereLikeTheBundle(opts.env)) return startProxy(opts);
   const args = [...(opts.args ?? ['--git-auth-listen', '127.0.0.1:0'])];
   if (!args.some((a) => a.startsWith('--metrics-listen'))) args.push('--metrics-listen', '127.0.0.1:0');
   const cli = parseCommandLine(args);
@@ -70,6 +81,14 @@ export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
   }
   const ports: Record<string, number> = {};
   for (const rec of records) if (rec.event === 'listening') ports[String(rec.listener)] = Number(String(rec.address).split(':').pop());
+  // The listeners the test waits for, as startProxy waits for them: each must have announced itself.
+  const metricsOff = args.some((a, i) => a === '--metrics-listen=off' || (a === '--metrics-listen' && args[i + 1] === 'off'));
+  for (const name of [...(opts.listeners ?? ['git']), ...(metricsOff ? [] : ['metrics'])]) {
+    if (ports[name] === undefined) {
+      shutdown.stop('SIGTERM');
+      throw new Error(`startServe: the ${name} listener did not start; output:\n${out}`);
+    }
+  }
 
   const waitForRecord = (match: (r: LogRecord) => boolean, what = 'log record'): Promise<LogRecord> => {
     const seen = records.find(match);
