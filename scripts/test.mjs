@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // npm test. The steps and what each needs:
-//   1. build dist/proxy.js, then audit it (the integration tests run that file);
+//   1. build dist/proxy.js, then audit it (the integration tests that test the process run that file);
 //   2. at the same time, as they need nothing of each other: the type check and the unused
 //      exports (one TypeScript program, check-exports.mjs --typecheck), the SSE fixture check,
 //      and every test file under node --test.
@@ -31,8 +31,9 @@
 //
 // The test processes trust the default test PKI's CA (NODE_EXTRA_CA_CERTS, which Node reads only
 // when a process starts): a test may then serve the proxy in its own process instead of starting
-// the bundle, with the trust the bundle would have (test/support/serve-in-process.ts). A test that
-// needs a CA its peer does not trust uses another PKI (makeTestPki('other')).
+// the bundle, trusting the CA its environment names, as the bundle would (and this one besides:
+// test/support/serve-in-process.ts). A test that needs a CA its peer does not trust uses another
+// PKI (makeTestPki('other')).
 //
 //   node scripts/test.mjs                       everything, as npm test
 //   node scripts/test.mjs test/unit/x.test.ts   only the given test files (build and checks too)

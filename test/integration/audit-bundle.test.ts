@@ -47,7 +47,7 @@ function tampered(edit: (bundle: string) => string): string {
  */
 function reachableFromMain(): string[] {
   const seen = new Set<string>();
-  const erased = (source: string) => !/^export\s+(?!const enum |type |interface )/m.test(source);
+  const erased = (source: string) => /^export\s+(const enum|type|interface) /m.test(source) && !/^export\s+(?!const enum |type |interface )/m.test(source);
   const visit = (file: string) => {
     if (seen.has(file)) return;
     const source = readFileSync(join(ROOT, file), 'utf8');

@@ -1,5 +1,5 @@
 // Request bodies an upstream could read another way, and bodies that would hold the event loop,
-// against the BUILT gateway: each reproduced case-folded request is refused with 400 and never
+// against the gateway: each reproduced case-folded request is refused with 400 and never
 // reaches the upstream; a body of millions of objects is refused by the scan before it is parsed,
 // while /healthz keeps answering and the event loop stays free.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// A request body that stops arriving is cut on both listeners of the BUILT proxy
+// A request body that stops arriving is cut on both listeners of the proxy
 // (--body-timeout): after a complete head and one body byte, nothing more. The connection is
 // answered 408 and closed, the request is recorded, and on the git listener the upstream request
 // it had opened is cut with it. Before, such a connection was held for good (19,980 of them took

@@ -1,4 +1,4 @@
-// Claude Code's Bedrock and Vertex modes through the BUILT gateway, as the recorded requests show
+// Claude Code's Bedrock and Vertex modes through the gateway, as the recorded requests show
 // them: the model from the path, the project and region bound to the provider's, a Vertex call
 // with a minted Google token (fake token endpoint that checks the assertion) streaming SSE, a
 // Bedrock call signed with SigV4 (checked by the fake) streaming AWS event-stream frames relayed

@@ -1,4 +1,4 @@
-// Credential sources through the BUILT gateway: an OpenAI-kind provider whose credential is a
+// Credential sources through the gateway: an OpenAI-kind provider whose credential is a
 // Google service account (Vertex AI's OpenAI-compatible endpoint is such a pair) against a fake
 // token endpoint that verifies the assertion's signature and claims; one whose token endpoint
 // refuses (502 naming the provider, logged, counted); and an OpenAI-kind provider whose calls

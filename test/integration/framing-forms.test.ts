@@ -1,4 +1,4 @@
-// Every framing a client can put on a bodiless request (a GET), on both listeners of the BUILT
+// Every framing a client can put on a bodiless request (a GET), on both listeners of the
 // proxy, each with what the upstream received. The rule: a GET or HEAD that announces a body is
 // refused with 400 before any handler runs (server.ts bodylessMethodError), and what the proxy
 // forwards without a body carries no Content-Length or Transfer-Encoding (forward.ts

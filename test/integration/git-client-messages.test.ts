@@ -1,5 +1,5 @@
 // What the REAL git and git-lfs print when the proxy refuses something: the proxy's answers are
-// only useful if the clients show them. Each test runs the client against the BUILT proxy and
+// only useful if the clients show them. Each test runs the client against the proxy and
 // checks its stderr line for line.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';

@@ -1,4 +1,4 @@
-// Limits through the BUILT gateway, on every way a call can end: a call's concurrency slot comes
+// Limits through the gateway, on every way a call can end: a call's concurrency slot comes
 // back on each (success, an upstream error, a client that leaves, a stream the upstream cuts, the
 // stream idle timeout), shown by the next call of the same instance being admitted under a
 // concurrency limit of one; and the usage a workload could dodge is charged all the same, by an

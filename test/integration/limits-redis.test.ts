@@ -1,4 +1,4 @@
-// Limits shared by replicas through a real redis-server: two BUILT gateways sharing one Redis hold
+// Limits shared by replicas through a real redis-server: two gateways sharing one Redis hold
 // one budget together; with Redis stopped, the failure policy applies (closed: 503 with
 // Retry-After, open: calls go through), logged and counted; Redis back, the gateway recovers
 // without a restart.

@@ -1,5 +1,5 @@
 // The limits store's password (--limits-store-password-file) against a real redis-server with
-// requirepass: the BUILT gateway authenticates with it, a refused password is reported (never
+// requirepass: the gateway authenticates with it, a refused password is reported (never
 // echoed) and refuses calls as the failure policy says, and a rotated file is used from the next
 // connection on, without a restart. Rotation: the new password is set on Redis, the file is
 // rewritten, and Redis drops its clients (as a failover or a restart would).

@@ -1,5 +1,5 @@
 // A shared store that lost its state, against a real redis-server: restarted without persistence
-// it comes back empty, its revocations and spend gone. The BUILT gateway finds it (the state marker
+// it comes back empty, its revocations and spend gone. The gateway finds it (the state marker
 // it knew is gone), logs and counts it, and under --limits-store-failure closed refuses calls and
 // treats tokens as unchecked until an operator confirms the store (confirm-store-reset); under open
 // it says so and goes on. A store restarted with its state (AOF) is not a loss. Start-up warns

@@ -1,4 +1,4 @@
-// Limits per workload through the BUILT gateway (--limits): a spent run budget is answered the way
+// Limits per workload through the gateway (--limits): a spent run budget is answered the way
 // each agent stops on (OpenAI routes: 429 insufficient_quota; the Messages route: 402
 // billing_error), naming the budget, the spend and the limit; a concurrency limit is a 429 with
 // Retry-After; a call's slot comes back however the call ends, a client that leaves included.

@@ -1,4 +1,4 @@
-// Pipelined requests on one client connection, against the BUILT proxy, on both listeners: a
+// Pipelined requests on one client connection, against the proxy, on both listeners: a
 // request is not sent upstream before the one ahead of it on the same connection has finished,
 // and a client that disconnects cancels everything it had queued. Before, each pipelined request
 // opened its own upstream connection at once, and those queued behind the first outlived the

@@ -1,4 +1,4 @@
-// Prices that cannot be dodged, through the BUILT gateway under a money budget (--limits): the
+// Prices that cannot be dodged, through the gateway under a money budget (--limits): the
 // values that bill at other rates than the price table's are refused in every form on every route
 // (the security review's finding 5: `anthropic_beta` in the body of a Bedrock or Vertex call
 // passed while the header form was refused), a model without a price is refused unless the

@@ -1,4 +1,4 @@
-// Hostile HTTP/1.1 framing against the built bundle, on raw sockets: request smuggling
+// Hostile HTTP/1.1 framing against the proxy, on raw sockets: request smuggling
 // (Content-Length with Transfer-Encoding, duplicate lengths, odd transfer codings, broken
 // chunks), header injection (obsolete folding, bare CR/LF, NUL), oversized heads, non-origin
 // targets, CONNECT and upgrades, and malformed request lines. Every row is sent to both

@@ -1,4 +1,4 @@
-// One stored-state rule and one content-by-URL rule for every protocol, against the BUILT gateway
+// One stored-state rule and one content-by-URL rule for every protocol, against the gateway
 // with an OpenAI-kind and an Anthropic-kind upstream: each reference form is refused on its
 // protocol with the same error code, never reaches the upstream, and inline content passes.
 // Content by URL passes once the operator allows url_content, stored state never does.

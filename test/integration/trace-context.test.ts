@@ -1,4 +1,4 @@
-// W3C trace context through the BUILT proxy, on both listeners: a valid traceparent/tracestate
+// W3C trace context through the proxy, on both listeners: a valid traceparent/tracestate
 // reaches the upstream (the tracestate without its optional whitespace) and its trace-id and
 // parent-id are in the request record; an invalid one reaches no upstream, is recorded as null,
 // and the call goes on as if none was sent. The rules one by one: test/unit/trace-context.test.ts.
