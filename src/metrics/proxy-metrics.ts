@@ -152,7 +152,7 @@ function recordGitRequest(m: Families, r: GitRequestRecord): void {
 }
 
 /** Process and listener gauges, read when scraped. */
-function watchProcessGauges(registry: Registry, m: Families, connections: () => ReadonlyMap<string, number>, logLinesDropped: () => number): void {
+function watchProcessGauges(registry: Registry, m: Families, connections: () => ReadonlyMap<string, number>, logLinesDropped: () => number): () => void {
   let droppedSeen = 0;
   // The histogram measures each sampling timer's delay including the interval itself.
   const LAG_RESOLUTION_MS = 10;
@@ -177,6 +177,7 @@ function watchProcessGauges(registry: Registry, m: Families, connections: () => 
     if (dropped > droppedSeen) m.logDropped.inc([], dropped - droppedSeen);
     droppedSeen = dropped;
   });
+  return () => lag.disable();
 }
 
 export function createProxyMetrics(opts: ProxyMetricsOptions) {
@@ -227,8 +228,9 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     },
 
     /** Process and listener gauges, read when scraped. */
-    watchProcess(connections: () => ReadonlyMap<string, number>, logLinesDropped: () => number): void {
-      watchProcessGauges(registry, m, connections, logLinesDropped);
+    /** Starts the process gauges; returns what stops their sampling. */
+    watchProcess(connections: () => ReadonlyMap<string, number>, logLinesDropped: () => number): () => void {
+      return watchProcessGauges(registry, m, connections, logLinesDropped);
     },
   };
 }

@@ -34,12 +34,13 @@ export async function startServing(options: ServeOptions, env: NodeJS.ProcessEnv
   const needed = [...(config.gitEnabled ? config.credentialFiles.git : []), ...(config.gateway.enabled ? config.credentialFiles.model : [])];
   for (const warning of credentialFileWarnings(unusableFiles(needed))) log(warning);
   const shared = openShared(options, env, config.egress, log);
+  shutdown.onExit(shared.release);
   if (config.gitEnabled) shutdown.addProxy(await startGit(options, config, shared, log));
   if (config.gateway.enabled) shutdown.addProxy(await startGateway(options, env, config, shared, log));
   const facts = { openFilesLimit: openFilesLimit(), proxyListeners: shutdown.proxies.length, caps: shared.caps, metricsCaps: options.metricsListen === undefined ? undefined : METRICS_LISTENER_CAPS };
   for (const warning of startupWarnings({ policy: policyFacts(options, config, shared), descriptors: facts })) log(warning);
   if (shared.metrics === undefined || options.metricsListen === undefined) return; // --metrics-listen off
-  shutdown.setMetrics(await startMetrics(options.metricsListen, shared.metrics, shared, [...shutdown.proxies], needed, log, lines));
+  shutdown.setMetrics(await startMetrics(options.metricsListen, shared.metrics, shared, shutdown, needed, log, lines));
 }
 
 /** The workload policy the listeners hold, and the --limits file (as the gateway read it) that caps its entries' limits, for the warnings. */
@@ -60,8 +61,9 @@ function refuseIfNothingEnabled(config: ServeConfig): void {
 }
 
 /** The metrics listener: a separate port, so that workloads need not (and, by network policy, cannot) reach it. */
-async function startMetrics(address: NonNullable<ServeOptions['metricsListen']>, metrics: NonNullable<Shared['metrics']>, shared: Shared, proxies: readonly Listener[], credentialFiles: readonly CredentialFile[], log: LogSink<LogEvent>, lines: LineWriter): Promise<Listener> {
-  metrics.watchProcess(() => new Map(proxies.map((l) => [l.name, l.connections()])), () => lines.dropped());
+async function startMetrics(address: NonNullable<ServeOptions['metricsListen']>, metrics: NonNullable<Shared['metrics']>, shared: Shared, shutdown: Shutdown, credentialFiles: readonly CredentialFile[], log: LogSink<LogEvent>, lines: LineWriter): Promise<Listener> {
+  const proxies = [...shutdown.proxies];
+  shutdown.onExit(metrics.watchProcess(() => new Map(proxies.map((l) => [l.name, l.connections()])), () => lines.dropped()));
   const listener = await startListener({
     name: 'metrics',
     flag: 'metrics-listen',

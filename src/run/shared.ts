@@ -49,6 +49,8 @@ export interface Shared {
   readonly capped: ConnectionCapsOf;
   readonly listenerTimeouts: ListenerTimeouts;
   readonly upstreamTimeouts: { connectMs: number; responseMs: number; idleMs: number; bodyIdleMs: number };
+  /** Closes the store's connection and stops the series clock (the shutdown order's end). */
+  readonly release: () => void;
 }
 
 export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress: Egress, log: LogSink<LogEvent>): Shared {
@@ -60,10 +62,8 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress
     options.metricsListen === undefined
       ? undefined
       : createProxyMetrics({ maxSeriesPerFamily: options.metricsMaxSeries, seriesTtlMs: options.metricsSeriesTtlMs, runIdLabel: options.metricsRunIdLabel, prices });
-  if (metrics && options.metricsSeriesTtlMs > 0) {
-    // Series expiry runs on a coarse clock, so that recording a request never reads the time.
-    runCoarseClock(metrics.registry, () => performance.now());
-  }
+  // Series expiry runs on a coarse clock, so that recording a request never reads the time.
+  const clock = metrics && options.metricsSeriesTtlMs > 0 ? runCoarseClock(metrics.registry, () => performance.now()) : undefined;
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
   const store = openStore(options, log, metrics);
   const revoked = openRevocations(options, store, log, metrics);
@@ -72,7 +72,11 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress
   const caps = { total: options.maxConnections, perClient: options.maxConnectionsPerClient };
   const capped: ConnectionCapsOf = (listener, listenerCaps = caps) => ({ caps: listenerCaps, onConnectionRefused: (reason) => metrics?.connectionRefused(listener, reason) });
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs, bodyIdleMs: options.bodyTimeoutMs };
-  return { prices, metrics, store, revoked, serviceAccounts, workloadPolicy, caps, capped, listenerTimeouts, upstreamTimeouts };
+  const release = () => {
+    store?.client.close();
+    clearInterval(clock);
+  };
+  return { prices, metrics, store, revoked, serviceAccounts, workloadPolicy, caps, capped, listenerTimeouts, upstreamTimeouts, release };
 }
 
 /**

@@ -23,6 +23,11 @@ export interface Shutdown {
   /** The proxy listeners started so far. */
   readonly proxies: readonly Listener[];
   /**
+   * Runs `release` as the order ends, just before the exit: for what would outlive the listeners
+   * in a process that goes on (a test's): the store's connection, timers, the lag monitor.
+   */
+  onExit(release: () => void): void;
+  /**
    * The first call drains (the proxy listeners stop accepting and get the grace period to finish,
    * then the metrics listener closes, then `exit(0)`); the second is a forced cut.
    */
@@ -35,8 +40,19 @@ export interface Shutdown {
  */
 export function shutdownOrder(graceMs: number, log: LogSink<LogEvent>, lines: LineWriter, exit: (code: number) => void): Shutdown {
   const proxies: Listener[] = [];
+  const releases: (() => void)[] = [];
   let metricsListener: Listener | undefined;
   let stopping = false;
+  const end = () => {
+    for (const release of releases.splice(0)) {
+      try {
+        release();
+      } catch {
+        // What was not released goes with the process; the exit is not held back for it.
+      }
+    }
+    exit(0);
+  };
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) {
       // Forced: every connection is cut now, and each call still open ends as a cut one:
@@ -44,7 +60,7 @@ export function shutdownOrder(graceMs: number, log: LogSink<LogEvent>, lines: Li
       log({ event: 'shutdown', signal, phase: 'forced' });
       void Promise.all(proxies.map((l) => l.cut(FORCED_CUT_DEADLINE_MS))).finally(() => {
         lines.flushSync();
-        exit(0);
+        end();
       });
       return;
     }
@@ -61,12 +77,13 @@ export function shutdownOrder(graceMs: number, log: LogSink<LogEvent>, lines: Li
         log({ event: 'shutdown', signal, phase: 'done' });
         return lines.drain();
       })
-      .then(() => exit(0));
+      .then(end);
   };
   return {
     addProxy: (listener) => void proxies.push(listener),
     setMetrics: (listener) => void (metricsListener = listener),
     proxies,
+    onExit: (release) => void releases.push(release),
     stop,
   };
 }

@@ -9,8 +9,7 @@ import { parseCommandLine, usage, UsageError, type ServeOptions } from '../../sr
 import { jsonLineSink, type LineWriter } from '../../src/http/log.ts';
 import { runCommand, type CommandContext } from '../../src/run/commands.ts';
 import { startServing } from '../../src/run/serve.ts';
-import { shutdownOrder, type Shutdown } from '../../src/run/shutdown.ts';
-import type { Listener } from '../../src/http/server.ts';
+import { shutdownOrder } from '../../src/run/shutdown.ts';
 
 /** What runProxyCommand (test/support/proxy-process.ts) returns for the same arguments and environment (PATH and `env`). */
 export async function runCommandInProcess(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -28,16 +27,24 @@ export async function runCommandInProcess(args: string[], env: Record<string, st
   throw new Error('serve started: these arguments are not refused; serve them with startServe');
 }
 
-/** Starts serve, which the caller expects to throw; if it starts after all, its listeners are closed (and the caller throws). */
+/**
+ * Starts serve, which the caller expects to throw. Whatever it started (listeners, the store's
+ * connection, timers) is then stopped through its shutdown order, whose lines are not output: the
+ * bundle would have exited.
+ */
 async function startRefused(options: ServeOptions, env: NodeJS.ProcessEnv, write: (line: string) => void): Promise<void> {
-  const lines: LineWriter = { write, dropped: () => 0, drain: () => Promise.resolve(), flushSync: () => {} };
-  const log = jsonLineSink(write);
-  const order = shutdownOrder(0, log, lines, () => {});
-  const started: Listener[] = [];
-  const shutdown: Shutdown = { ...order, addProxy: (l) => void (started.push(l), order.addProxy(l)), setMetrics: (l) => void (started.push(l), order.setMetrics(l)) };
+  let ended = false;
+  const output = (line: string) => void (ended || write(line));
+  const lines: LineWriter = { write: output, dropped: () => 0, drain: () => Promise.resolve(), flushSync: () => {} };
+  const log = jsonLineSink(output);
+  let exited!: () => void;
+  const exit = new Promise<void>((resolve) => (exited = resolve));
+  const shutdown = shutdownOrder(0, log, lines, () => exited());
   try {
     await startServing(options, env, log, lines, shutdown);
   } finally {
-    await Promise.all(started.map((l) => l.close(0)));
+    ended = true;
+    shutdown.stop('SIGTERM');
+    await exit;
   }
 }

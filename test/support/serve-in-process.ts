@@ -75,9 +75,11 @@ export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
   try {
     await startServing(cli.options, { PATH: process.env.PATH ?? '/usr/bin:/bin', ...opts.env }, log, lines, shutdown);
   } catch (err) {
-    // The bundle would exit 1 here; in this process the listeners started so far are closed.
-    await Promise.all(shutdown.proxies.map((l) => l.close(0)));
-    throw new Error(`proxy: ${(err as Error).message}; output:\n${out}`);
+    // The bundle would exit 1 here; in this process what started so far is stopped by the order.
+    const said = out;
+    shutdown.stop('SIGTERM');
+    await exited;
+    throw new Error(`proxy: ${(err as Error).message}; output:\n${said}`);
   }
   const ports: Record<string, number> = {};
   for (const rec of records) if (rec.event === 'listening') ports[String(rec.listener)] = Number(String(rec.address).split(':').pop());
@@ -85,8 +87,10 @@ export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
   const metricsOff = args.some((a, i) => a === '--metrics-listen=off' || (a === '--metrics-listen' && args[i + 1] === 'off'));
   for (const name of [...(opts.listeners ?? ['git']), ...(metricsOff ? [] : ['metrics'])]) {
     if (ports[name] === undefined) {
+      const said = out;
       shutdown.stop('SIGTERM');
-      throw new Error(`startServe: the ${name} listener did not start; output:\n${out}`);
+      await exited;
+      throw new Error(`startServe: the ${name} listener did not start; output:\n${said}`);
     }
   }
 

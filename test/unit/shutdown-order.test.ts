@@ -42,10 +42,11 @@ function order() {
   shutdown.addProxy(git.listener);
   shutdown.addProxy(model.listener);
   shutdown.setMetrics(metrics.listener);
+  shutdown.onExit(() => void steps.push('released'));
   return { shutdown, steps, exit, git, model, metrics };
 }
 
-test('shutdown order: the first stop closes the proxy listeners at once, the metrics listener only once they have drained, then exits 0', async () => {
+test('shutdown order: the first stop closes the proxy listeners at once, the metrics listener only once they have drained, releases what would outlive them, then exits 0', async () => {
   const { shutdown, steps, exit, git, model, metrics } = order();
   shutdown.stop('SIGTERM');
   assert.deepEqual(steps, ['git: close 30000', 'model: close 30000', 'metrics: draining', 'log: draining']);
@@ -57,7 +58,7 @@ test('shutdown order: the first stop closes the proxy listeners at once, the met
   assert.equal(steps.at(-1), 'metrics: close 0');
   metrics.release();
   assert.equal(await exit, 0);
-  assert.deepEqual(steps.slice(4), ['metrics: close 0', 'log: done', 'lines: drained', 'exit 0']);
+  assert.deepEqual(steps.slice(4), ['metrics: close 0', 'log: done', 'lines: drained', 'released', 'exit 0']);
 });
 
 test('shutdown order: a second stop while draining cuts every proxy connection, flushes the log and exits 0 once the cut calls have ended', async () => {
@@ -70,5 +71,5 @@ test('shutdown order: a second stop while draining cuts every proxy connection, 
   assert.ok(!steps.includes('exit 0'), 'not before every cut call has ended');
   model.release();
   assert.equal(await exit, 0);
-  assert.deepEqual(steps.slice(-2), ['lines: flushed', 'exit 0'], 'the log flushed, then the exit');
+  assert.deepEqual(steps.slice(-3), ['lines: flushed', 'released', 'exit 0'], 'the log flushed, what outlives the listeners released, then the exit');
 });
