@@ -16,7 +16,7 @@
 //                        nothing hold a socket that long
 // The listener counts a connection against its caps when it arrives, before the handshake
 // (server.ts), so handshakes in progress are capped as plain connections are.
-// The three files are checked again (their inode, size and time, at most once a second) when a
+// The three files are checked again (their inode, size and times, at most once a second) when a
 // connection arrives or a request begins, and read again only when one changed (a rotated
 // certificate, a CA added to or removed from the bundle, Kubernetes' `..data` swap); the context
 // is rebuilt and applies from the next connection. When the client CA bundle changed, the
@@ -77,7 +77,11 @@ function readMaterial(files: TlsFiles): TlsMaterial {
 
 const sameBytes = (a: Buffer | undefined, b: Buffer | undefined): boolean => (a === undefined || b === undefined ? a === b : a.equals(b));
 
-/** What the files look like without reading them: inode, size and time each (or the error), and whether one changed lately. */
+/**
+ * What the files look like without reading them: inode, size, modification and change times each
+ * (or the error; the change time, set by the kernel on every write, catches a rewrite that put the
+ * modification time back), and whether one was modified lately.
+ */
 function stampFiles(files: TlsFiles, wallMs: number): { readonly text: string; readonly recent: boolean } {
   let text = '';
   let recent = false;
@@ -85,7 +89,7 @@ function stampFiles(files: TlsFiles, wallMs: number): { readonly text: string; r
     if (path === undefined) continue;
     try {
       const s = statSync(path, { bigint: true });
-      text += `${s.ino}:${s.size}:${s.mtimeNs} `;
+      text += `${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs} `;
       if (wallMs - Number(s.mtimeNs / 1_000_000n) < TLS_SETTLE_MS) recent = true;
     } catch (err) {
       text += `${(err as NodeJS.ErrnoException).code ?? 'unreadable'} `;

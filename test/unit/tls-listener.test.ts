@@ -76,23 +76,25 @@ test('TLS files looked at once a second: nothing is looked at within a second of
   assert.equal(source.changed()?.clientCaChanged, false);
 });
 
-test('TLS files read only when their inode, size or time changed: an old file rewritten in place with the same size and time is not read again, one with a new time is', () => {
+test('TLS files read only when their inode, size or times changed: untouched, an old file is not read again; rewritten in place with the same size and its modification time put back, it is (the change time moved)', () => {
   const files = copyFiles('stat');
   const old = wholeSeconds(Date.now() - 3600_000);
   for (const path of Object.values(files)) utimesSync(path, old, old);
   const logs: LogRecord[] = [];
   let now = 0;
   const source = tlsFileSource(files, 'git', (r) => void logs.push(r), () => now);
-  const { ino, size } = statSync(files.certFile);
-  // Bytes that cannot be a certificate: if they were read, the source would say so (tls_reload_failed).
-  writeFileSync(files.certFile, 'x'.repeat(size));
-  utimesSync(files.certFile, old, old);
-  assert.equal(statSync(files.certFile).ino, ino, 'rewritten in place');
+  const before = statSync(files.certFile);
   now += 1000;
   assert.equal(source.changed(), undefined);
-  assert.equal(logs.length, 0, 'the file was not read');
-  // Its time changes (as any writer sets it): read, found broken, the context in force kept.
-  utimesSync(files.certFile, new Date(), new Date());
+  assert.equal(logs.length, 0, 'untouched: not read');
+  // Bytes that cannot be a certificate: once read, the source says so (tls_reload_failed) and
+  // keeps the context in force. Rewritten until the kernel's clock has passed the last change.
+  do {
+    writeFileSync(files.certFile, 'x'.repeat(before.size));
+    utimesSync(files.certFile, old, old);
+  } while (statSync(files.certFile).ctimeMs === before.ctimeMs);
+  const after = statSync(files.certFile);
+  assert.deepEqual([after.ino, after.size, after.mtimeMs], [before.ino, before.size, before.mtimeMs], 'in place, same size, modification time put back');
   now += 1000;
   assert.equal(source.changed(), undefined);
   assert.deepEqual(logs.map((l) => l.event), ['tls_reload_failed']);
