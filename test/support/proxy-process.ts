@@ -10,6 +10,35 @@ export const BUNDLE = join(ROOT, 'dist', 'proxy.js');
 
 export type LogRecord = Record<string, unknown>;
 
+/** The log records a proxy printed, and waits for the ones still to come: one for the bundle and one for serve in this process. */
+export class Records {
+  readonly all: LogRecord[] = [];
+  #waiters: { match: (r: LogRecord) => boolean; resolve: (r: LogRecord) => void }[] = [];
+
+  /** `ended` resolves when no record can come any more; `output` is what the proxy said, for the error then. */
+  constructor(
+    private readonly ended: Promise<unknown>,
+    private readonly output: () => string,
+  ) {}
+
+  add(rec: LogRecord): void {
+    this.all.push(rec);
+    for (let i = this.#waiters.length - 1; i >= 0; i--) {
+      if (this.#waiters[i]!.match(rec)) this.#waiters.splice(i, 1)[0]!.resolve(rec);
+    }
+  }
+
+  /** Resolves with the first record (already printed or still to come) that matches. */
+  wait(match: (r: LogRecord) => boolean, what = 'log record'): Promise<LogRecord> {
+    const seen = this.all.find(match);
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      this.#waiters.push({ match, resolve });
+      void this.ended.then((how) => reject(new Error(`the proxy ended (${JSON.stringify(how)}) before printing ${what}; output:\n${this.output()}`)));
+    });
+  }
+}
+
 export interface ProxyProcess {
   readonly pid: number;
   /** Ports of the listeners that announced themselves, by listener name. */
@@ -50,13 +79,12 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   });
   let out = '';
   let pending = '';
-  const records: LogRecord[] = [];
-  const waiters: { match: (r: LogRecord) => boolean; resolve: (r: LogRecord) => void }[] = [];
   // 'close', not 'exit': the process may have exited while its last lines are still in the pipe;
   // once stdout and stderr have ended, every line it wrote is in records() and output().
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('close', (code, signal) => resolve({ code, signal })),
   );
+  const records = new Records(exited, () => out);
   child.stdout.setEncoding('utf8');
   child.stderr.setEncoding('utf8');
   child.stderr.on('data', (s: string) => (out += s));
@@ -73,21 +101,10 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
       } catch {
         continue;
       }
-      records.push(rec);
-      for (let i = waiters.length - 1; i >= 0; i--) {
-        if (waiters[i]!.match(rec)) waiters.splice(i, 1)[0]!.resolve(rec);
-      }
+      records.add(rec);
     }
   });
-
-  const waitForRecord = (match: (r: LogRecord) => boolean, what = 'log record'): Promise<LogRecord> => {
-    const seen = records.find(match);
-    if (seen) return Promise.resolve(seen);
-    return new Promise((resolve, reject) => {
-      waiters.push({ match, resolve });
-      exited.then(({ code, signal }) => reject(new Error(`proxy exited (${code ?? signal}) before printing ${what}; output:\n${out}`)));
-    });
-  };
+  const waitForRecord = (match: (r: LogRecord) => boolean, what?: string) => records.wait(match, what);
 
   const ports: Record<string, number> = {};
   // The metrics listener is announced last: once it is up, everything is.
@@ -101,7 +118,7 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
     pid: child.pid!,
     ports,
     output: () => out,
-    records: () => records,
+    records: () => records.all,
     waitForRecord,
     peakRssBytes() {
       const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));

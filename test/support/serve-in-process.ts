@@ -15,7 +15,7 @@ import { parseCommandLine } from '../../src/config/cli.ts';
 import { jsonLineSink, type LineWriter } from '../../src/http/log.ts';
 import { startServing } from '../../src/run/serve.ts';
 import { shutdownOrder } from '../../src/run/shutdown.ts';
-import { startProxy, type LogRecord, type ProxyProcess, type StartOptions } from './proxy-process.ts';
+import { Records, startProxy, type LogRecord, type ProxyProcess, type StartOptions } from './proxy-process.ts';
 
 type Exit = { code: number | null; signal: NodeJS.Signals | null };
 
@@ -53,21 +53,16 @@ export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
   if (cli.command !== 'serve') throw new Error(`startServe: ${cli.command} is not serve (runProxyCommand runs the other commands)`);
 
   let out = '';
-  const records: LogRecord[] = [];
-  const waiters: { match: (r: LogRecord) => boolean; resolve: (r: LogRecord) => void }[] = [];
+  let exit!: (e: Exit) => void;
+  const exited = new Promise<Exit>((resolve) => (exit = resolve));
+  const records = new Records(exited, () => out);
   const write = (line: string): void => {
     out += line;
-    const rec = JSON.parse(line) as LogRecord;
-    records.push(rec);
-    for (let i = waiters.length - 1; i >= 0; i--) {
-      if (waiters[i]!.match(rec)) waiters.splice(i, 1)[0]!.resolve(rec);
-    }
+    records.add(JSON.parse(line) as LogRecord);
   };
   const log = jsonLineSink(write);
   // The lines are taken as they come: none is pending, none dropped.
   const lines: LineWriter = { write, dropped: () => 0, drain: () => Promise.resolve(), flushSync: () => {} };
-  let exit!: (e: Exit) => void;
-  const exited = new Promise<Exit>((resolve) => (exit = resolve));
   let ended = false;
   void exited.then(() => (ended = true));
   const shutdown = shutdownOrder(cli.options.shutdownGraceMs, log, lines, (code) => exit({ code, signal: null }));
@@ -82,7 +77,7 @@ export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
     throw new Error(`proxy: ${(err as Error).message}; output:\n${said}`);
   }
   const ports: Record<string, number> = {};
-  for (const rec of records) if (rec.event === 'listening') ports[String(rec.listener)] = Number(String(rec.address).split(':').pop());
+  for (const rec of records.all) if (rec.event === 'listening') ports[String(rec.listener)] = Number(String(rec.address).split(':').pop());
   // The listeners the test waits for, as startProxy waits for them: each must have announced itself.
   const metricsOff = args.some((a, i) => a === '--metrics-listen=off' || (a === '--metrics-listen' && args[i + 1] === 'off'));
   for (const name of [...(opts.listeners ?? ['git']), ...(metricsOff ? [] : ['metrics'])]) {
@@ -94,14 +89,7 @@ export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
     }
   }
 
-  const waitForRecord = (match: (r: LogRecord) => boolean, what = 'log record'): Promise<LogRecord> => {
-    const seen = records.find(match);
-    if (seen) return Promise.resolve(seen);
-    return new Promise((resolve, reject) => {
-      waiters.push({ match, resolve });
-      void exited.then(() => reject(new Error(`the proxy stopped before printing ${what}; output:\n${out}`)));
-    });
-  };
+  const waitForRecord = (match: (r: LogRecord) => boolean, what?: string) => records.wait(match, what);
   const signal = (sig: NodeJS.Signals): void => {
     if (sig !== 'SIGTERM' && sig !== 'SIGINT') throw new Error(`startServe: ${sig} needs the bundle (startProxy)`);
     if (!ended) shutdown.stop(sig);
@@ -115,7 +103,7 @@ export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
     },
     ports,
     output: () => out,
-    records: () => records,
+    records: () => records.all,
     waitForRecord,
     peakRssBytes: needsBundle('peak memory'),
     stop(sig: NodeJS.Signals = 'SIGTERM') {
