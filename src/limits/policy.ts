@@ -178,7 +178,7 @@ export function tokenCeiling(policy: LimitsPolicy, key: Lowerable): number | und
 }
 
 /** Each limit a bot token may lower: its claim, the token claim's and the workload policy's name, mint-token's flag, and the field of the --limits file that bounds it. */
-const LOWERED: readonly { readonly key: Lowerable; readonly claim: keyof LoweredLimits; readonly tokenClaim: string; readonly flag: string; readonly field: string }[] = [
+const LOWERED: readonly { readonly key: Lowerable; readonly claim: keyof LoweredLimits; readonly tokenClaim: keyof RunLimits; readonly flag: string; readonly field: string }[] = [
   { key: 'runBudgetUsd', claim: 'budgetUsd', tokenClaim: 'budget_usd', flag: '--budget-usd', field: 'perRun.budgetUsd' },
   { key: 'concurrent', claim: 'concurrent', tokenClaim: 'max_concurrent', flag: '--max-concurrent', field: 'perInstance.concurrent' },
   { key: 'requestsPerMinute', claim: 'requestsPerMinute', tokenClaim: 'requests_per_minute', flag: '--requests-per-minute', field: 'perInstance.requestsPerMinute' },
@@ -187,7 +187,9 @@ const LOWERED: readonly { readonly key: Lowerable; readonly claim: keyof Lowered
 
 /** Pure: the limits a token's `limits` claim (or a workload policy entry's, the same shape) lowers, by the names of LOWERED. */
 export function loweredByClaim(claim: RunLimits): LoweredLimits {
-  return { budgetUsd: claim.budget_usd, concurrent: claim.max_concurrent, requestsPerMinute: claim.requests_per_minute, tokensPerMinute: claim.tokens_per_minute };
+  const lowered: { -readonly [K in keyof LoweredLimits]: LoweredLimits[K] } = {};
+  for (const row of LOWERED) lowered[row.claim] = claim[row.tokenClaim];
+  return lowered;
 }
 
 /** A limit asked above the --limits file's ceiling: how mint-token and the workload policy name it, what was asked, the ceiling and its field. */
