@@ -8,13 +8,14 @@
 import { parseCommandLine, usage, UsageError, type ServeOptions } from '../../src/config/cli.ts';
 import { jsonLineSink, type LineWriter } from '../../src/http/log.ts';
 import { runCommand, type CommandContext } from '../../src/run/commands.ts';
+import { proxyEnv } from './proxy-process.ts';
 import { startServing } from '../../src/run/serve.ts';
 import { shutdownOrder } from '../../src/run/shutdown.ts';
 
 /** What runProxyCommand (test/support/proxy-process.ts) returns for the same arguments and environment (PATH and `env`). */
 export async function runCommandInProcess(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   let stderr = '';
-  const context: CommandContext = { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, nowMs: () => Date.now(), notice: (line) => void (stderr += `${line}\n`) };
+  const context: CommandContext = { env: proxyEnv(env), nowMs: () => Date.now(), notice: (line) => void (stderr += `${line}\n`) };
   let stdout = '';
   try {
     const cli = parseCommandLine(args);

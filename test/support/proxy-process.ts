@@ -10,6 +10,9 @@ export const BUNDLE = join(ROOT, 'dist', 'proxy.js');
 
 export type LogRecord = Record<string, unknown>;
 
+/** A proxy's environment in tests: `env` and this process's PATH, nothing else of it. */
+export const proxyEnv = (env: Readonly<Record<string, string>>): Record<string, string> => ({ PATH: process.env.PATH ?? '/usr/bin:/bin', ...env });
+
 /** The log records a proxy printed, and waits for the ones still to come: one for the bundle and one for serve in this process. */
 export class Records {
   readonly all: LogRecord[] = [];
@@ -73,7 +76,7 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   // Many proxies run at once in tests: the metrics listener gets a free port too.
   if (!args.some((a) => a.startsWith('--metrics-listen'))) args.push('--metrics-listen', '127.0.0.1:0');
   const child = spawn(process.execPath, [BUNDLE, ...args], {
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...opts.env },
+    env: proxyEnv(opts.env),
     cwd: opts.cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -138,7 +141,7 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
 export function runProxyCommand(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [BUNDLE, ...args], {
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
+      env: proxyEnv(env),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

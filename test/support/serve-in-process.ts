@@ -15,7 +15,7 @@ import { parseCommandLine } from '../../src/config/cli.ts';
 import { jsonLineSink, type LineWriter } from '../../src/http/log.ts';
 import { startServing } from '../../src/run/serve.ts';
 import { shutdownOrder } from '../../src/run/shutdown.ts';
-import { Records, startProxy, type LogRecord, type ProxyProcess, type StartOptions } from './proxy-process.ts';
+import { proxyEnv, Records, startProxy, type LogRecord, type ProxyProcess, type StartOptions } from './proxy-process.ts';
 
 type Exit = { code: number | null; signal: NodeJS.Signals | null };
 
@@ -68,7 +68,7 @@ export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
   const shutdown = shutdownOrder(cli.options.shutdownGraceMs, log, lines, (code) => exit({ code, signal: null }));
 
   try {
-    await startServing(cli.options, { PATH: process.env.PATH ?? '/usr/bin:/bin', ...opts.env }, log, lines, shutdown);
+    await startServing(cli.options, proxyEnv(opts.env), log, lines, shutdown);
   } catch (err) {
     // The bundle would exit 1 here; in this process what started so far is stopped by the order.
     const said = out;
