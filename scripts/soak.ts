@@ -157,17 +157,45 @@ function procRss(pid: number): number {
   return Number(m?.[1] ?? NaN) * 1024;
 }
 const procFds = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
-/** What each open descriptor is (socket, pipe, anon_inode:[eventfd], a path), counted by kind: told when descriptors are not flat. */
+const TCP_STATES: Record<string, string> = { '01': 'established', '06': 'time_wait', '07': 'close', '08': 'close_wait', '09': 'last_ack', '0A': 'listen', '0B': 'closing', '04': 'fin_wait1', '05': 'fin_wait2' };
+
+/** The process's TCP sockets by inode: `tcp LOCALPORT->REMOTEPORT state` (ports tell which server a connection is with). */
+function tcpSockets(pid: number): Map<string, string> {
+  const byInode = new Map<string, string>();
+  for (const table of ['tcp', 'tcp6']) {
+    let text = '';
+    try {
+      text = readFileSync(`/proc/${pid}/net/${table}`, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const row of text.split('\n').slice(1)) {
+      const f = row.trim().split(/\s+/);
+      if (f.length < 10) continue;
+      const port = (address: string) => parseInt(address.split(':')[1]!, 16);
+      byInode.set(f[9]!, `tcp ${port(f[1]!)}->${port(f[2]!)} ${TCP_STATES[f[3]!] ?? f[3]}`);
+    }
+  }
+  return byInode;
+}
+
+/**
+ * What each open descriptor is (a TCP socket by its ports and state, another socket, a pipe,
+ * anon_inode:[eventfd], a path), counted by kind: told when descriptors are not flat.
+ */
 function procFdKinds(pid: number): Record<string, number> {
   const kinds: Record<string, number> = {};
+  const tcp = tcpSockets(pid);
   for (const fd of readdirSync(`/proc/${pid}/fd`)) {
     let target: string;
     try {
-      target = readlinkSync(`/proc/${pid}/fd/${fd}`).replace(/\[\d+\]$/, '');
+      target = readlinkSync(`/proc/${pid}/fd/${fd}`);
     } catch {
       continue; // closed between the listing and the read
     }
-    kinds[target] = (kinds[target] ?? 0) + 1;
+    const inode = /^socket:\[(\d+)\]$/.exec(target)?.[1];
+    const kind = (inode !== undefined ? tcp.get(inode) : undefined) ?? target.replace(/\[\d+\]$/, '');
+    kinds[kind] = (kinds[kind] ?? 0) + 1;
   }
   return kinds;
 }
@@ -1110,8 +1138,9 @@ function judge(samples: readonly SoakSample[], crash: string | undefined, proxy:
   // Descriptors.
   if (qBase && qEnd) {
     const line = `open fds quiet ${qBase.fds} -> ${qEnd.fds} (allowed +${FD_QUIET_MARGIN})`;
-    if (qEnd.fds > qBase.fds + FD_QUIET_MARGIN) reasons.push(`descriptors not flat: ${line}; by kind, baseline ${JSON.stringify(quietFdKinds['quiet-baseline'])}, end ${JSON.stringify(quietFdKinds['quiet-end'])}`);
-    else notes.push(line);
+    const kinds = `by kind, baseline ${JSON.stringify(quietFdKinds['quiet-baseline'])}, end ${JSON.stringify(quietFdKinds['quiet-end'])}`;
+    if (qEnd.fds > qBase.fds + FD_QUIET_MARGIN) reasons.push(`descriptors not flat: ${line}; ${kinds}`);
+    else notes.push(qEnd.fds > qBase.fds ? `${line}; ${kinds}` : line);
   } else reasons.push('no quiet samples to judge descriptors');
   if (baseline && last) notes.push(`open fds under load ${baseline.fds} -> ${last.fds} (max ${Math.max(...load.map((s) => s.fds))})`);
   const qm = qEnd && !('error' in qEnd.metrics) ? qEnd.metrics : undefined;
@@ -1239,6 +1268,8 @@ async function soak(): Promise<number> {
   defer('stop the proxy', () => proxy.stop());
   print(`  bundle ${bundleIdentity.sha256.slice(0, 12)} (${bundleIdentity.bytes} bytes, built ${bundleIdentity.builtAt}, HEAD ${head})`);
   print(`  proxy pid ${proxy.pid}: git :${proxy.ports.git}, model :${proxy.ports.model}, metrics :${proxy.ports.metrics}; upstream timeouts ${UPSTREAM_TIMEOUT}`);
+  // For the descriptors by kind, whose TCP sockets are named by their ports.
+  print(`  upstreams: git server :${server.hostKey.split(':').pop()}, model upstream :${new URL(upstream.baseUrl).port}`);
 
   // The workload's git configuration, from the bundle itself, and bot tokens.
   const generated = await runProxyCommand(['git-config'], { GIT_AUTH_PROXY_HOST: `127.0.0.1:${proxy.ports.git}`, GIT_HOST_A: server.hostKey });
