@@ -55,7 +55,7 @@ export class JsonTokenizer {
       }
       const c = chunk[i]!;
       if (this.inBareScalar) {
-        if (c === Char.COMMA || c === Char.CLOSE_BRACE || c === Char.CLOSE_BRACKET || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) {
+        if (c === Char.COMMA || c === Char.CLOSE_BRACE || c === Char.CLOSE_BRACKET || c === Char.SPACE || c === Char.LF || c === Char.CR || c === Char.TAB) {
           this.inBareScalar = false;
           this.sink.scalarEnd(i);
           this.expectKey = false;
@@ -86,7 +86,7 @@ export class JsonTokenizer {
       } else if (c === Char.COMMA) {
         this.expectKey = this.stack[this.stack.length - 1] === true;
         i++;
-      } else if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) {
+      } else if (c === Char.SPACE || c === Char.LF || c === Char.CR || c === Char.TAB) {
         i++;
       } else {
         // A number or a literal: it runs until a delimiter.

@@ -16,14 +16,13 @@ import { readTextFile } from './load.ts';
  * does) until a file is back. Each problem is logged once (`config_error`).
  */
 function workloadPolicyFile(path: string, log: LogSink<LogEvent>): () => WorkloadPolicy {
-  const stamp = (): string => fileStamp(path);
-  let seen = stamp();
+  let seen = fileStamp(path);
   let policy = parseWorkloadPolicy(readTextFile(path, '--workload-policy'), path);
   let lastProblem = '';
   return () => {
     let problem: string;
     try {
-      const now = stamp();
+      const now = fileStamp(path);
       if (now === seen) return policy;
       const text = readFileSync(path, 'utf8');
       // Remembered before parsing: a broken file is parsed once, not at every request, until it changes.
