@@ -6,9 +6,10 @@
 // test/integration/cli.test.ts still run each command through the bundle, so that main.ts's own
 // exit codes are checked.
 import { parseCommandLine, usage, UsageError, type ServeOptions } from '../../src/config/cli.ts';
-import { jsonLineSink, type LineWriter } from '../../src/http/log.ts';
+import { jsonLineSink } from '../../src/http/log.ts';
 import { runCommand, type CommandContext } from '../../src/run/commands.ts';
 import { proxyEnv } from './proxy-process.ts';
+import { linesAsTheyCome } from './serve-in-process.ts';
 import { startServing } from '../../src/run/serve.ts';
 import { shutdownOrder } from '../../src/run/shutdown.ts';
 
@@ -36,7 +37,7 @@ export async function runCommandInProcess(args: string[], env: Record<string, st
 async function startRefused(options: ServeOptions, env: NodeJS.ProcessEnv, write: (line: string) => void): Promise<void> {
   let ended = false;
   const output = (line: string) => void (ended || write(line));
-  const lines: LineWriter = { write: output, dropped: () => 0, drain: () => Promise.resolve(), flushSync: () => {} };
+  const lines = linesAsTheyCome(output);
   const log = jsonLineSink(output);
   let exited!: () => void;
   const exit = new Promise<void>((resolve) => (exited = resolve));

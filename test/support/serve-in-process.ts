@@ -43,6 +43,11 @@ function trustsLikeThisProcess(env: Readonly<Record<string, string>>): boolean {
   }
 }
 
+/** A proxy's log lines in a test process, handed to `write` as they come: none pending, none dropped. */
+export function linesAsTheyCome(write: (line: string) => void): LineWriter {
+  return { write, dropped: () => 0, drain: () => Promise.resolve(), flushSync: () => {} };
+}
+
 /** The proxy's `serve`, in this process when it trusts the same CAs (see above), else the bundle. */
 export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
   if (opts.cwd !== undefined) throw new Error('startServe: a working directory of its own needs the bundle (startProxy)');
@@ -61,8 +66,7 @@ export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
     records.add(JSON.parse(line) as LogRecord);
   };
   const log = jsonLineSink(write);
-  // The lines are taken as they come: none is pending, none dropped.
-  const lines: LineWriter = { write, dropped: () => 0, drain: () => Promise.resolve(), flushSync: () => {} };
+  const lines = linesAsTheyCome(write);
   let ended = false;
   void exited.then(() => (ended = true));
   const shutdown = shutdownOrder(cli.options.shutdownGraceMs, log, lines, (code) => exit({ code, signal: null }));

@@ -1,12 +1,13 @@
 // The readers that read a file again only when it changed (src/config/file-stamp.ts) see a rewrite
 // that keeps the inode, the size and the modification time: the kernel's change time moved.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { revocationList } from '../../src/auth/revocations.ts';
 import { fileSecret } from '../../src/config/secret.ts';
+import { rewriteKeepingTimes } from '../support/file-times.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'file-stamp-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -20,25 +21,12 @@ function writeWithTimes(file: string, text: string): void {
   utimesSync(file, TIMES, TIMES);
 }
 
-/**
- * Rewrites `file` in place with `text` (the same length as before) and puts its times back, as
- * cp -p or a restore would; rewritten again until the kernel's clock has moved past the first
- * write's change time (it ticks every few milliseconds).
- */
-function rewriteKeepingTimes(file: string, text: string): void {
-  const before = statSync(file);
-  do writeWithTimes(file, text);
-  while (statSync(file).ctimeMs === before.ctimeMs);
-  const after = statSync(file);
-  assert.deepEqual([after.ino, after.size, after.mtimeMs], [before.ino, before.size, before.mtimeMs], 'inode, size and modification time as before');
-}
-
 test('file stamp: a file secret rewritten with the same size and its modification time put back is read again (fileSecret)', () => {
   const file = join(dir, 'secret');
   writeWithTimes(file, 'first-secret-value-0123456789');
   const secret = fileSecret(file);
   assert.deepEqual(secret.read(), { ok: true, value: 'first-secret-value-0123456789' });
-  rewriteKeepingTimes(file, 'other-secret-value-0123456789');
+  rewriteKeepingTimes(file, 'other-secret-value-0123456789', TIMES);
   assert.deepEqual(secret.read(), { ok: true, value: 'other-secret-value-0123456789' });
 });
 
@@ -49,7 +37,7 @@ test('file stamp: a revocation list rewritten with the same size and its modific
   const revocations = revocationList(file, (message) => assert.fail(message));
   const who = (runId: string) => ({ instanceId: 'i', workflow: 'w', runId });
   assert.notEqual(revocations.reason(who('run-a'), 1000), undefined);
-  rewriteKeepingTimes(file, list('run-b'));
+  rewriteKeepingTimes(file, list('run-b'), TIMES);
   assert.equal(revocations.reason(who('run-a'), 1000), undefined, 'run-a is no longer listed');
   assert.notEqual(revocations.reason(who('run-b'), 1000), undefined, 'run-b is');
 });

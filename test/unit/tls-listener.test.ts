@@ -10,6 +10,7 @@ import { LogInterval } from '../../src/http/connection-caps.ts';
 import type { LogRecord } from '../../src/http/log.ts';
 import { handshakeTimeoutMs, tlsFileSource, type TlsFiles } from '../../src/http/tls-listener.ts';
 import { makeMtlsPki, type MtlsPki } from '../support/mtls-pki.ts';
+import { rewriteKeepingTimes } from '../support/file-times.ts';
 
 let pki: MtlsPki;
 let work: string;
@@ -88,13 +89,8 @@ test('TLS files read only when their inode, size or times changed: untouched, an
   assert.equal(source.changed(), undefined);
   assert.equal(logs.length, 0, 'untouched: not read');
   // Bytes that cannot be a certificate: once read, the source says so (tls_reload_failed) and
-  // keeps the context in force. Rewritten until the kernel's clock has passed the last change.
-  do {
-    writeFileSync(files.certFile, 'x'.repeat(before.size));
-    utimesSync(files.certFile, old, old);
-  } while (statSync(files.certFile).ctimeMs === before.ctimeMs);
-  const after = statSync(files.certFile);
-  assert.deepEqual([after.ino, after.size, after.mtimeMs], [before.ino, before.size, before.mtimeMs], 'in place, same size, modification time put back');
+  // keeps the context in force.
+  rewriteKeepingTimes(files.certFile, 'x'.repeat(before.size), old);
   now += 1000;
   assert.equal(source.changed(), undefined);
   assert.deepEqual(logs.map((l) => l.event), ['tls_reload_failed']);
