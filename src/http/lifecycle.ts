@@ -160,8 +160,26 @@ export abstract class RequestLifecycle {
     this.#finished = true;
     // A path that returned without an answer is a bug: the client is not left hanging.
     if (this.#outcome === undefined && !this.gone) this.fail(new Error('the request ended without an answer'));
+    this.#cutUnfinishedUpstream();
     const outcome = this.#outcome ?? { status: 0, error: undefined };
     this.complete(outcome);
+  }
+
+  /**
+   * The request is over, so its upstream request is too. One whose body was never ended is still
+   * sending a body its upstream has already answered (git http-backend answers a malformed upload
+   * at once; a broken upstream may answer without reading): left alone, the rest of that body
+   * would hold the upstream connection, and the client's, after the request was recorded and its
+   * slots given back, for as long as the client kept it coming, for ever once the client had gone,
+   * or while the upstream would not read. Cut, its connection is closed, never pooled (the request
+   * was not sent whole), and a streamed body's pipeline closes the client's connection with it.
+   * A request whose body was ended is left to Node: its last bytes may still be on their way as
+   * the answer ends, and the connection goes back to the pool once they are out (an upstream that
+   * never reads them is cut by the upstream idle timeout, armed at the response head).
+   */
+  #cutUnfinishedUpstream(): void {
+    const upstream = this.#upstream;
+    if (upstream !== undefined && !upstream.writableEnded && !upstream.destroyed) upstream.destroy();
   }
 
   /** Renders the proxy's own error the way this listener's clients read it. */

@@ -4,6 +4,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import type { Agent } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { createServer as createTlsServer } from 'node:tls';
 import { after, before, test } from 'node:test';
 import { LocalLimits, type LimitsStore } from '../../src/limits/admission.ts';
@@ -16,7 +18,7 @@ import type { WireProtocol } from '../../src/gateway/protocols/protocol.ts';
 import type { Provider } from '../../src/gateway/providers.ts';
 import { send } from '../support/http-client.ts';
 import { startGatewayInProcess, TEST_MODEL, type GatewayOptions } from '../support/harness.ts';
-import { startModelUpstream, streamEvents, type ModelUpstream } from '../support/model-upstream.ts';
+import { completionJson, startModelUpstream, streamEvents, type ModelUpstream } from '../support/model-upstream.ts';
 import { textTranscript as messagesTranscript } from '../support/anthropic-upstream.ts';
 import { encodeSse as encodeResponses, textTranscript as responsesTranscript } from '../support/responses-upstream.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
@@ -313,5 +315,44 @@ test('call endings: a request the listener refuses (HTTP/1.0 without Host) gets 
     assert.deepEqual([rec.status, rec.error, rec.path, rec.method], [400, 'host_header_missing', '/v1/models', 'GET']);
   } finally {
     await gw.close();
+  }
+});
+
+test('request end lets go of its upstream: a call its upstream answered before reading the body has the upstream connection closed when the call ends, not held by the body still being written, and the slot comes back (call endings)', { timeout: 30_000 }, async (t) => {
+  // An upstream (a broken or hostile one) that answers after the first bytes of the body, never
+  // reads the rest, and never closes a connection itself: once the kernel's buffers are full, the
+  // proxy's write of the body waits for ever.
+  const early = createHttpsServer({ key: pki.keyPem, cert: pki.certPem, keepAlive: true }, (req, res) => {
+    req.once('data', () => {
+      req.pause();
+      const text = completionJson(TEST_MODEL);
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+      res.end(text);
+    });
+  });
+  early.keepAliveTimeout = 0;
+  await new Promise<void>((r) => early.listen(0, '127.0.0.1', r));
+  const big = 16 * 1024 * 1024;
+  let pool!: Agent;
+  // The upstream's idle limit is off: only the call's end may let the connection go.
+  const gw = await gateway({
+    baseUrl: `https://127.0.0.1:${(early.address() as { port: number }).port}/v1`,
+    limits: new LocalLimits(ONE_AT_A_TIME),
+    provider: (p) => ((pool = p.agent), p),
+    deps: { maxBodyBytes: big + 1024, timeouts: { connectMs: 5000, responseMs: 10_000, idleMs: 0, bodyIdleMs: 5000 } },
+  });
+  try {
+    const r = await callAs(gw.port, 'early', chatBody({ messages: [{ role: 'user', content: 'x'.repeat(big) }] }));
+    assert.equal(r.status, 200);
+    assert.equal((await gw.records.nth(1)).status, 200);
+    // The paused upstream would not see a close: the proxy's pool is where a held connection shows.
+    const held = () => Object.values(pool.sockets).flat().length + Object.values(pool.freeSockets).flat().length;
+    await eventually('the proxy to hold no connection to the upstream that answered early', () => held() === 0, t.signal);
+    early.keepAliveTimeout = 5000;
+    assert.equal((await callAs(gw.port, 'early')).status, 200, 'the slot came back');
+  } finally {
+    await gw.close();
+    early.closeAllConnections();
+    await new Promise((r) => early.close(r));
   }
 });

@@ -7,6 +7,7 @@ import { createServer as createTlsServer } from 'node:tls';
 import { after, before, test } from 'node:test';
 import type { RevocationVerdict } from '../../src/auth/identity.ts';
 import { signBotToken } from '../../src/auth/jwt.ts';
+import { eventually } from '../support/eventually.ts';
 import { send } from '../support/http-client.ts';
 import { startGitInProcess } from '../support/harness.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -123,6 +124,75 @@ test('git endings: a request the listener refuses (HTTP/1.0 without Host) gets a
     const rec = await git.records.nth(1);
     assert.deepEqual([rec.status, rec.error, rec.method], [400, 'host_header_missing', 'GET']);
   } finally {
+    await git.close();
+  }
+});
+
+/**
+ * An upstream that answers a push at once, before its body has ended, as git http-backend does
+ * with a malformed upload: the answer is complete while the body still streams. `closed` turns
+ * true when the upstream's connection for it is closed.
+ */
+function answerBeforeTheBody(): { closed: () => boolean; restore: () => void } {
+  let closed = false;
+  // As the soak's git server (and a host behind a load balancer that keeps connections): an idle
+  // connection is never closed from the upstream's side.
+  const keepAliveTimeout = upstream.server.keepAliveTimeout;
+  upstream.server.keepAliveTimeout = 0;
+  upstream.handle((req, res) => {
+    req.socket.once('close', () => (closed = true));
+    res.writeHead(200, { 'content-type': 'application/x-git-receive-pack-result', 'content-length': 4 });
+    res.end('0000');
+  });
+  return {
+    closed: () => closed,
+    restore: () => {
+      upstream.handle(undefined);
+      upstream.server.keepAliveTimeout = keepAliveTimeout;
+    },
+  };
+}
+
+/** A chunked push with its first chunk only; resolves with the socket once the whole answer ('0000') is read. */
+async function pushWithoutEnd(port: number): Promise<{ socket: ReturnType<typeof connect>; closed: Promise<void> }> {
+  const path = `/${upstream.hostKey}/acme/widgets.git/git-receive-pack`;
+  const socket = connect(port, '127.0.0.1', () =>
+    socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-receive-pack-request\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n0123456789abcdef\r\n`),
+  );
+  socket.on('error', () => {});
+  const closed = new Promise<void>((r) => socket.once('close', () => r()));
+  let text = '';
+  await new Promise<void>((answered) => socket.on('data', (c: Buffer) => (text += c.toString('latin1')).endsWith('\r\n\r\n0000') && answered()));
+  return { socket, closed };
+}
+
+test('request end lets go of its upstream: a push its git host answered before the body ended has the upstream connection closed when the request ends, not held by the rest of the body (git endings)', { timeout: 30_000 }, async (t) => {
+  const upstreamSide = answerBeforeTheBody();
+  // The body's idle limit is off: only the request's end may let the upstream connection go.
+  const git = await startGitInProcess({ hostKey: upstream.hostKey, pki, bodyIdleMs: 0 });
+  try {
+    const client = await pushWithoutEnd(git.port);
+    client.socket.destroy();
+    const rec = await git.records.nth(1);
+    assert.deepEqual([rec.status, rec.error], [200, undefined]);
+    await eventually('the upstream connection of the answered push to close', upstreamSide.closed, t.signal);
+  } finally {
+    upstreamSide.restore();
+    await git.close();
+  }
+});
+
+test('request end lets go of its upstream: a client that goes on sending a push body after its answer has its connection closed once the answer is out, and the upstream connection with it (git endings)', { timeout: 30_000 }, async (t) => {
+  const upstreamSide = answerBeforeTheBody();
+  const git = await startGitInProcess({ hostKey: upstream.hostKey, pki, bodyIdleMs: 0 });
+  try {
+    const client = await pushWithoutEnd(git.port);
+    client.socket.write('10\r\nmore body, unread\r\n');
+    await client.closed;
+    await eventually('the upstream connection of the answered push to close', upstreamSide.closed, t.signal);
+    assert.equal((await git.records.nth(1)).status, 200);
+  } finally {
+    upstreamSide.restore();
     await git.close();
   }
 });

@@ -141,6 +141,8 @@ export interface GitOptions {
   readonly verifier?: TokenVerifier;
   readonly revoked?: RevocationCheck;
   readonly maxConcurrentPerWorkload?: number;
+  /** The request body's idle limit (5 s unless given; 0: off). */
+  readonly bodyIdleMs?: number;
 }
 
 /** The git handler in this process, with one bearer-token host. */
@@ -152,7 +154,7 @@ export async function startGitInProcess(opts: GitOptions): Promise<InProcessList
   const deps: GitProxyDeps = {
     hosts: new Map([[config!.key, upstream]]),
     verifier: opts.verifier ?? (opts.workloadAuth && secretVerifier(opts.workloadAuth.key, opts.workloadAuth.maxLifetimeSec)),
-    timeouts: { connectMs: 5000, responseMs: 10_000, idleMs: 10_000, bodyIdleMs: 5000 },
+    timeouts: { connectMs: 5000, responseMs: 10_000, idleMs: 10_000, bodyIdleMs: opts.bodyIdleMs ?? 5000 },
     revoked: opts.revoked,
     maxConcurrentPerWorkload: opts.maxConcurrentPerWorkload ?? 0,
     record: (rec) => records.push(rec),
