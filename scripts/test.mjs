@@ -88,6 +88,19 @@ function saveTimes(file) {
 }
 
 /**
+ * How long one test file may take, and so each of its tests: a test inherits its file's bound
+ * (node:test gives a test its parent's timeout). A test waits for what it needs without a deadline
+ * of its own (test/support/eventually.ts: a deadline is a timing assertion, and eventually's own
+ * guard, 120 s, names what never came); this bounds a wait that is not an eventually(), so that it
+ * fails the test, named with its file ("cancelled by parent"), instead of holding npm test. Node 20
+ * gives --test-timeout to the process files only, not to the tests inside them: without this a
+ * test that hung was reported as its whole process timing out, with no test named.
+ */
+const FILE_TIMEOUT_MS = 150_000;
+/** The bound of one test process (a group of files run one after another): never reached first when one file hangs. */
+const PROCESS_TIMEOUT_MS = 900_000;
+
+/**
  * The process files node --test is given, written into `dir`: `count` groups balanced by last
  * time's seconds (heaviest file first, into the group with the least so far), then one process
  * for each file that must run alone.
@@ -110,7 +123,7 @@ function processFiles(files, dir, count) {
       `// ${members.length} test file(s) in one process, each in a describe() named after it (scripts/test.mjs)`,
       `const { describe } = require('node:test');`,
       `const { join } = require('node:path');`,
-      `for (const file of ${JSON.stringify(members)}) describe(file, () => require(join(${JSON.stringify(root)}, file)));`,
+      `for (const file of ${JSON.stringify(members)}) describe(file, { timeout: ${FILE_TIMEOUT_MS} }, () => require(join(${JSON.stringify(root)}, file)));`,
       ``,
     ].join('\n'));
     return file;
@@ -161,11 +174,7 @@ const groupDir = mkdtempSync(path.join(tmpdir(), 'npm-test-groups-'));
 const processes = processFiles(files, groupDir, concurrency);
 const timesNow = path.join(groupDir, 'times.json');
 const reporters = ['--test-reporter', process.stdout.isTTY ? 'spec' : 'tap', '--test-reporter-destination', 'stdout', '--test-reporter', './scripts/test-times-reporter.mjs', '--test-reporter-destination', timesNow];
-// A test waits for what it needs without a deadline of its own (test/support/eventually.ts: a
-// deadline is a timing assertion); this bounds each test, so that a line or state that never
-// comes fails that test, named, instead of holding npm test forever.
-const TEST_TIMEOUT_MS = 120_000;
-results.push(await run('node --test', { NODE_EXTRA_CA_CERTS: trusted.caFile }, ['--test', `--test-concurrency=${concurrency}`, `--test-timeout=${TEST_TIMEOUT_MS}`, ...reporters, '--require', 'tsx/cjs', ...processes]));
+results.push(await run('node --test', { NODE_EXTRA_CA_CERTS: trusted.caFile }, ['--test', `--test-concurrency=${concurrency}`, `--test-timeout=${PROCESS_TIMEOUT_MS}`, ...reporters, '--require', 'tsx/cjs', ...processes]));
 saveTimes(timesNow);
 rmSync(groupDir, { recursive: true, force: true });
 trusted.cleanup();

@@ -1,8 +1,9 @@
 // Waiting for a state another connection or process reaches later, without a deadline of its own:
-// a deadline is a timing assertion, and one that fails when the machine is loaded. The test's
-// timeout bounds the wait (npm test gives every test 120 s); its signal (t.signal) ends the
-// polling and names what never came. A file run alone by `node --test`, whose tests have no
-// timeout, gets the same 120 s here, so that a state that never comes fails instead of hanging.
+// a deadline is a timing assertion, and one that fails when the machine is loaded. A guard of
+// 120 s ends a wait for a state that never comes, naming it; the test's signal (t.signal: the test
+// timed out or ended) ends it sooner. Under npm test a test is bounded by its file's 150 s
+// (scripts/test.mjs), so this guard speaks first; a file run alone by `node --test` has no test
+// timeout, and the guard is the same there.
 import { setTimeout as delay } from 'node:timers/promises';
 
 const HANG_GUARD_MS = 120_000;
