@@ -97,8 +97,12 @@ function saveTimes(file) {
  * test that hung was reported as its whole process timing out, with no test named.
  */
 const FILE_TIMEOUT_MS = 150_000;
-/** The bound of one test process (a group of files run one after another): never reached first when one file hangs. */
-const PROCESS_TIMEOUT_MS = 900_000;
+/**
+ * The bound of one test process (a group of files run one after another, about 40 s): above one
+ * hung file's 150 s and the rest of its group, so that a file's bound speaks first. It also bounds
+ * a hung before() or after() hook, which node:test runs outside the file's timeout.
+ */
+const PROCESS_TIMEOUT_MS = 300_000;
 
 /**
  * The process files node --test is given, written into `dir`: `count` groups balanced by last

@@ -38,6 +38,34 @@ export function isRelayableStatus(status: number): boolean {
   return Number.isInteger(status) && status >= 100 && status <= 599;
 }
 
+/** What an upstream request needs of its state once its request is done with it (leftoverUpstream). */
+export interface UpstreamLeftover {
+  readonly destroyed: boolean;
+  readonly writableEnded: boolean;
+  readonly writableFinished: boolean;
+}
+
+/**
+ * How long the last bytes of a body already ended may take to leave once the request is done.
+ * They leave within moments when the upstream reads; one that has answered and will not read
+ * them has no other timer left to cut it (Node removes the request's timeout at the response's end).
+ */
+export const UNSENT_BYTES_GRACE_MS = 1000;
+
+/**
+ * Pure: what becomes of an upstream request its request is done with (rule 99). `none`: it is
+ * destroyed or its connection is back in the pool (Node marks a pooled request destroyed), or it
+ * sent everything and Node pools it. `cut`: its body never ended, so it never will be sent whole
+ * (the upstream answered first: git http-backend answers a malformed upload at once, a broken
+ * upstream may answer without reading); left alone it would hold the upstream connection, and a
+ * streamed body the client's, after the request was recorded and its slots given back.
+ * `flush`: its body ended but bytes are still queued: cut unless they leave within the grace.
+ */
+export function leftoverUpstream(request: UpstreamLeftover): 'none' | 'cut' | 'flush' {
+  if (request.destroyed || request.writableFinished) return 'none';
+  return request.writableEnded ? 'flush' : 'cut';
+}
+
 export abstract class RequestLifecycle {
   readonly startedAt = performance.now();
   readonly method: string;
@@ -79,8 +107,9 @@ export abstract class RequestLifecycle {
     return this.#closed || this.res.destroyed || this.req.socket?.destroyed === true || failure === 'client_aborted' || failure === 'shutdown';
   }
 
-  /** The upstream request in flight: the client's leaving destroys it. */
+  /** The upstream request in flight: the client's leaving destroys it. One it replaces (a retried attempt) is let go of. */
   attach(request: ClientRequest | undefined): void {
+    if (this.#upstream !== undefined && this.#upstream !== request) this.#letGoOf(this.#upstream, 'now');
     this.#upstream = request;
     if (request && this.gone) request.destroy();
   }
@@ -160,26 +189,27 @@ export abstract class RequestLifecycle {
     this.#finished = true;
     // A path that returned without an answer is a bug: the client is not left hanging.
     if (this.#outcome === undefined && !this.gone) this.fail(new Error('the request ended without an answer'));
-    this.#cutUnfinishedUpstream();
+    if (this.#upstream !== undefined) this.#letGoOf(this.#upstream, 'after the answer');
     const outcome = this.#outcome ?? { status: 0, error: undefined };
     this.complete(outcome);
   }
 
   /**
-   * The request is over, so its upstream request is too. One whose body was never ended is still
-   * sending a body its upstream has already answered (git http-backend answers a malformed upload
-   * at once; a broken upstream may answer without reading): left alone, the rest of that body
-   * would hold the upstream connection, and the client's, after the request was recorded and its
-   * slots given back, for as long as the client kept it coming, for ever once the client had gone,
-   * or while the upstream would not read. Cut, its connection is closed, never pooled (the request
-   * was not sent whole), and a streamed body's pipeline closes the client's connection with it.
-   * A request whose body was ended is left to Node: its last bytes may still be on their way as
-   * the answer ends, and the connection goes back to the pool once they are out (an upstream that
-   * never reads them is cut by the upstream idle timeout, armed at the response head).
+   * An upstream request this request is done with: one still sending a body its upstream has
+   * already answered must not outlive it (rule 99). A retried attempt's is cut `now` (its body is
+   * bytes in hand: only a git push streams the client's, and a push is never sent again); the
+   * last one's `after the answer` is out, since a streamed body's pipeline closes the client's
+   * connection with it, as a refusal whose body was not read closes it (closeAfter).
    */
-  #cutUnfinishedUpstream(): void {
-    const upstream = this.#upstream;
-    if (upstream !== undefined && !upstream.writableEnded && !upstream.destroyed) upstream.destroy();
+  #letGoOf(request: ClientRequest, when: 'now' | 'after the answer'): void {
+    const action = leftoverUpstream(request);
+    if (action === 'cut') {
+      if (when === 'now' || this.res.writableFinished || this.res.destroyed) request.destroy();
+      else this.res.once('close', () => request.destroy());
+    } else if (action === 'flush') {
+      const timer = setTimeout(() => leftoverUpstream(request) === 'none' || request.destroy(), UNSENT_BYTES_GRACE_MS).unref();
+      request.once('finish', () => clearTimeout(timer)).once('close', () => clearTimeout(timer));
+    }
   }
 
   /** Renders the proxy's own error the way this listener's clients read it. */

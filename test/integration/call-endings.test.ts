@@ -318,41 +318,47 @@ test('call endings: a request the listener refuses (HTTP/1.0 without Host) gets 
   }
 });
 
-test('request end lets go of its upstream: a call its upstream answered before reading the body has the upstream connection closed when the call ends, not held by the body still being written, and the slot comes back (call endings)', { timeout: 30_000 }, async (t) => {
-  // An upstream (a broken or hostile one) that answers after the first bytes of the body, never
-  // reads the rest, and never closes a connection itself: once the kernel's buffers are full, the
-  // proxy's write of the body waits for ever.
-  const early = createHttpsServer({ key: pki.keyPem, cert: pki.certPem, keepAlive: true }, (req, res) => {
-    req.once('data', () => {
-      req.pause();
-      const text = completionJson(TEST_MODEL);
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-      res.end(text);
+for (const retried of [false, true]) {
+  const how = retried ? 'a call retried after a 429 its upstream sent before reading the body has each attempt\'s connection closed' : 'a call its upstream answered before reading the body has the upstream connection closed when the call ends';
+  test(`request end lets go of its upstream: ${how}, not held by the body still being written, and the slot comes back (RequestLifecycle.finish)`, { timeout: 30_000 }, async (t) => {
+    // An upstream (a broken or hostile one) that answers after the first bytes of the body, never
+    // reads the rest, and never closes a connection itself: once the kernel's buffers are full,
+    // the proxy's write of the body waits for ever.
+    let answered = 0;
+    const early = createHttpsServer({ key: pki.keyPem, cert: pki.certPem, keepAlive: true }, (req, res) => {
+      req.once('data', () => {
+        req.pause();
+        const slowDown = retried && answered++ === 0;
+        const text = slowDown ? '{"error":{"message":"slow down"}}' : completionJson(TEST_MODEL);
+        res.writeHead(slowDown ? 429 : 200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+        res.end(text);
+      });
     });
+    early.keepAliveTimeout = 0;
+    await new Promise<void>((r) => early.listen(0, '127.0.0.1', r));
+    // More than the kernel's socket buffers hold here (tcp_wmem's 4 MiB and the receive side's).
+    const big = 16 * 1024 * 1024;
+    let pool!: Agent;
+    // The upstream's idle limit is off, and a pooled connection is never closed by the pool: only
+    // the call's end may let a connection go. Were the body to fit in the buffers after all, its
+    // connection would be pooled and held, and this test would fail rather than pass unchecked.
+    const gw = await gateway({
+      baseUrl: `https://127.0.0.1:${(early.address() as { port: number }).port}/v1`,
+      limits: new LocalLimits(ONE_AT_A_TIME),
+      provider: (p) => ((pool = p.agent), ((p.agent as unknown as { idleMs: number }).idleMs = 3_600_000), p),
+      deps: { maxBodyBytes: big + 1024, timeouts: { connectMs: 5000, responseMs: 10_000, idleMs: 0, bodyIdleMs: 5000 }, retry: { maxRetries: retried ? 1 : 0, budgetMs: 10_000, baseDelayMs: 1 } },
+    });
+    try {
+      const r = await callAs(gw.port, 'early', chatBody({ messages: [{ role: 'user', content: 'x'.repeat(big) }] }));
+      assert.equal(r.status, 200);
+      const rec = await gw.records.nth(1);
+      assert.deepEqual([rec.status, rec.attempts], [200, retried ? 2 : 1]);
+      const held = () => Object.values(pool.sockets).flat().length + Object.values(pool.freeSockets).flat().length;
+      await eventually('the proxy to hold no connection to the upstream that answered early (one pooled: the body fit in the socket buffers)', () => held() === 0, t.signal);
+    } finally {
+      await gw.close();
+      early.closeAllConnections();
+      await new Promise((r) => early.close(r));
+    }
   });
-  early.keepAliveTimeout = 0;
-  await new Promise<void>((r) => early.listen(0, '127.0.0.1', r));
-  const big = 16 * 1024 * 1024;
-  let pool!: Agent;
-  // The upstream's idle limit is off: only the call's end may let the connection go.
-  const gw = await gateway({
-    baseUrl: `https://127.0.0.1:${(early.address() as { port: number }).port}/v1`,
-    limits: new LocalLimits(ONE_AT_A_TIME),
-    provider: (p) => ((pool = p.agent), p),
-    deps: { maxBodyBytes: big + 1024, timeouts: { connectMs: 5000, responseMs: 10_000, idleMs: 0, bodyIdleMs: 5000 } },
-  });
-  try {
-    const r = await callAs(gw.port, 'early', chatBody({ messages: [{ role: 'user', content: 'x'.repeat(big) }] }));
-    assert.equal(r.status, 200);
-    assert.equal((await gw.records.nth(1)).status, 200);
-    // The paused upstream would not see a close: the proxy's pool is where a held connection shows.
-    const held = () => Object.values(pool.sockets).flat().length + Object.values(pool.freeSockets).flat().length;
-    await eventually('the proxy to hold no connection to the upstream that answered early', () => held() === 0, t.signal);
-    early.keepAliveTimeout = 5000;
-    assert.equal((await callAs(gw.port, 'early')).status, 200, 'the slot came back');
-  } finally {
-    await gw.close();
-    early.closeAllConnections();
-    await new Promise((r) => early.close(r));
-  }
-});
+}

@@ -166,7 +166,7 @@ async function pushWithoutEnd(port: number): Promise<{ socket: ReturnType<typeof
   return { socket, closed };
 }
 
-test('request end lets go of its upstream: a push its git host answered before the body ended has the upstream connection closed when the request ends, not held by the rest of the body (git endings)', { timeout: 30_000 }, async (t) => {
+test('request end lets go of its upstream: a push its git host answered before the body ended has the upstream connection closed when the request ends, not held by the rest of the body (RequestLifecycle.finish)', { timeout: 30_000 }, async (t) => {
   const upstreamSide = answerBeforeTheBody();
   // The body's idle limit is off: only the request's end may let the upstream connection go.
   const git = await startGitInProcess({ hostKey: upstream.hostKey, pki, bodyIdleMs: 0 });
@@ -182,12 +182,12 @@ test('request end lets go of its upstream: a push its git host answered before t
   }
 });
 
-test('request end lets go of its upstream: a client that goes on sending a push body after its answer has its connection closed once the answer is out, and the upstream connection with it (git endings)', { timeout: 30_000 }, async (t) => {
+test('request end lets go of its upstream: a client that keeps its connection after the answer to a push whose body has not ended has it closed once the answer is out, and the upstream connection with it (RequestLifecycle.finish)', { timeout: 30_000 }, async (t) => {
   const upstreamSide = answerBeforeTheBody();
   const git = await startGitInProcess({ hostKey: upstream.hostKey, pki, bodyIdleMs: 0 });
   try {
+    // The whole answer was read (pushWithoutEnd): only then does the proxy close the connection.
     const client = await pushWithoutEnd(git.port);
-    client.socket.write('10\r\nmore body, unread\r\n');
     await client.closed;
     await eventually('the upstream connection of the answered push to close', upstreamSide.closed, t.signal);
     assert.equal((await git.records.nth(1)).status, 200);

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { signBotToken } from '../../src/auth/jwt.ts';
 import { ERRORS } from '../../src/http/errors.ts';
-import { isRelayableStatus } from '../../src/http/lifecycle.ts';
+import { isRelayableStatus, leftoverUpstream } from '../../src/http/lifecycle.ts';
 import { botIdentity, botPresentation, revocationRefusal, tokenHeaderHint } from '../../src/gateway/authenticate.ts';
 import type { Verification } from '../../src/auth/verifier.ts';
 import { secretVerifier } from '../support/tokens.ts';
@@ -37,6 +37,16 @@ test('answerKind: the gateway key refused (401, 403), an error body, a compresse
   assert.equal(answerKind(200, undefined, 'application/json', messages), 'json');
   for (const status of [0, 99, 600, 1000]) assert.equal(answerKind(status, undefined, 'application/json', chat), 'bad_status', String(status));
   assert.deepEqual([isRelayableStatus(100), isRelayableStatus(599), isRelayableStatus(0), isRelayableStatus(600)], [true, true, false, false]);
+});
+
+test('request end lets go of its upstream: a request done with is cut when its body never ended, given the grace when its body ended but is still queued, and left to Node when it is destroyed, pooled or sent whole (leftoverUpstream)', () => {
+  const at = (destroyed: boolean, writableEnded: boolean, writableFinished: boolean) => leftoverUpstream({ destroyed, writableEnded, writableFinished });
+  assert.equal(at(false, false, false), 'cut', 'a body still streaming (a push) or still in slices (a call) never ends now');
+  assert.equal(at(false, true, false), 'flush', 'ended, its last bytes queued');
+  assert.equal(at(false, true, true), 'none', 'sent whole: Node pools the connection');
+  assert.equal(at(true, true, true), 'none', 'pooled: Node marks the request destroyed');
+  assert.equal(at(true, false, false), 'none', 'destroyed already (a failure, the client gone)');
+  assert.equal(at(true, true, false), 'none');
 });
 
 test('errorClassForStatus: 429 is rate_limited, other 4xx upstream_4xx, 5xx upstream_5xx', () => {
