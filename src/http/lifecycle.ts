@@ -197,15 +197,20 @@ export abstract class RequestLifecycle {
   /**
    * An upstream request this request is done with: one still sending a body its upstream has
    * already answered must not outlive it (rule 99). A retried attempt's is cut `now` (its body is
-   * bytes in hand: only a git push streams the client's, and a push is never sent again); the
-   * last one's `after the answer` is out, since a streamed body's pipeline closes the client's
-   * connection with it, as a refusal whose body was not read closes it (closeAfter).
+   * bytes in hand: only a git push streams the client's, and a push is never sent again). The
+   * last one's is cut `after the answer` is out, and with it the client's connection when the
+   * client's body was not read to its end (a push streaming into it), as a refusal whose body was
+   * not read closes it (closeAfter): the rest of that body has nowhere to go.
    */
   #letGoOf(request: ClientRequest, when: 'now' | 'after the answer'): void {
     const action = leftoverUpstream(request);
     if (action === 'cut') {
-      if (when === 'now' || this.res.writableFinished || this.res.destroyed) request.destroy();
-      else this.res.once('close', () => request.destroy());
+      const cut = () => {
+        request.destroy();
+        if (when === 'after the answer' && !this.req.complete) this.req.destroy();
+      };
+      if (when === 'now' || this.res.writableFinished || this.res.destroyed) cut();
+      else this.res.once('close', cut);
     } else if (action === 'flush') {
       const timer = setTimeout(() => leftoverUpstream(request) === 'none' || request.destroy(), UNSENT_BYTES_GRACE_MS).unref();
       request.once('finish', () => clearTimeout(timer)).once('close', () => clearTimeout(timer));

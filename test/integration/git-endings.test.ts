@@ -184,7 +184,8 @@ test('request end lets go of its upstream: a push its git host answered before t
 
 test('request end lets go of its upstream: a client that keeps its connection after the answer to a push whose body has not ended has it closed once the answer is out, and the upstream connection with it (RequestLifecycle.finish)', { timeout: 30_000 }, async (t) => {
   const upstreamSide = answerBeforeTheBody();
-  const git = await startGitInProcess({ hostKey: upstream.hostKey, pki, bodyIdleMs: 0 });
+  // No timer of the listener's may close the connection: only the request's end.
+  const git = await startGitInProcess({ hostKey: upstream.hostKey, pki, bodyIdleMs: 0, keepAliveMs: 0 });
   try {
     // The whole answer was read (pushWithoutEnd): only then does the proxy close the connection.
     const client = await pushWithoutEnd(git.port);

@@ -54,12 +54,12 @@ export interface InProcessListener<R> {
   close(): Promise<void>;
 }
 
-async function serveInProcess<R>(name: 'git' | 'model', records: RecordLog<R>, logs: LogRecord[], handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>, refuse: Parameters<typeof startListener>[0]['refuse']): Promise<InProcessListener<R>> {
+async function serveInProcess<R>(name: 'git' | 'model', records: RecordLog<R>, logs: LogRecord[], handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>, refuse: Parameters<typeof startListener>[0]['refuse'], keepAliveMs = 5000): Promise<InProcessListener<R>> {
   const listener = await startListener({
     name,
     flag: name === 'git' ? 'git-auth-listen' : 'model-gateway-listen',
     address: { host: '127.0.0.1', port: 0 },
-    timeouts: { headerMs: 5000, keepAliveMs: 5000 },
+    timeouts: { headerMs: 5000, keepAliveMs },
     caps: { total: 0, perClient: 0 },
     rootIsHealth: name === 'model',
     log: (r) => void logs.push(r),
@@ -143,6 +143,8 @@ export interface GitOptions {
   readonly maxConcurrentPerWorkload?: number;
   /** The request body's idle limit (5 s unless given; 0: off). */
   readonly bodyIdleMs?: number;
+  /** The listener's keep-alive timeout, for a connection whose answer is out (5 s unless given; 0: off). */
+  readonly keepAliveMs?: number;
 }
 
 /** The git handler in this process, with one bearer-token host. */
@@ -160,5 +162,5 @@ export async function startGitInProcess(opts: GitOptions): Promise<InProcessList
     record: (rec) => records.push(rec),
     log: (r) => void logs.push(r),
   };
-  return serveInProcess('git', records, logs, createGitHandler(deps), refuseAtGit(deps));
+  return serveInProcess('git', records, logs, createGitHandler(deps), refuseAtGit(deps), opts.keepAliveMs);
 }
