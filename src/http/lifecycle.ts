@@ -50,7 +50,7 @@ export interface UpstreamLeftover {
  * They leave within moments when the upstream reads; one that has answered and will not read
  * them has no other timer left to cut it (Node removes the request's timeout at the response's end).
  */
-export const UNSENT_BYTES_GRACE_MS = 1000;
+const UNSENT_BYTES_GRACE_MS = 1000;
 
 /**
  * Pure: what becomes of an upstream request its request is done with (rule 99). `none`: it is
