@@ -152,7 +152,7 @@ export abstract class RequestLifecycle {
   refuse(refusal: Refusal, errorClass?: string): void {
     if (!this.res.headersSent && !this.res.destroyed) {
       for (const [name, value] of Object.entries(refusal.headers ?? {})) this.res.setHeader(name, assertHeaderValue(name, value));
-      if (refusal.closeAfter) this.res.once('finish', () => this.req.destroy());
+      if (refusal.closeAfter) this.#afterTheAnswer(() => this.req.destroy());
       this.writeError(refusal);
     }
     this.end(refusal.error.status, errorClass ?? refusal.error.code);
@@ -204,17 +204,22 @@ export abstract class RequestLifecycle {
    */
   #letGoOf(request: ClientRequest, when: 'now' | 'after the answer'): void {
     const action = leftoverUpstream(request);
-    if (action === 'cut') {
-      const cut = () => {
+    if (action === 'cut' && when === 'now') request.destroy();
+    else if (action === 'cut') {
+      this.#afterTheAnswer(() => {
         request.destroy();
-        if (when === 'after the answer' && !this.req.complete) this.req.destroy();
-      };
-      if (when === 'now' || this.res.writableFinished || this.res.destroyed) cut();
-      else this.res.once('close', cut);
+        if (!this.req.complete) this.req.destroy();
+      });
     } else if (action === 'flush') {
       const timer = setTimeout(() => leftoverUpstream(request) === 'none' || request.destroy(), UNSENT_BYTES_GRACE_MS).unref();
       request.once('finish', () => clearTimeout(timer)).once('close', () => clearTimeout(timer));
     }
+  }
+
+  /** Runs `then` once the answer is out (written whole, or the connection gone): at once if it already is. */
+  #afterTheAnswer(then: () => void): void {
+    if (this.res.writableFinished || this.res.destroyed) then();
+    else this.res.once('close', then);
   }
 
   /** Renders the proxy's own error the way this listener's clients read it. */

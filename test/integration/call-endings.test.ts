@@ -355,6 +355,7 @@ for (const retried of [false, true]) {
       assert.deepEqual([rec.status, rec.attempts], [200, retried ? 2 : 1]);
       const held = () => Object.values(pool.sockets).flat().length + Object.values(pool.freeSockets).flat().length;
       await eventually('the proxy to hold no connection to the upstream that answered early (one pooled: the body fit in the socket buffers)', () => held() === 0, t.signal);
+      assert.equal((await callAs(gw.port, 'early')).status, 200, 'the slot came back: not 429');
     } finally {
       await gw.close();
       early.closeAllConnections();
