@@ -41,7 +41,7 @@ import { gitEnv, makeGitHome } from '../test/support/git-client.ts';
 import { startGitServer, type GitServer } from '../test/support/git-server.ts';
 import { chunk, completionJson, sseEvent, startModelUpstream, USAGE, type ModelRequest } from '../test/support/model-upstream.ts';
 import { parseExposition, sumOf, type Sample } from '../test/support/prometheus.ts';
-import { BUNDLE, ROOT, runProxyCommand } from '../test/support/proxy-process.ts';
+import { BUNDLE, ROOT, runProxyCommand, tcpSockets } from '../test/support/proxy-process.ts';
 import { makeTestPki } from '../test/support/tls.ts';
 
 // ---- configuration ------------------------------------------------------------------------
@@ -159,26 +159,6 @@ function procRss(pid: number): number {
 const procFds = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
 const TCP_STATES: Record<string, string> = { '01': 'established', '06': 'time_wait', '07': 'close', '08': 'close_wait', '09': 'last_ack', '0A': 'listen', '0B': 'closing', '04': 'fin_wait1', '05': 'fin_wait2' };
 
-/** The process's TCP sockets by inode: `tcp LOCALPORT->REMOTEPORT state` (ports tell which server a connection is with). */
-function tcpSockets(pid: number): Map<string, string> {
-  const byInode = new Map<string, string>();
-  for (const table of ['tcp', 'tcp6']) {
-    let text = '';
-    try {
-      text = readFileSync(`/proc/${pid}/net/${table}`, 'utf8');
-    } catch {
-      continue;
-    }
-    for (const row of text.split('\n').slice(1)) {
-      const f = row.trim().split(/\s+/);
-      if (f.length < 10) continue;
-      const port = (address: string) => parseInt(address.split(':')[1]!, 16);
-      byInode.set(f[9]!, `tcp ${port(f[1]!)}->${port(f[2]!)} ${TCP_STATES[f[3]!] ?? f[3]}`);
-    }
-  }
-  return byInode;
-}
-
 /**
  * What each open descriptor is (a TCP socket by its ports and state, another socket, a pipe,
  * anon_inode:[eventfd], a path), counted by kind: told when descriptors are not flat.
@@ -193,8 +173,9 @@ function procFdKinds(pid: number): Record<string, number> {
     } catch {
       continue; // closed between the listing and the read
     }
-    const inode = /^socket:\[(\d+)\]$/.exec(target)?.[1];
-    const kind = (inode !== undefined ? tcp.get(inode) : undefined) ?? target.replace(/\[\d+\]$/, '');
+    // A TCP socket by its ports and state (ports tell which server a connection is with).
+    const socket = tcp.get(/^socket:\[(\d+)\]$/.exec(target)?.[1] ?? '');
+    const kind = socket !== undefined ? `tcp ${socket.localPort}->${socket.remotePort} ${TCP_STATES[socket.state] ?? socket.state}` : target.replace(/\[\d+\]$/, '');
     kinds[kind] = (kinds[kind] ?? 0) + 1;
   }
   return kinds;

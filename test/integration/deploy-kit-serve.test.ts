@@ -59,11 +59,7 @@ function run(command: string[], args: string[], env: Record<string, string>): { 
 /** Polls `probe` until it gives a value, bounded by the test's timeout (eventually); the failure names `what` and shows the output. */
 async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, output: () => string, signal: AbortSignal): Promise<T> {
   let value: T | undefined;
-  try {
-    await eventually(what, async () => (value = await probe()) !== undefined, signal, 50);
-  } catch (err) {
-    assert.fail(`${(err as Error).message}; output:\n${output()}`);
-  }
+  await eventually(what, async () => (value = await probe()) !== undefined, signal, 50, () => `output:\n${output()}`);
   return value!;
 }
 

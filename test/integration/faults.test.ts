@@ -395,17 +395,13 @@ async function atRest(p: ProxyProcess, signal: AbortSignal): Promise<Footprint> 
     now = await footprint(p);
     return now.connections === 0 && previous?.fds === now.fds;
   };
-  try {
-    await eventually('the proxy at rest', resting, signal, 50);
-  } catch (err) {
-    assert.fail(`${(err as Error).message}: ${JSON.stringify(now)} (${describeFds(p.pid)})`);
-  }
+  await eventually('the proxy at rest', resting, signal, 50, () => `${JSON.stringify(now)} (${describeFds(p.pid)})`);
   return now!;
 }
 
 /** Polls, bounded by the test's timeout (`signal`; see eventually), until the footprint is back at `before`; only the eventual value is asserted. */
 async function assertSettlesTo(p: ProxyProcess, before: Footprint, signal: AbortSignal): Promise<void> {
-  let now = await footprint(p);
+  let now!: Footprint;
   try {
     await eventually('the footprint back where it was', async () => {
       now = await footprint(p);

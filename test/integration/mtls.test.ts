@@ -123,6 +123,11 @@ function refusedAtHandshake(answer: Answer, what: string): void {
   assert.ok('error' in answer, `${what}: expected the handshake to fail, got ${JSON.stringify(answer)}`);
 }
 
+/** The record of the request served after `before` records: written when the handler finishes, which may be just after the client has the whole answer. */
+async function servedRecord(before: number): Promise<GitRequestRecord> {
+  return records.slice(before).find((r) => r.status === 200) ?? (await new Promise<GitRequestRecord>((resolve) => recordWaiters.push((r) => r.status === 200 && (resolve(r), true))));
+}
+
 function refusedWith(answer: Answer, reason: RegExp, what: string): void {
   assert.ok(!('error' in answer), `${what}: ${JSON.stringify(answer)}`);
   assert.equal(answer.status, 403, `${what}: ${answer.body}`);
@@ -136,8 +141,7 @@ test('mutual TLS: a certificate with the SPIFFE ID of an account the policy gran
   assert.ok(!('error' in answer), JSON.stringify(answer));
   assert.equal(answer.status, 200, answer.body);
   assert.equal(answer.protocol, 'TLSv1.3');
-  // The record is written when the handler finishes, which may be just after the client has the whole answer.
-  const rec = records.slice(before).find((r) => r.status === 200) ?? (await new Promise<GitRequestRecord>((resolve) => recordWaiters.push((r) => r.status === 200 && (resolve(r), true))));
+  const rec = await servedRecord(before);
   assert.equal(rec?.instance_id, 'agents/triage-bot');
   assert.equal(rec?.workflow, 'agents/triage-bot');
 });
@@ -149,7 +153,7 @@ test('mutual TLS: a TLS 1.2 client is served too (TLS 1.2 is the minimum)', asyn
   assert.equal(answer.status, 200);
   assert.equal(answer.protocol, 'TLSv1.2');
   // Its record, written just after the answer, is in before the next test counts records.
-  while (records.length === before) await new Promise((r) => setImmediate(r));
+  await servedRecord(before);
 });
 
 test('mutual TLS: no client certificate, one from another CA, or an expired one is refused at the handshake, with a tls_refused line', async () => {

@@ -6,12 +6,9 @@
 // test/integration/cli.test.ts still run each command through the bundle, so that main.ts's own
 // exit codes are checked.
 import { parseCommandLine, usage, UsageError, type ServeOptions } from '../../src/config/cli.ts';
-import { jsonLineSink } from '../../src/http/log.ts';
 import { runCommand, type CommandContext } from '../../src/run/commands.ts';
 import { proxyEnv } from './proxy-process.ts';
-import { linesAsTheyCome } from './serve-in-process.ts';
-import { startServing } from '../../src/run/serve.ts';
-import { shutdownOrder } from '../../src/run/shutdown.ts';
+import { serveHere } from './serve-in-process.ts';
 
 /** What runProxyCommand (test/support/proxy-process.ts) returns for the same arguments and environment (PATH and `env`). */
 export async function runCommandInProcess(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -36,17 +33,12 @@ export async function runCommandInProcess(args: string[], env: Record<string, st
  */
 async function startRefused(options: ServeOptions, env: NodeJS.ProcessEnv, write: (line: string) => void): Promise<void> {
   let ended = false;
-  const output = (line: string) => void (ended || write(line));
-  const lines = linesAsTheyCome(output);
-  const log = jsonLineSink(output);
-  let exited!: () => void;
-  const exit = new Promise<void>((resolve) => (exited = resolve));
-  const shutdown = shutdownOrder(0, log, lines, () => exited());
+  const here = serveHere(options, env, (line) => void (ended || write(line)));
   try {
-    await startServing(options, env, log, lines, shutdown);
+    await here.started;
   } finally {
     ended = true;
-    shutdown.stop('SIGTERM');
-    await exit;
+    here.stop('SIGTERM');
+    await here.exited;
   }
 }

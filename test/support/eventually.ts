@@ -8,12 +8,16 @@ import { setTimeout as delay } from 'node:timers/promises';
 
 const HANG_GUARD_MS = 120_000;
 
-/** Polls `ok` every `everyMs` until it holds; throws naming `what` once `signal` aborts (the test timed out or ended) or after 120 s. */
-export async function eventually(what: string, ok: () => boolean | Promise<boolean>, signal: AbortSignal, everyMs = 5): Promise<void> {
+/**
+ * Polls `ok` every `everyMs` until it holds; throws naming `what` once `signal` aborts (the test
+ * timed out or ended) or after 120 s, with `detail()` (the state last seen, the output) appended.
+ */
+export async function eventually(what: string, ok: () => boolean | Promise<boolean>, signal: AbortSignal, everyMs = 5, detail?: () => string): Promise<void> {
   const guard = AbortSignal.timeout(HANG_GUARD_MS);
+  const giveUp = (why: string) => new Error(`gave up waiting for ${what}: ${why}${detail === undefined ? '' : `; ${detail()}`}`);
   while (!(await ok())) {
-    if (signal.aborted) throw new Error(`gave up waiting for ${what}: the test ended first`);
-    if (guard.aborted) throw new Error(`gave up waiting for ${what}: it did not come in ${HANG_GUARD_MS / 1000} s`);
+    if (signal.aborted) throw giveUp('the test ended first');
+    if (guard.aborted) throw giveUp(`it did not come in ${HANG_GUARD_MS / 1000} s`);
     await delay(everyMs);
   }
 }

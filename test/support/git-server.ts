@@ -2,7 +2,7 @@
 // the real `git http-backend`, which refuses any request that does not carry
 // exactly the expected credential.
 import { execFileSync, spawn, type ChildProcessByStdio } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -370,7 +370,6 @@ function createBareRepo(root: string, name: string): string {
   }
   // Every repository starts as the same seeded one, made once (cached-dir.ts) and copied here.
   gitVersion ??= execFileSync('git', ['--version'], { encoding: 'utf8' });
-  mkdirSync(repoPath, { recursive: true });
   return cachedDir('git-seeded-repo', gitVersion, seedBareRepo, repoPath);
 }
 

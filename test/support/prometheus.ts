@@ -115,11 +115,7 @@ export async function startPrometheus(targets: readonly string[]): Promise<Prome
           last = Number(v);
           return accept(last);
         };
-        try {
-          await eventually(`${expr} to be accepted`, accepted, signal, 100); // the scrape interval
-        } catch (err) {
-          throw new Error(`${(err as Error).message}; last value ${last}`);
-        }
+        await eventually(`${expr} to be accepted`, accepted, signal, 100, () => `last value ${last}`); // every scrape interval
         return last;
       },
       async close() {

@@ -71,10 +71,17 @@ export interface StartOptions {
   cwd?: string;
 }
 
-export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
-  const args = opts.args ?? ['--git-auth-listen', '127.0.0.1:0'];
+/** The arguments a proxy is started with, and the listeners its start waits for (startProxy, startServe). */
+export function serveArgs(opts: Pick<StartOptions, 'args' | 'listeners'>): { args: string[]; listeners: string[] } {
+  const args = [...(opts.args ?? ['--git-auth-listen', '127.0.0.1:0'])];
   // Many proxies run at once in tests: the metrics listener gets a free port too.
   if (!args.some((a) => a.startsWith('--metrics-listen'))) args.push('--metrics-listen', '127.0.0.1:0');
+  const metricsOff = args.some((a, i) => a === '--metrics-listen=off' || (a === '--metrics-listen' && args[i + 1] === 'off'));
+  return { args, listeners: [...(opts.listeners ?? ['git']), ...(metricsOff ? [] : ['metrics'])] };
+}
+
+export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
+  const { args, listeners } = serveArgs(opts);
   const child = spawn(process.execPath, [BUNDLE, ...args], {
     env: proxyEnv(opts.env),
     cwd: opts.cwd,
@@ -111,8 +118,7 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
 
   const ports: Record<string, number> = {};
   // The metrics listener is announced last: once it is up, everything is.
-  const metricsOff = args.some((a, i) => a === '--metrics-listen=off' || (a === '--metrics-listen' && args[i + 1] === 'off'));
-  for (const name of [...(opts.listeners ?? ['git']), ...(metricsOff ? [] : ['metrics'])]) {
+  for (const name of listeners) {
     const rec = await waitForRecord((r) => r.event === 'listening' && r.listener === name, `the ${name} listening line`);
     ports[name] = Number(String(rec.address).split(':').pop());
   }
@@ -159,24 +165,53 @@ export function assertNoSecrets(text: string, secrets: readonly string[], where:
   }
 }
 
-/** The TCP ports a process listens on: its socket descriptors matched to LISTEN rows of /proc/net/tcp{,6}. */
-function listeningPorts(pid: number): number[] {
-  const inodes = new Set<string>();
+/** A TCP socket of a process, from /proc/PID/net/tcp{,6}: its ports and its state (st: 01 established, 0A listen, ...). */
+export interface TcpSocket {
+  readonly localPort: number;
+  readonly remotePort: number;
+  readonly state: string;
+}
+
+/** The TCP sockets in the process's network namespace, by inode (a descriptor `socket:[INODE]` names one). */
+export function tcpSockets(pid: number): Map<string, TcpSocket> {
+  const byInode = new Map<string, TcpSocket>();
+  const port = (address: string) => parseInt(address.split(':')[1]!, 16);
+  for (const table of ['tcp', 'tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(`/proc/${pid}/net/${table}`, 'utf8');
+    } catch {
+      continue; // no IPv6 here
+    }
+    for (const row of text.split('\n').slice(1)) {
+      // local_address is f[1] (HEXIP:HEXPORT), rem_address f[2], st f[3], inode f[9].
+      const f = row.trim().split(/\s+/);
+      if (f.length >= 10) byInode.set(f[9]!, { localPort: port(f[1]!), remotePort: port(f[2]!), state: f[3]! });
+    }
+  }
+  return byInode;
+}
+
+/** The inode of each socket descriptor the process holds. */
+function socketInodes(pid: number): string[] {
+  const inodes: string[] = [];
   for (const fd of readdirSync(`/proc/${pid}/fd`)) {
     try {
       const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
-      if (m) inodes.add(m[1]!);
+      if (m) inodes.push(m[1]!);
     } catch {
       // closed while we looked
     }
   }
-  const ports: number[] = [];
-  for (const table of ['tcp', 'tcp6']) {
-    for (const row of readFileSync(`/proc/${pid}/net/${table}`, 'utf8').split('\n').slice(1)) {
-      const f = row.trim().split(/\s+/);
-      // local_address is f[1] (HEXIP:HEXPORT), st is f[3] (0A = LISTEN), inode is f[9].
-      if (f[3] === '0A' && inodes.has(f[9]!)) ports.push(parseInt(f[1]!.split(':')[1]!, 16));
-    }
-  }
-  return ports.sort((a, b) => a - b);
+  return inodes;
+}
+
+/** The TCP ports a process listens on: its socket descriptors matched to LISTEN rows. */
+function listeningPorts(pid: number): number[] {
+  const tcp = tcpSockets(pid);
+  return socketInodes(pid)
+    .map((inode) => tcp.get(inode))
+    .filter((s) => s?.state === '0A')
+    .map((s) => s!.localPort)
+    .sort((a, b) => a - b);
 }

@@ -11,11 +11,11 @@
 // bundle is started instead. A test that needs the process itself (its exit code, signals other
 // than SIGTERM and SIGINT, its descriptors or memory, its working directory) uses startProxy.
 import { readFileSync } from 'node:fs';
-import { parseCommandLine } from '../../src/config/cli.ts';
+import { parseCommandLine, type ServeOptions } from '../../src/config/cli.ts';
 import { jsonLineSink, type LineWriter } from '../../src/http/log.ts';
 import { startServing } from '../../src/run/serve.ts';
 import { shutdownOrder } from '../../src/run/shutdown.ts';
-import { proxyEnv, Records, startProxy, type LogRecord, type ProxyProcess, type StartOptions } from './proxy-process.ts';
+import { proxyEnv, Records, serveArgs, startProxy, type LogRecord, type ProxyProcess, type StartOptions } from './proxy-process.ts';
 
 type Exit = { code: number | null; signal: NodeJS.Signals | null };
 
@@ -48,12 +48,36 @@ export function linesAsTheyCome(write: (line: string) => void): LineWriter {
   return { write, dropped: () => 0, drain: () => Promise.resolve(), flushSync: () => {} };
 }
 
+/** `serve` in this process as src/run/serve.ts starts it, its log lines handed to `write`: the shutdown order's exit is `exited`. */
+export interface ServingHere {
+  /** Start-up: resolves when every listener is up, rejects as the bundle would exit 1. */
+  readonly started: Promise<void>;
+  /** Starts the shutdown order (drain, then a cut on a second call). */
+  stop(signal: NodeJS.Signals): void;
+  /** Resolves with the code the order exits with. */
+  readonly exited: Promise<number>;
+  /** False from the order's exit on. */
+  running(): boolean;
+}
+
+export function serveHere(options: ServeOptions, env: NodeJS.ProcessEnv, write: (line: string) => void): ServingHere {
+  const lines = linesAsTheyCome(write);
+  const log = jsonLineSink(write);
+  let running = true;
+  let exit!: (code: number) => void;
+  const exited = new Promise<number>((resolve) => (exit = resolve));
+  const shutdown = shutdownOrder(options.shutdownGraceMs, log, lines, (code) => {
+    running = false;
+    exit(code);
+  });
+  return { started: startServing(options, env, log, lines, shutdown), stop: (signal) => shutdown.stop(signal), exited, running: () => running };
+}
+
 /** The proxy's `serve`, in this process when it trusts the same CAs (see above), else the bundle. */
 export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
   if (opts.cwd !== undefined) throw new Error('startServe: a working directory of its own needs the bundle (startProxy)');
   if (!servesHereLikeTheBundle(opts.env)) return startProxy(opts);
-  const args = [...(opts.args ?? ['--git-auth-listen', '127.0.0.1:0'])];
-  if (!args.some((a) => a.startsWith('--metrics-listen'))) args.push('--metrics-listen', '127.0.0.1:0');
+  const { args, listeners } = serveArgs(opts);
   const cli = parseCommandLine(args);
   if (cli.command !== 'serve') throw new Error(`startServe: ${cli.command} is not serve (runProxyCommand runs the other commands)`);
 
@@ -61,42 +85,32 @@ export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
   let exit!: (e: Exit) => void;
   const exited = new Promise<Exit>((resolve) => (exit = resolve));
   const records = new Records(exited, () => out);
-  const write = (line: string): void => {
+  // Start-up writes its first lines before it first waits: the records are there for them.
+  const here = serveHere(cli.options, proxyEnv(opts.env), (line) => {
     out += line;
     records.add(JSON.parse(line) as LogRecord);
-  };
-  const log = jsonLineSink(write);
-  const lines = linesAsTheyCome(write);
-  let ended = false;
-  void exited.then(() => (ended = true));
-  const shutdown = shutdownOrder(cli.options.shutdownGraceMs, log, lines, (code) => exit({ code, signal: null }));
-
-  try {
-    await startServing(cli.options, proxyEnv(opts.env), log, lines, shutdown);
-  } catch (err) {
-    // The bundle would exit 1 here; in this process what started so far is stopped by the order.
+  });
+  void here.exited.then((code) => exit({ code, signal: null }));
+  // What started so far is stopped by the order (the bundle would have exited 1), then the failure says what was output.
+  const refused = async (message: string): Promise<never> => {
     const said = out;
-    shutdown.stop('SIGTERM');
+    here.stop('SIGTERM');
     await exited;
-    throw new Error(`proxy: ${(err as Error).message}; output:\n${said}`);
-  }
+    throw new Error(`${message}; output:\n${said}`);
+  };
+
+  await here.started.catch((err: Error) => refused(`proxy: ${err.message}`));
   const ports: Record<string, number> = {};
   for (const rec of records.all) if (rec.event === 'listening') ports[String(rec.listener)] = Number(String(rec.address).split(':').pop());
   // The listeners the test waits for, as startProxy waits for them: each must have announced itself.
-  const metricsOff = args.some((a, i) => a === '--metrics-listen=off' || (a === '--metrics-listen' && args[i + 1] === 'off'));
-  for (const name of [...(opts.listeners ?? ['git']), ...(metricsOff ? [] : ['metrics'])]) {
-    if (ports[name] === undefined) {
-      const said = out;
-      shutdown.stop('SIGTERM');
-      await exited;
-      throw new Error(`startServe: the ${name} listener did not start; output:\n${said}`);
-    }
+  for (const name of listeners) {
+    if (ports[name] === undefined) await refused(`startServe: the ${name} listener did not start`);
   }
 
   const waitForRecord = (match: (r: LogRecord) => boolean, what?: string) => records.wait(match, what);
   const signal = (sig: NodeJS.Signals): void => {
     if (sig !== 'SIGTERM' && sig !== 'SIGINT') throw new Error(`startServe: ${sig} needs the bundle (startProxy)`);
-    if (!ended) shutdown.stop(sig);
+    if (here.running()) here.stop(sig);
   };
   const needsBundle = (what: string) => (): never => {
     throw new Error(`startServe: ${what} needs the bundle (startProxy)`);

@@ -255,7 +255,6 @@ test('redaction: a text shorter than the shortest form of every secret cannot ho
   assert.equal(headerCarriesSecret([secret])(secret), true, 'the secret alone, as long as the shortest form');
   assert.equal(headerCarriesSecret([secret])(secret.toUpperCase()), true, 'in another case');
   assert.equal(headerCarriesSecret([secret])(secret.slice(0, -1)), false, 'one character short');
-  assert.equal(headerCarriesSecret([secret, 'a'.repeat(40)])('x'), false);
   assert.equal(headerCarriesSecret(['k'.repeat(8), secret])('k'.repeat(8)), true, 'the shortest secret of several sets the bound');
   assert.equal(redactBody(Buffer.from(secret), [secret]).toString(), '[REDACTED]');
 });
