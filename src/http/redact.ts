@@ -5,43 +5,9 @@
 // read whole, decoded and redacted; the gateway's relayed bodies and streams pass through a
 // redactor that holds back at most one partial event.
 import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
+import { LONGEST_CHAR_FORM, SpelledSecrets } from './spelled-secrets.ts';
 
 const REDACTED = '[REDACTED]';
-
-/** The longest text one character of a secret takes in any of its forms (`\u00XX`, `&#x000000002f;`, `&DiacriticalGrave;`). */
-const LONGEST_CHAR_FORM = 20;
-
-/**
- * The named HTML references of ASCII characters (HTML5's list: a decoder reads each back as the
- * character; any other is numeric). Matched in any case and with or without the `;`, as the
- * legacy names are decoded.
- */
-const NAMED_REFERENCES: Readonly<Record<string, readonly string[]>> = {
-  '&': ['amp'], '<': ['lt'], '>': ['gt'], '"': ['quot'], "'": ['apos'], '_': ['lowbar', 'UnderBar'], '/': ['sol'], '+': ['plus'],
-  '.': ['period'], ':': ['colon'], '=': ['equals'], '#': ['num'], '!': ['excl'], '$': ['dollar'], '%': ['percnt'], '(': ['lpar'],
-  ')': ['rpar'], '*': ['ast', 'midast'], ',': ['comma'], ';': ['semi'], '?': ['quest'], '@': ['commat'], '[': ['lsqb', 'lbrack'],
-  ']': ['rsqb', 'rbrack'], '\\': ['bsol'], '^': ['Hat'], '`': ['grave', 'DiacriticalGrave'], '{': ['lcub', 'lbrace'], '}': ['rcub', 'rbrace'],
-  '|': ['verbar', 'vert', 'VerticalLine'], '\t': ['Tab'], '\n': ['NewLine'],
-};
-
-/**
- * Per character of a secret: the forms a decoder turns back into it: itself, JSON-escaped, percent-
- * encoded once or twice and, with `references`, an HTML character reference. Percent-encoding is
- * of bytes, so a UTF-8 byte of a non-ASCII secret has that form too; the others name code points.
- */
-function charForms(byte: number, references: boolean): string {
-  const ch = String.fromCharCode(byte);
-  const literal = /[A-Za-z0-9]/.test(ch) ? ch : `\\x${byte.toString(16).padStart(2, '0')}`;
-  const hex = byte.toString(16).padStart(2, '0');
-  const percent = `%(?:25)?${hex}`;
-  if (byte >= 0x80) return `(?:${literal}|${percent})`;
-  const forms = [literal, `\\\\u00${hex}`, percent];
-  if (ch === '/' || ch === '"' || ch === '\\') forms.push(`\\\\${literal}`);
-  // Numeric references with leading zeros are references too (`&#0115;`, `&#x073;`).
-  if (references) forms.push(`&#(?:0{0,8}${byte}|x0{0,8}${byte.toString(16)});?`);
-  for (const name of references ? (NAMED_REFERENCES[ch] ?? []) : []) forms.push(`&${name};?`);
-  return `(?:${forms.join('|')})`;
-}
 
 /**
  * Pure: the base64 and base64url text that `bytes` become inside a longer encoded string, for each
@@ -134,12 +100,8 @@ class SampledForms {
 
 /** What redaction looks for, built once per set of secrets. */
 type SecretForms = {
-  /** The secrets, and any encoded form an encoder escapes, with each character in any of its forms but an HTML reference (any case). */
-  readonly escaped: RegExp;
-  /** The same with HTML character references: twice as slow, so used only on text that holds one (`referenceStart`). */
-  readonly referenced: RegExp;
-  /** `&#`, or `&` when a secret has a character with a named reference (`&amp;`). */
-  readonly referenceStart: string;
+  /** The secrets, and any encoded form an encoder escapes, spelled out with each character in any of its forms (any case). */
+  readonly spelled: SpelledSecrets;
   /** The other encoded forms, as written. */
   readonly sampled: SampledForms | undefined;
   /** The longest text any form can take. */
@@ -154,14 +116,13 @@ const MAX_BUILT = 32;
 
 /**
  * The forms of `secrets` to look for, built once per set (and kept for the last 32 sets);
- * undefined when there is no secret. The regular expression reads text as latin1 (one character
- * per byte) and ignores case: secrets are long random strings, so a match in another case is the
- * secret, never chance. Encoded forms of letters, digits, `-` and `_` are found as written, by
- * sampling: a regular expression alternating between dozens of long forms is a hundred times
- * slower. Those are every doubly encoded form, and every form of a secret of ASCII characters
+ * undefined when there is no secret. Text is read as latin1 (one character per byte) and
+ * compared in any case: secrets are long random strings, so a match in another case is the
+ * secret, never chance. A secret is found spelled out in any mix of its characters' forms
+ * (spelled-secrets.ts). Encoded forms of letters, digits, `-` and `_` are found as written, by
+ * sampling. Those are every doubly encoded form, and every form of a secret of ASCII characters
  * other than `>`, `?`, `~` and DEL (only those, or a non-ASCII byte, give base64 a `+` or `/`).
- * A form with `+` or `/`, which encoders escape, joins the regular expression instead, at that
- * cost for that secret.
+ * A form with `+` or `/`, which encoders escape, is looked for spelled out instead.
  */
 function secretForms(secrets: readonly string[]): SecretForms | undefined {
   const usable = secrets.filter((s) => s.length > 0);
@@ -177,9 +138,7 @@ function secretForms(secrets: readonly string[]): SecretForms | undefined {
   const escapedForms = [...usable.map((s) => Buffer.from(s, 'utf8')), ...encoded.filter((f) => ESCAPABLE_IN_ENCODED.test(f)).map((f) => Buffer.from(f, 'latin1'))];
   const sampled = encoded.filter((f) => !ESCAPABLE_IN_ENCODED.test(f));
   forms = {
-    escaped: new RegExp(escapedForms.map((bytes) => [...bytes].map((b) => charForms(b, false)).join('')).join('|'), 'gi'),
-    referenced: new RegExp(escapedForms.map((bytes) => [...bytes].map((b) => charForms(b, true)).join('')).join('|'), 'gi'),
-    referenceStart: escapedForms.some((bytes) => bytes.some((b) => NAMED_REFERENCES[String.fromCharCode(b)] !== undefined)) ? '&' : '&#',
+    spelled: new SpelledSecrets(escapedForms),
     sampled: sampled.length > 0 ? new SampledForms(sampled) : undefined,
     longest: Math.max(...escapedForms.map((bytes) => bytes.length * LONGEST_CHAR_FORM), ...sampled.map((f) => f.length)),
     shortest: Math.min(...escapedForms.map((bytes) => bytes.length), ...sampled.map((f) => f.length)),
@@ -194,9 +153,7 @@ function placesOf(text: string, forms: SecretForms): Range[] {
   const found: Range[] = [];
   // Most header values (a date, a length, a content type) are shorter than any form: not scanned.
   if (text.length < forms.shortest) return found;
-  const re = text.includes(forms.referenceStart) ? forms.referenced : forms.escaped;
-  re.lastIndex = 0;
-  for (let m = re.exec(text); m !== null; m = re.exec(text)) found.push([m.index, m.index + m[0].length]);
+  forms.spelled.find(text, found);
   forms.sampled?.find(text, found);
   if (found.length < 2) return found;
   found.sort((a, b) => a[0] - b[0]);
