@@ -4,6 +4,8 @@
 //   2. at the same time, as they need nothing of each other: the type check and the unused
 //      exports (one TypeScript program, check-exports.mjs --typecheck), the SSE fixture check,
 //      and every test file under node --test.
+// The test processes get a temporary directory of their own (testTemporaryDirectory): what a
+// passing run leaves there fails it.
 // Any step that fails fails npm test; the type check's and the fixture check's output is printed
 // after the tests', so the test report is not cut into. Each step's wall time is printed last.
 //
@@ -39,8 +41,8 @@
 //   node scripts/test.mjs test/unit/x.test.ts   only the given test files (build and checks too)
 //   TEST_PROCESSES=8 node scripts/test.mjs      that many groups at once (default: two per core)
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { require as tsxRequire } from 'tsx/cjs/api';
@@ -151,6 +153,27 @@ function run(name, env, args, buffered = false) {
   });
 }
 
+/**
+ * The test processes' temporary directory (TMPDIR): one per run, removed at its end, so that
+ * nothing a test forgets to remove piles up in /tmp, and a passing run that left something fails,
+ * naming it. tsx keeps its transform cache in the temporary directory too: a link to the shared
+ * one keeps it warm. `remove()` returns what was left, the link aside.
+ */
+function testTemporaryDirectory() {
+  const dir = mkdtempSync(path.join(tmpdir(), 'npm-test-tmp-'));
+  const tsxCache = `tsx-${userInfo().uid}`;
+  mkdirSync(path.join(tmpdir(), tsxCache), { recursive: true });
+  symlinkSync(path.join(tmpdir(), tsxCache), path.join(dir, tsxCache));
+  return {
+    dir,
+    remove: () => {
+      const left = readdirSync(dir).filter((f) => f !== tsxCache);
+      rmSync(dir, { recursive: true, force: true });
+      return left;
+    },
+  };
+}
+
 const started = Date.now();
 const files = process.argv.length > 2 ? process.argv.slice(2) : testFiles();
 // Two test files per core: most files spend much of their time waiting on child processes
@@ -178,10 +201,18 @@ const groupDir = mkdtempSync(path.join(tmpdir(), 'npm-test-groups-'));
 const processes = processFiles(files, groupDir, concurrency);
 const timesNow = path.join(groupDir, 'times.json');
 const reporters = ['--test-reporter', process.stdout.isTTY ? 'spec' : 'tap', '--test-reporter-destination', 'stdout', '--test-reporter', './scripts/test-times-reporter.mjs', '--test-reporter-destination', timesNow];
-results.push(await run('node --test', { NODE_EXTRA_CA_CERTS: trusted.caFile }, ['--test', `--test-concurrency=${concurrency}`, `--test-timeout=${PROCESS_TIMEOUT_MS}`, ...reporters, '--require', 'tsx/cjs', ...processes]));
+const testTmp = testTemporaryDirectory();
+const tests = await run('node --test', { NODE_EXTRA_CA_CERTS: trusted.caFile, TMPDIR: testTmp.dir }, ['--test', `--test-concurrency=${concurrency}`, `--test-timeout=${PROCESS_TIMEOUT_MS}`, ...reporters, '--require', 'tsx/cjs', ...processes]);
+results.push(tests);
 saveTimes(timesNow);
 rmSync(groupDir, { recursive: true, force: true });
 trusted.cleanup();
+const left = testTmp.remove();
+if (left.length > 0 && tests.ok) {
+  // Only a passing run is held to it: a failed or cut test may not have reached its clean-up.
+  results.push({ name: 'temporary files', ok: false, code: 1, seconds: 0 });
+  console.error(`npm test: the tests left ${left.length} entr${left.length === 1 ? 'y' : 'ies'} in their temporary directory (now removed): ${left.join(', ')}. A test removes what it makes in os.tmpdir() (t.after, after()).`);
+}
 for (const r of await Promise.all(beside)) {
   results.push(r);
   process.stdout.write(r.output);

@@ -36,7 +36,7 @@ before(async () => {
 });
 after(async () => {
   await upstream.close();
-  await redis.stop();
+  await redis?.close();
   pki.cleanup();
 });
 

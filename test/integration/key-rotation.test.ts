@@ -18,11 +18,14 @@ import { startUpstream, type TestUpstream } from '../support/upstream.ts';
 
 let root: string;
 let pki: TestPki;
-before(async () => {
+before(() => {
   root = mkdtempSync(join(tmpdir(), 'key-rotation-'));
-  pki = await makeTestPki();
+  pki = makeTestPki();
 });
-after(() => rmSync(root, { recursive: true, force: true }));
+after(() => {
+  rmSync(root, { recursive: true, force: true });
+  pki?.cleanup();
+});
 
 interface Keys {
   /** What the proxy reads (--bot-keys, --git-keys): public keys only. */

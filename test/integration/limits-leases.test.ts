@@ -15,7 +15,7 @@ before(async () => {
   redis = await startRedis();
 });
 after(async () => {
-  await redis.stop();
+  await redis?.close();
 });
 
 const ONE = { concurrent: 1, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 };

@@ -2,7 +2,7 @@
 // clock, stderr and the store's reach timeout are passed in, so nothing is spawned.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -64,8 +64,10 @@ test('mint-token --git-repo: signed only with GIT_PROXY_SIGNING_KEY, and an unre
   assert.ok(ctx.notices.some((line) => line.startsWith('mint-token: no git host is registered in this environment')));
 });
 
-test('revoke: a --revocations entry lasts from the clock passed in for the longest token lifetime plus a minute', async () => {
-  const file = path.join(mkdtempSync(path.join(tmpdir(), 'revoke-')), 'revocations.json');
+test('revoke: a --revocations entry lasts from the clock passed in for the longest token lifetime plus a minute', async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'revoke-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'revocations.json');
   const out = await revoke(parseCommandLine(['revoke', '--revocations', file, '--run-id', 'run-42', '--max-token-lifetime', '1h']), context());
   const until = new Date(NOW_MS + 3600_000 + 60_000).toISOString();
   assert.equal(out, `revoked run_id run-42 until ${until} (1 entries in ${file}); both listeners refuse its tokens from their next request`);

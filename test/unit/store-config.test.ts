@@ -1,7 +1,7 @@
 // The shared store's settings: where it is (--limits-store) and its password file.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseStoreUrl, storePassword } from '../../src/store/config.ts';
@@ -18,9 +18,10 @@ test('parseStoreUrl: a password, a database, a missing port or one past 65535 is
   }
 });
 
-test('storePassword: no file is no password; a missing or empty file stops start-up naming the flag; a rotated file is read again', () => {
+test('storePassword: no file is no password; a missing or empty file stops start-up naming the flag; a rotated file is read again', (t) => {
   assert.equal(storePassword(undefined), undefined);
   const dir = mkdtempSync(path.join(tmpdir(), 'store-config-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, 'password');
   assert.throws(() => storePassword(file), /^Error: --limits-store-password-file: .*password cannot be read, or is empty$/);
   writeFileSync(file, '');
