@@ -129,7 +129,7 @@ export class KeyFiles {
    * Re-reads on every change fs.watch reports in the directory, and every few seconds besides.
    * `onChange` hears of a new set of keys; `onProblem` of each problem once, until it is fixed.
    */
-  watch(onChange: (keys: VerificationKey[]) => void, onProblem: (message: string) => void, pollMs = KEY_FILES_POLL_MS): void {
+  watch(onChange: (keys: VerificationKey[]) => void, onProblem: (message: string) => void, pollMs = KEY_FILES_POLL_MS): () => void {
     let pending = false;
     const reread = () => {
       pending = false;
@@ -153,6 +153,10 @@ export class KeyFiles {
     } catch {
       watcher = undefined;
     }
-    setInterval(soon, pollMs).unref();
+    const poll = setInterval(soon, pollMs).unref();
+    return () => {
+      clearInterval(poll);
+      watcher?.close();
+    };
   }
 }

@@ -33,11 +33,13 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
   const { gateway, hostedTools } = config;
   const { metrics, prices } = shared;
   const keys = openVerifier(config.botKeys, config.maxTokenLifetimeSec, { log, onProblem: (listener) => metrics?.keyFileProblem(listener) });
+  if (keys !== undefined) shared.atExit(keys.close);
   const limits = openLimits(config.limits, options, keys !== undefined || shared.serviceAccounts !== undefined, shared.store, log, metrics);
   const providers = openProviders(gateway, env, config.egress, (provider, outcome) => {
     metrics?.credentialRefresh(provider, outcome.ok);
     if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });
   });
+  for (const { credential } of providers) if (credential.close !== undefined) shared.atExit(() => credential.close?.());
   const tlsOf = listenerTls(options, 'model', shared.workloadPolicy, log);
   const gatewayDeps: GatewayDeps = {
     record: (rec) => {

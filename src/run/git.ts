@@ -21,7 +21,7 @@ import { startupWarnings } from './warnings.ts';
  * GitHub App hosts get their installation tokens: the first fetched at once, then each refreshed
  * ahead of its expiry; a failed refresh is logged with its reason (never a token, JWT or key).
  */
-function withInstallationTokens(upstreams: ReadonlyMap<string, GitUpstream>, egress: Egress, log: LogSink<LogEvent>): Map<string, GitUpstream> {
+function withInstallationTokens(upstreams: ReadonlyMap<string, GitUpstream>, egress: Egress, log: LogSink<LogEvent>, atExit: Shared['atExit']): Map<string, GitUpstream> {
   return new Map(
     [...upstreams].map(([key, upstream]) => {
       const app = upstream.config.githubApp;
@@ -35,7 +35,7 @@ function withInstallationTokens(upstreams: ReadonlyMap<string, GitUpstream>, egr
           if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'git', host: key, credential: 'github-app', reason: outcome.reason });
         },
       });
-      keepFresh(installation.minted);
+      atExit(keepFresh(installation.minted).close);
       return [key, { ...upstream, installation }];
     }),
   );
@@ -45,8 +45,9 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
   const { metrics } = shared;
   const tlsOf = listenerTls(options, 'git', shared.workloadPolicy, log);
   const keys = openVerifier(config.gitKeys, config.maxTokenLifetimeSec, { log, onProblem: (listener) => metrics?.keyFileProblem(listener) });
+  if (keys !== undefined) shared.atExit(keys.close);
   const gitDeps = {
-    hosts: withInstallationTokens(config.gitUpstreams, config.egress, log),
+    hosts: withInstallationTokens(config.gitUpstreams, config.egress, log, shared.atExit),
     revoked: shared.revoked,
     maxConcurrentPerWorkload: options.gitMaxConcurrentPerWorkload,
     verifier: listenerVerifier([tlsOf.certificates, shared.serviceAccounts, keys?.source]),

@@ -85,12 +85,13 @@ export interface KeyEvents {
 /**
  * The source of a listener's own keys (for listenerVerifier), followed as their files change;
  * undefined without keys. A re-read that changed the keys is logged (`keys_reloaded`, kid and
- * algorithm only); a problem of a re-read is logged once (`config_error`) and counted.
+ * algorithm only); a problem of a re-read is logged once (`config_error`) and counted. `close`
+ * stops following the files.
  */
-export function openVerifier(keys: ListenerKeys | undefined, maxLifetimeSec: number, events: KeyEvents): { source: TokenSource; ring: () => KeyRing } | undefined {
+export function openVerifier(keys: ListenerKeys | undefined, maxLifetimeSec: number, events: KeyEvents): { source: TokenSource; ring: () => KeyRing; close: () => void } | undefined {
   if (keys === undefined) return undefined;
   let ring = ringOf(keys);
-  for (const files of keys.files) {
+  const stops = keys.files.map((files) =>
     files.watch(
       () => {
         ring = ringOf(keys);
@@ -100,10 +101,10 @@ export function openVerifier(keys: ListenerKeys | undefined, maxLifetimeSec: num
         events.log({ event: 'config_error', listener: keys.listener, message });
         events.onProblem?.(keys.listener);
       },
-    );
-  }
+    ),
+  );
   const current = () => ring;
-  return { source: keyRingSource(current, maxLifetimeSec), ring: current };
+  return { source: keyRingSource(current, maxLifetimeSec), ring: current, close: () => stops.forEach((stop) => stop()) };
 }
 
 /**

@@ -40,7 +40,7 @@ function serviceAccountFlagsProblem(sa: SaFlags, workloadPolicy: string | undefi
  * fetch now (tokens wait for it; until a set loads every token is refused); each set loaded and
  * each failure (the last good set kept) is logged.
  */
-export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: number, egress: Egress, workloadPolicy: () => () => WorkloadPolicy, log: LogSink<LogEvent>): TokenSource | undefined {
+export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: number, egress: Egress, workloadPolicy: () => () => WorkloadPolicy, log: LogSink<LogEvent>, atExit: (stop: () => void) => void): TokenSource | undefined {
   const sa = options.serviceAccounts;
   const problem = serviceAccountFlagsProblem(sa, options.workloadPolicyFile);
   if (problem !== undefined) throw new Error(problem);
@@ -61,5 +61,6 @@ export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: numbe
     const ca = sa.caFile === undefined ? undefined : readTextFile(sa.caFile, '--sa-ca-file');
     keys = remoteKeySet({ issuer: sa.issuer, jwks: sa.jwksUrl ?? 'discovery', get: httpsGetter(ca, egress), nowMs: () => performance.now(), report });
   }
+  atExit(() => keys.close());
   return serviceAccountSource({ issuer: sa.issuer, audience: sa.audience!, maxLifetimeSec, keys, policy });
 }

@@ -49,7 +49,13 @@ export interface Shared {
   readonly capped: ConnectionCapsOf;
   readonly listenerTimeouts: ListenerTimeouts;
   readonly upstreamTimeouts: { connectMs: number; responseMs: number; idleMs: number; bodyIdleMs: number };
-  /** Closes the store's connection and stops the series clock (the shutdown order's end). */
+  /**
+   * Takes what a part of start-up runs on its own (a refresh timer, a file watch, a poll), for
+   * `release` to stop: in a process that serves, its exit ends them anyway; a proxy served in a
+   * test's process is stopped whole.
+   */
+  readonly atExit: (stop: () => void) => void;
+  /** Closes the store's connection and stops the series clock and what `atExit` took (the shutdown order's end). */
   readonly release: () => void;
 }
 
@@ -65,18 +71,21 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress
   // Series expiry runs on a coarse clock, so that recording a request never reads the time.
   const clock = metrics && options.metricsSeriesTtlMs > 0 ? runCoarseClock(metrics.registry, () => performance.now()) : undefined;
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
-  const store = openStore(options, log, metrics);
+  const stops: Array<() => void> = [];
+  const atExit = (stop: () => void): void => void stops.push(stop);
+  const store = openStore(options, log, metrics, atExit);
   const revoked = openRevocations(options, store, log, metrics);
   const workloadPolicy = sharedWorkloadPolicy(options.workloadPolicyFile, log);
-  const serviceAccounts = openServiceAccounts(options, Math.floor(options.maxTokenLifetimeMs / 1000), egress, workloadPolicy, log);
+  const serviceAccounts = openServiceAccounts(options, Math.floor(options.maxTokenLifetimeMs / 1000), egress, workloadPolicy, log, atExit);
   const caps = { total: options.maxConnections, perClient: options.maxConnectionsPerClient };
   const capped: ConnectionCapsOf = (listener, listenerCaps = caps) => ({ caps: listenerCaps, onConnectionRefused: (reason) => metrics?.connectionRefused(listener, reason) });
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs, bodyIdleMs: options.bodyTimeoutMs };
   const release = () => {
     store?.client.close();
     clearInterval(clock);
+    for (const stop of stops.splice(0)) stop();
   };
-  return { prices, metrics, store, revoked, serviceAccounts, workloadPolicy, caps, capped, listenerTimeouts, upstreamTimeouts, release };
+  return { prices, metrics, store, revoked, serviceAccounts, workloadPolicy, caps, capped, listenerTimeouts, upstreamTimeouts, atExit, release };
 }
 
 /**
@@ -85,7 +94,7 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress
  * store found to have lost its state (its marker, checked on every connection before it carries a
  * call and every few seconds), and trusted again. Its settings are checked at the first connection.
  */
-function openStore(options: ServeOptions, log: LogSink<LogEvent>, metrics: StoreMetrics | undefined): SharedStore | undefined {
+function openStore(options: ServeOptions, log: LogSink<LogEvent>, metrics: StoreMetrics | undefined, atExit: Shared['atExit']): SharedStore | undefined {
   if (options.limitsStore === 'memory') return undefined;
   const store = asUsageError(() => parseStoreUrl(options.limitsStore));
   const password = storePassword(options.limitsStorePasswordFile);
@@ -118,7 +127,7 @@ function openStore(options: ServeOptions, log: LogSink<LogEvent>, metrics: Store
       log({ event: 'limits_store', state: up ? 'up' : 'down', store: where, reason: why || undefined, failure_policy: policy });
     },
   });
-  state.watch(client);
+  atExit(state.watch(client));
   return { client, stateLost: () => state.lost };
 }
 

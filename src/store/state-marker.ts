@@ -191,15 +191,26 @@ export class StoreStateWatch {
     throw new Error(`the store's state marker (${STATE_KEY}) changed under every attempt to write it`);
   }
 
-  /** Reads the marker through `client` while it is up: every 10 s, and every second while the store is not trusted. */
-  watch(client: { readonly up: boolean; command: Command }): void {
+  /**
+   * Reads the marker through `client` while it is up: every 10 s, and every second while the store
+   * is not trusted, until the returned stop is called.
+   */
+  watch(client: { readonly up: boolean; command: Command }): () => void {
+    let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
     const tick = () => {
       const due = client.up && (this.lost || this.#nowMs() - this.#checkedAtMs >= CHECK_TRUSTED_MS);
       const checked = due ? this.check((args) => client.command(args)) : Promise.resolve();
       // A failure here is the connection's: it is dropped, and the next one checks before carrying calls.
-      void checked.catch(() => {}).finally(() => setTimeout(tick, CHECK_LOST_MS).unref());
+      void checked.catch(() => {}).finally(() => {
+        if (!stopped) timer = setTimeout(tick, CHECK_LOST_MS).unref();
+      });
     };
-    setTimeout(tick, CHECK_LOST_MS).unref();
+    timer = setTimeout(tick, CHECK_LOST_MS).unref();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
   }
 
   #take(marker: StateMarker): void {

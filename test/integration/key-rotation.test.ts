@@ -5,7 +5,7 @@
 // mint-token signs with a private key the proxy never sees; the proxy holds public keys only.
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
-import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -145,6 +145,34 @@ test('key rotation on the git proxy: an HS256 key file replaced by an Ed25519 ke
     await proxy.stop();
     await upstream.close();
   }
+});
+
+/** The inotify watches this process holds (every fs.watch path is one), from /proc/self/fdinfo. */
+function inotifyWatches(): number {
+  let watches = 0;
+  for (const fd of readdirSync('/proc/self/fd')) {
+    let target = '';
+    try {
+      target = readlinkSync(`/proc/self/fd/${fd}`);
+    } catch {
+      continue; // closed meanwhile (the directory's own descriptor among them)
+    }
+    if (target === 'anon_inode:inotify') watches += readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8').split('\n').filter((line) => line.startsWith('inotify wd:')).length;
+  }
+  return watches;
+}
+
+test('a proxy served in process and stopped stops following its key files: the directory watch it added is removed', { timeout: 30_000 }, async () => {
+  const keys = keyDirs('stopped');
+  writeFileSync(join(keys.dir, 'bot.hs256'), `${'s'.repeat(32)}\n`);
+  const before = inotifyWatches();
+  const proxy = await startServe({ env: { UPSTREAM_API_KEY: 'sk-x', UPSTREAM_ALLOWED_MODELS: 'm' }, args: ['--model-gateway-listen', '127.0.0.1:0', '--bot-keys', keys.dir], listeners: ['model'] });
+  try {
+    assert.equal(inotifyWatches(), before + 1, 'the key directory is watched from this process (a proxy served in process: npm test trusts the test CA, so startServe serves here)');
+  } finally {
+    await proxy.stop();
+  }
+  assert.equal(inotifyWatches(), before, 'the watch is removed when the proxy stops');
 });
 
 test('a private key refused by the listeners: serve stops at start-up naming the file and the openssl command that gives its public key', { timeout: 30_000 }, async () => {

@@ -130,7 +130,8 @@ test('key files are watched: a file written into the directory is read without a
   const keepAlive = setInterval(() => {}, 60_000);
   after(() => clearInterval(keepAlive));
   // A long poll: what arrives here came from the watch.
-  files.watch((keys) => (changes.push(kids(keys)), wake()), (message) => (problems.push(message), wake()), 3_600_000);
+  const stop = files.watch((keys) => (changes.push(kids(keys)), wake()), (message) => (problems.push(message), wake()), 3_600_000);
+  after(stop);
   let seen = next();
   // Written under a hidden name and renamed into place, as docs/operations.md says: never read half-way.
   writeFileSync(join(dir, '.b.hs256.tmp'), SECRET);

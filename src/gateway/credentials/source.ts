@@ -28,4 +28,6 @@ export interface CredentialSource {
   /** Presence only, at start-up: a value is never logged. */
   present(): boolean;
   authenticate(call: OutgoingCall, nowMs: number): Promise<Authenticated>;
+  /** Stops what the source runs on its own (a minted credential's refresh timer): the process's exit calls it. */
+  close?(): void;
 }

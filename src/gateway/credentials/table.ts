@@ -35,9 +35,12 @@ export function openCredential(config: ProviderConfig, env: NodeJS.ProcessEnv, o
   }
 }
 
-/** A minted credential's first fetch at once, then refreshes ahead of each expiry, so that no call waits on one. */
-export function keepFresh(source: MintedSource): CredentialSource {
+/**
+ * A minted credential's first fetch at once, then refreshes ahead of each expiry, so that no call
+ * waits on one; `close` stops the refreshes.
+ */
+export function keepFresh(source: MintedSource): MintedSource & { close(): void } {
   void source.refresh(Date.now());
-  setInterval(() => void source.refreshIfDue(Date.now()), 30_000).unref();
-  return source;
+  const timer = setInterval(() => void source.refreshIfDue(Date.now()), 30_000).unref();
+  return { ...source, close: () => clearInterval(timer) };
 }
