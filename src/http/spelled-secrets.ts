@@ -3,18 +3,21 @@
 // percent-encoded once or twice (`%73`, `%2573`), or an HTML character reference (`&#115;`,
 // `&#x073`, `&sol;`, with or without the `;`). Text is read as latin1: one character per byte.
 //
-// A small backtracking matcher rather than a regular expression. The expression that says the
+// A small backtracking matcher rather than one regular expression. The expression that says the
 // same (every character of the secret an alternation of its forms, case-insensitive) takes V8
 // about 0.3 ms per character of the secret to compile, twice (once to bytecode, again to machine
 // code on its second use): 60 ms for a 220-character cloud access token, 200 ms with the HTML
 // references, paid on the event loop, so by every request in flight, at each credential
-// rotation. The matcher costs nothing to set up and scans at about the speed of the expression.
+// rotation. Here an expression for the first eight bytes only (a millisecond or two) finds where
+// a spelling may start, natively, and the matcher reads the rest from there.
 //
 // It finds what that expression finds, in the same order: at each position, the secrets in the
 // order given, and for each character its forms in the order listed in `formEnds` (a longer form
 // before a shorter one that begins the same way), the first whole spelling winning; the scan goes
-// on after it. A (character, position) pair that led nowhere is not tried again, so no text makes
-// it backtrack more than once per pair, where the expression could take exponential time.
+// on after it. Only a secret with `;`, `&`, `%`, `\` or NUL has characters with two forms at one
+// place; for those, a search that backtracks often keeps the (character, place) pairs that led
+// nowhere, and a text that would still take over STEPS_PER_CHARACTER steps a character is
+// refused, where the expression could take exponential time.
 
 /** The longest text one character of a secret takes in any of its forms (`\u00XX`, `&#x000000002f;`, `&DiacriticalGrave;`). */
 export const LONGEST_CHAR_FORM = 20;
@@ -143,7 +146,24 @@ function formEnds(text: string, at: number, b: number, next: number, ends: Int32
 const MOST_ENDS = 1 + 4 + 2 * 9 * 2 + 3 * 2;
 
 /** How many bytes of a secret the expression that finds where a spelling may start spells out. */
-const OPENING_BYTES = 4;
+const OPENING_BYTES = 8;
+
+/**
+ * Backtracks a search may make per byte of the secret before it starts keeping the (byte, place)
+ * pairs that led nowhere: a secret with one `&`, `%` or `\` backtracks once per place, and needs
+ * none; only a run of bytes whose forms overlap (`;;;;`) can make the count grow with the ways to
+ * read the text, and that is what the kept pairs stop.
+ */
+const BACKTRACKS_BEFORE_MEMO_PER_BYTE = 4;
+
+/**
+ * The steps (a byte of a secret compared at a place) one scan may take per character of the text,
+ * beyond a secret's worth: a text that reads as a secret so many ways that more would be needed
+ * (only a secret with runs of `;`, `&`, `%` or `\` allows it) is refused, fail closed, rather
+ * than read: `find` throws, and the answer that holds it is not relayed. Ordinary text takes
+ * none, and a near miss of the secret about one.
+ */
+const STEPS_PER_CHARACTER = 64;
 
 /**
  * The source of an expression matching any form of byte `b`, case-insensitive with the i flag:
@@ -161,18 +181,22 @@ function formsSource(b: number, references: boolean): string {
 }
 
 /**
- * Pure: an expression that finds where a spelling of one of `secrets` may start: the first four
- * bytes spelled out. Four bytes' worth is quick to compile (under a millisecond) and long enough
- * for the engine to skip ahead through text that holds none; the matcher reads the rest.
+ * Pure: an expression that finds where a spelling of one of `secrets` may start: its first eight
+ * bytes spelled out. Eight bytes' worth compiles in a millisecond or two, lets the engine skip
+ * through text that holds none at about the speed of the whole expression, and makes a text that
+ * repeats a secret's opening, to make the matcher run, pay one search per eight bytes.
  */
-function openingsOf(secrets: readonly Uint8Array[], references: boolean): RegExp {
-  const sources = secrets.map((s) => [...s.subarray(0, OPENING_BYTES)].map((b) => formsSource(b, references)).join(''));
+function openingsOf(secrets: readonly Secret[], references: boolean): RegExp {
+  const sources = secrets.map((s) => [...s.bytes.subarray(0, OPENING_BYTES)].map((b) => formsSource(b, references)).join(''));
   return new RegExp([...new Set(sources)].join('|'), 'gi');
 }
 
+/** A secret as the matcher reads it: its bytes, and each folded as `fold` compares. */
+type Secret = { readonly bytes: Uint8Array; readonly folded: Uint16Array };
+
 /** One set of secrets to find spelled out, each as its bytes. */
 export class SpelledSecrets {
-  readonly #secrets: readonly Uint8Array[];
+  readonly #secrets: readonly Secret[];
   /** Where a spelling may start: without HTML references, for text that holds none (twice as fast), and with them. */
   readonly #openings: RegExp;
   readonly #referencedOpenings: RegExp;
@@ -181,9 +205,9 @@ export class SpelledSecrets {
   readonly #longest: number;
 
   constructor(secrets: readonly Uint8Array[]) {
-    this.#secrets = secrets;
-    this.#openings = openingsOf(secrets, false);
-    this.#referencedOpenings = openingsOf(secrets, true);
+    this.#secrets = secrets.map((bytes) => ({ bytes, folded: Uint16Array.from(bytes, fold) }));
+    this.#openings = openingsOf(this.#secrets, false);
+    this.#referencedOpenings = openingsOf(this.#secrets, true);
     this.#referenceStart = secrets.some((s) => s.some((b) => BYTE_FORMS[b]!.names.length > 0)) ? '&' : '&#';
     this.#longest = Math.max(...secrets.map((s) => s.length));
   }
@@ -208,62 +232,103 @@ export class SpelledSecrets {
   }
 }
 
-/** The state of one scan: the backtracking stack, and the (byte, place) pairs known to lead nowhere. */
+/**
+ * The state of one scan of a text. A search walks the secret byte by byte; a character other than
+ * `\`, `%` and `&` can only be the byte itself (every other form starts with one of those), so it
+ * is compared and passed. Where a byte has two forms (only for a secret with `;`, `%`, `\`, `&`
+ * or NUL), the place is a branch, kept on a stack; a search that fails goes back to the deepest
+ * branch with a form left, or gives up. Past BACKTRACKS_BEFORE_MEMO_PER_BYTE per byte of the
+ * secret, the (byte, place) pairs found to lead nowhere are kept for the rest of that search and
+ * not tried again, so no text makes it try more than every pair once.
+ */
 class Search {
   readonly #text: string;
-  /** Per depth: where that byte's form starts, and how many of its forms were tried. */
-  readonly #at: Int32Array;
-  readonly #tried: Int32Array;
+  /** Steps left to this scan (STEPS_PER_CHARACTER). */
+  #stepsLeft: number;
+  /** The branches: the byte, where its forms start, how many of them were tried, and where each ends (MOST_ENDS a branch). */
+  readonly #branchDepth: Int32Array;
+  readonly #branchAt: Int32Array;
+  readonly #branchTried: Int32Array;
+  readonly #branchCount: Int32Array;
+  readonly #branchEnds: Int32Array;
   readonly #ends = new Int32Array(MOST_ENDS);
-  #deadEnds: Set<number> | undefined;
-  #secret: Uint8Array | undefined;
 
   constructor(text: string, longest: number) {
     this.#text = text;
-    this.#at = new Int32Array(longest);
-    this.#tried = new Int32Array(longest);
+    this.#stepsLeft = STEPS_PER_CHARACTER * (text.length + longest * LONGEST_CHAR_FORM);
+    this.#branchDepth = new Int32Array(longest);
+    this.#branchAt = new Int32Array(longest);
+    this.#branchTried = new Int32Array(longest);
+    this.#branchCount = new Int32Array(longest);
+    this.#branchEnds = new Int32Array(longest * MOST_ENDS);
   }
 
-  /**
-   * Where the first spelling of `secret` that starts at `start` ends, or -1. A place where a byte
-   * has two forms (only for a secret with `;`, `%`, `\`, `&` or NUL) is a branch: from the first
-   * one on, the (byte, place) pairs that led nowhere are kept, for this secret and text.
-   */
-  spelledAt(secret: Uint8Array, start: number): number {
-    if (this.#secret !== secret) {
-      this.#secret = secret;
-      this.#deadEnds = undefined;
-    }
+  /** Where the first spelling of `secret` that starts at `start` ends (in the order the forms are tried), or -1. */
+  spelledAt(secret: Secret, start: number): number {
     const text = this.#text;
-    const at = this.#at;
-    const tried = this.#tried;
+    const { bytes, folded } = secret;
+    const last = bytes.length - 1;
     const ends = this.#ends;
-    const last = secret.length - 1;
-    let branched = false;
+    const branchDepth = this.#branchDepth;
+    const branchAt = this.#branchAt;
+    const branchTried = this.#branchTried;
+    const branchCount = this.#branchCount;
+    const branchEnds = this.#branchEnds;
+    let branches = 0;
+    let backtracks = 0;
+    let deadEnds: Set<number> | undefined;
+    // A (byte, place) pair as one number, for deadEnds.
+    const places = text.length + 1;
     let depth = 0;
-    at[0] = start;
-    tried[0] = 0;
-    for (;;) {
-      const here = at[depth]!;
-      const count = tried[depth]! === 0 && this.#isDeadEnd(depth, here) ? 0 : formEnds(text, here, secret[depth]!, depth === last ? -1 : secret[depth + 1]!, ends);
-      if (count > 1) branched = true;
-      if (tried[depth]! < count) {
-        const end = ends[tried[depth]!]!;
-        tried[depth]!++;
-        if (depth === last) return end;
+    let at = start;
+    for (let steps = 1; ; steps++) {
+      if (steps > this.#stepsLeft) throw new Error(`redaction refused the text: it reads as the credential too many ways (over ${STEPS_PER_CHARACTER} steps a character)`);
+      // One byte: passed as itself, or through its forms (a branch when it has two).
+      const c = text.charCodeAt(at);
+      let passed = false;
+      if (c !== BACKSLASH && c !== PERCENT && c !== AMPERSAND) {
+        passed = fold(c) === folded[depth];
+        if (passed) at++;
+      } else if (deadEnds === undefined || !deadEnds.has(depth * places + at)) {
+        const count = formEnds(text, at, bytes[depth]!, depth === last ? -1 : bytes[depth + 1]!, ends);
+        if (count > 1) {
+          branchDepth[branches] = depth;
+          branchAt[branches] = at;
+          branchTried[branches] = 1;
+          branchCount[branches] = count;
+          for (let i = 0; i < count; i++) branchEnds[branches * MOST_ENDS + i] = ends[i]!;
+          branches++;
+        }
+        passed = count > 0;
+        if (passed) at = ends[0]!;
+      }
+      if (passed) {
+        if (depth === last) return this.#took(steps, at);
         depth++;
-        at[depth] = end;
-        tried[depth] = 0;
         continue;
       }
-      if (depth === 0) return -1;
-      // Every form of this byte here was tried: the pair leads nowhere, whatever came before it.
-      if (branched) (this.#deadEnds ??= new Set()).add(depth * (text.length + 1) + here);
-      depth--;
+      // Back to the deepest branch with a form left; those with none lead nowhere.
+      for (;;) {
+        if (branches === 0) return this.#took(steps, -1);
+        const b = branches - 1;
+        if (branchTried[b]! < branchCount[b]!) {
+          at = branchEnds[b * MOST_ENDS + branchTried[b]!]!;
+          branchTried[b]!++;
+          depth = branchDepth[b]!;
+          break;
+        }
+        if (deadEnds !== undefined) deadEnds.add(branchDepth[b]! * places + branchAt[b]!);
+        branches--;
+      }
+      if (++backtracks > BACKTRACKS_BEFORE_MEMO_PER_BYTE * bytes.length) deadEnds ??= new Set();
+      if (depth === last) return this.#took(steps, at);
+      depth++;
     }
   }
 
-  #isDeadEnd(depth: number, at: number): boolean {
-    return this.#deadEnds !== undefined && this.#deadEnds.has(depth * (this.#text.length + 1) + at);
+  /** Counts a search's steps against the scan's, and returns what it found. */
+  #took(steps: number, found: number): number {
+    this.#stepsLeft -= steps;
+    return found;
   }
 }
