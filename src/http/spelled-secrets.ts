@@ -157,13 +157,15 @@ const OPENING_BYTES = 8;
 const BACKTRACKS_BEFORE_MEMO_PER_BYTE = 4;
 
 /**
- * The steps (a byte of a secret compared at a place) one scan may take per character of the text,
+ * The steps (a byte of a secret compared at a place; FORMS_STEPS where its forms are read) one scan may take per character of the text,
  * beyond a secret's worth: a text that reads as a secret so many ways that more would be needed
  * (only a secret with runs of `;`, `&`, `%` or `\` allows it) is refused, fail closed, rather
  * than read: `find` throws, and the answer that holds it is not relayed. Ordinary text takes
  * none, and a near miss of the secret about one.
  */
-const STEPS_PER_CHARACTER = 64;
+const STEPS_PER_CHARACTER = 16;
+/** Reading a byte's forms at an escape counts as this many steps: it costs about that much more than a comparison. */
+const FORMS_STEPS = 4;
 
 /**
  * The source of an expression matching any form of byte `b`, case-insensitive with the i flag:
@@ -290,6 +292,7 @@ class Search {
         passed = fold(c) === folded[depth];
         if (passed) at++;
       } else if (deadEnds === undefined || !deadEnds.has(depth * places + at)) {
+        steps += FORMS_STEPS - 1;
         const count = formEnds(text, at, bytes[depth]!, depth === last ? -1 : bytes[depth + 1]!, ends);
         if (count > 1) {
           branchDepth[branches] = depth;

@@ -243,3 +243,23 @@ test('redaction, gateway (Bedrock event stream): an exception frame whose messag
   assert.deepEqual(reply.body, first, 'the frame before it arrived whole, nothing after');
   assert.equal(recoverablePiece(reply.body, AWS_SECRET), undefined);
 });
+
+test('redaction refuses, fail closed, an error body written to make the search for a key with overlapping forms take exponential time: the answer is not relayed and the gateway serves the next call', async () => {
+  // A key with a run of `;` (each `&#59;` reads as one `;` or two): no real key has one, but an
+  // operator's secret may, and the upstream that issued it can answer with text built against it.
+  const key = `${';'.repeat(16)}Zq7-${randomBytes(8).toString('hex')}`;
+  const gateway = await startServe({ env: { UPSTREAM_API_KEY: key, UPSTREAM_BASE_URL: model.baseUrl, UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile }, args: ['--model-gateway-listen', '127.0.0.1:0'], listeners: ['model'] });
+  try {
+    const call = () => send(gateway.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });
+    model.script((_req, res) => res.writeHead(400, { 'content-type': 'application/json' }).end(`{"error":{"message":"${'&#59;'.repeat(13_000)}x"}}`));
+    const refused = await call();
+    assert.equal(refused.status, 500, refused.body.toString());
+    assert.doesNotMatch(refused.body.toString(), /&#59;/, 'nothing of the upstream body is relayed');
+    assert.ok(gateway.records().some((r) => r.event === 'handler_error' && /redaction refused the text/.test(String(r.detail))), 'the refusal is logged with its reason');
+    assertClean(refused, key);
+    const next = await call();
+    assert.equal(next.status, 200, 'the next call is served');
+  } finally {
+    await gateway.stop();
+  }
+});
