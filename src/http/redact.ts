@@ -259,18 +259,27 @@ export function decodeBody(body: Buffer, contentEncoding: string | undefined, ma
 /** A partial event held back beyond this is let through, all but the tail a secret could still end in. */
 const MAX_HELD_BYTES = 64 * 1024;
 const EVENT_END = Buffer.from('\n\n');
+const LF = 0x0a;
+const NOTHING = Buffer.alloc(0);
 
 /**
  * Redacts a relayed body chunk by chunk. A secret may be split across chunks, so the bytes after
  * the last complete event (for a stream; for a plain body, the longest text a form can take) are held
  * until the rest arrives: a stream whose upstream writes whole events, as every provider does,
  * is relayed without delay. No form of a secret spans an event boundary (none holds a blank line).
+ *
+ * What is held is kept as the chunks came and looked at only when something can be let through:
+ * for a stream, when a chunk ends an event or more than MAX_HELD_BYTES are held; for a plain
+ * body, when twice the window is held, so that each scan lets through at least as much as it
+ * keeps. An upstream that writes a byte at a time then costs a byte's work per byte, where
+ * joining and scanning what is held at every push cost the whole window per byte.
  */
 export class StreamRedactor {
   readonly #forms: SecretForms | undefined;
   readonly #window: number;
   readonly #events: boolean;
-  #held: Buffer = Buffer.alloc(0);
+  #held: Buffer[] = [];
+  #heldBytes = 0;
 
   /** `events`: the body is an event stream, cut at blank lines. */
   constructor(secrets: readonly string[], events: boolean) {
@@ -281,13 +290,19 @@ export class StreamRedactor {
 
   /** The bytes to relay now (possibly none). */
   push(chunk: Buffer): Buffer {
-    const body = this.#held.length === 0 ? chunk : Buffer.concat([this.#held, chunk]);
+    if (chunk.length === 0) return NOTHING;
+    const endsEvent = this.#events && (chunk.includes(EVENT_END) || (chunk[0] === LF && this.#lastHeldByte() === LF));
+    this.#held.push(chunk);
+    this.#heldBytes += chunk.length;
+    const due = this.#events ? endsEvent || this.#heldBytes > MAX_HELD_BYTES : this.#heldBytes >= 2 * this.#window;
+    if (!due) return NOTHING;
+    const body = this.#held.length === 1 ? chunk : Buffer.concat(this.#held, this.#heldBytes);
     let cut = this.#events ? body.lastIndexOf(EVENT_END) + EVENT_END.length : 0;
     if (cut === EVENT_END.length - 1) cut = 0; // no complete event
     // A form that starts before the window is complete: anything before it is safe to let through.
     if (body.length - cut > (this.#events ? MAX_HELD_BYTES : this.#window)) cut = Math.max(cut, body.length - this.#window);
     if (this.#forms === undefined || cut === 0) {
-      this.#held = body.subarray(cut);
+      this.#hold(body.subarray(cut));
       return body.subarray(0, cut);
     }
     // What is held stays as it came: a form is matched once, whole, never a part of it that a
@@ -296,14 +311,24 @@ export class StreamRedactor {
     const places = placesOf(text, this.#forms);
     for (const [start, end] of places) if (start < cut && end > cut) cut = start; // a form across the window's edge is held whole
     const before = places.filter(([, end]) => end <= cut);
-    this.#held = body.subarray(cut);
+    this.#hold(body.subarray(cut));
     return before.length === 0 ? body.subarray(0, cut) : replacePlaces(text.slice(0, cut), before);
   }
 
   /** At the end of the body: whatever is still held, redacted. */
   end(): Buffer {
-    const rest = this.#held;
-    this.#held = Buffer.alloc(0);
+    const rest = Buffer.concat(this.#held, this.#heldBytes);
+    this.#hold(NOTHING);
     return this.#forms === undefined ? rest : redactForms(rest, this.#forms);
+  }
+
+  #hold(rest: Buffer): void {
+    this.#held = rest.length === 0 ? [] : [rest];
+    this.#heldBytes = rest.length;
+  }
+
+  #lastHeldByte(): number {
+    const last = this.#held[this.#held.length - 1];
+    return last === undefined ? -1 : last[last.length - 1]!;
   }
 }

@@ -258,3 +258,24 @@ test('redaction: a text shorter than the shortest form of every secret cannot ho
   assert.equal(headerCarriesSecret(['k'.repeat(8), secret])('k'.repeat(8)), true, 'the shortest secret of several sets the bound');
   assert.equal(redactBody(Buffer.from(secret), [secret]).toString(), '[REDACTED]');
 });
+
+test('redaction, StreamRedactor: a body written a byte at a time costs a few bytes\' work per byte, not the held window\'s: what is held is joined and scanned only when an event ends, or, for a plain body, when twice the window is held', (t) => {
+  const joined = t.mock.method(Buffer, 'concat');
+  const read = t.mock.method(Buffer.prototype, 'toString');
+  const bytesOf = (results: readonly unknown[]) => results.reduce<number>((n, r) => n + ((r as { length: number }).length ?? 0), 0);
+  const events = Array.from({ length: 300 }, (_, i) => `data: {"i":${i},"text":"a few words of text for event ${i}"}\n\n`).join('');
+  const plain = JSON.stringify({ text: 'a few words of text '.repeat(2000) });
+  for (const [name, body, asEvents] of [['an event stream', `${events}data: {"leak":"${KEY}"}\n\n`, true], ['a plain body', `${plain}${KEY}"`, false]] as const) {
+    joined.mock.resetCalls();
+    read.mock.resetCalls();
+    const r = new StreamRedactor([KEY], asEvents);
+    const out: Buffer[] = [];
+    for (const byte of Buffer.from(body)) out.push(r.push(Buffer.of(byte)));
+    out.push(r.end());
+    assert.equal(Buffer.concat(out).toString(), body.replace(KEY, '[REDACTED]'), name);
+    const work = bytesOf(joined.mock.calls.map((c) => c.result)) + bytesOf(read.mock.calls.filter((c) => c.arguments[0] === 'latin1').map((c) => c.result));
+    // Each scan of a plain body joins and reads twice the window to let one window through: about
+    // four bytes a byte. Joining and reading what is held at every push was the window's size a byte.
+    assert.ok(work < 8 * body.length, `${name}: ${work} bytes joined and read for a body of ${body.length}`);
+  }
+});
