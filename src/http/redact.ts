@@ -260,7 +260,7 @@ export function decodeBody(body: Buffer, contentEncoding: string | undefined, ma
 const MAX_HELD_BYTES = 64 * 1024;
 const EVENT_END = Buffer.from('\n\n');
 const LF = 0x0a;
-const NOTHING = Buffer.alloc(0);
+const NO_BYTES = Buffer.alloc(0);
 
 /**
  * Redacts a relayed body chunk by chunk. A secret may be split across chunks, so the bytes after
@@ -290,12 +290,12 @@ export class StreamRedactor {
 
   /** The bytes to relay now (possibly none). */
   push(chunk: Buffer): Buffer {
-    if (chunk.length === 0) return NOTHING;
+    if (chunk.length === 0) return NO_BYTES;
     const endsEvent = this.#events && (chunk.includes(EVENT_END) || (chunk[0] === LF && this.#lastHeldByte() === LF));
     this.#held.push(chunk);
     this.#heldBytes += chunk.length;
     const due = this.#events ? endsEvent || this.#heldBytes > MAX_HELD_BYTES : this.#heldBytes >= 2 * this.#window;
-    if (!due) return NOTHING;
+    if (!due) return NO_BYTES;
     const body = this.#held.length === 1 ? chunk : Buffer.concat(this.#held, this.#heldBytes);
     let cut = this.#events ? body.lastIndexOf(EVENT_END) + EVENT_END.length : 0;
     if (cut === EVENT_END.length - 1) cut = 0; // no complete event
@@ -318,7 +318,7 @@ export class StreamRedactor {
   /** At the end of the body: whatever is still held, redacted. */
   end(): Buffer {
     const rest = Buffer.concat(this.#held, this.#heldBytes);
-    this.#hold(NOTHING);
+    this.#hold(NO_BYTES);
     return this.#forms === undefined ? rest : redactForms(rest, this.#forms);
   }
 

@@ -273,7 +273,7 @@ test('redaction, StreamRedactor: a body written a byte at a time costs a few byt
     for (const byte of Buffer.from(body)) out.push(r.push(Buffer.of(byte)));
     out.push(r.end());
     assert.equal(Buffer.concat(out).toString(), body.replace(KEY, '[REDACTED]'), name);
-    const work = bytesOf(joined.mock.calls.map((c) => c.result)) + bytesOf(read.mock.calls.filter((c) => c.arguments[0] === 'latin1').map((c) => c.result));
+    const work = bytesOf(joined.mock.calls.map((c: { result?: unknown }) => c.result)) + bytesOf(read.mock.calls.filter((c: { arguments: unknown[] }) => c.arguments[0] === 'latin1').map((c: { result?: unknown }) => c.result));
     // Each scan of a plain body joins and reads twice the window to let one window through: about
     // four bytes a byte. Joining and reading what is held at every push was the window's size a byte.
     assert.ok(work < 8 * body.length, `${name}: ${work} bytes joined and read for a body of ${body.length}`);
