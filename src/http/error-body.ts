@@ -3,6 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Exchange } from './forward.ts';
 import { decodeBody, redactBody, type DecodedBody } from './redact.ts';
+import { UnreadableText } from './spelled-secrets.ts';
 
 /** Error bodies are read whole, to be checked; one larger than this (decoded) is refused rather than relayed unread. */
 const MAX_ERROR_BODY_BYTES = 1024 * 1024;
@@ -10,15 +11,16 @@ const MAX_ERROR_BODY_BYTES = 1024 * 1024;
 /**
  * Relays an upstream answer that is read whole first (an error): decoded from any
  * Content-Encoding (bounded), every form of `secrets` redacted, sent with its own length. A body
- * that is too large, corrupt or in an unknown encoding is not relayed: the caller answers 502
- * with the reason. Used by both listeners for the answers an upstream may echo a credential in.
+ * that is too large, corrupt, in an unknown encoding or too ambiguous to be checked for the
+ * secrets (UnreadableText) is not relayed: the caller answers 502 with the reason. Used by both listeners for the answers an upstream may echo a credential in.
  */
 export async function relayRedactedBody(res: ServerResponse, upstream: IncomingMessage, headers: readonly string[], secrets: readonly string[], exchange: Exchange): Promise<{ readonly ok: true } | { readonly ok: false; readonly reason: string }> {
   const raw = await readWhole(upstream, MAX_ERROR_BODY_BYTES);
   if (res.destroyed) return { ok: false, reason: 'client_aborted' };
   const decoded: DecodedBody = raw === undefined ? { ok: false, reason: 'too_large' } : decodeBody(raw, upstream.headers['content-encoding'], MAX_ERROR_BODY_BYTES);
   if (!decoded.ok) return { ok: false, reason: `upstream_error_body_${decoded.reason}` };
-  const body = redactBody(decoded.body, secrets);
+  const body = redactedOrRefused(decoded.body, secrets);
+  if (body === undefined) return { ok: false, reason: 'upstream_error_body_unreadable' };
   const out: string[] = [];
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i]!.toLowerCase();
@@ -29,6 +31,16 @@ export async function relayRedactedBody(res: ServerResponse, upstream: IncomingM
   res.writeHead(upstream.statusCode ?? 502, out);
   res.end(body);
   return { ok: true };
+}
+
+/** `body` redacted, or undefined when it is too ambiguous to be checked. */
+function redactedOrRefused(body: Buffer, secrets: readonly string[]): Buffer | undefined {
+  try {
+    return redactBody(body, secrets);
+  } catch (err) {
+    if (err instanceof UnreadableText) return undefined;
+    throw err;
+  }
 }
 
 /** The whole body, or undefined past `max` bytes or on a failure (the stream is then destroyed). */

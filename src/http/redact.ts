@@ -5,7 +5,7 @@
 // read whole, decoded and redacted; the gateway's relayed bodies and streams pass through a
 // redactor that holds back at most one partial event.
 import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
-import { LONGEST_CHAR_FORM, SpelledSecrets } from './spelled-secrets.ts';
+import { LONGEST_CHAR_FORM, SpelledSecrets, UnreadableText } from './spelled-secrets.ts';
 
 const REDACTED = '[REDACTED]';
 
@@ -166,7 +166,10 @@ function placesOf(text: string, forms: SecretForms): Range[] {
   return joined;
 }
 
-/** Pure: `body` with every form of every secret replaced; the same Buffer when there is none. */
+/**
+ * Pure: `body` with every form of every secret replaced; the same Buffer when there is none.
+ * Throws UnreadableText for a body too ambiguous to be checked: its caller does not relay it.
+ */
 export function redactBody(body: Buffer, secrets: readonly string[]): Buffer {
   const forms = secretForms(secrets);
   return forms === undefined ? body : redactForms(body, forms);
@@ -191,29 +194,41 @@ function replacePlaces(text: string, places: readonly Range[]): Buffer {
 
 const BASE64_RUN = /[A-Za-z0-9+/_-]{12,}={0,2}/g;
 
+/** Whether `text` holds a form; a text too ambiguous to check (UnreadableText) counts as holding one. */
+function holdsForm(text: string, forms: SecretForms): boolean {
+  try {
+    return placesOf(text, forms).length > 0;
+  } catch (err) {
+    if (err instanceof UnreadableText) return true;
+    throw err;
+  }
+}
+
 /**
- * Pure: whether `text` (read as latin1) carries a secret in any form `redactBody` replaces. For a
- * caller that cannot redact in place and must refuse instead (an event-stream frame).
+ * Pure: whether `text` (read as latin1) carries a secret in any form `redactBody` replaces, or is
+ * too ambiguous to be checked. For a caller that cannot redact in place and must refuse instead
+ * (an event-stream frame).
  */
 export function carriesSecret(text: Buffer, secrets: readonly string[]): boolean {
   const forms = secretForms(secrets);
-  return forms !== undefined && placesOf(text.toString('latin1'), forms).length > 0;
+  return forms !== undefined && holdsForm(text.toString('latin1'), forms);
 }
 
 /**
  * Pure: whether a response header value carries one of `secrets` in a form a client decodes: any
  * of the body forms, or inside a base64 or base64url run once decoded (`Basic ...`, a token echoed
- * in an encoded cookie, so also an escaped form of the secret that was then encoded). The secrets'
- * forms are looked up once, for all the values of a response.
+ * in an encoded cookie, so also an escaped form of the secret that was then encoded); a value too
+ * ambiguous to be checked counts as carrying one. The secrets' forms are looked up once, for all
+ * the values of a response.
  */
 export function headerCarriesSecret(secrets: readonly string[]): (value: string) => boolean {
   const forms = secretForms(secrets);
   if (forms === undefined) return () => false;
   return (value) => {
-    if (placesOf(value, forms).length > 0) return true;
+    if (holdsForm(value, forms)) return true;
     for (const run of value.match(BASE64_RUN) ?? []) {
       const decoded = Buffer.from(run.replace(/-/g, '+').replace(/_/g, '/'), 'base64').toString('latin1');
-      if (placesOf(decoded, forms).length > 0) return true;
+      if (holdsForm(decoded, forms)) return true;
     }
     return false;
   };

@@ -19,6 +19,17 @@
 // nowhere, and a text that would still take over STEPS_PER_CHARACTER steps a character is
 // refused, where the expression could take exponential time.
 
+/**
+ * A text that reads as a secret too many ways to be checked within STEPS_PER_CHARACTER: whoever
+ * asked treats it as holding the secret (fail closed).
+ */
+export class UnreadableText extends Error {
+  constructor() {
+    super(`the text reads as the credential too many ways to be checked (over ${STEPS_PER_CHARACTER} steps a character)`);
+    this.name = 'UnreadableText';
+  }
+}
+
 /** The longest text one character of a secret takes in any of its forms (`\u00XX`, `&#x000000002f;`, `&DiacriticalGrave;`). */
 export const LONGEST_CHAR_FORM = 20;
 
@@ -160,8 +171,8 @@ const BACKTRACKS_BEFORE_MEMO_PER_BYTE = 4;
  * The steps (a byte of a secret compared at a place; FORMS_STEPS where its forms are read) one scan may take per character of the text,
  * beyond a secret's worth: a text that reads as a secret so many ways that more would be needed
  * (only a secret with runs of `;`, `&`, `%` or `\` allows it) is refused, fail closed, rather
- * than read: `find` throws, and the answer that holds it is not relayed. Ordinary text takes
- * none, and a near miss of the secret about one.
+ * than read: `find` throws UnreadableText, and the answer that holds it is not relayed. Ordinary
+ * text takes none, and a near miss of the secret about one.
  */
 const STEPS_PER_CHARACTER = 16;
 /** Reading a byte's forms at an escape counts as this many steps: it costs about that much more than a comparison. */
@@ -284,7 +295,7 @@ class Search {
     let depth = 0;
     let at = start;
     for (let steps = 1; ; steps++) {
-      if (steps > this.#stepsLeft) throw new Error(`redaction refused the text: it reads as the credential too many ways (over ${STEPS_PER_CHARACTER} steps a character)`);
+      if (steps > this.#stepsLeft) throw new UnreadableText();
       // One byte: passed as itself, or through its forms (a branch when it has two).
       const c = text.charCodeAt(at);
       let passed = false;

@@ -15,6 +15,7 @@ import { after, before, test } from 'node:test';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { startBothListeners, type BothListeners } from '../support/both-listeners.ts';
 import { encodeFrame } from '../support/cloud-fakes.ts';
+import { errorOf } from '../support/gateway-replies.ts';
 import { send, type Reply } from '../support/http-client.ts';
 import type { ModelUpstream } from '../support/model-upstream.ts';
 import type { ProxyProcess } from '../support/proxy-process.ts';
@@ -244,7 +245,7 @@ test('redaction, gateway (Bedrock event stream): an exception frame whose messag
   assert.equal(recoverablePiece(reply.body, AWS_SECRET), undefined);
 });
 
-test('redaction refuses, fail closed, an error body written to make the search for a key with overlapping forms take exponential time: the answer is not relayed and the gateway serves the next call', async () => {
+test('redaction refuses, fail closed, an error body written to make the search for a key with overlapping forms take exponential time: a 502 that relays nothing of it, recorded with the reason, and the gateway serves the next call', async () => {
   // A key with a run of `;` (each `&#59;` reads as one `;` or two): no real key has one, but an
   // operator's secret may, and the upstream that issued it can answer with text built against it.
   const key = `${';'.repeat(16)}Zq7-${randomBytes(8).toString('hex')}`;
@@ -253,9 +254,11 @@ test('redaction refuses, fail closed, an error body written to make the search f
     const call = () => send(gateway.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });
     model.script((_req, res) => res.writeHead(400, { 'content-type': 'application/json' }).end(`{"error":{"message":"${'&#59;'.repeat(13_000)}x"}}`));
     const refused = await call();
-    assert.equal(refused.status, 500, refused.body.toString());
+    assert.equal(refused.status, 502, refused.body.toString());
+    assert.equal(errorOf(refused).code, 'upstream_protocol');
     assert.doesNotMatch(refused.body.toString(), /&#59;/, 'nothing of the upstream body is relayed');
-    assert.ok(gateway.records().some((r) => r.event === 'handler_error' && /redaction refused the text/.test(String(r.detail))), 'the refusal is logged with its reason');
+    const record = await gateway.waitForRecord((r) => r.event === 'request' && r.status === 502, 'the refused call\'s line');
+    assert.equal(record?.error, 'upstream_error_body_unreadable');
     assertClean(refused, key);
     const next = await call();
     assert.equal(next.status, 200, 'the next call is served');

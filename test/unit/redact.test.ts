@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { brotliCompressSync, constants, deflateSync, gzipSync } from 'node:zlib';
-import { base64Forms, decodeBody, headerCarriesSecret, redactBody, StreamRedactor } from '../../src/http/redact.ts';
+import { base64Forms, carriesSecret, decodeBody, headerCarriesSecret, redactBody, StreamRedactor } from '../../src/http/redact.ts';
 import { scrubResponseHeaders } from '../../src/http/headers.ts';
 import { mulberry32 } from '../support/prng.ts';
 import { base64Of, doublePercentOf, htmlReferencesOf, recoverablePiece } from '../support/secret-forms.ts';
@@ -278,4 +278,13 @@ test('redaction, StreamRedactor: a body written a byte at a time costs a few byt
     // four bytes a byte. Joining and reading what is held at every push was the window's size a byte.
     assert.ok(work < 8 * body.length, `${name}: ${work} bytes joined and read for a body of ${body.length}`);
   }
+});
+
+test('redaction: a text too ambiguous to be checked for a key with overlapping forms is treated as holding it: a header value is dropped, an event-stream frame refused, a body throws (its caller does not relay it)', () => {
+  const key = `${';'.repeat(16)}Zq7-0123456789abcdef`;
+  const text = `${'&#59;'.repeat(400)}x`;
+  assert.equal(headerCarriesSecret([key])(text), true, 'a header value');
+  assert.equal(carriesSecret(Buffer.from(text), [key]), true, 'an event-stream frame');
+  assert.throws(() => redactBody(Buffer.from(text), [key]), { name: 'UnreadableText' });
+  assert.equal(headerCarriesSecret([key])('&#59;'.repeat(3)), false, 'a short value is read, and holds none');
 });
