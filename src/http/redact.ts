@@ -273,27 +273,55 @@ export function decodeBody(body: Buffer, contentEncoding: string | undefined, ma
 
 /** A partial event held back beyond this is let through, all but the tail a secret could still end in. */
 const MAX_HELD_BYTES = 64 * 1024;
-const EVENT_END = Buffer.from('\n\n');
-const LF = 0x0a;
+/** An event's end, as SSE writers end lines: LF, or CRLF (sse-starlette's default). */
+const EVENT_ENDS = [Buffer.from('\n\n'), Buffer.from('\r\n\r\n')];
 const NO_BYTES = Buffer.alloc(0);
+
+/** Where the last event in `bytes` ends (just after its blank line), or 0 when none does. */
+function lastEventEnd(bytes: Buffer): number {
+  let end = 0;
+  for (const mark of EVENT_ENDS) {
+    const at = bytes.lastIndexOf(mark);
+    if (at >= 0) end = Math.max(end, at + mark.length);
+  }
+  return end;
+}
+
+/** Whether an event's blank line begins in the first `heldBytes` of `held` and ends in `chunk`. */
+function blankLineAcross(held: Buffer, heldBytes: number, chunk: Buffer): boolean {
+  for (const mark of EVENT_ENDS) {
+    for (let k = 1; k < mark.length; k++) {
+      // The mark's first k bytes end what is held, the rest start the chunk.
+      if (k > heldBytes || mark.length - k > chunk.length) continue;
+      let same = true;
+      for (let i = 0; i < mark.length && same; i++) same = (i < k ? held[heldBytes - k + i] : chunk[i - k]) === mark[i];
+      if (same) return true;
+    }
+  }
+  return false;
+}
 
 /**
  * Redacts a relayed body chunk by chunk. A secret may be split across chunks, so the bytes after
  * the last complete event (for a stream; for a plain body, the longest text a form can take) are held
  * until the rest arrives: a stream whose upstream writes whole events, as every provider does,
- * is relayed without delay. No form of a secret spans an event boundary (none holds a blank line).
+ * is relayed without delay, whether its lines end in LF or CRLF. No form of a secret spans an event
+ * boundary (none holds a blank line).
  *
- * What is held is kept as the chunks came and looked at only when something can be let through:
- * for a stream, when a chunk ends an event or more than MAX_HELD_BYTES are held; for a plain
+ * What is held is copied into one buffer that doubles as it fills, and looked at only when
+ * something can be let through: for a stream, when a chunk ends an event or more than
+ * MAX_HELD_BYTES (or twice the window, for a secret whose window is larger) are held; for a plain
  * body, when twice the window is held, so that each scan lets through at least as much as it
- * keeps. An upstream that writes a byte at a time then costs a byte's work per byte, where
- * joining and scanning what is held at every push cost the whole window per byte.
+ * keeps. An upstream that writes a byte at a time then costs a few bytes' work per byte and holds
+ * at most twice what it sent, where joining and scanning what is held at every push cost the
+ * whole window per byte.
  */
 export class StreamRedactor {
   readonly #forms: SecretForms | undefined;
   readonly #window: number;
   readonly #events: boolean;
-  #held: Buffer[] = [];
+  /** What is held: the first #heldBytes of #held. Nothing handed out is ever written again. */
+  #held: Buffer = NO_BYTES;
   #heldBytes = 0;
 
   /** `events`: the body is an event stream, cut at blank lines. */
@@ -306,18 +334,19 @@ export class StreamRedactor {
   /** The bytes to relay now (possibly none). */
   push(chunk: Buffer): Buffer {
     if (chunk.length === 0) return NO_BYTES;
-    const endsEvent = this.#events && (chunk.includes(EVENT_END) || (chunk[0] === LF && this.#lastHeldByte() === LF));
-    this.#held.push(chunk);
-    this.#heldBytes += chunk.length;
-    const due = this.#events ? endsEvent || this.#heldBytes > MAX_HELD_BYTES : this.#heldBytes >= 2 * this.#window;
-    if (!due) return NO_BYTES;
-    const body = this.#held.length === 1 ? chunk : Buffer.concat(this.#held, this.#heldBytes);
-    let cut = this.#events ? body.lastIndexOf(EVENT_END) + EVENT_END.length : 0;
-    if (cut === EVENT_END.length - 1) cut = 0; // no complete event
+    const endsEvent = this.#events && (lastEventEnd(chunk) > 0 || blankLineAcross(this.#held, this.#heldBytes, chunk));
+    const size = this.#heldBytes + chunk.length;
+    const due = this.#events ? endsEvent || size > Math.max(MAX_HELD_BYTES, 2 * this.#window) : size >= 2 * this.#window;
+    if (!due) {
+      this.#append(chunk);
+      return NO_BYTES;
+    }
+    const body = this.#heldBytes === 0 ? chunk : this.#append(chunk);
+    let cut = this.#events ? lastEventEnd(body) : 0;
     // A form that starts before the window is complete: anything before it is safe to let through.
     if (body.length - cut > (this.#events ? MAX_HELD_BYTES : this.#window)) cut = Math.max(cut, body.length - this.#window);
     if (this.#forms === undefined || cut === 0) {
-      this.#hold(body.subarray(cut));
+      this.#keep(body.subarray(cut));
       return body.subarray(0, cut);
     }
     // What is held stays as it came: a form is matched once, whole, never a part of it that a
@@ -326,24 +355,34 @@ export class StreamRedactor {
     const places = placesOf(text, this.#forms);
     for (const [start, end] of places) if (start < cut && end > cut) cut = start; // a form across the window's edge is held whole
     const before = places.filter(([, end]) => end <= cut);
-    this.#hold(body.subarray(cut));
+    this.#keep(body.subarray(cut));
     return before.length === 0 ? body.subarray(0, cut) : replacePlaces(text.slice(0, cut), before);
   }
 
   /** At the end of the body: whatever is still held, redacted. */
   end(): Buffer {
-    const rest = Buffer.concat(this.#held, this.#heldBytes);
-    this.#hold(NO_BYTES);
+    const rest = this.#held.subarray(0, this.#heldBytes);
+    this.#held = NO_BYTES;
+    this.#heldBytes = 0;
     return this.#forms === undefined ? rest : redactForms(rest, this.#forms);
   }
 
-  #hold(rest: Buffer): void {
-    this.#held = rest.length === 0 ? [] : [rest];
-    this.#heldBytes = rest.length;
+  /** Adds `chunk` to what is held (the buffer doubled when full); returns all that is held. */
+  #append(chunk: Buffer): Buffer {
+    const needed = this.#heldBytes + chunk.length;
+    if (needed > this.#held.length) {
+      const grown = Buffer.alloc(Math.max(needed, 2 * this.#held.length, 256));
+      this.#held.copy(grown, 0, 0, this.#heldBytes);
+      this.#held = grown;
+    }
+    chunk.copy(this.#held, this.#heldBytes);
+    this.#heldBytes = needed;
+    return this.#held.subarray(0, needed);
   }
 
-  #lastHeldByte(): number {
-    const last = this.#held[this.#held.length - 1];
-    return last === undefined ? -1 : last[last.length - 1]!;
+  /** Holds `rest` (the tail of what was let through), in a buffer of its own: what was handed out is not written again. */
+  #keep(rest: Buffer): void {
+    this.#held = rest.length === 0 ? NO_BYTES : Buffer.from(rest);
+    this.#heldBytes = rest.length;
   }
 }

@@ -265,14 +265,22 @@ test('redaction, StreamRedactor: a body written a byte at a time costs a few byt
   const bytesOf = (results: readonly unknown[]) => results.reduce<number>((n, r) => n + ((r as { length: number }).length ?? 0), 0);
   const events = Array.from({ length: 300 }, (_, i) => `data: {"i":${i},"text":"a few words of text for event ${i}"}\n\n`).join('');
   const plain = JSON.stringify({ text: 'a few words of text '.repeat(2000) });
-  for (const [name, body, asEvents] of [['an event stream', `${events}data: {"leak":"${KEY}"}\n\n`, true], ['a plain body', `${plain}${KEY}"`, false]] as const) {
+  // A secret of 4,000 characters has a window (80,000 characters) larger than the most a stream holds back (64 KiB).
+  const big = `tok-${'Zq3xT9vB'.repeat(500)}`;
+  const cases = [
+    ['an event stream', [KEY], `${events}data: {"leak":"${KEY}"}\n\n`, true],
+    ['a plain body', [KEY], `${plain}${KEY}"`, false],
+    ['an event of 140 KB against a secret whose window is over 64 KiB', [big], `data: ${'x'.repeat(140_000)}${big}\n\n`, true],
+  ] as const;
+  for (const [name, secrets, body, asEvents] of cases) {
     joined.mock.resetCalls();
     read.mock.resetCalls();
-    const r = new StreamRedactor([KEY], asEvents);
+    const r = new StreamRedactor(secrets, asEvents);
     const out: Buffer[] = [];
-    for (const byte of Buffer.from(body)) out.push(r.push(Buffer.of(byte)));
+    const bytes = Buffer.from(body);
+    for (let i = 0; i < bytes.length; i++) out.push(r.push(bytes.subarray(i, i + 1)));
     out.push(r.end());
-    assert.equal(Buffer.concat(out).toString(), body.replace(KEY, '[REDACTED]'), name);
+    assert.equal(Buffer.concat(out).toString(), body.replace(secrets[0], '[REDACTED]'), name);
     const work = bytesOf(joined.mock.calls.map((c: { result?: unknown }) => c.result)) + bytesOf(read.mock.calls.filter((c: { arguments: unknown[] }) => c.arguments[0] === 'latin1').map((c: { result?: unknown }) => c.result));
     // Each scan of a plain body joins and reads twice the window to let one window through: about
     // four bytes a byte. Joining and reading what is held at every push was the window's size a byte.
@@ -287,4 +295,19 @@ test('redaction: a text too ambiguous to be checked for a key with overlapping f
   assert.equal(carriesSecret(Buffer.from(text), [key]), true, 'an event-stream frame');
   assert.throws(() => redactBody(Buffer.from(text), [key]), { name: 'UnreadableText' });
   assert.equal(headerCarriesSecret([key])('&#59;'.repeat(3)), false, 'a short value is read, and holds none');
+});
+
+test('redaction, StreamRedactor: an event stream whose lines end in CRLF (sse-starlette\'s default) is relayed event by event, as one ending in LF', () => {
+  for (const eol of ['\n', '\r\n']) {
+    const r = new StreamRedactor([KEY], true);
+    for (let i = 0; i < 3; i++) {
+      const event = `data: {"i":${i}}${eol}${eol}`;
+      assert.equal(r.push(Buffer.from(event)).toString(), event, `event ${i} with ${JSON.stringify(eol)}`);
+    }
+    // A blank line split between two pushes (its last byte in the second) ends the event too.
+    const split = `data: {"i":3}${eol}${eol}`;
+    assert.equal(r.push(Buffer.from(split.slice(0, -1))).toString(), '');
+    assert.equal(r.push(Buffer.from(split.slice(-1))).toString(), split);
+    assert.equal(r.end().toString(), '');
+  }
 });
