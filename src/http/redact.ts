@@ -273,32 +273,31 @@ export function decodeBody(body: Buffer, contentEncoding: string | undefined, ma
 
 /** A partial event held back beyond this is let through, all but the tail a secret could still end in. */
 const MAX_HELD_BYTES = 64 * 1024;
-/** An event's end, as SSE writers end lines: LF, or CRLF (sse-starlette's default). */
-const EVENT_ENDS = [Buffer.from('\n\n'), Buffer.from('\r\n\r\n')];
 const NO_BYTES = Buffer.alloc(0);
+const LF = 0x0a;
+const CR = 0x0d;
 
-/** Where the last event in `bytes` ends (just after its blank line), or 0 when none does. */
+/**
+ * Where the last event in `bytes` ends (just after its blank line, `\n\n`, or `\r\n\r\n` as
+ * sse-starlette ends lines by default), or 0 when none does. Found from the end, a line feed at a
+ * time: a chunk of whole events ends with one.
+ */
 function lastEventEnd(bytes: Buffer): number {
-  let end = 0;
-  for (const mark of EVENT_ENDS) {
-    const at = bytes.lastIndexOf(mark);
-    if (at >= 0) end = Math.max(end, at + mark.length);
+  for (let at = bytes.length - 1; at > 0; ) {
+    const lf = bytes.lastIndexOf(LF, at);
+    if (lf < 1) return 0;
+    if (bytes[lf - 1] === LF || (bytes[lf - 1] === CR && lf >= 3 && bytes[lf - 2] === LF && bytes[lf - 3] === CR)) return lf + 1;
+    at = lf - 1;
   }
-  return end;
+  return 0;
 }
 
-/** Whether an event's blank line begins in the first `heldBytes` of `held` and ends in `chunk`. */
+/** Whether an event's blank line begins in the first `heldBytes` of `held` and ends in `chunk`: its last four bytes held and its first three looked at together. */
 function blankLineAcross(held: Buffer, heldBytes: number, chunk: Buffer): boolean {
-  for (const mark of EVENT_ENDS) {
-    for (let k = 1; k < mark.length; k++) {
-      // The mark's first k bytes end what is held, the rest start the chunk.
-      if (k > heldBytes || mark.length - k > chunk.length) continue;
-      let same = true;
-      for (let i = 0; i < mark.length && same; i++) same = (i < k ? held[heldBytes - k + i] : chunk[i - k]) === mark[i];
-      if (same) return true;
-    }
-  }
-  return false;
+  if (heldBytes === 0) return false;
+  const tail = held.subarray(Math.max(0, heldBytes - 3), heldBytes);
+  const seam = Buffer.concat([tail, chunk.subarray(0, 3)]);
+  return lastEventEnd(seam) > tail.length;
 }
 
 /**
@@ -334,7 +333,8 @@ export class StreamRedactor {
   /** The bytes to relay now (possibly none). */
   push(chunk: Buffer): Buffer {
     if (chunk.length === 0) return NO_BYTES;
-    const endsEvent = this.#events && (lastEventEnd(chunk) > 0 || blankLineAcross(this.#held, this.#heldBytes, chunk));
+    const chunkEnd = this.#events ? lastEventEnd(chunk) : 0;
+    const endsEvent = this.#events && (chunkEnd > 0 || blankLineAcross(this.#held, this.#heldBytes, chunk));
     const size = this.#heldBytes + chunk.length;
     const due = this.#events ? endsEvent || size > Math.max(MAX_HELD_BYTES, 2 * this.#window) : size >= 2 * this.#window;
     if (!due) {
@@ -342,7 +342,7 @@ export class StreamRedactor {
       return NO_BYTES;
     }
     const body = this.#heldBytes === 0 ? chunk : this.#append(chunk);
-    let cut = this.#events ? lastEventEnd(body) : 0;
+    let cut = !this.#events ? 0 : body === chunk ? chunkEnd : lastEventEnd(body);
     // A form that starts before the window is complete: anything before it is safe to let through.
     if (body.length - cut > (this.#events ? MAX_HELD_BYTES : this.#window)) cut = Math.max(cut, body.length - this.#window);
     if (this.#forms === undefined || cut === 0) {
