@@ -292,12 +292,21 @@ function lastEventEnd(bytes: Buffer): number {
   return 0;
 }
 
-/** Whether an event's blank line begins in the first `heldBytes` of `held` and ends in `chunk`: its last four bytes held and its first three looked at together. */
+/** The blank lines that end an event, as LF and CRLF writers end lines. */
+const BLANK_LINES = [Buffer.from('\n\n'), Buffer.from('\r\n\r\n')];
+
+/** Whether an event's blank line begins in the first `heldBytes` of `held` and ends in `chunk` (compared in place, nothing joined). */
 function blankLineAcross(held: Buffer, heldBytes: number, chunk: Buffer): boolean {
-  if (heldBytes === 0) return false;
-  const tail = held.subarray(Math.max(0, heldBytes - 3), heldBytes);
-  const seam = Buffer.concat([tail, chunk.subarray(0, 3)]);
-  return lastEventEnd(seam) > tail.length;
+  for (const mark of BLANK_LINES) {
+    for (let k = 1; k < mark.length; k++) {
+      // The mark's first k bytes end what is held, the rest start the chunk.
+      if (k > heldBytes || mark.length - k > chunk.length) continue;
+      let same = true;
+      for (let i = 0; i < mark.length && same; i++) same = (i < k ? held[heldBytes - k + i] : chunk[i - k]) === mark[i];
+      if (same) return true;
+    }
+  }
+  return false;
 }
 
 /**
