@@ -69,9 +69,11 @@ function fold(c: number): number {
   return c;
 }
 
+/** Each latin1 character folded (`fold`), by its code. */
+const FOLDED = Uint16Array.from({ length: 256 }, (_, c) => fold(c));
+
 /** What the forms of one byte of a secret are made of, folded for comparison. */
 type ByteForms = {
-  readonly folded: number;
   /** Two hex digits (`\u00XX`, `%XX`, `%25XX`). */
   readonly hex2: string;
   /** Decimal and hex without padding (`&#115`, `&#x73`). */
@@ -87,7 +89,6 @@ const foldedText = (s: string): string => String.fromCharCode(...[...s].map((ch)
 const BYTE_FORMS: readonly ByteForms[] = Array.from({ length: 256 }, (_, b) => {
   const ch = String.fromCharCode(b);
   return {
-    folded: fold(b),
     hex2: foldedText(b.toString(16).padStart(2, '0')),
     decimal: String(b),
     hex: foldedText(b.toString(16)),
@@ -125,15 +126,15 @@ function numericEnds(text: string, from: number, digits: string, next: number, e
 }
 
 /**
- * Where each form of byte `b` that starts at `at` ends, in the order they are tried, into `ends`;
- * returns how many. `next` is the secret's byte after `b` (-1 after the last). ASCII: itself, `\u00XX`, `%25XX`, `%XX`, `\` + itself for / " \, `&#` decimal,
+ * Where each form of byte `b` that starts at `at` ends, in the order they are tried, into `ends`
+ * from `base` on; returns how many. `next` is the secret's byte after `b` (-1 after the last). ASCII: itself, `\u00XX`, `%25XX`, `%XX`, `\` + itself for / " \, `&#` decimal,
  * `&#x` hex, the named references. Any other byte (of a UTF-8 sequence): itself, `%25XX`, `%XX`.
  */
-function formEnds(text: string, at: number, b: number, next: number, ends: Int32Array): number {
+function formEnds(text: string, at: number, b: number, next: number, ends: Int32Array, base: number): number {
   const c = text.charCodeAt(at);
   const forms = BYTE_FORMS[b]!;
-  let count = 0;
-  if (fold(c) === forms.folded) ends[count++] = at + 1;
+  let count = base;
+  if (fold(c) === FOLDED[b]) ends[count++] = at + 1;
   if (c === BACKSLASH && b < 0x80) {
     if (fold(text.charCodeAt(at + 1)) === 0x55 /* U */ && text.charCodeAt(at + 2) === ZERO && text.charCodeAt(at + 3) === ZERO && holdsFolded(text, at + 4, forms.hex2)) ends[count++] = at + 6;
   }
@@ -141,7 +142,7 @@ function formEnds(text: string, at: number, b: number, next: number, ends: Int32
     if (text.charCodeAt(at + 1) === 0x32 && text.charCodeAt(at + 2) === 0x35 && holdsFolded(text, at + 3, forms.hex2)) ends[count++] = at + 5;
     if (holdsFolded(text, at + 1, forms.hex2)) ends[count++] = at + 3;
   }
-  if (b >= 0x80) return count;
+  if (b >= 0x80) return count - base;
   if (c === BACKSLASH && forms.backslashed && text.charCodeAt(at + 1) === b) ends[count++] = at + 2;
   if (c === AMPERSAND) {
     if (text.charCodeAt(at + 1) === HASH) {
@@ -150,7 +151,7 @@ function formEnds(text: string, at: number, b: number, next: number, ends: Int32
     }
     for (const name of forms.names) if (holdsFolded(text, at + 1, name)) count = referenceEnds(text, at + 1 + name.length, next, ends, count);
   }
-  return count;
+  return count - base;
 }
 
 /** The most ends one byte's forms can have at one place: itself, four escapes, (9 zero counts, with and without `;`) twice, three names twice. */
@@ -199,17 +200,14 @@ function formsSource(b: number, references: boolean): string {
  * through text that holds none at about the speed of the whole expression, and makes a text that
  * repeats a secret's opening, to make the matcher run, pay one search per eight bytes.
  */
-function openingsOf(secrets: readonly Secret[], references: boolean): RegExp {
-  const sources = secrets.map((s) => [...s.bytes.subarray(0, OPENING_BYTES)].map((b) => formsSource(b, references)).join(''));
+function openingsOf(secrets: readonly Uint8Array[], references: boolean): RegExp {
+  const sources = secrets.map((s) => [...s.subarray(0, OPENING_BYTES)].map((b) => formsSource(b, references)).join(''));
   return new RegExp([...new Set(sources)].join('|'), 'gi');
 }
 
-/** A secret as the matcher reads it: its bytes, and each folded as `fold` compares. */
-type Secret = { readonly bytes: Uint8Array; readonly folded: Uint16Array };
-
 /** One set of secrets to find spelled out, each as its bytes. */
 export class SpelledSecrets {
-  readonly #secrets: readonly Secret[];
+  readonly #secrets: readonly Uint8Array[];
   /** Where a spelling may start: without HTML references, for text that holds none (twice as fast), and with them. */
   readonly #openings: RegExp;
   readonly #referencedOpenings: RegExp;
@@ -218,9 +216,9 @@ export class SpelledSecrets {
   readonly #longest: number;
 
   constructor(secrets: readonly Uint8Array[]) {
-    this.#secrets = secrets.map((bytes) => ({ bytes, folded: Uint16Array.from(bytes, fold) }));
-    this.#openings = openingsOf(this.#secrets, false);
-    this.#referencedOpenings = openingsOf(this.#secrets, true);
+    this.#secrets = secrets;
+    this.#openings = openingsOf(secrets, false);
+    this.#referencedOpenings = openingsOf(secrets, true);
     this.#referenceStart = secrets.some((s) => s.some((b) => BYTE_FORMS[b]!.names.length > 0)) ? '&' : '&#';
     this.#longest = Math.max(...secrets.map((s) => s.length));
   }
@@ -264,7 +262,6 @@ class Search {
   readonly #branchTried: Int32Array;
   readonly #branchCount: Int32Array;
   readonly #branchEnds: Int32Array;
-  readonly #ends = new Int32Array(MOST_ENDS);
 
   constructor(text: string, longest: number) {
     this.#text = text;
@@ -277,11 +274,9 @@ class Search {
   }
 
   /** Where the first spelling of `secret` that starts at `start` ends (in the order the forms are tried), or -1. */
-  spelledAt(secret: Secret, start: number): number {
+  spelledAt(bytes: Uint8Array, start: number): number {
     const text = this.#text;
-    const { bytes, folded } = secret;
     const last = bytes.length - 1;
-    const ends = this.#ends;
     const branchDepth = this.#branchDepth;
     const branchAt = this.#branchAt;
     const branchTried = this.#branchTried;
@@ -300,21 +295,22 @@ class Search {
       const c = text.charCodeAt(at);
       let passed = false;
       if (c !== BACKSLASH && c !== PERCENT && c !== AMPERSAND) {
-        passed = fold(c) === folded[depth];
+        passed = fold(c) === FOLDED[bytes[depth]!];
         if (passed) at++;
       } else if (deadEnds === undefined || !deadEnds.has(depth * places + at)) {
         steps += FORMS_STEPS - 1;
-        const count = formEnds(text, at, bytes[depth]!, depth === last ? -1 : bytes[depth + 1]!, ends);
+        // The ends go where this byte's branch is kept, if it is one.
+        const count = formEnds(text, at, bytes[depth]!, depth === last ? -1 : bytes[depth + 1]!, branchEnds, branches * MOST_ENDS);
+        const first = branchEnds[branches * MOST_ENDS]!;
         if (count > 1) {
           branchDepth[branches] = depth;
           branchAt[branches] = at;
           branchTried[branches] = 1;
           branchCount[branches] = count;
-          for (let i = 0; i < count; i++) branchEnds[branches * MOST_ENDS + i] = ends[i]!;
           branches++;
         }
         passed = count > 0;
-        if (passed) at = ends[0]!;
+        if (passed) at = first;
       }
       if (passed) {
         if (depth === last) return this.#took(steps, at);

@@ -33,7 +33,7 @@ export async function startServing(options: ServeOptions, env: NodeJS.ProcessEnv
   refuseIfNothingEnabled(config);
   const needed = [...(config.gitEnabled ? config.credentialFiles.git : []), ...(config.gateway.enabled ? config.credentialFiles.model : [])];
   for (const warning of credentialFileWarnings(unusableFiles(needed))) log(warning);
-  const shared = openShared(options, env, config.egress, log);
+  const shared = openShared(options, env, config.egress, log, shutdown.onExit);
   shutdown.onExit(shared.release);
   if (config.gitEnabled) shutdown.addProxy(await startGit(options, config, shared, log));
   if (config.gateway.enabled) shutdown.addProxy(await startGateway(options, env, config, shared, log));

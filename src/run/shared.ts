@@ -50,16 +50,16 @@ export interface Shared {
   readonly listenerTimeouts: ListenerTimeouts;
   readonly upstreamTimeouts: { connectMs: number; responseMs: number; idleMs: number; bodyIdleMs: number };
   /**
-   * Takes what a part of start-up runs on its own (a refresh timer, a file watch, a poll), for
-   * `release` to stop: in a process that serves, its exit ends them anyway; a proxy served in a
-   * test's process is stopped whole.
+   * Takes what a part of start-up runs on its own (a refresh timer, a file watch, a poll), for the
+   * shutdown order's end to stop (Shutdown.onExit): in a process that serves, its exit ends them
+   * anyway; a proxy served in a test's process is stopped whole.
    */
   readonly atExit: (stop: () => void) => void;
-  /** Closes the store's connection and stops the series clock and what `atExit` took (the shutdown order's end). */
+  /** Closes the store's connection and stops the series clock (the shutdown order's end). */
   readonly release: () => void;
 }
 
-export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress: Egress, log: LogSink<LogEvent>): Shared {
+export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress: Egress, log: LogSink<LogEvent>, atExit: Shared['atExit']): Shared {
   // The price table is checked even with `--metrics-listen off` (e.g. a second proxy beside the
   // first on one host), so that switching metrics on cannot reveal a broken file; but nothing
   // is recorded that nobody could read.
@@ -71,8 +71,6 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress
   // Series expiry runs on a coarse clock, so that recording a request never reads the time.
   const clock = metrics && options.metricsSeriesTtlMs > 0 ? runCoarseClock(metrics.registry, () => performance.now()) : undefined;
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };
-  const stops: Array<() => void> = [];
-  const atExit = (stop: () => void): void => void stops.push(stop);
   const store = openStore(options, log, metrics, atExit);
   const revoked = openRevocations(options, store, log, metrics);
   const workloadPolicy = sharedWorkloadPolicy(options.workloadPolicyFile, log);
@@ -83,7 +81,6 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress
   const release = () => {
     store?.client.close();
     clearInterval(clock);
-    for (const stop of stops.splice(0)) stop();
   };
   return { prices, metrics, store, revoked, serviceAccounts, workloadPolicy, caps, capped, listenerTimeouts, upstreamTimeouts, atExit, release };
 }
