@@ -7,6 +7,7 @@
 // marks the stream corrupt (recorded as such), never a buffer that grows.
 import { crc32 } from 'node:zlib';
 import type { EventReader } from './sse.ts';
+import { HeldBytes } from '../http/held-bytes.ts';
 import { carriesSecret } from '../http/redact.ts';
 
 /** The largest frame read (Bedrock's chunks are small; a message_start with a big prompt echo fits). */
@@ -42,40 +43,29 @@ export function frameHeaders(bytes: Buffer): Map<string, string> | undefined {
 }
 
 /**
- * The bytes of a frame still arriving, kept as the chunks that brought them: joined once, when the
- * frame's length (or its prelude) is all there, never copied again on every chunk (an upstream
- * that drips a 1 MiB frame in small chunks would otherwise cost its square in copying).
+ * The bytes of a frame still arriving (HeldBytes), looked at once the frame's length (or its
+ * prelude) is all there.
  */
 class Arriving {
-  #parts: Buffer[] = [];
-  #length = 0;
-  /** How many bytes must be there before they are worth joining (the prelude, then the frame's length). */
+  readonly #held = new HeldBytes();
+  /** How many bytes must be there before they are worth looking at (the prelude, then the frame's length). */
   #need = PRELUDE_BYTES;
 
-  /** Adds a chunk; the bytes held, joined, once `need` of them are there (else undefined). */
+  /** Adds a chunk; all the bytes held, once `need` of them are there (else undefined). */
   add(chunk: Buffer): Buffer | undefined {
-    this.#parts.push(chunk);
-    this.#length += chunk.length;
-    if (this.#length < this.#need) return undefined;
-    const joined = this.#parts.length === 1 ? this.#parts[0]! : Buffer.concat(this.#parts, this.#length);
-    this.#parts = [];
-    this.#length = 0;
-    return joined;
+    this.#held.add(chunk);
+    return this.#held.length < this.#need ? undefined : this.#held.take();
   }
 
-  /** Keeps what is left of the joined bytes (a partial frame), with the length it needs to be whole. */
+  /** Keeps what is left of those bytes (a partial frame), with the length it needs to be whole. */
   keep(rest: Buffer): void {
-    this.#parts = rest.length === 0 ? [] : [rest];
-    this.#length = rest.length;
     this.#need = rest.length >= PRELUDE_BYTES ? Math.max(PRELUDE_BYTES, rest.readUInt32BE(0)) : PRELUDE_BYTES;
+    this.#held.keep(rest, Math.min(this.#need, MAX_FRAME_BYTES));
   }
 
   clear(): Buffer {
-    const rest = this.#parts.length === 1 ? this.#parts[0]! : Buffer.concat(this.#parts, this.#length);
-    this.#parts = [];
-    this.#length = 0;
     this.#need = PRELUDE_BYTES;
-    return rest;
+    return this.#held.take();
   }
 }
 

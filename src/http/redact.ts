@@ -5,6 +5,7 @@
 // read whole, decoded and redacted; the gateway's relayed bodies and streams pass through a
 // redactor that holds back at most one partial event.
 import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
+import { HeldBytes } from './held-bytes.ts';
 import { LONGEST_CHAR_FORM, SpelledSecrets, UnreadableText } from './spelled-secrets.ts';
 
 const REDACTED = '[REDACTED]';
@@ -295,14 +296,14 @@ function lastEventEnd(bytes: Buffer): number {
 /** The blank lines that end an event, as LF and CRLF writers end lines. */
 const BLANK_LINES = [Buffer.from('\n\n'), Buffer.from('\r\n\r\n')];
 
-/** Whether an event's blank line begins in the first `heldBytes` of `held` and ends in `chunk` (compared in place, nothing joined). */
-function blankLineAcross(held: Buffer, heldBytes: number, chunk: Buffer): boolean {
+/** Whether an event's blank line begins in what is `held` and ends in `chunk` (compared in place, nothing joined). */
+function blankLineAcross(held: HeldBytes, chunk: Buffer): boolean {
   for (const mark of BLANK_LINES) {
     for (let k = 1; k < mark.length; k++) {
       // The mark's first k bytes end what is held, the rest start the chunk.
-      if (k > heldBytes || mark.length - k > chunk.length) continue;
+      if (k > held.length || mark.length - k > chunk.length) continue;
       let same = true;
-      for (let i = 0; i < mark.length && same; i++) same = (i < k ? held[heldBytes - k + i] : chunk[i - k]) === mark[i];
+      for (let i = 0; i < mark.length && same; i++) same = (i < k ? held.byteFromEnd(k - i) : chunk[i - k]) === mark[i];
       if (same) return true;
     }
   }
@@ -316,7 +317,7 @@ function blankLineAcross(held: Buffer, heldBytes: number, chunk: Buffer): boolea
  * is relayed without delay, whether its lines end in LF or CRLF. No form of a secret spans an event
  * boundary (none holds a blank line).
  *
- * What is held is copied into one buffer that doubles as it fills, and looked at only when
+ * What is held (HeldBytes: one buffer that doubles as it fills) is looked at only when
  * something can be let through: for a stream, when a chunk ends an event or more than
  * MAX_HELD_BYTES (or twice the window, for a secret whose window is larger) are held; for a plain
  * body, when twice the window is held, so that each scan lets through at least as much as it
@@ -328,9 +329,7 @@ export class StreamRedactor {
   readonly #forms: SecretForms | undefined;
   readonly #window: number;
   readonly #events: boolean;
-  /** What is held: the first #heldBytes of #held. Nothing handed out is ever written again. */
-  #held: Buffer = NO_BYTES;
-  #heldBytes = 0;
+  readonly #held = new HeldBytes();
 
   /** `events`: the body is an event stream, cut at blank lines. */
   constructor(secrets: readonly string[], events: boolean) {
@@ -342,20 +341,19 @@ export class StreamRedactor {
   /** The bytes to relay now (possibly none). */
   push(chunk: Buffer): Buffer {
     if (chunk.length === 0) return NO_BYTES;
+    const alone = this.#held.length === 0;
     const chunkEnd = this.#events ? lastEventEnd(chunk) : 0;
-    const endsEvent = this.#events && (chunkEnd > 0 || blankLineAcross(this.#held, this.#heldBytes, chunk));
-    const size = this.#heldBytes + chunk.length;
+    const endsEvent = this.#events && (chunkEnd > 0 || blankLineAcross(this.#held, chunk));
+    this.#held.add(chunk);
+    const size = this.#held.length;
     const due = this.#events ? endsEvent || size > Math.max(MAX_HELD_BYTES, 2 * this.#window) : size >= 2 * this.#window;
-    if (!due) {
-      this.#append(chunk);
-      return NO_BYTES;
-    }
-    const body = this.#heldBytes === 0 ? chunk : this.#append(chunk);
-    let cut = !this.#events ? 0 : body === chunk ? chunkEnd : lastEventEnd(body);
+    if (!due) return NO_BYTES;
+    const body = this.#held.bytes();
+    let cut = !this.#events ? 0 : alone ? chunkEnd : lastEventEnd(body);
     // A form that starts before the window is complete: anything before it is safe to let through.
     if (body.length - cut > (this.#events ? MAX_HELD_BYTES : this.#window)) cut = Math.max(cut, body.length - this.#window);
     if (this.#forms === undefined || cut === 0) {
-      this.#keep(body.subarray(cut));
+      this.#held.keep(body.subarray(cut));
       return body.subarray(0, cut);
     }
     // What is held stays as it came: a form is matched once, whole, never a part of it that a
@@ -364,34 +362,13 @@ export class StreamRedactor {
     const places = placesOf(text, this.#forms);
     for (const [start, end] of places) if (start < cut && end > cut) cut = start; // a form across the window's edge is held whole
     const before = places.filter(([, end]) => end <= cut);
-    this.#keep(body.subarray(cut));
+    this.#held.keep(body.subarray(cut));
     return before.length === 0 ? body.subarray(0, cut) : replacePlaces(text.slice(0, cut), before);
   }
 
   /** At the end of the body: whatever is still held, redacted. */
   end(): Buffer {
-    const rest = this.#held.subarray(0, this.#heldBytes);
-    this.#held = NO_BYTES;
-    this.#heldBytes = 0;
+    const rest = this.#held.take();
     return this.#forms === undefined ? rest : redactForms(rest, this.#forms);
-  }
-
-  /** Adds `chunk` to what is held (the buffer doubled when full); returns all that is held. */
-  #append(chunk: Buffer): Buffer {
-    const needed = this.#heldBytes + chunk.length;
-    if (needed > this.#held.length) {
-      const grown = Buffer.alloc(Math.max(needed, 2 * this.#held.length, 256));
-      this.#held.copy(grown, 0, 0, this.#heldBytes);
-      this.#held = grown;
-    }
-    chunk.copy(this.#held, this.#heldBytes);
-    this.#heldBytes = needed;
-    return this.#held.subarray(0, needed);
-  }
-
-  /** Holds `rest` (the tail of what was let through), in a buffer of its own: what was handed out is not written again. */
-  #keep(rest: Buffer): void {
-    this.#held = rest.length === 0 ? NO_BYTES : Buffer.from(rest);
-    this.#heldBytes = rest.length;
   }
 }

@@ -1,12 +1,13 @@
 // Work counted, not timed: a test that a parser's cost stays linear in its input counts the bytes
 // it searches and copies, as a test timed on a shared machine fails under load.
 /**
- * The bytes searched (Buffer's indexOf) and copied (copy, concat) while `feed` runs, counted by wrapping
- * Buffer's indexOf, copy and concat for its duration (synchronous: nothing else runs meanwhile).
+ * The bytes searched (Buffer's indexOf), copied (copy, concat) and decoded into strings (toString, as
+ * a scan of the text reads them) while `feed` runs, counted by wrapping Buffer's indexOf, copy,
+ * concat and toString for its duration (synchronous: nothing else runs meanwhile).
  */
-export function bufferWork(feed: () => void): { searched: number; copied: number } {
-  const counts = { searched: 0, copied: 0 };
-  const { indexOf, copy } = Buffer.prototype;
+export function bufferWork(feed: () => void): { searched: number; copied: number; decoded: number } {
+  const counts = { searched: 0, copied: 0, decoded: 0 };
+  const { indexOf, copy, toString } = Buffer.prototype;
   const { concat } = Buffer;
   Buffer.prototype.indexOf = function (this: Buffer, value: string | number | Uint8Array, from?: number | BufferEncoding, encoding?: BufferEncoding) {
     const found = indexOf.call(this, value, from as number, encoding);
@@ -21,6 +22,11 @@ export function bufferWork(feed: () => void): { searched: number; copied: number
     counts.copied += n;
     return n;
   };
+  Buffer.prototype.toString = function (this: Buffer, encoding?: BufferEncoding, start?: number, end?: number) {
+    const text = toString.call(this, encoding, start, end);
+    counts.decoded += text.length;
+    return text;
+  };
   Buffer.concat = (list: readonly Uint8Array[], total?: number) => {
     const joined = concat(list, total);
     counts.copied += joined.length;
@@ -29,7 +35,7 @@ export function bufferWork(feed: () => void): { searched: number; copied: number
   try {
     feed();
   } finally {
-    Object.assign(Buffer.prototype, { indexOf, copy });
+    Object.assign(Buffer.prototype, { indexOf, copy, toString });
     Buffer.concat = concat;
   }
   return counts;
