@@ -1,10 +1,11 @@
 // A 256 MiB push body streamed through the bundle: the upstream receives exactly what was sent
-// and the proxy's memory does not grow with the body. Throughput against going direct is
-// reported as a diagnostic (speed goals belong to `npm run bench`, not to assertions).
+// and the proxy's memory does not grow with the body. Throughput is reported as a diagnostic;
+// its ratio against going direct is `npm run bench`'s pack scenario (speed goals belong to the
+// benchmark, not to assertions, and a direct upload here cost the suite a second 256 MiB over
+// TLS, digested twice).
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 import { after, before, test } from 'node:test';
 import { startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -63,17 +64,13 @@ test('a 256 MiB push body streams through intact while the proxy stays far below
   const path = '/org/repo.git/git-receive-pack';
   const headers = { 'content-type': 'application/x-git-receive-pack-request' };
 
-  const direct = await pump(httpsRequest({ host: '127.0.0.1', port: upstream.port, method: 'POST', path, headers: { ...headers, authorization: `Bearer ${TOKEN}` }, ca: pki.caPem }));
   const viaProxy = await pump(httpRequest({ host: '127.0.0.1', port: proxy.ports.git, method: 'POST', path: `/${upstream.hostKey}${path}`, headers }));
 
-  for (const run of [direct, viaProxy]) {
-    assert.equal(run.response.statusCode, 200);
-    assert.deepEqual(JSON.parse((run.response as IncomingMessage & { text: string }).text), { bytes: BODY_MIB * MiB, sha256: run.sha256 });
-  }
+  assert.equal(viaProxy.response.statusCode, 200);
+  assert.deepEqual(JSON.parse((viaProxy.response as IncomingMessage & { text: string }).text), { bytes: BODY_MIB * MiB, sha256: viaProxy.sha256 });
+  assert.equal(upstream.requests.at(-1)?.headers.authorization, `Bearer ${TOKEN}`, 'the upstream got the credential');
   const peak = proxy.peakRssBytes();
-  const directMiBs = BODY_MIB / direct.seconds;
-  const proxyMiBs = BODY_MIB / viaProxy.seconds;
-  t.diagnostic(`direct ${directMiBs.toFixed(0)} MiB/s, through proxy ${proxyMiBs.toFixed(0)} MiB/s (ratio ${(proxyMiBs / directMiBs).toFixed(2)}), proxy peak RSS ${(peak / MiB).toFixed(1)} MiB`);
+  t.diagnostic(`through the proxy ${(BODY_MIB / viaProxy.seconds).toFixed(0)} MiB/s, proxy peak RSS ${(peak / MiB).toFixed(1)} MiB`);
   assert.ok(peak > 0, 'peak RSS was read');
   assert.ok(peak < 128 * MiB, `proxy peak RSS ${(peak / MiB).toFixed(1)} MiB must stay far below the ${BODY_MIB} MiB body`);
 });
