@@ -1,13 +1,13 @@
 #!/usr/bin/env node
 // npm test. The steps and what each needs:
-//   1. build dist/proxy.js, then audit it (the integration tests that test the process run that file);
-//   2. at the same time, as they need nothing of each other: the type check and the unused
-//      exports (one TypeScript program, check-exports.mjs --typecheck), the SSE fixture check,
-//      and every test file under node --test.
+//   1. build dist/proxy.js (the integration tests that test the process run that file);
+//   2. at the same time, as they need nothing of each other: the bundle's audit, the type check
+//      and the unused exports (one TypeScript program, check-exports.mjs --typecheck), the SSE
+//      fixture check, and every test file under node --test.
 // The test processes get a temporary directory of their own (testTemporaryDirectory): what a
 // passing run leaves there fails it.
-// Any step that fails fails npm test; the type check's and the fixture check's output is printed
-// after the tests', so the test report is not cut into. Each step's wall time is printed last.
+// Any step that fails fails npm test; the audit's, the type check's and the fixture check's output
+// is printed after the tests', so the test report is not cut into. Each step's wall time is printed last.
 //
 // The test files run through tsx's CommonJS hooks (--require tsx/cjs), not its ESM loader
 // (--import tsx): the test files are CommonJS either way (package.json has no "type"), and the
@@ -181,18 +181,14 @@ const files = process.argv.length > 2 ? process.argv.slice(2) : testFiles();
 const concurrency = Number(process.env.TEST_PROCESSES ?? Math.max(2, availableParallelism() * 2));
 
 const results = [];
-for (const [name, args] of [
-  ['build', ['build.mjs']],
-  ['audit:bundle', ['scripts/audit-bundle.mjs']],
-]) {
-  const r = await run(name, {}, args);
-  results.push(r);
-  if (!r.ok) {
-    console.error(`npm test: ${name} failed (exit ${r.code})`);
-    process.exit(1);
-  }
+const build = await run('build', {}, ['build.mjs']);
+results.push(build);
+if (!build.ok) {
+  console.error(`npm test: build failed (exit ${build.code})`);
+  process.exit(1);
 }
 const beside = [
+  run('audit:bundle', {}, ['scripts/audit-bundle.mjs'], true),
   run('typecheck and exports', {}, ['scripts/check-exports.mjs', '--typecheck'], true),
   run('SSE fixtures', {}, ['--require', 'tsx/cjs', 'scripts/e2e/write-sse-fixtures.ts', '--check'], true),
 ];
