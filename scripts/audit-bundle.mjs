@@ -16,6 +16,12 @@
 // - eval in any form, `new Function(` or `Function(`, `process.binding`, `process._linkedBinding`,
 //   `process.dlopen`, and the same names reached through a computed member (`x["eval"]`);
 // - identifiers spelled with \u escapes (`\u0065val` is eval);
+// - a place the scan cannot read as node would, each a finding rather than a guess (node then
+//   sees code the scan took for text, or the other way round): a character outside ASCII in
+//   code (esbuild writes code in ASCII; JavaScript reads U+00A0, U+3000 and others as spaces),
+//   an HTML-like comment (`<!--`, `-->`, which node reads as a line comment in a script), a `/`
+//   right after `}` (a division after an object, a regular expression after a block), a `/` right
+//   after `of`, `await` or `yield` (a keyword or a variable, as the code around says);
 // - a module comment (`// src/xxx.ts`, which esbuild writes before each module) naming a file
 //   outside src/, or no module comment at all; a tokeniser that loses its way (fail closed);
 // - no build header (build.mjs writes one before the code: the version, the source commit and
@@ -36,17 +42,28 @@ const COMPUTED_NAMES = new Set(['eval', 'require', 'binding', '_linkedBinding', 
 // The identifiers the scan looks at (besides those spelled with an escape).
 const CHECKED_NAMES = new Set(['require', 'import', 'export', 'eval', 'Function', 'createRequire', ...PROCESS_LOADERS]);
 const REGEX_AFTER_KEYWORD = new Set(['return', 'typeof', 'instanceof', 'in', 'of', 'new', 'delete', 'void', 'throw', 'case', 'do', 'else', 'yield', 'await']);
+// Of those, the ones code may also use as a variable (`of / 2`): a `/` after them is not read, it is a finding.
+const KEYWORD_OR_VARIABLE = new Set(['of', 'await', 'yield']);
+// A `(` after these opens a statement's head: after its `)` a statement begins, so a `/` there
+// starts a regular expression (`if (x) /re/.test(y)`), where after any other `)` it divides.
+const STATEMENT_HEADS = new Set(['if', 'while', 'for', 'with']);
 
 // The runs the scanner takes in one step, each a sticky expression matched where a token starts
 // (one regular expression per run, not one per character: the bundle is half a megabyte, and
 // npm test audits it and some thirty edited copies). A backslash takes the character after it.
-const SPACE_RUN = /\s+/y;
-const IDENT_RUN = /[\w$\u0080-\uffff]*(?:\\[\s\S]?[\w$\u0080-\uffff]*)*/y;
-const QUOTED = { '"': /"[^"\\\n]*(?:\\[\s\S][^"\\\n]*)*"/y, "'": /'[^'\\\n]*(?:\\[\s\S][^'\\\n]*)*'/y };
+// Code is read as ASCII: a character outside it is a finding (see above), never part of a space
+// or a name.
+const SPACE_RUN = /[ \t\n\v\f\r]+/y;
+const IDENT_RUN = /[\w$]*(?:\\[\s\S]?[\w$]*)*/y;
+// A string ends at its quote; a raw line end in it (CR too, which JavaScript forbids there as it
+// does LF) leaves it unterminated.
+const QUOTED = { '"': /"[^"\\\n\r]*(?:\\[\s\S][^"\\\n\r]*)*"/y, "'": /'[^'\\\n\r]*(?:\\[\s\S][^'\\\n\r]*)*'/y };
+// JavaScript's line terminators: each ends a // comment, and none may stand raw in a regular expression.
+const LINE_END = /[\n\r\u2028\u2029]/g;
+const isLineEnd = (c) => c === '\n' || c === '\r' || c === '\u2028' || c === '\u2029';
 const TEMPLATE_RUN = /[^`\\$]*(?:(?:\\[\s\S]|\$(?!\{))[^`\\$]*)*/y;
 const NUMBER_RUN = /(?:[\w.]|(?<=[eE])[+-])*/y;
 const HEX_NUMBER_RUN = /[\w.]*/y;
-const SPACE = /\s/;
 
 /** Where a sticky expression's match at `at` ends (at itself when it matches nothing). */
 function runEnd(pattern, text, at) {
@@ -55,23 +72,31 @@ function runEnd(pattern, text, at) {
 }
 
 const isDigit = (code) => code >= 48 && code <= 57;
-/** [A-Za-z_$\\\u0080-\uffff], what an identifier starts with (a backslash: an escape). */
-const isIdentStart = (code) => (code >= 65 && code <= 90) || (code >= 97 && code <= 122) || code === 95 || code === 36 || code === 92 || code >= 0x80;
+/** [A-Za-z_$\\], what an identifier starts with (a backslash: an escape). */
+const isIdentStart = (code) => (code >= 65 && code <= 90) || (code >= 97 && code <= 122) || code === 95 || code === 36 || code === 92;
 
 /**
  * Splits JavaScript into tokens ({ type, value, start }: ident, string, template, regex,
- * number, punct) and comments. Throws on anything it cannot follow.
+ * number, punct), comments, and `unclear`: the places it cannot read as node would ({ start,
+ * what }; see the findings above), each read one way and listed. Throws on anything it cannot
+ * follow.
  */
 export function tokenize(text) {
   const tokens = [];
   const comments = [];
+  const unclear = [];
   const substitutions = []; // brace depth at each open `${` of a template literal
+  const heads = []; // for each open (, whether it opens a statement's head (STATEMENT_HEADS)
   let depth = 0;
   let i = text.startsWith('#!') ? text.indexOf('\n') + 1 || text.length : 0;
   const fail = (what, at) => {
     throw new Error(`${what} at ${position(text, at)}`);
   };
   const last = () => tokens[tokens.length - 1];
+  /** The token n places before the last (0: the last). */
+  const back = (n) => tokens[tokens.length - 1 - n];
+  /** Whether the token n places before the last is `name` itself, not a member `.name`. */
+  const isName = (n, name) => back(n)?.type === 'ident' && back(n).value === name && !(back(n + 1)?.type === 'punct' && back(n + 1).value === '.');
 
   // Reads template text from `from` (just after ` or a closing }) to its end or next `${`.
   const readTemplate = (from) => {
@@ -92,11 +117,12 @@ export function tokenize(text) {
     const code = text.charCodeAt(i);
     const c = text[i];
     const start = i;
-    if (code === 32 || (code >= 9 && code <= 13) || (code >= 0x80 && SPACE.test(c))) {
+    if (code === 32 || (code >= 9 && code <= 13)) {
       i = runEnd(SPACE_RUN, text, i);
     } else if (c === '/' && text[i + 1] === '/') {
-      const end = text.indexOf('\n', i);
-      i = end < 0 ? text.length : end;
+      LINE_END.lastIndex = i;
+      const end = LINE_END.exec(text);
+      i = end === null ? text.length : end.index;
       comments.push({ value: text.slice(start, i), start });
     } else if (c === '/' && text[i + 1] === '*') {
       const end = text.indexOf('*/', i + 2);
@@ -126,10 +152,15 @@ export function tokenize(text) {
       i = j;
     } else if (c === '/') {
       const prev = last();
+      const keyword = prev?.type === 'ident' && REGEX_AFTER_KEYWORD.has(prev.value) && isName(0, prev.value);
+      if (prev?.type === 'punct' && prev.value === '}') unclear.push({ start, what: 'a / right after }: a division after an object, a regular expression after a block' });
+      if (keyword && KEYWORD_OR_VARIABLE.has(prev.value)) unclear.push({ start, what: `a / right after ${prev.value}: a regular expression after the keyword, a division after a variable of that name` });
+      const postfix = prev?.type === 'punct' && (prev.value === '+' || prev.value === '-') && back(1)?.type === 'punct' && back(1).value === prev.value && back(1).start === prev.start - 1; // x++ / 2
       const division =
         prev !== undefined &&
-        ((prev.type === 'punct' && (prev.value === ')' || prev.value === ']' || prev.value === '}')) ||
-          (prev.type === 'ident' && !REGEX_AFTER_KEYWORD.has(prev.value)) ||
+        ((prev.type === 'punct' && ((prev.value === ')' && !prev.head) || prev.value === ']' || prev.value === '}')) ||
+          postfix ||
+          (prev.type === 'ident' && !keyword) ||
           prev.type === 'number' ||
           prev.type === 'string' ||
           prev.type === 'template' ||
@@ -142,7 +173,7 @@ export function tokenize(text) {
       let j = i + 1;
       let inClass = false;
       for (;;) {
-        if (j >= text.length || text[j] === '\n') fail('unterminated regular expression', i);
+        if (j >= text.length || isLineEnd(text[j])) fail('unterminated regular expression', i);
         const r = text[j];
         if (r === '\\') j += 2;
         else {
@@ -157,15 +188,23 @@ export function tokenize(text) {
       tokens.push({ type: 'regex', value: text.slice(i, j), start });
       i = j;
     } else {
+      if (code >= 0x80) unclear.push({ start, what: `a character outside ASCII in code (U+${code.toString(16).toUpperCase().padStart(4, '0')})` });
+      if ((c === '<' && text.startsWith('!--', i + 1)) || (c === '-' && text.startsWith('->', i + 1))) unclear.push({ start, what: 'an HTML-like comment (<!-- or -->), which node reads as a line comment' });
       if (c === '{') depth++;
       else if (c === '}') depth--;
       if (depth < 0) fail('unbalanced }', i);
-      tokens.push({ type: 'punct', value: c, start });
+      const token = { type: 'punct', value: c, start };
+      if (c === '(') heads.push(STATEMENT_HEADS.has(last()?.value) ? isName(0, last().value) : isName(0, 'await') && isName(1, 'for'));
+      else if (c === ')') {
+        if (heads.length === 0) fail('unbalanced )', i);
+        if (heads.pop()) token.head = true;
+      }
+      tokens.push(token);
       i++;
     }
   }
   if (substitutions.length > 0) fail('unterminated template literal', text.length);
-  return { tokens, comments };
+  return { tokens, comments, unclear };
 }
 
 function position(text, offset) {
@@ -200,7 +239,8 @@ export function auditBundle(text) {
   } catch (err) {
     return { findings: [`cannot tokenise the bundle: ${err.message}`], builtins: [], sources: [], header: null };
   }
-  const { tokens, comments } = scanned;
+  const { tokens, comments, unclear } = scanned;
+  for (const u of unclear) findings.push(`${position(text, u.start)}: ${u.what}`);
   const header = readHeader(comments, tokens);
   if (header === null) findings.push('no build header (version, source commit, sources and lockfile sha256): the file was not built by build.mjs');
   const t = (k) => tokens[k];

@@ -115,6 +115,20 @@ const TAMPERINGS: readonly { name: string; append: string; finding: RegExp }[] =
   { name: 'a module from node_modules', append: '\n// node_modules/left-pad/index.js\nvar leftPad = 1;', finding: /module node_modules\/left-pad\/index\.js is outside src\// },
   { name: 'a module from test/', append: '\n// test/support/tls.ts\nvar x = 1;', finding: /module test\/support\/tls\.ts is outside src\// },
   { name: 'an unterminated template literal (the scan fails closed)', append: 'const t = `abc', finding: /cannot tokenise the bundle: unterminated template literal/ },
+  // Text the scan once read otherwise than node does, each appended code that node runs (an
+  // eval after the scan's misreading): read as node reads it, or a finding where it cannot tell.
+  { name: 'a line comment ended by CR, then eval(', append: '// note\reval("1");', finding: /: eval$/m },
+  { name: 'a line comment ended by U+2028, then eval(', append: '// note\u2028eval("1");', finding: /: eval$/m },
+  { name: 'eval followed by U+00A0, a space to JavaScript', append: 'eval\u00a0("1");', finding: /a character outside ASCII in code \(U\+00A0\)/ },
+  { name: 'require followed by U+3000, a space to JavaScript', append: 'require\u3000("node:child_process");', finding: /a character outside ASCII in code \(U\+3000\)/ },
+  { name: 'an HTML-like comment --> that makes the rest look like a template', append: '\n--> `\neval("1");\n// `', finding: /an HTML-like comment/ },
+  { name: 'an HTML-like comment <!--', append: '<!-- x\neval("1");', finding: /an HTML-like comment/ },
+  { name: 'a regular expression after if (...) holding a quote', append: 'if (1) /"/; eval("1"); //"', finding: /: eval$/m },
+  { name: 'a regular expression after for await (...) holding a quote', append: '(async () => { for await (const x of []) /"/; eval("1"); //"\n})();', finding: /: eval$/m },
+  { name: 'a / after a block, a regular expression holding a quote', append: '{}\n/"/; eval("1"); //"', finding: /a \/ right after \}/ },
+  { name: 'a division after a member named return', append: 'var o = { return: 4 }; o.return / 2; eval("1"); /x/;', finding: /: eval$/m },
+  { name: 'a division after a variable named of', append: 'var of = 4; of / 2; eval("1"); /x/;', finding: /a \/ right after of/ },
+  { name: 'a division after a postfix ++', append: 'var n = 1; n++ / 2; eval("1"); /x/;', finding: /: eval$/m },
 ];
 
 for (const t of TAMPERINGS) {
