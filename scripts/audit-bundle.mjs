@@ -15,18 +15,28 @@
 //   static import/export declarations (the bundle is CommonJS);
 // - eval in any form, `new Function(` or `Function(`, `process.binding`, `process._linkedBinding`,
 //   `process.dlopen`, and the same names reached through a computed member (`x["eval"]`);
+// - names the proxy never uses that reach the module system, the global object or the Function
+//   constructor, wherever they stand (`module`, `arguments`, `globalThis`, `Reflect`, `Function`,
+//   `WebAssembly`, `getBuiltinModule`, `_load`, `_compile`, `mainModule`, `.constructor`), and
+//   `process` other than to read a member on a short list (argv, env, exit, stdout, ...);
+// - a computed member built from strings (`x["ev" + "al"]`, a template, an escape);
 // - identifiers spelled with \u escapes (`\u0065val` is eval);
 // - a place the scan cannot read as node would, each a finding rather than a guess (node then
 //   sees code the scan took for text, or the other way round): a character outside ASCII in
 //   code (esbuild writes code in ASCII; JavaScript reads U+00A0, U+3000 and others as spaces),
 //   an HTML-like comment (`<!--`, `-->`, which node reads as a line comment in a script), a `/`
 //   right after `}` (a division after an object, a regular expression after a block), a `/` right
-//   after `of`, `await` or `yield` (a keyword or a variable, as the code around says);
+//   after `of`, `await` or `yield` (a keyword or a variable, as the code around says), a `/` or a
+//   `++`/`--` at the start of a line (where a semicolon may be inserted), a name right after a
+//   number;
 // - a module comment (`// src/xxx.ts`, which esbuild writes before each module) naming a file
 //   outside src/, or no module comment at all; a tokeniser that loses its way (fail closed);
 // - no build header (build.mjs writes one before the code: the version, the source commit and
 //   the SHA-256 of the sources and the lockfile, scripts/build-bundle.mjs); the report repeats
 //   what it says, so that the reviewer knows which commit to rebuild and compare.
+// What no scan of the text can see: a name computed at run time from variables (`x[k]`, with k
+// assembled elsewhere). The audit shows what the bundle esbuild built from src/ uses; that the
+// shipped file IS that bundle is the byte-for-byte rebuild's proof (SECURITY.md, "How to review").
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
@@ -39,9 +49,7 @@ const BUILTINS = new Set(builtinModules.filter((m) => !m.startsWith('_')));
 const FORBIDDEN_BUILTINS = new Set(['vm', 'child_process', 'worker_threads', 'cluster', 'module', 'repl', 'inspector', 'inspector/promises', 'wasi', 'trace_events', 'v8']);
 const PROCESS_LOADERS = new Set(['binding', '_linkedBinding', 'dlopen']);
 const COMPUTED_NAMES = new Set(['eval', 'require', 'binding', '_linkedBinding', 'dlopen', 'createRequire', 'Function', 'constructor']);
-// The identifiers the scan looks at (besides those spelled with an escape).
-const CHECKED_NAMES = new Set(['require', 'import', 'export', 'eval', 'Function', 'createRequire', ...PROCESS_LOADERS]);
-const REGEX_AFTER_KEYWORD = new Set(['return', 'typeof', 'instanceof', 'in', 'of', 'new', 'delete', 'void', 'throw', 'case', 'do', 'else', 'yield', 'await']);
+const REGEX_AFTER_KEYWORD = new Set(['return', 'typeof', 'instanceof', 'in', 'of', 'new', 'delete', 'void', 'throw', 'case', 'do', 'else', 'extends', 'yield', 'await']);
 // Of those, the ones code may also use as a variable (`of / 2`): a `/` after them is not read, it is a finding.
 const KEYWORD_OR_VARIABLE = new Set(['of', 'await', 'yield']);
 // A `(` after these opens a statement's head: after its `)` a statement begins, so a `/` there
@@ -62,8 +70,21 @@ const QUOTED = { '"': /"[^"\\\n\r]*(?:\\[\s\S][^"\\\n\r]*)*"/y, "'": /'[^'\\\n\r
 const LINE_END = /[\n\r\u2028\u2029]/g;
 const isLineEnd = (c) => c === '\n' || c === '\r' || c === '\u2028' || c === '\u2029';
 const TEMPLATE_RUN = /[^`\\$]*(?:(?:\\[\s\S]|\$(?!\{))[^`\\$]*)*/y;
-const NUMBER_RUN = /(?:[\w.]|(?<=[eE])[+-])*/y;
-const HEX_NUMBER_RUN = /[\w.]*/y;
+// A numeric literal as JavaScript reads one (1, 1.5, .5, 1., 1e+5, 1_000, 0x1F, 0o7, 0b1, 10n):
+// what follows it is read on its own (`1..e+x` is the number 1., then `.e + x`).
+const NUMBER = /0[xX][\da-fA-F](?:_?[\da-fA-F])*n?|0[oO][0-7](?:_?[0-7])*n?|0[bB][01](?:_?[01])*n?|(?:\d(?:_?\d)*(?:\.(?:\d(?:_?\d)*)?)?|\.\d(?:_?\d)*)(?:[eE][+-]?\d(?:_?\d)*)?n?/y;
+// Names the proxy's code never uses that reach code loading or evaluation, each a finding
+// wherever it stands, as a member too (global.Function, module.constructor._load,
+// process?.binding, require("node:process").dlopen): UNUSED_GLOBALS (the module system, the
+// global object, the Function constructor) and LOADER_NAMES. `constructor`: a finding as a member
+// (x.constructor.constructor is Function); a class's own `constructor(` is not one.
+const UNUSED_GLOBALS = new Set(['module', 'arguments', 'globalThis', 'Reflect', 'Function', 'WebAssembly']);
+const LOADER_NAMES = new Set(['getBuiltinModule', '_load', '_compile', 'mainModule', ...PROCESS_LOADERS]);
+// What code may read of `process`: anything else (process.binding, process?.x, a destructured
+// or passed process) is a finding.
+const PROCESS_MEMBERS = new Set(['argv', 'env', 'exit', 'exitCode', 'memoryUsage', 'cpuUsage', 'resourceUsage', 'hrtime', 'on', 'once', 'off', 'removeListener', 'stderr', 'stdout', 'uptime', 'pid', 'platform', 'version', 'versions', 'cwd', 'nextTick', 'emitWarning', 'kill']);
+// The identifiers the scan looks at (besides those spelled with an escape).
+const CHECKED_NAMES = new Set(['require', 'import', 'export', 'eval', 'createRequire', 'process', 'constructor', ...UNUSED_GLOBALS, ...LOADER_NAMES]);
 
 /** Where a sticky expression's match at `at` ends (at itself when it matches nothing). */
 function runEnd(pattern, text, at) {
@@ -88,26 +109,41 @@ export function tokenize(text) {
   const substitutions = []; // brace depth at each open `${` of a template literal
   const heads = []; // for each open (, whether it opens a statement's head (STATEMENT_HEADS)
   let depth = 0;
-  let i = text.startsWith('#!') ? text.indexOf('\n') + 1 || text.length : 0;
+  let i = 0;
+  if (text.startsWith('#!')) {
+    // A hashbang line ends, as a // comment does, at any line terminator.
+    LINE_END.lastIndex = 0;
+    i = LINE_END.exec(text)?.index ?? text.length;
+  }
+  /** Whether a line ended since the last token (automatic semicolon insertion may end a statement there). */
+  let lineBreak = false;
+  const push = (token) => {
+    tokens.push(token);
+    lineBreak = false;
+  };
   const fail = (what, at) => {
     throw new Error(`${what} at ${position(text, at)}`);
   };
   const last = () => tokens[tokens.length - 1];
   /** The token n places before the last (0: the last). */
   const back = (n) => tokens[tokens.length - 1 - n];
-  /** Whether the token n places before the last is `name` itself, not a member `.name`. */
-  const isName = (n, name) => back(n)?.type === 'ident' && back(n).value === name && !(back(n + 1)?.type === 'punct' && back(n + 1).value === '.');
+  const isPunct = (token, value) => token?.type === 'punct' && token.value === value;
+  /** Whether the token n places before the last is a member name: after `.` (not the last dot of `...`) or `#`. */
+  const isMember = (n) => isPunct(back(n + 1), '#') || (isPunct(back(n + 1), '.') && !(isPunct(back(n + 2), '.') && back(n + 2).start === back(n + 1).start - 1));
+  /** Whether the token n places before the last is `name` itself, not a member `.name` or `#name`. */
+  const isName = (n, name) => back(n)?.type === 'ident' && back(n).value === name && !isMember(n);
 
   // Reads template text from `from` (just after ` or a closing }) to its end or next `${`.
   const readTemplate = (from) => {
     const j = runEnd(TEMPLATE_RUN, text, from);
     if (text[j] === '`') {
-      tokens.push({ type: 'template', value: text.slice(from, j), start: from });
+      push({ type: 'template', value: text.slice(from, j), start: from });
       return j + 1;
     }
     // The run stops only at ` or ${ (a lone $ is template text), or at the end of the text or a backslash at it.
     if (text[j] !== '$') fail('unterminated template literal', from);
-    tokens.push({ type: 'template', value: text.slice(from, j), start: from });
+    // `head`: the text ends in ${, after which an expression begins (a / there starts a regular expression).
+    push({ type: 'template', value: text.slice(from, j), start: from, head: true });
     substitutions.push(depth);
     depth++;
     return j + 2;
@@ -119,6 +155,7 @@ export function tokenize(text) {
     const start = i;
     if (code === 32 || (code >= 9 && code <= 13)) {
       i = runEnd(SPACE_RUN, text, i);
+      if (/[\n\r]/.test(text.slice(start, i))) lineBreak = true;
     } else if (c === '/' && text[i + 1] === '/') {
       LINE_END.lastIndex = i;
       const end = LINE_END.exec(text);
@@ -128,11 +165,13 @@ export function tokenize(text) {
       const end = text.indexOf('*/', i + 2);
       if (end < 0) fail('unterminated comment', i);
       i = end + 2;
+      LINE_END.lastIndex = start;
+      if ((LINE_END.exec(text)?.index ?? Infinity) < i) lineBreak = true; // a comment over lines ends a line
       comments.push({ value: text.slice(start, i), start });
     } else if (c === '"' || c === "'") {
       const j = runEnd(QUOTED[c], text, i);
       if (j === i) fail('unterminated string', i); // a newline or the end of the text before the closing quote
-      tokens.push({ type: 'string', value: text.slice(i + 1, j - 1), start });
+      push({ type: 'string', value: text.slice(i + 1, j - 1), start });
       i = j;
     } else if (c === '`') {
       i = readTemplate(i + 1);
@@ -142,31 +181,30 @@ export function tokenize(text) {
       i = readTemplate(i + 1);
     } else if (isIdentStart(code)) {
       const j = runEnd(IDENT_RUN, text, i);
-      tokens.push({ type: 'ident', value: text.slice(i, j), start });
+      push({ type: 'ident', value: text.slice(i, j), start });
       i = j;
     } else if (isDigit(code) || (c === '.' && isDigit(text.charCodeAt(i + 1)))) {
-      // An exponent's sign belongs to the number (1e+5), except in hexadecimal (0xe+5 is a sum).
-      const hex = c === '0' && (text[i + 1] === 'x' || text[i + 1] === 'X');
-      const j = runEnd(hex ? HEX_NUMBER_RUN : NUMBER_RUN, text, i + 1);
-      tokens.push({ type: 'number', value: text.slice(i, j), start });
+      const j = runEnd(NUMBER, text, i);
+      // JavaScript refuses a name or a digit right after a number (3in, 0b12): not something to read on.
+      if (j < text.length && (isIdentStart(text.charCodeAt(j)) || isDigit(text.charCodeAt(j)))) unclear.push({ start: j, what: 'a name or digit right after a number' });
+      push({ type: 'number', value: text.slice(i, j), start });
       i = j;
     } else if (c === '/') {
       const prev = last();
       const keyword = prev?.type === 'ident' && REGEX_AFTER_KEYWORD.has(prev.value) && isName(0, prev.value);
       if (prev?.type === 'punct' && prev.value === '}') unclear.push({ start, what: 'a / right after }: a division after an object, a regular expression after a block' });
       if (keyword && KEYWORD_OR_VARIABLE.has(prev.value)) unclear.push({ start, what: `a / right after ${prev.value}: a regular expression after the keyword, a division after a variable of that name` });
-      const postfix = prev?.type === 'punct' && (prev.value === '+' || prev.value === '-') && back(1)?.type === 'punct' && back(1).value === prev.value && back(1).start === prev.start - 1; // x++ / 2
+      if (prev !== undefined && lineBreak) unclear.push({ start, what: 'a / at the start of a line: a division going on from the line before, or a regular expression after an inserted semicolon' });
       const division =
         prev !== undefined &&
-        ((prev.type === 'punct' && ((prev.value === ')' && !prev.head) || prev.value === ']' || prev.value === '}')) ||
-          postfix ||
+        ((prev.type === 'punct' && ((prev.value === ')' && !prev.head) || prev.value === ']' || prev.value === '}' || prev.value === '++' || prev.value === '--')) ||
           (prev.type === 'ident' && !keyword) ||
           prev.type === 'number' ||
           prev.type === 'string' ||
-          prev.type === 'template' ||
+          (prev.type === 'template' && !prev.head) ||
           prev.type === 'regex');
       if (division) {
-        tokens.push({ type: 'punct', value: '/', start });
+        push({ type: 'punct', value: '/', start });
         i++;
         continue;
       }
@@ -185,7 +223,7 @@ export function tokenize(text) {
       }
       j++;
       while (j < text.length && /[a-z]/.test(text[j])) j++;
-      tokens.push({ type: 'regex', value: text.slice(i, j), start });
+      push({ type: 'regex', value: text.slice(i, j), start });
       i = j;
     } else {
       if (code >= 0x80) unclear.push({ start, what: `a character outside ASCII in code (U+${code.toString(16).toUpperCase().padStart(4, '0')})` });
@@ -193,14 +231,18 @@ export function tokenize(text) {
       if (c === '{') depth++;
       else if (c === '}') depth--;
       if (depth < 0) fail('unbalanced }', i);
-      const token = { type: 'punct', value: c, start };
+      // ++ and -- are one token each, read greedily as JavaScript does (a+++/re/ is a++ + /re/): a
+      // / after one divides. At the start of a line, ++ may be a prefix after an inserted semicolon.
+      const double = (c === '+' || c === '-') && text[i + 1] === c;
+      if (double && lineBreak && tokens.length > 0) unclear.push({ start, what: `${c}${c} at the start of a line: a postfix of the line before, or a prefix after an inserted semicolon` });
+      const token = { type: 'punct', value: double ? c + c : c, start };
       if (c === '(') heads.push(STATEMENT_HEADS.has(last()?.value) ? isName(0, last().value) : isName(0, 'await') && isName(1, 'for'));
       else if (c === ')') {
         if (heads.length === 0) fail('unbalanced )', i);
         if (heads.pop()) token.head = true;
       }
-      tokens.push(token);
-      i++;
+      push(token);
+      i += double ? 2 : 1;
     }
   }
   if (substitutions.length > 0) fail('unterminated template literal', text.length);
@@ -255,6 +297,25 @@ export function auditBundle(text) {
     }
     checkSpecifier(arg, what);
   };
+  /**
+   * The key of the computed member whose [ is at k: one plain string is read as a name (above);
+   * a key built from strings ('ev' + 'al', a template holding one, escapes) is a finding. A key
+   * made of variables cannot be read by any scan (see SECURITY.md, "How to review").
+   */
+  const checkComputedKey = (k) => {
+    let end = k + 1;
+    for (let d = 1; end < tokens.length; end++) {
+      if (is(end, 'punct', '[')) d++;
+      else if (is(end, 'punct', ']') && --d === 0) break;
+    }
+    const key = tokens.slice(k + 1, end);
+    if (key.length === 1 && key[0].type === 'string') {
+      if (key[0].value.includes('\\')) findings.push(`${at(key[0])}: computed member spelled with an escape`);
+      return;
+    }
+    const spelled = key.some((x) => x.type === 'string' || (x.type === 'template' && x.value.includes('\\'))) || (key.length === 1 && key[0].type === 'template');
+    if (spelled) findings.push(`${at(tokens[k])}: computed member built from strings or a template`);
+  };
   const checkSpecifier = (arg, what) => {
     const name = arg.value;
     if (!name.startsWith('node:') || !BUILTINS.has(name.slice(5))) findings.push(`${at(arg)}: ${what}("${name}") is not a node: built-in`);
@@ -267,10 +328,11 @@ export function auditBundle(text) {
     if (tok.type === 'string' && COMPUTED_NAMES.has(tok.value) && is(k - 1, 'punct', '[') && is(k + 1, 'punct', ']')) {
       findings.push(`${at(tok)}: computed member ["${tok.value}"]`);
     }
+    if (is(k, 'punct', '[') && isMemberBracket(tokens, k)) checkComputedKey(k);
     if (tok.type !== 'ident') continue;
     const name = tok.value;
     if (!CHECKED_NAMES.has(name) && !name.includes('\\')) continue; // nearly every identifier: nothing below applies
-    const member = is(k - 1, 'punct', '.') && !is(k - 2, 'punct', '.'); // x.name, not ...name
+    const member = is(k - 1, 'punct', '#') || (is(k - 1, 'punct', '.') && !is(k - 2, 'punct', '.')); // x.name or #name, not ...name
     if (name.includes('\\')) findings.push(`${at(tok)}: identifier spelled with an escape: ${name}`);
     else if (name === 'require') {
       if (member) findings.push(`${at(tok)}: require used as a member (${t(k - 2)?.value ?? ''}.require)`);
@@ -288,8 +350,16 @@ export function auditBundle(text) {
       findings.push(`${at(tok)}: ${is(k - 1, 'ident', 'new') ? 'new ' : ''}Function(`);
     } else if (name === 'createRequire') {
       findings.push(`${at(tok)}: createRequire`);
+    } else if (UNUSED_GLOBALS.has(name)) {
+      findings.push(`${at(tok)}: ${name}, which the proxy's code never uses (it reaches the module system, the global object or the Function constructor)`);
     } else if (PROCESS_LOADERS.has(name) && member && is(k - 2, 'ident', 'process')) {
       findings.push(`${at(tok)}: process.${name}`);
+    } else if (LOADER_NAMES.has(name)) {
+      findings.push(`${at(tok)}: ${name}, a way to load modules or native code`);
+    } else if (name === 'constructor' && member) {
+      findings.push(`${at(tok)}: .constructor (from any function it reaches the Function constructor)`);
+    } else if (name === 'process' && !member && !(is(k + 1, 'punct', '.') && t(k + 2)?.type === 'ident' && PROCESS_MEMBERS.has(t(k + 2).value))) {
+      findings.push(`${at(tok)}: process used other than to read one of ${[...PROCESS_MEMBERS].join(', ')}`);
     }
   }
 
@@ -302,6 +372,15 @@ export function auditBundle(text) {
     else if (!sources.includes(file)) sources.push(file);
   }
   return { findings, builtins: [...builtins].sort(), sources: sources.sort(), header };
+}
+
+/** Whether the [ at k reads a member (x[k], f()[k], x?.[k]) rather than opening an array. */
+function isMemberBracket(tokens, k) {
+  const prev = tokens[k - 1];
+  if (prev === undefined) return false;
+  if (prev.type === 'ident') return !REGEX_AFTER_KEYWORD.has(prev.value) || (tokens[k - 2]?.type === 'punct' && tokens[k - 2].value === '.');
+  if (prev.type === 'punct') return prev.value === ')' || prev.value === ']' || prev.value === '}' || (prev.value === '.' && tokens[k - 2]?.value === '?');
+  return prev.type === 'string' || (prev.type === 'template' && !prev.head) || prev.type === 'regex';
 }
 
 /** The header as the report prints it, with what its commit means for a rebuild. */

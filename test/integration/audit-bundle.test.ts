@@ -129,6 +129,22 @@ const TAMPERINGS: readonly { name: string; append: string; finding: RegExp }[] =
   { name: 'a division after a member named return', append: 'var o = { return: 4 }; o.return / 2; eval("1"); /x/;', finding: /: eval$/m },
   { name: 'a division after a variable named of', append: 'var of = 4; of / 2; eval("1"); /x/;', finding: /a \/ right after of/ },
   { name: 'a division after a postfix ++', append: 'var n = 1; n++ / 2; eval("1"); /x/;', finding: /: eval$/m },
+  { name: 'a member after a number that ends in a dot (1..e+require)', append: '1..e+require("node:child_process");', finding: /require\("node:child_process"\) can run code/ },
+  { name: 'a regular expression after extends holding a quote', append: 'class A extends /"/.constructor {}; eval("1"); //"', finding: /: eval$/m },
+  { name: 'a / at the start of a line after a declaration (an inserted semicolon)', append: 'var x\n/"/; eval("1"); //"', finding: /a \/ at the start of a line/ },
+  { name: 'a regular expression right after ${ holding a quote', append: '`${/"/}`; eval("1"); //"}`', finding: /: eval$/m },
+  { name: 'a private name spelled like a keyword before a division', append: 'class B { #return = 4; m() { return this.#return / 2; } } new B().m(); eval("1"); /x/;', finding: /: eval$/m },
+  { name: 'a + after a postfix ++ before a regular expression (a+++/re/)', append: 'var a = 1; a+++/"/.source.length; eval("1"); //"', finding: /: eval$/m },
+  { name: 'a spread of typeof before a regular expression', append: '[...typeof /"/]; eval("1"); //"', finding: /: eval$/m },
+  { name: 'process.getBuiltinModule', append: 'process.getBuiltinModule("node:child_process");', finding: /getBuiltinModule, a way to load modules/ },
+  { name: 'module.constructor._load', append: 'module.constructor._load("node:child_process");', finding: /module, which the proxy's code never uses/ },
+  { name: 'process?.binding', append: 'process?.binding("fs");', finding: /binding, a way to load modules/ },
+  { name: 'process destructured', append: 'const { binding: b } = process;', finding: /process used other than to read one of/ },
+  { name: 'Function as a member of the global object', append: 'const g = global; g.Function("return 1")();', finding: /Function, which the proxy's code never uses/ },
+  { name: 'the Function constructor through [].constructor', append: '[].constructor.constructor("return 1")();', finding: /\.constructor \(from any function/ },
+  { name: 'a computed member spelled as a template', append: 'global[`eval`]("1");', finding: /computed member built from strings or a template/ },
+  { name: 'a computed member built by concatenation', append: 'global["ev" + "al"]("1");', finding: /computed member built from strings or a template/ },
+  { name: 'a computed member spelled with an escape', append: 'global["ev\\x61l"]("1");', finding: /computed member spelled with an escape/ },
 ];
 
 for (const t of TAMPERINGS) {
@@ -139,6 +155,12 @@ for (const t of TAMPERINGS) {
     assert.match(r.stderr, /finding\(s\)/);
   });
 }
+
+test('a bundle whose hashbang line is ended by CR, with code after it, fails the audit', async () => {
+  const r = await audit(tampered((b) => b.replace(/^#!\/usr\/bin\/env node/, '$&\reval("1");')));
+  assert.equal(r.code, 1, r.stdout);
+  assert.match(r.stdout, /: eval$/m);
+});
 
 test('a bundle without module comments fails the audit', async () => {
   const r = await audit(tampered((b) => b.replace(/^\/\/ src\/\S+\.ts$/gm, '')));
