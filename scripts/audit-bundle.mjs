@@ -97,8 +97,9 @@ const isDigit = (code) => code >= 48 && code <= 57;
 const isIdentStart = (code) => (code >= 65 && code <= 90) || (code >= 97 && code <= 122) || code === 95 || code === 36 || code === 92;
 
 /**
- * Splits JavaScript into tokens ({ type, value, start }: ident, string, template, regex,
- * number, punct), comments, and `unclear`: the places it cannot read as node would ({ start,
+ * Splits JavaScript into tokens ({ type, value, start, head }: ident, string, template, regex,
+ * number, punct; `head`: a template piece ending in ${, a ) ending a statement's head; every
+ * token has the four fields, so that reading them stays fast), comments, and `unclear`: the places it cannot read as node would ({ start,
  * what }; see the findings above), each read one way and listed. Throws on anything it cannot
  * follow.
  */
@@ -137,7 +138,7 @@ export function tokenize(text) {
   const readTemplate = (from) => {
     const j = runEnd(TEMPLATE_RUN, text, from);
     if (text[j] === '`') {
-      push({ type: 'template', value: text.slice(from, j), start: from });
+      push({ type: 'template', value: text.slice(from, j), start: from, head: false });
       return j + 1;
     }
     // The run stops only at ` or ${ (a lone $ is template text), or at the end of the text or a backslash at it.
@@ -155,7 +156,7 @@ export function tokenize(text) {
     const start = i;
     if (code === 32 || (code >= 9 && code <= 13)) {
       i = runEnd(SPACE_RUN, text, i);
-      if (/[\n\r]/.test(text.slice(start, i))) lineBreak = true;
+      for (let p = start; p < i && !lineBreak; p++) lineBreak = text.charCodeAt(p) === 10 || text.charCodeAt(p) === 13;
     } else if (c === '/' && text[i + 1] === '/') {
       LINE_END.lastIndex = i;
       const end = LINE_END.exec(text);
@@ -171,7 +172,7 @@ export function tokenize(text) {
     } else if (c === '"' || c === "'") {
       const j = runEnd(QUOTED[c], text, i);
       if (j === i) fail('unterminated string', i); // a newline or the end of the text before the closing quote
-      push({ type: 'string', value: text.slice(i + 1, j - 1), start });
+      push({ type: 'string', value: text.slice(i + 1, j - 1), start, head: false });
       i = j;
     } else if (c === '`') {
       i = readTemplate(i + 1);
@@ -181,13 +182,13 @@ export function tokenize(text) {
       i = readTemplate(i + 1);
     } else if (isIdentStart(code)) {
       const j = runEnd(IDENT_RUN, text, i);
-      push({ type: 'ident', value: text.slice(i, j), start });
+      push({ type: 'ident', value: text.slice(i, j), start, head: false });
       i = j;
     } else if (isDigit(code) || (c === '.' && isDigit(text.charCodeAt(i + 1)))) {
       const j = runEnd(NUMBER, text, i);
       // JavaScript refuses a name or a digit right after a number (3in, 0b12): not something to read on.
       if (j < text.length && (isIdentStart(text.charCodeAt(j)) || isDigit(text.charCodeAt(j)))) unclear.push({ start: j, what: 'a name or digit right after a number' });
-      push({ type: 'number', value: text.slice(i, j), start });
+      push({ type: 'number', value: text.slice(i, j), start, head: false });
       i = j;
     } else if (c === '/') {
       const prev = last();
@@ -204,7 +205,7 @@ export function tokenize(text) {
           (prev.type === 'template' && !prev.head) ||
           prev.type === 'regex');
       if (division) {
-        push({ type: 'punct', value: '/', start });
+        push({ type: 'punct', value: '/', start, head: false });
         i++;
         continue;
       }
@@ -223,7 +224,7 @@ export function tokenize(text) {
       }
       j++;
       while (j < text.length && /[a-z]/.test(text[j])) j++;
-      push({ type: 'regex', value: text.slice(i, j), start });
+      push({ type: 'regex', value: text.slice(i, j), start, head: false });
       i = j;
     } else {
       if (code >= 0x80) unclear.push({ start, what: `a character outside ASCII in code (U+${code.toString(16).toUpperCase().padStart(4, '0')})` });
@@ -235,7 +236,7 @@ export function tokenize(text) {
       // / after one divides. At the start of a line, ++ may be a prefix after an inserted semicolon.
       const double = (c === '+' || c === '-') && text[i + 1] === c;
       if (double && lineBreak && tokens.length > 0) unclear.push({ start, what: `${c}${c} at the start of a line: a postfix of the line before, or a prefix after an inserted semicolon` });
-      const token = { type: 'punct', value: double ? c + c : c, start };
+      const token = { type: 'punct', value: double ? c + c : c, start, head: false };
       if (c === '(') heads.push(STATEMENT_HEADS.has(last()?.value) ? isName(0, last().value) : isName(0, 'await') && isName(1, 'for'));
       else if (c === ')') {
         if (heads.length === 0) fail('unbalanced )', i);
@@ -328,7 +329,7 @@ export function auditBundle(text) {
     if (tok.type === 'string' && COMPUTED_NAMES.has(tok.value) && is(k - 1, 'punct', '[') && is(k + 1, 'punct', ']')) {
       findings.push(`${at(tok)}: computed member ["${tok.value}"]`);
     }
-    if (is(k, 'punct', '[') && isMemberBracket(tokens, k)) checkComputedKey(k);
+    if (tok.type === 'punct' && tok.value === '[' && isMemberBracket(tokens, k)) checkComputedKey(k);
     if (tok.type !== 'ident') continue;
     const name = tok.value;
     if (!CHECKED_NAMES.has(name) && !name.includes('\\')) continue; // nearly every identifier: nothing below applies
