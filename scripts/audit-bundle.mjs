@@ -17,9 +17,13 @@
 //   `process.dlopen`, and the same names reached through a computed member (`x["eval"]`);
 // - names the proxy never uses that reach the module system, the global object or the Function
 //   constructor, wherever they stand (`module`, `arguments`, `globalThis`, `Reflect`, `Function`,
-//   `WebAssembly`, `getBuiltinModule`, `_load`, `_compile`, `mainModule`, `.constructor`), and
-//   `process` other than to read a member on a short list (argv, env, exit, stdout, ...);
-// - a computed member built from strings (`x["ev" + "al"]`, a template, an escape);
+//   `WebAssembly`, `getBuiltinModule`, `_load`, `_compile`, `mainModule`, crypto engines,
+//   `_debugProcess`, `constructor` other than a class's own), `process` other than to read a
+//   member on a short list (argv, env, exit, stdout, ...), and a string spelling any of these
+//   names or SIGUSR1 (a key, a destructured name, a descriptor's name);
+// - a computed member built from strings (`x["ev" + "al"]`, a template, an escape, a regular
+//   expression's source);
+// - code before `"use strict";` (the file would run outside strict mode);
 // - identifiers spelled with \u escapes (`\u0065val` is eval);
 // - a place the scan cannot read as node would, each a finding rather than a guess (node then
 //   sees code the scan took for text, or the other way round): a character outside ASCII in
@@ -79,12 +83,18 @@ const NUMBER = /0[xX][\da-fA-F](?:_?[\da-fA-F])*n?|0[oO][0-7](?:_?[0-7])*n?|0[bB
 // global object, the Function constructor) and LOADER_NAMES. `constructor`: a finding as a member
 // (x.constructor.constructor is Function); a class's own `constructor(` is not one.
 const UNUSED_GLOBALS = new Set(['module', 'arguments', 'globalThis', 'Reflect', 'Function', 'WebAssembly']);
-const LOADER_NAMES = new Set(['getBuiltinModule', '_load', '_compile', 'mainModule', ...PROCESS_LOADERS]);
+// Crypto engines and the inspector load native code or evaluate it too (crypto.setEngine,
+// tls's privateKeyEngine, process._debugProcess; SIGUSR1 opens the inspector).
+const LOADER_NAMES = new Set(['getBuiltinModule', '_load', '_compile', 'mainModule', 'setEngine', 'privateKeyEngine', 'clientCertEngine', '_debugProcess', ...PROCESS_LOADERS]);
 // What code may read of `process`: anything else (process.binding, process?.x, a destructured
 // or passed process) is a finding.
-const PROCESS_MEMBERS = new Set(['argv', 'env', 'exit', 'exitCode', 'memoryUsage', 'cpuUsage', 'resourceUsage', 'hrtime', 'on', 'once', 'off', 'removeListener', 'stderr', 'stdout', 'uptime', 'pid', 'platform', 'version', 'versions', 'cwd', 'nextTick', 'emitWarning', 'kill']);
+const PROCESS_MEMBERS = new Set(['argv', 'env', 'exit', 'exitCode', 'memoryUsage', 'cpuUsage', 'resourceUsage', 'hrtime', 'on', 'once', 'off', 'removeListener', 'stderr', 'stdout', 'uptime', 'pid', 'platform', 'version', 'versions', 'cwd', 'nextTick', 'emitWarning']);
 // The identifiers the scan looks at (besides those spelled with an escape).
 const CHECKED_NAMES = new Set(['require', 'import', 'export', 'eval', 'createRequire', 'process', 'constructor', ...UNUSED_GLOBALS, ...LOADER_NAMES]);
+// A string (or template text) spelling one of these is a finding wherever it stands: a key
+// (x["eval"], const {"eval": e} = global), a descriptor's name, a signal. "arguments" is left
+// out: the protocols name a tool call's "arguments" field.
+const SPELLED_NAMES = new Set([...CHECKED_NAMES, ...COMPUTED_NAMES, 'SIGUSR1'].filter((name) => name !== 'arguments'));
 
 /** Where a sticky expression's match at `at` ends (at itself when it matches nothing). */
 function runEnd(pattern, text, at) {
@@ -195,6 +205,7 @@ export function tokenize(text) {
       const keyword = prev?.type === 'ident' && REGEX_AFTER_KEYWORD.has(prev.value) && isName(0, prev.value);
       if (prev?.type === 'punct' && prev.value === '}') unclear.push({ start, what: 'a / right after }: a division after an object, a regular expression after a block' });
       if (keyword && KEYWORD_OR_VARIABLE.has(prev.value)) unclear.push({ start, what: `a / right after ${prev.value}: a regular expression after the keyword, a division after a variable of that name` });
+      if (prev?.type === 'punct' && (prev.value === '++' || prev.value === '--')) unclear.push({ start, what: `a / right after ${prev.value}: a division after a postfix, a regular expression after a prefix` });
       if (prev !== undefined && lineBreak) unclear.push({ start, what: 'a / at the start of a line: a division going on from the line before, or a regular expression after an inserted semicolon' });
       const division =
         prev !== undefined &&
@@ -284,6 +295,9 @@ export function auditBundle(text) {
   }
   const { tokens, comments, unclear } = scanned;
   for (const u of unclear) findings.push(`${position(text, u.start)}: ${u.what}`);
+  // Code before the directive would run outside strict mode (where a function's caller and
+  // arguments, and with them the module's require, are in reach).
+  if (!(tokens[0]?.type === 'string' && tokens[0].value === 'use strict' && tokens[1]?.type === 'punct' && tokens[1].value === ';')) findings.push('the code does not begin with "use strict";');
   const header = readHeader(comments, tokens);
   if (header === null) findings.push('no build header (version, source commit, sources and lockfile sha256): the file was not built by build.mjs');
   const t = (k) => tokens[k];
@@ -303,18 +317,23 @@ export function auditBundle(text) {
    * a key built from strings ('ev' + 'al', a template holding one, escapes) is a finding. A key
    * made of variables cannot be read by any scan (see SECURITY.md, "How to review").
    */
-  const checkComputedKey = (k) => {
+  const checkComputedKey = (k, orArray) => {
     let end = k + 1;
-    for (let d = 1; end < tokens.length; end++) {
+    let comma = false; // at the key's own level: then `of [a, b]` is an array, not of[a, b]
+    for (let d = 1, nested = 0; end < tokens.length; end++) {
       if (is(end, 'punct', '[')) d++;
       else if (is(end, 'punct', ']') && --d === 0) break;
+      else if (is(end, 'punct', '(') || is(end, 'punct', '{')) nested++;
+      else if (is(end, 'punct', ')') || is(end, 'punct', '}')) nested--;
+      else if (is(end, 'punct', ',') && d === 1 && nested === 0) comma = true;
     }
+    if (orArray && comma) return;
     const key = tokens.slice(k + 1, end);
     if (key.length === 1 && key[0].type === 'string') {
       if (key[0].value.includes('\\')) findings.push(`${at(key[0])}: computed member spelled with an escape`);
       return;
     }
-    const spelled = key.some((x) => x.type === 'string' || (x.type === 'template' && x.value.includes('\\'))) || (key.length === 1 && key[0].type === 'template');
+    const spelled = key.some((x) => x.type === 'string' || x.type === 'regex' || (x.type === 'template' && x.value.includes('\\'))) || (key.length === 1 && key[0].type === 'template');
     if (spelled) findings.push(`${at(tokens[k])}: computed member built from strings or a template`);
   };
   const checkSpecifier = (arg, what) => {
@@ -329,7 +348,8 @@ export function auditBundle(text) {
     if (tok.type === 'string' && COMPUTED_NAMES.has(tok.value) && is(k - 1, 'punct', '[') && is(k + 1, 'punct', ']')) {
       findings.push(`${at(tok)}: computed member ["${tok.value}"]`);
     }
-    if (tok.type === 'punct' && tok.value === '[' && isMemberBracket(tokens, k)) checkComputedKey(k);
+    if ((tok.type === 'string' || tok.type === 'template') && SPELLED_NAMES.has(tok.value)) findings.push(`${at(tok)}: a string spelling ${tok.value}`);
+    if (tok.type === 'punct' && tok.value === '[' && isMemberBracket(tokens, k)) checkComputedKey(k, t(k - 1).type === 'ident' && KEYWORD_OR_VARIABLE.has(t(k - 1).value));
     if (tok.type !== 'ident') continue;
     const name = tok.value;
     if (!CHECKED_NAMES.has(name) && !name.includes('\\')) continue; // nearly every identifier: nothing below applies
@@ -357,9 +377,9 @@ export function auditBundle(text) {
       findings.push(`${at(tok)}: process.${name}`);
     } else if (LOADER_NAMES.has(name)) {
       findings.push(`${at(tok)}: ${name}, a way to load modules or native code`);
-    } else if (name === 'constructor' && member) {
-      findings.push(`${at(tok)}: .constructor (from any function it reaches the Function constructor)`);
-    } else if (name === 'process' && !member && !(is(k + 1, 'punct', '.') && t(k + 2)?.type === 'ident' && PROCESS_MEMBERS.has(t(k + 2).value))) {
+    } else if (name === 'constructor' && (member || !is(k + 1, 'punct', '('))) {
+      findings.push(`${at(tok)}: constructor other than a class's own (from any function it reaches the Function constructor)`);
+    } else if (name === 'process' && !(is(k + 1, 'punct', '.') && t(k + 2)?.type === 'ident' && PROCESS_MEMBERS.has(t(k + 2).value))) {
       findings.push(`${at(tok)}: process used other than to read one of ${[...PROCESS_MEMBERS].join(', ')}`);
     }
   }
@@ -379,7 +399,8 @@ export function auditBundle(text) {
 function isMemberBracket(tokens, k) {
   const prev = tokens[k - 1];
   if (prev === undefined) return false;
-  if (prev.type === 'ident') return !REGEX_AFTER_KEYWORD.has(prev.value) || (tokens[k - 2]?.type === 'punct' && tokens[k - 2].value === '.');
+  // of and await may be variables (of[k]): read as members, so that the key is checked.
+  if (prev.type === 'ident') return !REGEX_AFTER_KEYWORD.has(prev.value) || KEYWORD_OR_VARIABLE.has(prev.value) || (tokens[k - 2]?.type === 'punct' && tokens[k - 2].value === '.');
   if (prev.type === 'punct') return prev.value === ')' || prev.value === ']' || prev.value === '}' || (prev.value === '.' && tokens[k - 2]?.value === '?');
   return prev.type === 'string' || (prev.type === 'template' && !prev.head) || prev.type === 'regex';
 }
