@@ -19,10 +19,12 @@
 //   constructor, wherever they stand (`module`, `arguments`, `globalThis`, `Reflect`, `Function`,
 //   `WebAssembly`, `getBuiltinModule`, `_load`, `_compile`, `mainModule`, crypto engines,
 //   `_debugProcess`, `constructor` other than a class's own), `process` other than to read a
-//   member on a short list (argv, env, exit, stdout, ...), and a string spelling any of these
-//   names or SIGUSR1 (a key, a destructured name, a descriptor's name);
-// - a computed member built from strings (`x["ev" + "al"]`, a template, an escape, a regular
-//   expression's source);
+//   member on a short list (argv, env, exit, stdout, ...), reflection that finds constructors
+//   without naming them (getOwnPropertyDescriptors, getPrototypeOf, __proto__, ...), and a
+//   string spelling any of these names or SIGUSR1 once its escapes are decoded and the literals
+//   + adds to it joined (a key, a destructured name, a descriptor's name: "ev" + "al");
+// - a computed member or computed property key built from strings (`x["ev" + "al"]`,
+//   `{ ["ev" + "al"]: e }`, a template, an escape, a regular expression's source);
 // - code before `"use strict";` (the file would run outside strict mode);
 // - identifiers spelled with \u escapes (`\u0065val` is eval);
 // - a place the scan cannot read as node would, each a finding rather than a guess (node then
@@ -50,7 +52,8 @@ import { fileURLToPath } from 'node:url';
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const BUILTINS = new Set(builtinModules.filter((m) => !m.startsWith('_')));
 // Built-ins that can run code, start processes or load modules: nothing the proxy needs.
-const FORBIDDEN_BUILTINS = new Set(['vm', 'child_process', 'worker_threads', 'cluster', 'module', 'repl', 'inspector', 'inspector/promises', 'wasi', 'trace_events', 'v8']);
+// node:process too: it is `process` under another name, out of reach of the rules for `process`.
+const FORBIDDEN_BUILTINS = new Set(['vm', 'child_process', 'worker_threads', 'cluster', 'module', 'repl', 'inspector', 'inspector/promises', 'wasi', 'trace_events', 'v8', 'process']);
 const PROCESS_LOADERS = new Set(['binding', '_linkedBinding', 'dlopen']);
 const COMPUTED_NAMES = new Set(['eval', 'require', 'binding', '_linkedBinding', 'dlopen', 'createRequire', 'Function', 'constructor']);
 const REGEX_AFTER_KEYWORD = new Set(['return', 'typeof', 'instanceof', 'in', 'of', 'new', 'delete', 'void', 'throw', 'case', 'do', 'else', 'extends', 'yield', 'await']);
@@ -85,12 +88,15 @@ const NUMBER = /0[xX][\da-fA-F](?:_?[\da-fA-F])*n?|0[oO][0-7](?:_?[0-7])*n?|0[bB
 const UNUSED_GLOBALS = new Set(['module', 'arguments', 'globalThis', 'Reflect', 'Function', 'WebAssembly']);
 // Crypto engines and the inspector load native code or evaluate it too (crypto.setEngine,
 // tls's privateKeyEngine, process._debugProcess; SIGUSR1 opens the inspector).
-const LOADER_NAMES = new Set(['getBuiltinModule', '_load', '_compile', 'mainModule', 'setEngine', 'privateKeyEngine', 'clientCertEngine', '_debugProcess', ...PROCESS_LOADERS]);
+const LOADER_NAMES = new Set(['getBuiltinModule', '_load', '_compile', 'mainModule', 'setEngine', 'privateKeyEngine', 'clientCertEngine', 'setClientCertEngine', 'setEngineKey', '_debugProcess', ...PROCESS_LOADERS]);
+// Reflection the proxy never uses, which finds constructors without naming them (the Function
+// constructor among a prototype's property descriptors): a finding wherever it stands.
+const REFLECTION_NAMES = new Set(['getOwnPropertyDescriptors', 'getOwnPropertyDescriptor', 'getOwnPropertyNames', 'getPrototypeOf', 'setPrototypeOf', '__proto__']);
 // What code may read of `process`: anything else (process.binding, process?.x, a destructured
 // or passed process) is a finding.
 const PROCESS_MEMBERS = new Set(['argv', 'env', 'exit', 'exitCode', 'memoryUsage', 'cpuUsage', 'resourceUsage', 'hrtime', 'on', 'once', 'off', 'removeListener', 'stderr', 'stdout', 'uptime', 'pid', 'platform', 'version', 'versions', 'cwd', 'nextTick', 'emitWarning']);
 // The identifiers the scan looks at (besides those spelled with an escape).
-const CHECKED_NAMES = new Set(['require', 'import', 'export', 'eval', 'createRequire', 'process', 'constructor', ...UNUSED_GLOBALS, ...LOADER_NAMES]);
+const CHECKED_NAMES = new Set(['require', 'import', 'export', 'eval', 'createRequire', 'process', 'constructor', ...UNUSED_GLOBALS, ...LOADER_NAMES, ...REFLECTION_NAMES]);
 // A string (or template text) spelling one of these is a finding wherever it stands: a key
 // (x["eval"], const {"eval": e} = global), a descriptor's name, a signal. "arguments" is left
 // out: the protocols name a tool call's "arguments" field.
@@ -348,7 +354,14 @@ export function auditBundle(text) {
     if (tok.type === 'string' && COMPUTED_NAMES.has(tok.value) && is(k - 1, 'punct', '[') && is(k + 1, 'punct', ']')) {
       findings.push(`${at(tok)}: computed member ["${tok.value}"]`);
     }
-    if ((tok.type === 'string' || tok.type === 'template') && SPELLED_NAMES.has(tok.value)) findings.push(`${at(tok)}: a string spelling ${tok.value}`);
+    if (tok.type === 'string' || (tok.type === 'template' && !tok.head)) {
+      // The text as JavaScript decodes it, joined with the literals + adds to it ('ev' + 'al').
+      let spelled = decodeEscapes(tok.value);
+      for (let j = k + 1; is(j, 'punct', '+') && (t(j + 1)?.type === 'string' || (t(j + 1)?.type === 'template' && !t(j + 1).head)); j += 2) spelled += decodeEscapes(t(j + 1).value);
+      if (SPELLED_NAMES.has(spelled)) findings.push(`${at(tok)}: a string spelling ${spelled}`);
+    }
+    // A computed key of an object literal, a pattern or a class ({ ['ev' + 'al']: e } = global).
+    if (tok.type === 'punct' && tok.value === '[' && (is(k - 1, 'punct', '{') || is(k - 1, 'punct', ',') || is(k - 1, 'punct', '}') || is(k - 1, 'punct', ';')) && isPropertyKey(tokens, k)) checkComputedKey(k, false);
     if (tok.type === 'punct' && tok.value === '[' && isMemberBracket(tokens, k)) checkComputedKey(k, t(k - 1).type === 'ident' && KEYWORD_OR_VARIABLE.has(t(k - 1).value));
     if (tok.type !== 'ident') continue;
     const name = tok.value;
@@ -377,6 +390,8 @@ export function auditBundle(text) {
       findings.push(`${at(tok)}: process.${name}`);
     } else if (LOADER_NAMES.has(name)) {
       findings.push(`${at(tok)}: ${name}, a way to load modules or native code`);
+    } else if (REFLECTION_NAMES.has(name)) {
+      findings.push(`${at(tok)}: ${name}, reflection that reaches constructors without naming them`);
     } else if (name === 'constructor' && (member || !is(k + 1, 'punct', '('))) {
       findings.push(`${at(tok)}: constructor other than a class's own (from any function it reaches the Function constructor)`);
     } else if (name === 'process' && !(is(k + 1, 'punct', '.') && t(k + 2)?.type === 'ident' && PROCESS_MEMBERS.has(t(k + 2).value))) {
@@ -393,6 +408,36 @@ export function auditBundle(text) {
     else if (!sources.includes(file)) sources.push(file);
   }
   return { findings, builtins: [...builtins].sort(), sources: sources.sort(), header };
+}
+
+/** Whether the [ at k, after { , } or ;, is a computed property key: its ] is followed by : or (. */
+function isPropertyKey(tokens, k) {
+  let d = 0;
+  for (let j = k; j < tokens.length; j++) {
+    const x = tokens[j];
+    if (x.type !== 'punct') continue;
+    if (x.value === '[') d++;
+    else if (x.value === ']' && --d === 0) return tokens[j + 1]?.type === 'punct' && (tokens[j + 1].value === ':' || tokens[j + 1].value === '(');
+  }
+  return false;
+}
+
+/**
+ * A string's or template's text as JavaScript reads it: \x, \u and \u{} escapes, line
+ * continuations, octal escapes and the single-character ones. Only compared with names, so an
+ * escape it does not know gives the character after the backslash.
+ */
+function decodeEscapes(raw) {
+  if (!raw.includes('\\')) return raw;
+  const simple = { n: '\n', r: '\r', t: '\t', b: '\b', f: '\f', v: '\v' };
+  return raw.replace(/\\(?:x([0-9a-fA-F]{2})|u\{([0-9a-fA-F]+)\}|u([0-9a-fA-F]{4})|([0-7]{1,3})|(\r\n|[\n\r\u2028\u2029])|([\s\S]))/g, (_, x, braced, u, octal, lineEnd, other) => {
+    if (x !== undefined) return String.fromCharCode(parseInt(x, 16));
+    if (braced !== undefined) return parseInt(braced, 16) <= 0x10ffff ? String.fromCodePoint(parseInt(braced, 16)) : '';
+    if (u !== undefined) return String.fromCharCode(parseInt(u, 16));
+    if (octal !== undefined) return String.fromCharCode(parseInt(octal, 8) & 0xff);
+    if (lineEnd !== undefined) return '';
+    return simple[other] ?? other;
+  });
 }
 
 /** Whether the [ at k reads a member (x[k], f()[k], x?.[k]) rather than opening an array. */

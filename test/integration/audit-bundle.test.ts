@@ -154,6 +154,14 @@ const TAMPERINGS: readonly { name: string; append: string; finding: RegExp }[] =
   { name: 'process.kill with SIGUSR1, which opens the inspector', append: 'process.kill(process.pid, "SIGUSR1");', finding: /process used other than to read one of|a string spelling SIGUSR1/ },
   { name: 'a variable named of indexed by concatenated strings', append: 'const of = global; of["ev" + "al"]("1");', finding: /computed member built from strings or a template/ },
   { name: 'a computed member spelled by a regular expression', append: 'global[/eval/.source]("1");', finding: /computed member built from strings or a template|a string spelling/ },
+  // A fourth review's.
+  { name: 'a string spelling eval with an escape', append: 'Object.getOwnPropertyDescriptor(global, "ev\\x61l").value("1");', finding: /a string spelling eval/ },
+  { name: 'a string key spelling eval across a line continuation', append: 'const { "ev\\\nal": e } = global;', finding: /a string spelling eval/ },
+  { name: 'strings joined into eval outside brackets', append: 'const e = global["x"] || Object(global)["y"]; void ("ev" + "al");', finding: /a string spelling eval/ },
+  { name: 'a destructuring key computed from strings', append: 'const { ["ev" + "al"]: e } = global; e("1");', finding: /computed member built from strings or a template/ },
+  { name: 'require of node:process, process under another name', append: 'const p = require("node:process"); p.kill(p.pid, 10);', finding: /require\("node:process"\) can run code/ },
+  { name: 'a tls context loading a client certificate engine', append: 'require("node:tls").createSecureContext().context.setClientCertEngine("/tmp/x.so");', finding: /setClientCertEngine, a way to load/ },
+  { name: 'the Function constructor found among property descriptors', append: 'Object.values(Object.getOwnPropertyDescriptors(Object.getPrototypeOf(() => 0)));', finding: /getOwnPropertyDescriptors, reflection/ },
 ];
 
 for (const t of TAMPERINGS) {
