@@ -21,8 +21,9 @@
 //   `_debugProcess`, `constructor` other than a class's own), `process` other than to read a
 //   member on a short list (argv, env, exit, stdout, ...), reflection that finds constructors
 //   without naming them (getOwnPropertyDescriptors, getPrototypeOf, __proto__, ...), and a
-//   string spelling any of these names or SIGUSR1 once its escapes are decoded and the literals
-//   + adds to it joined (a key, a destructured name, a descriptor's name: "ev" + "al");
+//   string spelling any of these names once its escapes are decoded and the literals + adds to
+//   it joined (a key, a destructured name, a descriptor's name: "ev" + "al"); kill and SIGUSR1
+//   (which opens the inspector); a string naming a process's memory file (/proc/self/mem);
 // - a computed member or computed property key built from strings (`x["ev" + "al"]`,
 //   `{ ["ev" + "al"]: e }`, a template, an escape, a regular expression's source);
 // - code before `"use strict";` (the file would run outside strict mode);
@@ -87,8 +88,9 @@ const NUMBER = /0[xX][\da-fA-F](?:_?[\da-fA-F])*n?|0[oO][0-7](?:_?[0-7])*n?|0[bB
 // (x.constructor.constructor is Function); a class's own `constructor(` is not one.
 const UNUSED_GLOBALS = new Set(['module', 'arguments', 'globalThis', 'Reflect', 'Function', 'WebAssembly']);
 // Crypto engines and the inspector load native code or evaluate it too (crypto.setEngine,
-// tls's privateKeyEngine, process._debugProcess; SIGUSR1 opens the inspector).
-const LOADER_NAMES = new Set(['getBuiltinModule', '_load', '_compile', 'mainModule', 'setEngine', 'privateKeyEngine', 'clientCertEngine', 'setClientCertEngine', 'setEngineKey', '_debugProcess', ...PROCESS_LOADERS]);
+// tls's privateKeyEngine, process._debugProcess; SIGUSR1 opens the inspector, and kill sends it:
+// process.on() returns process, so `process.on(...).kill(pid, 10)` needs no `process.kill`).
+const LOADER_NAMES = new Set(['getBuiltinModule', '_load', '_compile', 'mainModule', 'setEngine', 'privateKeyEngine', 'clientCertEngine', 'setClientCertEngine', 'setEngineKey', '_debugProcess', 'kill', 'SIGUSR1', ...PROCESS_LOADERS]);
 // Reflection the proxy never uses, which finds constructors without naming them (the Function
 // constructor among a prototype's property descriptors): a finding wherever it stands.
 const REFLECTION_NAMES = new Set(['getOwnPropertyDescriptors', 'getOwnPropertyDescriptor', 'getOwnPropertyNames', 'getPrototypeOf', 'setPrototypeOf', '__proto__']);
@@ -100,7 +102,9 @@ const CHECKED_NAMES = new Set(['require', 'import', 'export', 'eval', 'createReq
 // A string (or template text) spelling one of these is a finding wherever it stands: a key
 // (x["eval"], const {"eval": e} = global), a descriptor's name, a signal. "arguments" is left
 // out: the protocols name a tool call's "arguments" field.
-const SPELLED_NAMES = new Set([...CHECKED_NAMES, ...COMPUTED_NAMES, 'SIGUSR1'].filter((name) => name !== 'arguments'));
+const SPELLED_NAMES = new Set([...CHECKED_NAMES, ...COMPUTED_NAMES].filter((name) => name !== 'arguments'));
+// A process's memory file: writing it with node:fs patches the process's native code.
+const PROCESS_MEMORY = /^\/proc\/[^/]*\/(?:task\/[^/]*\/)?mem$/;
 
 /** Where a sticky expression's match at `at` ends (at itself when it matches nothing). */
 function runEnd(pattern, text, at) {
@@ -359,6 +363,7 @@ export function auditBundle(text) {
       let spelled = decodeEscapes(tok.value);
       for (let j = k + 1; is(j, 'punct', '+') && (t(j + 1)?.type === 'string' || (t(j + 1)?.type === 'template' && !t(j + 1).head)); j += 2) spelled += decodeEscapes(t(j + 1).value);
       if (SPELLED_NAMES.has(spelled)) findings.push(`${at(tok)}: a string spelling ${spelled}`);
+      if (PROCESS_MEMORY.test(spelled)) findings.push(`${at(tok)}: a string naming a process's memory (${spelled}), which node:fs can rewrite as native code`);
     }
     // A computed key of an object literal, a pattern or a class ({ ['ev' + 'al']: e } = global).
     if (tok.type === 'punct' && tok.value === '[' && (is(k - 1, 'punct', '{') || is(k - 1, 'punct', ',') || is(k - 1, 'punct', '}') || is(k - 1, 'punct', ';')) && isPropertyKey(tokens, k)) checkComputedKey(k, false);

@@ -161,6 +161,9 @@ const TAMPERINGS: readonly { name: string; append: string; finding: RegExp }[] =
   { name: 'a destructuring key computed from strings', append: 'const { ["ev" + "al"]: e } = global; e("1");', finding: /computed member built from strings or a template/ },
   { name: 'require of node:process, process under another name', append: 'const p = require("node:process"); p.kill(p.pid, 10);', finding: /require\("node:process"\) can run code/ },
   { name: 'a tls context loading a client certificate engine', append: 'require("node:tls").createSecureContext().context.setClientCertEngine("/tmp/x.so");', finding: /setClientCertEngine, a way to load/ },
+  // A fifth review's.
+  { name: 'kill reached through the process that its on() returns (SIGUSR1 as a number opens the inspector)', append: 'process .on("x", () => 0).kill(process.pid, 10);', finding: /kill, a way to load modules or native code/ },
+  { name: 'a string naming the process\'s memory file', append: 'require("node:fs").openSync("/proc/" + "self/mem", "r+");', finding: /a string naming a process's memory/ },
   { name: 'the Function constructor found among property descriptors', append: 'Object.values(Object.getOwnPropertyDescriptors(Object.getPrototypeOf(() => 0)));', finding: /getOwnPropertyDescriptors, reflection/ },
 ];
 
