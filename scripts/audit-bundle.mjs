@@ -102,7 +102,7 @@ const CHECKED_NAMES = new Set(['require', 'import', 'export', 'eval', 'createReq
 // A string (or template text) spelling one of these is a finding wherever it stands: a key
 // (x["eval"], const {"eval": e} = global), a descriptor's name, a signal. "arguments" is left
 // out: the protocols name a tool call's "arguments" field.
-const SPELLED_NAMES = new Set([...CHECKED_NAMES, ...COMPUTED_NAMES].filter((name) => name !== 'arguments'));
+const SPELLED_NAMES = new Set([...CHECKED_NAMES].filter((name) => name !== 'arguments')); // COMPUTED_NAMES are all checked names
 // A process's memory file: writing it with node:fs patches the process's native code.
 const PROCESS_MEMORY = /^\/proc\/[^/]*\/(?:task\/[^/]*\/)?mem$/;
 
@@ -113,6 +113,9 @@ function runEnd(pattern, text, at) {
 }
 
 const isDigit = (code) => code >= 48 && code <= 57;
+const isPunct = (token, value) => token?.type === 'punct' && token.value === value;
+/** Whether tokens[k] is a member name: after `.` (not the last dot of `...`) or `#`. */
+const isMemberName = (tokens, k) => isPunct(tokens[k - 1], '#') || (isPunct(tokens[k - 1], '.') && !(isPunct(tokens[k - 2], '.') && tokens[k - 2].start === tokens[k - 1].start - 1));
 /** [A-Za-z_$\\], what an identifier starts with (a backslash: an escape). */
 const isIdentStart = (code) => (code >= 65 && code <= 90) || (code >= 97 && code <= 122) || code === 95 || code === 36 || code === 92;
 
@@ -148,11 +151,8 @@ export function tokenize(text) {
   const last = () => tokens[tokens.length - 1];
   /** The token n places before the last (0: the last). */
   const back = (n) => tokens[tokens.length - 1 - n];
-  const isPunct = (token, value) => token?.type === 'punct' && token.value === value;
-  /** Whether the token n places before the last is a member name: after `.` (not the last dot of `...`) or `#`. */
-  const isMember = (n) => isPunct(back(n + 1), '#') || (isPunct(back(n + 1), '.') && !(isPunct(back(n + 2), '.') && back(n + 2).start === back(n + 1).start - 1));
   /** Whether the token n places before the last is `name` itself, not a member `.name` or `#name`. */
-  const isName = (n, name) => back(n)?.type === 'ident' && back(n).value === name && !isMember(n);
+  const isName = (n, name) => back(n)?.type === 'ident' && back(n).value === name && !isMemberName(tokens, tokens.length - 1 - n);
 
   // Reads template text from `from` (just after ` or a closing }) to its end or next `${`.
   const readTemplate = (from) => {
@@ -355,23 +355,23 @@ export function auditBundle(text) {
 
   for (let k = 0; k < tokens.length; k++) {
     const tok = tokens[k];
-    if (tok.type === 'string' && COMPUTED_NAMES.has(tok.value) && is(k - 1, 'punct', '[') && is(k + 1, 'punct', ']')) {
-      findings.push(`${at(tok)}: computed member ["${tok.value}"]`);
-    }
     if (tok.type === 'string' || (tok.type === 'template' && !tok.head)) {
       // The text as JavaScript decodes it, joined with the literals + adds to it ('ev' + 'al').
       let spelled = decodeEscapes(tok.value);
       for (let j = k + 1; is(j, 'punct', '+') && (t(j + 1)?.type === 'string' || (t(j + 1)?.type === 'template' && !t(j + 1).head)); j += 2) spelled += decodeEscapes(t(j + 1).value);
-      if (SPELLED_NAMES.has(spelled)) findings.push(`${at(tok)}: a string spelling ${spelled}`);
+      // One finding a string; x["eval"] is named as the computed member it is.
+      const member = tok.type === 'string' && COMPUTED_NAMES.has(tok.value) && is(k - 1, 'punct', '[') && is(k + 1, 'punct', ']');
+      if (SPELLED_NAMES.has(spelled)) findings.push(member ? `${at(tok)}: computed member ["${tok.value}"]` : `${at(tok)}: a string spelling ${spelled}`);
       if (PROCESS_MEMORY.test(spelled)) findings.push(`${at(tok)}: a string naming a process's memory (${spelled}), which node:fs can rewrite as native code`);
     }
-    // A computed key of an object literal, a pattern or a class ({ ['ev' + 'al']: e } = global).
-    if (tok.type === 'punct' && tok.value === '[' && (is(k - 1, 'punct', '{') || is(k - 1, 'punct', ',') || is(k - 1, 'punct', '}') || is(k - 1, 'punct', ';')) && isPropertyKey(tokens, k)) checkComputedKey(k, false);
-    if (tok.type === 'punct' && tok.value === '[' && isMemberBracket(tokens, k)) checkComputedKey(k, t(k - 1).type === 'ident' && KEYWORD_OR_VARIABLE.has(t(k - 1).value));
+    if (tok.type === 'punct' && tok.value === '[') {
+      const bracket = bracketKind(tokens, k);
+      if (bracket !== 'array') checkComputedKey(k, bracket === 'member or array');
+    }
     if (tok.type !== 'ident') continue;
     const name = tok.value;
     if (!CHECKED_NAMES.has(name) && !name.includes('\\')) continue; // nearly every identifier: nothing below applies
-    const member = is(k - 1, 'punct', '#') || (is(k - 1, 'punct', '.') && !is(k - 2, 'punct', '.')); // x.name or #name, not ...name
+    const member = isMemberName(tokens, k); // x.name or #name, not ...name
     if (name.includes('\\')) findings.push(`${at(tok)}: identifier spelled with an escape: ${name}`);
     else if (name === 'require') {
       if (member) findings.push(`${at(tok)}: require used as a member (${t(k - 2)?.value ?? ''}.require)`);
@@ -415,16 +415,27 @@ export function auditBundle(text) {
   return { findings, builtins: [...builtins].sort(), sources: sources.sort(), header };
 }
 
-/** Whether the [ at k, after { , } or ;, is a computed property key: its ] is followed by : or (. */
-function isPropertyKey(tokens, k) {
-  let d = 0;
-  for (let j = k; j < tokens.length; j++) {
-    const x = tokens[j];
-    if (x.type !== 'punct') continue;
-    if (x.value === '[') d++;
-    else if (x.value === ']' && --d === 0) return tokens[j + 1]?.type === 'punct' && (tokens[j + 1].value === ':' || tokens[j + 1].value === '(');
+/**
+ * What the [ at k opens: a computed 'member' (x[k], f()[k], x?.[k], {}[k]); 'member or array'
+ * after of or await, which may be variables (of[k]); a computed property 'key' of an object
+ * literal, a pattern or a class ({ [k]: v }, after { , } or ;, its ] followed by : or (); or an
+ * 'array'.
+ */
+function bracketKind(tokens, k) {
+  const prev = tokens[k - 1];
+  if (prev === undefined) return 'array';
+  if (prev.type === 'ident') {
+    if (KEYWORD_OR_VARIABLE.has(prev.value)) return 'member or array';
+    return !REGEX_AFTER_KEYWORD.has(prev.value) || isPunct(tokens[k - 2], '.') ? 'member' : 'array';
   }
-  return false;
+  if (prev.type !== 'punct') return prev.type === 'string' || (prev.type === 'template' && !prev.head) || prev.type === 'regex' ? 'member' : 'array';
+  if (prev.value === ')' || prev.value === ']' || prev.value === '}' || (prev.value === '.' && isPunct(tokens[k - 2], '?'))) return 'member';
+  if (prev.value !== '{' && prev.value !== ',' && prev.value !== ';') return 'array';
+  for (let j = k, d = 0; j < tokens.length; j++) {
+    if (isPunct(tokens[j], '[')) d++;
+    else if (isPunct(tokens[j], ']') && --d === 0) return isPunct(tokens[j + 1], ':') || isPunct(tokens[j + 1], '(') ? 'key' : 'array';
+  }
+  return 'array';
 }
 
 /**
@@ -443,16 +454,6 @@ function decodeEscapes(raw) {
     if (lineEnd !== undefined) return '';
     return simple[other] ?? other;
   });
-}
-
-/** Whether the [ at k reads a member (x[k], f()[k], x?.[k]) rather than opening an array. */
-function isMemberBracket(tokens, k) {
-  const prev = tokens[k - 1];
-  if (prev === undefined) return false;
-  // of and await may be variables (of[k]): read as members, so that the key is checked.
-  if (prev.type === 'ident') return !REGEX_AFTER_KEYWORD.has(prev.value) || KEYWORD_OR_VARIABLE.has(prev.value) || (tokens[k - 2]?.type === 'punct' && tokens[k - 2].value === '.');
-  if (prev.type === 'punct') return prev.value === ')' || prev.value === ']' || prev.value === '}' || (prev.value === '.' && tokens[k - 2]?.value === '?');
-  return prev.type === 'string' || (prev.type === 'template' && !prev.head) || prev.type === 'regex';
 }
 
 /** The header as the report prints it, with what its commit means for a rebuild. */

@@ -157,7 +157,7 @@ const TAMPERINGS: readonly { name: string; append: string; finding: RegExp }[] =
   // A fourth review's.
   { name: 'a string spelling eval with an escape', append: 'Object.getOwnPropertyDescriptor(global, "ev\\x61l").value("1");', finding: /a string spelling eval/ },
   { name: 'a string key spelling eval across a line continuation', append: 'const { "ev\\\nal": e } = global;', finding: /a string spelling eval/ },
-  { name: 'strings joined into eval outside brackets', append: 'const e = global["x"] || Object(global)["y"]; void ("ev" + "al");', finding: /a string spelling eval/ },
+  { name: 'strings joined into eval outside brackets', append: 'void ("ev" + "al");', finding: /a string spelling eval/ },
   { name: 'a destructuring key computed from strings', append: 'const { ["ev" + "al"]: e } = global; e("1");', finding: /computed member built from strings or a template/ },
   { name: 'require of node:process, process under another name', append: 'const p = require("node:process"); p.kill(p.pid, 10);', finding: /require\("node:process"\) can run code/ },
   { name: 'a tls context loading a client certificate engine', append: 'require("node:tls").createSecureContext().context.setClientCertEngine("/tmp/x.so");', finding: /setClientCertEngine, a way to load/ },
