@@ -84,6 +84,9 @@ export const ERRORS = {
   upstreamAuthFailed: def('upstream_auth_failed', 502, 'the upstream refused the gateway\'s own API key (not your bot token): the operator must check the gateway\'s key and its permissions'),
   httpVersion: def('http_version_not_supported', 505, 'only HTTP/1.1 (or HTTP/1.0 with a Host header) is accepted'),
   hostHeaderMissing: def('host_header_missing', 400, 'a Host header is required'),
+  // A 404, not a 400: a client offered an upgrade (Codex's WebSocket first) falls back to plain
+  // HTTP on a 404 and ends its turn on a 400.
+  upgradeNotServed: def('upgrade_not_served', 404, 'this path serves no protocol upgrade (WebSocket, h2c): send the same request as plain HTTP/1.1, without Connection: Upgrade'),
   bodyOnBodylessMethod: def('body_not_allowed', 400, 'a GET or HEAD request may not carry a body: send it without Content-Length (or with Content-Length: 0) and without Transfer-Encoding'),
   internal: def('internal', 500, 'internal proxy error'),
 } as const;

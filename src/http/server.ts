@@ -1,5 +1,6 @@
 // Listener lifecycle shared by both proxies: the node:http server and its timeouts, /healthz,
-// refusal of CONNECT and upgrades, isolation of handler errors, and graceful draining.
+// refusal of CONNECT and of upgrades (404, so that clients fall back), isolation of handler
+// errors, and graceful draining.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
@@ -93,9 +94,10 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
   // the socket requests arrive on, the TLS socket, once its handshake is done.
   server.prependListener('connection', (socket: Socket) => table.accept(socket));
   if (spec.tls !== undefined) server.on('secureConnection', (socket: TLSSocket) => table.handOver(wrappedSocket(socket), socket));
-  // CONNECT (forward-proxy tunnelling) and protocol upgrades are never proxied.
+  // CONNECT (forward-proxy tunnelling) is never proxied. No 'upgrade' listener: without one, Node
+  // hands an upgrade request to the request handler as an ordinary request, where serveRequest
+  // refuses it in the listener's own error format (upgradeRequested).
   server.on('connect', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 405, 'Method Not Allowed'));
-  server.on('upgrade', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 400, 'Bad Request'));
 
   await new Promise<void>((resolve, reject) => {
     const fail = (err: NodeJS.ErrnoException) => reject(new Error(listenErrorMessage(spec.flag, spec.address, err.code ?? err.message)));
@@ -135,6 +137,15 @@ function serveRequest(spec: ListenerSpec, table: ConnectionTable, req: IncomingM
   if (formError) {
     res.setHeader('connection', 'close');
     spec.refuse(req, res, { error: formError });
+    return;
+  }
+  // No route of either listener serves an upgrade yet. A 404 in the route's error format (never a
+  // 400) is what makes a client fall back to plain HTTP: Codex, offered a WebSocket, does on a 404
+  // and gives up its turn on a 400. The connection closes: after an upgrade request, bytes that
+  // follow may be the other protocol's.
+  if (upgradeRequested(req.headers.connection, req.headers.upgrade)) {
+    res.setHeader('connection', 'close');
+    spec.refuse(req, res, { error: ERRORS.upgradeNotServed, closeAfter: true });
     return;
   }
   if ((req.url === '/healthz' || (spec.rootIsHealth === true && req.url === '/')) && (req.method === 'GET' || req.method === 'HEAD')) {
@@ -181,6 +192,16 @@ export function requestFormError(major: number, minor: number, host: string | un
   if (major !== 1 || minor > 1) return ERRORS.httpVersion;
   if (host === undefined) return ERRORS.hostHeaderMissing;
   return undefined;
+}
+
+/**
+ * Pure: whether a request asks to switch protocols, as Node's parser (llhttp) reads it: an
+ * Upgrade header, and `upgrade` among the Connection tokens. An Upgrade header that Connection
+ * does not name is only a hop-by-hop header, dropped like the others (headers.ts).
+ */
+export function upgradeRequested(connection: string | undefined, upgrade: string | undefined): boolean {
+  if (upgrade === undefined || connection === undefined) return false;
+  return connection.split(',').some((token) => token.trim().toLowerCase() === 'upgrade');
 }
 
 /**

@@ -2,6 +2,7 @@
 // fake HTTPS upstream that answers in OpenAI's Responses format.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { after, before, test } from 'node:test';
 import { errorOf, recordFor } from '../support/gateway-replies.ts';
@@ -187,6 +188,27 @@ test('Codex and SDK headers go upstream; headers nobody listed do not', async ()
   const h = upstream.requests.at(-1)!.headers;
   assert.deepEqual([h.originator, h['session-id'], h['x-codex-turn-metadata'], h['x-stainless-lang'], h['openai-beta']], ['codex_exec', 'sess-1', '{"turn_id":"t1"}', 'js', 'responses=v1']);
   for (const name of ['x-goog-user-project', 'helicone-auth', 'chatgpt-account-id']) assert.equal(h[name], undefined, name);
+});
+
+test('an upgrade is never served: Codex\'s recorded WebSocket upgrade on /v1/responses gets 404 upgrade_not_served in the Responses error format (so that Codex falls back to POST), recorded, the connection closed, nothing sent upstream (upgradeRequested)', async () => {
+  const recorded = JSON.parse(readFileSync('test/fixtures/upgrades/codex-0.169.0.json', 'utf8')) as { method: string; url: string; headers: Record<string, string> };
+  const before = upstream.requests.length;
+  // CODEX_API_KEY, unlike OPENAI_API_KEY, makes Codex send the bot token at the upgrade.
+  const r = await send(port, recorded.method, recorded.url, { headers: { ...recorded.headers, authorization: 'Bearer bot-token' } });
+  assert.equal(r.status, 404);
+  assert.equal(r.headers.connection, 'close');
+  assert.match(String(r.headers['content-type']), /^application\/json/);
+  const error = errorOf(r);
+  assert.equal(error.code, 'upgrade_not_served');
+  assert.equal(error.type, 'not_found_error');
+  assert.match(error.message, /plain HTTP/);
+  const rec = await recordFor(gw, String(r.headers['x-client-request-id']));
+  assert.deepEqual([rec.status, rec.error, rec.api, rec.path, rec.attempts], [404, 'upgrade_not_served', 'responses', '/v1/responses', 0]);
+  assert.equal(upstream.requests.length, before, 'nothing reached the upstream');
+  // The same on the Messages route, in Anthropic's error format.
+  const m = await send(port, 'GET', '/v1/messages', { headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' } });
+  assert.equal(m.status, 404);
+  assert.deepEqual(JSON.parse(m.body.toString()).error.type, 'not_found_error');
 });
 
 test('GET /v1/models/{id} answers an allowlisted model and 404 model_not_found for any other', async () => {

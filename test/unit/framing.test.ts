@@ -8,7 +8,7 @@ import { createServer, type TLSSocket } from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { bodyFraming, createUpstreamAgent, newExchange, openUpstream } from '../../src/http/forward.ts';
-import { bodylessMethodError } from '../../src/http/server.ts';
+import { bodylessMethodError, upgradeRequested } from '../../src/http/server.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const clientBody = (headers: Record<string, string>) => ({ headers }) as unknown as IncomingMessage;
@@ -39,6 +39,16 @@ test('bodylessMethodError: a GET or HEAD that announces a body is refused; Conte
   assert.equal(bodylessMethodError('POST', '5', undefined), undefined);
   assert.equal(bodylessMethodError('POST', undefined, 'chunked'), undefined);
   assert.equal(bodylessMethodError('GET', '5', undefined)?.status, 400);
+});
+
+test('upgradeRequested: an Upgrade header counts only when Connection names upgrade, in any case and place of its list, as llhttp reads it', () => {
+  assert.equal(upgradeRequested('Upgrade', 'websocket'), true);
+  assert.equal(upgradeRequested('keep-alive, UPGRADE', 'websocket'), true);
+  assert.equal(upgradeRequested('Upgrade, HTTP2-Settings', 'h2c'), true);
+  assert.equal(upgradeRequested('keep-alive', 'websocket'), false, 'a bare Upgrade header is a hop-by-hop header, dropped');
+  assert.equal(upgradeRequested(undefined, 'websocket'), false);
+  assert.equal(upgradeRequested('upgrade', undefined), false);
+  assert.equal(upgradeRequested('upgrades, x-upgrade', 'websocket'), false, 'whole tokens only');
 });
 
 // ---- the bytes on the wire ----
