@@ -7,7 +7,8 @@
 //   validate  kubernetes-models and @kubernetes-models/prometheus-operator (the Kubernetes and
 //             Prometheus Operator OpenAPI schemas, as validators and as TypeScript types) and yaml
 //             (to read what kubectl renders).
-// `npx tsx scripts/deploy-tools.ts` installs what is missing (.ci/run does); the test only looks.
+// `npx tsx scripts/deploy-tools.ts` installs what is missing (npm test runs it beside the build);
+// the test only looks.
 // Where: ${DEPLOY_TOOLS_DIR:-${XDG_CACHE_HOME:-~/.cache}/credential-proxy-deploy}.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // npm test. The steps and what each needs:
-//   1. build dist/proxy.js (the integration tests that test the process run that file);
+//   1. build dist/proxy.js (the integration tests that test the process run that file), and beside
+//      it install the deploy kit's checkers where missing (scripts/deploy-tools.ts);
 //   2. at the same time, as they need nothing of each other: the bundle's audit, the type check
 //      and the unused exports (one TypeScript program, check-exports.mjs --typecheck), the SSE
 //      fixture check, and every test file under node --test.
@@ -181,8 +182,19 @@ const files = process.argv.length > 2 ? process.argv.slice(2) : testFiles();
 const concurrency = Number(process.env.TEST_PROCESSES ?? Math.max(2, availableParallelism() * 2));
 
 const results = [];
-const build = await run('build', {}, ['build.mjs']);
+// The deploy kit's checkers (kubectl, the Kubernetes schemas) live outside the tree like the agents
+// of e2e:agents; npm test installs what is missing itself, beside the build, so that a fresh clone
+// with an empty home directory passes by the README's command alone. Installed, this is a look.
+const needsDeployTools = files.some((f) => /deploy-kit/.test(f));
+const [build, deployTools] = await Promise.all([
+  run('build', {}, ['build.mjs']),
+  needsDeployTools ? run('deploy tools', {}, ['--require', 'tsx/cjs', 'scripts/deploy-tools.ts'], true) : undefined,
+]);
 results.push(build);
+if (deployTools) {
+  results.push(deployTools);
+  if (!deployTools.ok) process.stdout.write(deployTools.output);
+}
 if (!build.ok) {
   console.error(`npm test: build failed (exit ${build.code})`);
   process.exit(1);

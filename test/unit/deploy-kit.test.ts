@@ -3,7 +3,7 @@
 // schemas (the validators of kubernetes-models, and its TypeScript types for unknown fields), then
 // the promises docs/operations.md "Kubernetes" makes, one test each; the alert rules through
 // `promtool check rules` and `promtool test rules`. The tools are installed outside the tree by
-// scripts/deploy-tools.ts (.ci/run runs it); a missing one fails the test, naming the install.
+// scripts/deploy-tools.ts (npm test runs it); a missing one fails the test, naming the install.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
