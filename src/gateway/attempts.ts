@@ -25,6 +25,7 @@ export async function sendWithRetries(call: GatewayCall, target: UpstreamTarget,
     if (call.gone) return ended(call);
     const attempt = newExchange();
     call.attempt = attempt;
+    call.lastAttempt = attempt;
     call.attempts++;
     call.waitingAfterUnbilled = false;
     const sent = openUpstream(target, policy.timeouts, body.bytes!, attempt);

@@ -4,11 +4,12 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { NO_IDENTITY, type WorkloadIdentity } from '../auth/identity.ts';
+import type { Exchange } from '../http/forward.ts';
 import { RequestLifecycle, type Outcome, type Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import type { GatewayLogEvent } from './log-events.ts';
 import { writeProxyError } from '../http/respond.ts';
-import { mayHaveCost, type Reservation } from '../limits/admission.ts';
+import type { Reservation } from '../limits/admission.ts';
 import { chargeFor, type Charge } from '../limits/charge.ts';
 import type { WorstCase } from '../limits/worst-case.ts';
 import type { PriceTable } from './prices.ts';
@@ -40,6 +41,8 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState {
   relaying = false;
   summary: CallSummary | undefined;
   attempts = 0;
+  /** The last upstream attempt's exchange, kept after it (`attempt` is let go of between attempts): whether the request reached the provider. */
+  lastAttempt: Exchange | undefined;
   retries = 0;
   rateLimited = 0;
   upstreamRequestId: string | undefined;
@@ -93,8 +96,20 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState {
       if (this.reservation) {
         const failure = callFailure(this.exchange.failure, this.summary);
         const price = this.provider && this.model ? this.ctx.prices?.get(this.provider.config.name, this.model) : undefined;
-        const billable = mayHaveCost(this.attempts, outcome.status, failure !== undefined) && !this.waitingAfterUnbilled;
-        this.charge = chargeFor({ summary: this.summary, bytesIn: this.bytesIn, bytesOut: this.exchange.bytesOut, cut: failure !== undefined, billable, streamed: this.stream }, price, this.worst);
+        this.charge = chargeFor(
+          {
+            summary: this.summary,
+            bytesIn: this.bytesIn,
+            bytesOut: this.exchange.bytesOut,
+            cut: failure !== undefined,
+            reached: this.lastAttempt?.reached === true,
+            status: outcome.status,
+            betweenAttempts: this.waitingAfterUnbilled,
+            streamed: this.stream,
+          },
+          price,
+          this.worst,
+        );
         this.reservation.release({ tokens: this.charge.tokens, costUsd: this.charge.costUsd });
       }
     } finally {

@@ -6,7 +6,7 @@ import type { Exchange } from '../http/forward.ts';
 import type { Outcome } from '../http/lifecycle.ts';
 import type { TraceContext } from '../http/trace-context.ts';
 import { elapsedMs, pathForLog } from '../http/log.ts';
-import type { Charge } from '../limits/charge.ts';
+import type { Charge, ChargeBasis } from '../limits/charge.ts';
 import type { CredentialSource } from './credentials/source.ts';
 import type { ApiName, CallSummary } from './protocols/protocol.ts';
 import { microDollars } from './prices.ts';
@@ -75,6 +75,8 @@ export type ModelRequestRecord = {
   readonly charged_usd: number | null;
   /** The charge was estimated from the bytes relayed: the upstream reported no (complete) usage. */
   readonly charge_estimated: boolean | null;
+  /** Which rule set the charge (chargeFor): `not_sent` and `error_answer` charge nothing. Null without --limits, or for a call refused before admission. */
+  readonly charge_basis: ChargeBasis | null;
 };
 
 /** What a model call knows about itself when it is over: the call object's state, read only. */
@@ -181,5 +183,6 @@ export function modelRecord(call: ModelCallState, outcome: Outcome, charge: Char
     // To the micro-dollar, the unit the budgets are charged in: no float noise in the log.
     charged_usd: charge?.usd == null ? null : microDollars(charge.usd),
     charge_estimated: charge ? charge.estimated : null,
+    charge_basis: charge?.basis ?? null,
   };
 }

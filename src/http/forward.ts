@@ -187,10 +187,17 @@ export interface Exchange {
   /** Set once, by whichever side failed first. */
   /** `shutdown`: a forced shutdown cut the client's connection. */
   failure: UpstreamFailure | 'client_aborted' | 'shutdown' | undefined;
+  /**
+   * The request went out on a connection to the upstream that was up (a pooled one, or a new one
+   * once its TCP connect and TLS handshake were done, through the egress tunnel where there is
+   * one): from then on a byte of it may have reached the upstream. Never set for a connect
+   * refused, a name that did not resolve, a failed handshake, a tunnel refused or a connect timeout.
+   */
+  reached: boolean;
 }
 
 export function newExchange(): Exchange {
-  return { bytesIn: 0, bytesOut: 0, failure: undefined };
+  return { bytesIn: 0, bytesOut: 0, failure: undefined, reached: false };
 }
 
 export interface UpstreamCall {
@@ -261,15 +268,18 @@ export function openUpstream(
     // On failure pipeline destroys both sides; who broke first is already recorded.
     pipeline(source, request, () => {});
   };
-  // A pooled connection is already up. Only a new one gets a connect timer (TCP plus TLS).
+  // A pooled connection is already up. Only a new one gets a connect timer (TCP plus TLS), which
+  // ends when it is up: its TLS handshake done, or for plain HTTP its TCP connect.
   let connectTimer: NodeJS.Timeout | undefined;
+  const connected = () => {
+    clearTimeout(connectTimer);
+    exchange.reached = true;
+    sendBody();
+  };
   request.once('socket', (socket) => {
-    if (request.reusedSocket) return sendBody();
+    if (request.reusedSocket) return connected();
     if (timeouts.connectMs > 0) connectTimer = setTimeout(fail, timeouts.connectMs, 'connect_timeout');
-    socket.once('secureConnect', () => {
-      clearTimeout(connectTimer);
-      sendBody();
-    });
+    socket.once(target.plainHttp ? 'connect' : 'secureConnect', connected);
   });
 
   const response = new Promise<IncomingMessage>((resolve, reject) => {

@@ -166,16 +166,6 @@ export function estimateTokens(bodyBytes: number): number {
   return Math.ceil(bodyBytes / 4);
 }
 
-/**
- * Pure: whether a call can have cost anything. Not when nothing reached the upstream, nor when the
- * upstream answered with a complete error (a refused call is not billed: the providers charge
- * generation, and an agent's retries of an upstream 429 must not eat its budget). A call cut in
- * any way after it was sent (client gone, stream cut, timeout, reset) may have been billed.
- */
-export function mayHaveCost(attempts: number, status: number, cut: boolean): boolean {
-  return attempts > 0 && (cut || status < 400);
-}
-
 /** What admission answers: the call's reservation, or why not. */
 export type Admission =
   | { readonly ok: true; readonly reservation: Reservation }

@@ -43,6 +43,7 @@ export function modelRecord(over: Partial<ModelRequestRecord> = {}): ModelReques
     limit: null,
     charged_usd: null,
     charge_estimated: null,
+    charge_basis: null,
     ...over,
   };
 }

@@ -114,8 +114,8 @@ test('modelRecord: a client that left after [DONE] is recorded complete; one tha
   assert.deepEqual([complete.interrupted, complete.error], [null, null]);
   const cut = modelRecord(state({ attempts: 1, relaying: true, stream: true, exchange: done, summary: summary() }), { status: 200, error: undefined }, undefined, 1);
   assert.deepEqual([cut.interrupted, cut.error], ['client', 'client_aborted']);
-  const plain = modelRecord(state({ attempts: 1, exchange: done }), { status: 0, error: undefined }, { tokens: 3, costUsd: 0.1, usd: 0.1, estimated: true }, 1);
-  assert.deepEqual([plain.interrupted, plain.error, plain.charged_usd, plain.charge_estimated], ['client', 'client_aborted', 0.1, true]);
+  const plain = modelRecord(state({ attempts: 1, exchange: done }), { status: 0, error: undefined }, { tokens: 3, costUsd: 0.1, usd: 0.1, estimated: true, basis: 'worst_case' }, 1);
+  assert.deepEqual([plain.interrupted, plain.error, plain.charged_usd, plain.charge_estimated, plain.charge_basis], ['client', 'client_aborted', 0.1, true, 'worst_case']);
 });
 
 const usageOf = (inputTokens: number | null, outputTokens: number | null, cachedTokens: number | null = null) => ({ inputTokens, outputTokens, reasoningTokens: null, cachedTokens, cacheWriteTokens: null });
@@ -125,23 +125,40 @@ const worst = { inputTokens: 100, outputTokens: 4000, usd: priced(100, 4000) };
 
 test('chargeFor: a call that cannot have cost anything is charged nothing; complete usage is charged as reported', () => {
   const complete = summary({ usageComplete: true, usage: usageOf(100, 50) });
-  assert.deepEqual(chargeFor({ summary: complete, bytesIn: 4000, bytesOut: 4000, cut: false, billable: false, streamed: true }, price, worst), { tokens: 0, costUsd: 0, usd: 0, estimated: false });
-  assert.deepEqual(chargeFor({ summary: complete, bytesIn: 4000, bytesOut: 4000, cut: false, billable: true, streamed: true }, price, worst), { tokens: 150, costUsd: priced(100, 50), usd: priced(100, 50), estimated: false });
+  assert.deepEqual(chargeFor({ summary: complete, bytesIn: 4000, bytesOut: 4000, cut: false, reached: true, status: 429, betweenAttempts: false, streamed: true }, price, worst), { tokens: 0, costUsd: 0, usd: 0, estimated: false, basis: 'error_answer' });
+  assert.deepEqual(chargeFor({ summary: complete, bytesIn: 4000, bytesOut: 4000, cut: false, reached: true, status: 200, betweenAttempts: false, streamed: true }, price, worst), { tokens: 150, costUsd: priced(100, 50), usd: priced(100, 50), estimated: false, basis: 'usage' });
+});
+
+test('chargeFor: an outage spends nothing: a call no byte of which can have reached the provider (refused connect, DNS, TLS, egress tunnel refused) is charged nothing, cut or not; one cut after its connection was up is charged its worst case', () => {
+  const notSent = { summary: undefined, bytesIn: 400, bytesOut: 0, cut: true, reached: false, status: 502, betweenAttempts: false, streamed: false };
+  assert.deepEqual(chargeFor(notSent, price, worst), { tokens: 0, costUsd: 0, usd: 0, estimated: false, basis: 'not_sent' });
+  assert.deepEqual(chargeFor({ ...notSent, status: 0 }, price, worst).basis, 'not_sent', 'the client left while the connection was being made');
+  assert.deepEqual(chargeFor({ ...notSent, betweenAttempts: true, status: 0 }, price, worst).basis, 'not_sent', 'the client left waiting to retry a refused connect');
+  assert.deepEqual(chargeFor({ ...notSent, reached: true }, price, worst), { tokens: 4100, costUsd: worst.usd, usd: worst.usd, estimated: true, basis: 'worst_case' }, 'control: reset after the provider may have read it');
+});
+
+test('chargeFor: a complete error answer is not billed, nor a call that ended waiting to retry after one; a call cut after it was sent may have been', () => {
+  const call = { summary: undefined, bytesIn: 400, bytesOut: 0, cut: false, reached: true, betweenAttempts: false, streamed: false };
+  for (const status of [400, 429, 500, 529]) assert.equal(chargeFor({ ...call, status }, price, worst).basis, 'error_answer', String(status));
+  assert.equal(chargeFor({ ...call, status: 0, cut: true, betweenAttempts: true }, price, worst).basis, 'error_answer', 'the client left during the wait after a 429');
+  assert.equal(chargeFor({ ...call, status: 0, cut: true }, price, worst).basis, 'worst_case', 'the client left while the provider worked');
+  assert.equal(chargeFor({ ...call, status: 502, cut: true }, price, worst).basis, 'worst_case', 'a reset after the request was sent');
+  assert.equal(chargeFor({ ...call, status: 200 }, price, worst).basis, 'estimate', 'a success without usage');
 });
 
 test('chargeFor: a call cut before any of its answer arrived is charged its worst case (the provider finishes a non-streamed generation and bills it)', () => {
-  assert.deepEqual(chargeFor({ summary: undefined, bytesIn: 400, bytesOut: 0, cut: true, billable: true, streamed: true }, price, worst), { tokens: 4100, costUsd: worst.usd, usd: worst.usd, estimated: true });
-  assert.deepEqual(chargeFor({ summary: undefined, bytesIn: 400, bytesOut: 9000, cut: true, billable: true, streamed: false }, price, worst), { tokens: 4100, costUsd: worst.usd, usd: worst.usd, estimated: true }, 'a non-streamed answer cut before its end (its usage comes last): the worst case, whatever crossed');
-  assert.deepEqual(chargeFor({ summary: undefined, bytesIn: 400, bytesOut: 0, cut: true, billable: true, streamed: true }, undefined, { ...worst, usd: 0 }), { tokens: 4100, costUsd: 0, usd: null, estimated: true }, 'no price: the tokens still count');
+  assert.deepEqual(chargeFor({ summary: undefined, bytesIn: 400, bytesOut: 0, cut: true, reached: true, status: 200, betweenAttempts: false, streamed: true }, price, worst), { tokens: 4100, costUsd: worst.usd, usd: worst.usd, estimated: true, basis: 'worst_case' });
+  assert.deepEqual(chargeFor({ summary: undefined, bytesIn: 400, bytesOut: 9000, cut: true, reached: true, status: 200, betweenAttempts: false, streamed: false }, price, worst), { tokens: 4100, costUsd: worst.usd, usd: worst.usd, estimated: true, basis: 'worst_case' }, 'a non-streamed answer cut before its end (its usage comes last): the worst case, whatever crossed');
+  assert.deepEqual(chargeFor({ summary: undefined, bytesIn: 400, bytesOut: 0, cut: true, reached: true, status: 200, betweenAttempts: false, streamed: true }, undefined, { ...worst, usd: 0 }), { tokens: 4100, costUsd: 0, usd: null, estimated: true, basis: 'worst_case' }, 'no price: the tokens still count');
 });
 
 test('chargeFor: a cut stream is charged at least every usage figure it already reported (input from its first event), and at least the bytes / 4 estimate', () => {
   const started = summary({ usage: usageOf(150_000, null) });
-  const charge = chargeFor({ summary: started, bytesIn: 400, bytesOut: 800, cut: true, billable: true, streamed: true }, price, worst);
-  assert.deepEqual(charge, { tokens: 150_000 + 200, costUsd: priced(150_000, 200), usd: priced(150_000, 200), estimated: true });
-  const noUsage = chargeFor({ summary: summary(), bytesIn: 401, bytesOut: 8, cut: false, billable: true, streamed: true }, price, worst);
-  assert.deepEqual(noUsage, { tokens: 101 + 2, costUsd: priced(101, 2), usd: priced(101, 2), estimated: true }, 'a stream without usage (chat without include_usage): the bytes');
-  assert.deepEqual(chargeFor({ summary: summary(), bytesIn: 400, bytesOut: 0, cut: false, billable: true, streamed: true }, undefined, worst), { tokens: 100, costUsd: 0, usd: null, estimated: true }, 'no price: tokens counted, no money');
+  const charge = chargeFor({ summary: started, bytesIn: 400, bytesOut: 800, cut: true, reached: true, status: 200, betweenAttempts: false, streamed: true }, price, worst);
+  assert.deepEqual(charge, { tokens: 150_000 + 200, costUsd: priced(150_000, 200), usd: priced(150_000, 200), estimated: true, basis: 'estimate' });
+  const noUsage = chargeFor({ summary: summary(), bytesIn: 401, bytesOut: 8, cut: false, reached: true, status: 200, betweenAttempts: false, streamed: true }, price, worst);
+  assert.deepEqual(noUsage, { tokens: 101 + 2, costUsd: priced(101, 2), usd: priced(101, 2), estimated: true, basis: 'estimate' }, 'a stream without usage (chat without include_usage): the bytes');
+  assert.deepEqual(chargeFor({ summary: summary(), bytesIn: 400, bytesOut: 0, cut: false, reached: true, status: 200, betweenAttempts: false, streamed: true }, undefined, worst), { tokens: 100, costUsd: 0, usd: null, estimated: true, basis: 'estimate' }, 'no price: tokens counted, no money');
 });
 
 test('limitRefusal: a rate or concurrency limit is 429 with Retry-After on every protocol; a spent budget is 429 insufficient_quota on OpenAI routes and 402 billing_error on Anthropic ones; a store outage is 503 with Retry-After', () => {
