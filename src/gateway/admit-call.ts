@@ -24,7 +24,7 @@ export async function admitCall(limits: LimitsStore | undefined, who: WorkloadId
   if (!limits) return { ok: true, reservation: undefined };
   const unpriced = unpricedCallReason(effectivePolicy(limits.policy, who.lowered), { model: call.model, priced: call.price !== undefined, priceChange: call.priceChange }, protocol.api, { 'anthropic-beta': anthropicBeta });
   if (unpriced) return { ok: false, refusal: { error: ERRORS.unpricedCall, message: unpriced }, limit: 'unpriced_call' };
-  const worst = worstCase(bodyBytes, call.maxOutputTokens, limits.policy.assumedMaxOutputTokens ?? ASSUMED_MAX_OUTPUT_TOKENS, call.price);
+  const worst = worstCase(bodyBytes, call.maxOutputTokens, limits.policy.assumedMaxOutputTokens ?? ASSUMED_MAX_OUTPUT_TOKENS, call.price, call.outputFactor);
   const admitted = await limits.admit(who, bodyBytes, nowMs, limits.policy.holdWorstCase === true ? worst.usd : 0);
   if (admitted.ok) return { ok: true, reservation: admitted.reservation, worst };
   return { ok: false, refusal: limitRefusal(admitted, protocol.kind === 'openai' ? 'openai' : 'anthropic'), limit: admitted.kind };

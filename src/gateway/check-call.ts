@@ -28,6 +28,8 @@ export type CheckedCall =
       readonly priceChange?: PriceChange;
       /** The most output the body allows, when it names a limit (the call's worst case). */
       readonly maxOutputTokens?: number;
+      /** How many times over the provider generates that output (`n` choices), when more than once. */
+      readonly outputFactor?: number;
     }
   | {
       readonly ok: false;
@@ -60,5 +62,5 @@ export function checkCall(bytes: Buffer, protocol: WireProtocol, pathModel: Path
     return { ok: false, refusal: { error: ERRORS.modelNotOnRoute, param: 'model', message }, model, provider };
   }
   const price = policy.prices?.get(provider.config.name, checked.model);
-  return { ok: true, model, provider, stream: checked.stream, ...(price === undefined ? {} : { price }), ...(checked.priceChange === undefined ? {} : { priceChange: checked.priceChange }), ...(checked.maxOutputTokens === undefined ? {} : { maxOutputTokens: checked.maxOutputTokens }) };
+  return { ok: true, model, provider, stream: checked.stream, ...(checked.outputFactor === undefined ? {} : { outputFactor: checked.outputFactor }), ...(price === undefined ? {} : { price }), ...(checked.priceChange === undefined ? {} : { priceChange: checked.priceChange }), ...(checked.maxOutputTokens === undefined ? {} : { maxOutputTokens: checked.maxOutputTokens }) };
 }

@@ -3,7 +3,7 @@
 // (./protocols/) say what differs per API; these rules are the same for all of them.
 import type { WorkloadIdentity } from '../auth/identity.ts';
 import { maxOutputTokens } from '../limits/worst-case.ts';
-import { priceChange } from '../limits/price-changers.ts';
+import { outputMultiple, priceChange } from '../limits/price-changers.ts';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { IDENTITY_VALUE } from '../auth/jwt.ts';
 import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';
@@ -145,9 +145,10 @@ export function checkRequestBody(body: Buffer, protocol: WireProtocol, policy: R
   if (refusal) return { ...refusal, model };
   // The first value that changes the price of a call, read by the protocol's table (the limits
   // refuse what they cannot count).
-  const change = priceChange(protocol.api, 'body', req);
+  const multiple = outputMultiple(protocol.api, req);
+  const change = priceChange(protocol.api, 'body', req) ?? multiple.change;
   const maxOutput = maxOutputTokens(req);
-  return { ok: true, model, stream, ...(change === undefined ? {} : { priceChange: change }), ...(maxOutput === undefined ? {} : { maxOutputTokens: maxOutput }) };
+  return { ok: true, model, stream, ...(multiple.factor === 1 ? {} : { outputFactor: multiple.factor }), ...(change === undefined ? {} : { priceChange: change }), ...(maxOutput === undefined ? {} : { maxOutputTokens: maxOutput }) };
 }
 
 

@@ -17,7 +17,9 @@
 // - Hosted tools' per-use fees (a web search, a code-execution hour): off unless the operator
 //   allows the tool (--allow-hosted-tools); start-up says the budget does not count those fees.
 // - What the usage reports and the table prices: cache reads and 5-minute cache writes,
-//   reasoning tokens, every choice of `n`, rejected predicted tokens.
+//   reasoning tokens, rejected predicted tokens (they count within the output limit). A value
+//   that multiplies the output (`n` choices) is priced by the usage too, but it multiplies what a
+//   call cut before its usage may have cost: it has its own table, OUTPUT_MULTIPLIERS, below.
 // The blocks whose `input` is the model's arguments to a tool (tool_use, server_tool_use), not
 // instructions to the provider: the content checks skip the same.
 import { ARGUMENT_BLOCKS } from '../gateway/protocols/content.ts';
@@ -254,4 +256,64 @@ export function priceChange(api: ApiName, where: PriceChanger['in'], source: unk
     }
   }
   return undefined;
+}
+
+/**
+ * A request value that makes the provider generate, and bill, the output more than once: a call's
+ * worst case (what it holds, and is charged when cut before its usage) is its output limit times
+ * the factor. Under a money budget a factor above 1 is refused as a price change: the budget's
+ * bound is one call's worst case, and a factor would multiply it (by up to 128 for `n`).
+ */
+export interface OutputMultiplier {
+  /** The field as the provider documents it. */
+  readonly field: string;
+  /** The value this body gives it (undefined: absent). */
+  readonly value: (body: unknown) => unknown;
+  /** The largest factor the API accepts: a value that is not a whole number from 1 to this is counted as this. */
+  readonly max: number;
+  readonly why: string;
+  readonly instead: string;
+}
+
+/**
+ * The output multipliers of each wire protocol, checked against each API's reference:
+ * - chat completions: `n`, the number of choices, each generated up to the output limit and billed
+ *   (https://platform.openai.com/docs/api-reference/chat/create#chat-create-n; 1 to 128).
+ * - Responses: none; it generates one answer per call (no `n`), and its hosted tools' calls are
+ *   refused unless allowed (their fees are apart, start-up says so).
+ * - Messages (and the clouds' Messages): none; one message per call.
+ * Predicted outputs' rejected tokens count within the output limit, so they multiply nothing.
+ */
+export const OUTPUT_MULTIPLIERS: Readonly<Record<ApiName, readonly OutputMultiplier[]>> = {
+  chat_completions: [
+    {
+      field: 'n',
+      value: (body) => (isObject(body) ? body.n : undefined),
+      max: 128,
+      why: 'makes the provider generate and bill that many choices, each up to the output limit, and the budget bounds one call\'s worst case',
+      instead: 'send 1 or leave it out, and make one call per choice',
+    },
+  ],
+  responses: [],
+  messages: [],
+};
+
+/** How many times over a body asks for its output, and, when more than once, the price change that says why a money budget refuses it. */
+export interface OutputMultiple {
+  readonly factor: number;
+  readonly change?: PriceChange;
+}
+
+/** Pure: the factor a body multiplies its output by (the product of its protocol's rows; absent or null: 1), and the first row above 1. */
+export function outputMultiple(api: ApiName, body: unknown): OutputMultiple {
+  let factor = 1;
+  let change: PriceChange | undefined;
+  for (const row of OUTPUT_MULTIPLIERS[api]) {
+    const v = row.value(body);
+    if (v === undefined || v === null || v === 1) continue;
+    const f = typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= row.max ? v : row.max;
+    factor *= f;
+    change ??= { field: row.field, message: `"${row.field}": ${valueShown(v)} ${row.why}; ${row.instead}` };
+  }
+  return change === undefined ? { factor } : { factor, change };
 }

@@ -30,12 +30,13 @@ export interface WorstCase {
 
 /**
  * Pure: a call's worst case: its input estimated from the body's size (estimateTokens) and the
- * most output it allows (or `assumedMaxOutputTokens` when the body names no limit), at the
- * model's prices. Input read from images or PDFs can exceed the estimate: the bound says so.
+ * most output it allows (or `assumedMaxOutputTokens` when the body names no limit) times the
+ * number of times the provider generates it (`outputFactor`: `n` choices, OUTPUT_MULTIPLIERS),
+ * at the model's prices. Input read from images or PDFs can exceed the estimate: the bound says so.
  */
-export function worstCase(bodyBytes: number, maxOutput: number | undefined, assumedMaxOutputTokens: number, price: ModelPrice | undefined): WorstCase {
+export function worstCase(bodyBytes: number, maxOutput: number | undefined, assumedMaxOutputTokens: number, price: ModelPrice | undefined, outputFactor = 1): WorstCase {
   const inputTokens = estimateTokens(bodyBytes);
-  const outputTokens = maxOutput ?? assumedMaxOutputTokens;
+  const outputTokens = (maxOutput ?? assumedMaxOutputTokens) * outputFactor;
   const usd = price ? (costUsd(price, { input: inputTokens, output: outputTokens, reasoning: null, cached: null, cache_write: null }) ?? 0) : 0;
   return { inputTokens, outputTokens, usd };
 }

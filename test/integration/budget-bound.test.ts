@@ -158,3 +158,55 @@ test('budget: a client that leaves while the gateway waits to retry after a 429 
     await gw.close();
   }
 });
+
+/** A chat completion cut by its client once the provider has it (the provider generates, and bills, `n` choices regardless). */
+function cutChat(port: number, body: Record<string, unknown>, run: string): Promise<number | 'cut'> {
+  return new Promise((resolve) => {
+    const reached = new Promise<void>((r) => (arrived = r));
+    const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/v1/chat/completions', agent: false, headers: { 'content-type': 'application/json', 'x-instance-id': `bot-${run}`, 'x-run-id': run } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode!));
+    });
+    req.on('error', () => {});
+    req.end(JSON.stringify({ model: TEST_MODEL, messages: [{ role: 'user', content: 'go' }], ...body }));
+    void reached.then(() => {
+      req.destroy();
+      resolve('cut');
+    });
+  });
+}
+
+test('budget: n choices: a chat completion\'s n multiplies what a call cut before its usage is charged (16 choices of 1,000 tokens: $0.16, not $0.01), and under a money budget n above 1 is refused 400 price_not_counted and never forwarded (outputMultiple, worstCase)', { timeout: 30_000 }, async () => {
+  const N = 16;
+  const MAX = 1000;
+  const price = { input: 1, output: 10 };
+  let forwarded = 0;
+  upstream.script((_req, _res, recorded) => {
+    // The provider generates n choices and bills them whether or not its client stays.
+    forwarded++;
+    const body = JSON.parse(recorded.body.toString()) as { n?: number; max_completion_tokens: number };
+    billed.push((estimateTokens(recorded.body.length) * price.input + (body.n ?? 1) * body.max_completion_tokens * price.output) / 1e6);
+    arrived();
+  });
+  const prices = parsePrices(JSON.stringify({ providers: { openai: { [TEST_MODEL]: price } } }), 'prices.json');
+  // Tokens limits only: no money budget, so n is forwarded and its worst case counted.
+  const tokensOnly = await startGatewayInProcess({ baseUrl: `https://127.0.0.1:${upstream.port}`, pki, limits: new LocalLimits(parseLimitsFile(JSON.stringify({ perInstance: { tokensPerMinute: 10_000_000 } }), 'limits.json')), prices });
+  // The security review's case: a $0.05 budget, one call at a time, each held at its worst case.
+  const money = await startGatewayInProcess({ baseUrl: `https://127.0.0.1:${upstream.port}`, pki, limits: new LocalLimits(parseLimitsFile(JSON.stringify({ perInstance: { concurrent: 1 }, perRun: { budgetUsd: 0.05 }, perCall: { holdWorstCase: true } }), 'limits.json')), prices });
+  try {
+    billed = [];
+    assert.equal(await cutChat(tokensOnly.port, { n: N, max_completion_tokens: MAX }, 'run-n'), 'cut');
+    const rec = await tokensOnly.records.nth(1);
+    assert.equal(rec.charge_basis, 'worst_case');
+    assert.ok(rec.charged_usd! + 1e-9 >= billed[0]!, `charged $${rec.charged_usd}, at least the $${billed[0]} billed for ${N} choices`);
+    assert.equal(rec.charged_usd, Math.round(billed[0]! * 1e6) / 1e6);
+    const seen = forwarded;
+    const refused = await cutChat(money.port, { n: N, max_completion_tokens: MAX }, 'run-n-money');
+    assert.equal(refused, 400);
+    const refusal = await money.records.nth(1);
+    assert.deepEqual([refusal.status, refusal.error, refusal.limit], [400, 'price_not_counted', 'unpriced_call']);
+    assert.equal(forwarded, seen, 'never forwarded');
+  } finally {
+    await Promise.all([tokensOnly.close(), money.close()]);
+  }
+});

@@ -10,7 +10,8 @@ import type { ApiName } from '../../src/gateway/protocols/protocol.ts';
 import { POLICY_KEYS } from '../../src/gateway/rules.ts';
 import { admissionVerdict, effectivePolicy } from '../../src/limits/admission.ts';
 import { aboveCeilingReason, hostedToolFeesWarning, tokenCeiling, unpricedCallReason, unpricedWarning, type LimitsPolicy } from '../../src/limits/policy.ts';
-import { PRICE_CHANGERS, priceChange } from '../../src/limits/price-changers.ts';
+import { OUTPUT_MULTIPLIERS, outputMultiple, PRICE_CHANGERS, priceChange } from '../../src/limits/price-changers.ts';
+import { worstCase } from '../../src/limits/worst-case.ts';
 
 const user = { role: 'user', content: 'hi' };
 const chat = (extra: Record<string, unknown>) => ({ model: 'gpt-x', messages: [user], ...extra });
@@ -215,6 +216,37 @@ test('price changers: every body key the tables read is a policy key, so a case 
   for (const key of ['service_tier', 'speed', 'inference_geo', 'anthropic_beta', 'cache_control', 'ttl', 'modalities', 'audio']) assert.ok(read.has(key), `${key} is read`);
 });
 
+// ---- the output multipliers: values that make the provider generate (and bill) the output more than once ----
+
+test('output multipliers: chat completions "n": absent, null or 1 is once; a whole number up to 128 multiplies the output and is a price change; any other value counts as 128 (outputMultiple)', () => {
+  for (const body of [chat({}), chat({ n: null }), chat({ n: 1 })]) assert.deepEqual(outputMultiple('chat_completions', body), { factor: 1 }, JSON.stringify(body));
+  const sixteen = outputMultiple('chat_completions', chat({ n: 16 }));
+  assert.equal(sixteen.factor, 16);
+  assert.equal(sixteen.change?.field, 'n');
+  assert.match(sixteen.change!.message, /^"n": 16 makes the provider generate and bill that many choices.*; send 1 or leave it out/);
+  for (const n of [0, -1, 1.5, 129, '16', [2], true]) {
+    const m = outputMultiple('chat_completions', chat({ n }));
+    assert.deepEqual([m.factor, m.change?.field], [128, 'n'], `n: ${JSON.stringify(n)} is not a factor the API takes: counted at its most`);
+  }
+  assert.equal(outputMultiple('chat_completions', chat({ n: 128 })).factor, 128);
+});
+
+test('output multipliers: every row has its test; Responses and Messages have none (one answer per call), so "n" there multiplies nothing', () => {
+  const rows = Object.entries(OUTPUT_MULTIPLIERS).flatMap(([api, table]) => table.map((row) => `${api} ${row.field}`));
+  assert.deepEqual(rows, ['chat_completions n']);
+  for (const api of ['responses', 'messages'] as const) assert.deepEqual(outputMultiple(api, { n: 16 }), { factor: 1 });
+});
+
+test('worstCase: the output part is multiplied by the output factor (n choices), the input is not; without a limit the assumed output is multiplied', () => {
+  const price = { input: 1, output: 10, cached: undefined, reasoning: undefined, cacheWrite: undefined };
+  const one = worstCase(400, 1000, 128_000, price);
+  const sixteen = worstCase(400, 1000, 128_000, price, 16);
+  assert.deepEqual([one.inputTokens, one.outputTokens], [100, 1000]);
+  assert.deepEqual([sixteen.inputTokens, sixteen.outputTokens], [100, 16_000]);
+  assert.equal(Math.round(sixteen.usd * 1e6), 100 + 160_000, '$0.16 for 16 choices of 1,000 tokens at $10/M, not $0.01');
+  assert.equal(worstCase(400, undefined, 128_000, price, 2).outputTokens, 256_000);
+});
+
 // ---- admission: what a money budget makes of it ----
 
 const MONEY: LimitsPolicy = { concurrent: 0, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 1, workflowBudgetUsdPerDay: 0 };
@@ -229,6 +261,12 @@ test('unpricedCallReason: under a money budget a model without a price is refuse
   assert.match(unpricedCallReason({ ...NO_MONEY, ceilings: { runBudgetUsd: 5 } }, { model: 'gpt-typo', priced: false }, 'chat_completions', {}) ?? '', /gpt-typo/, 'a ceiling a token may ask up to is a money limit');
   assert.match(unpricedCallReason(effectivePolicy(NO_MONEY, { budgetUsd: 2 }), { model: 'gpt-typo', priced: false }, 'chat_completions', {}) ?? '', /gpt-typo/, "the token's own budget is one");
   assert.match(unpricedCallReason(MONEY, { model: 'x\u0000"y', priced: false }, 'chat_completions', {}) ?? '', /the model "x\?"y"/, 'the model name is bounded');
+});
+
+test('unpricedCallReason: under a money budget "n" above 1 is refused, naming the choices it bills; without a money limit it passes and only multiplies the worst case', () => {
+  const change = outputMultiple('chat_completions', chat({ n: 16 })).change;
+  assert.match(unpricedCallReason(MONEY, { ...pricedCall, priceChange: change }, 'chat_completions', {}) ?? '', /^"n": 16 makes the provider generate and bill that many choices/);
+  assert.equal(unpricedCallReason(NO_MONEY, { ...pricedCall, priceChange: change }, 'chat_completions', {}), undefined);
 });
 
 test('unpricedCallReason: under a money budget the body\'s price change is refused with its message, then the anthropic-beta header\'s (Messages routes only: the OpenAI routes do not forward it)', () => {

@@ -76,6 +76,8 @@ export type CheckedRequest = {
   readonly priceChange?: PriceChange;
   /** The most output the body allows (max_tokens, max_completion_tokens, max_output_tokens), when it names a limit. */
   readonly maxOutputTokens?: number;
+  /** How many times over the provider generates that output (`n` choices; ../../limits/price-changers.ts OUTPUT_MULTIPLIERS), when more than once. */
+  readonly outputFactor?: number;
 };
 export type RequestRefusal = {
   readonly ok: false;
