@@ -1,14 +1,89 @@
 // What comes back from an upstream must not hand a workload our credential, in any form a client
 // would decode back into it: literal, in another case, JSON-escaped (`\u0073k-...`, `\/`),
 // percent-encoded once or twice, as HTML character references, base64 or base64url (at any byte
-// offset, once or twice over), in a header, compressed. Used by both listeners: error bodies are
-// read whole, decoded and redacted; the gateway's relayed bodies and streams pass through a
+// offset, once or twice over), in a header, compressed; and the same of the key without its
+// public prefix (`sk-ant-api03-`), and its hex, in any case. Used by both listeners: error bodies
+// are read whole, decoded and redacted; the gateway's relayed bodies and streams pass through a
 // redactor that holds back at most one partial event.
 import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
 import { HeldBytes } from './held-bytes.ts';
 import { LONGEST_CHAR_FORM, SpelledSecrets, UnreadableText } from './spelled-secrets.ts';
 
 const REDACTED = '[REDACTED]';
+
+/**
+ * A key's public prefix: one to four leading segments, each a lowercase letter and up to nine
+ * lowercase letters or digits, ended by `-`, `_` or `.`: `sk-`, `sk-proj-`, `sk-ant-api03-`,
+ * `ghp_`, `github_pat_`, `glpat-`, `xoxb-`, `ya29.`. One rule for every vendor, not a list: the
+ * keys come from operators. Such a prefix is the same for every key of its kind, so an upstream
+ * may echo a key without it (`...` after `sk-proj-`); what follows is the key's secret part.
+ * The rule takes as many segments as match: a random part that happens to open with one (`ab-`)
+ * loses it too, and the tail is shorter. That tail is inside every echo of the key without any
+ * of its leading segments, which is what is looked for; the few characters left beside the
+ * marker then cannot give the key back.
+ */
+const PUBLIC_PREFIX = /^(?:[a-z][a-z0-9]{0,9}[-_.]){1,4}/;
+
+/** A tail shorter than this is not looked for on its own: a short fragment could be found by chance, in text that is not the key (20 characters of base64url are 120 bits). */
+const SHORTEST_TAIL = 20;
+
+/**
+ * Pure: `secret` without its public prefix (PUBLIC_PREFIX), when it has one and what is left is
+ * at least SHORTEST_TAIL characters; otherwise undefined (the secret is looked for whole only).
+ *
+ * Only this tail, not any long piece of the key: a piece that is not the whole secret part does
+ * not give the credential back (what is left of the key is still to be guessed), a provider that
+ * shows a masked key shows fewer characters than that (`sk-proj-****abcd`), and looking for
+ * every piece of 20 characters would multiply the forms (each piece at each base64 offset, once
+ * and twice over, spelled out) and the work paid on every relayed byte, and redact the public
+ * parts of a key as well.
+ */
+export function keyTail(secret: string): string | undefined {
+  const prefix = PUBLIC_PREFIX.exec(secret);
+  if (prefix === null) return undefined;
+  const tail = secret.slice(prefix[0].length);
+  return tail.length >= SHORTEST_TAIL ? tail : undefined;
+}
+
+/** What a set of secrets is looked for as (textsOf). */
+type Texts = {
+  /** Spelled out (any case, escaped): each secret's tail, or the secret itself when it has none. */
+  readonly spelled: readonly string[];
+  /** Base64-encoded (once or twice, at each offset): each secret and its tail. */
+  readonly encoded: readonly string[];
+  /** As written in any case: the hex of each secret and of its tail. */
+  readonly hex: readonly string[];
+  /** The secrets that have a tail: looked for again before a spelled place, which may be their tail. */
+  readonly withTail: readonly string[];
+  /** The longest prefix of those, in characters (a prefix is ASCII). */
+  readonly longestPrefix: number;
+};
+
+/**
+ * Pure: the texts that stand for `secrets`. A secret's tail (keyTail) is looked for in every form
+ * the secret is. Spelled out, the tail alone is looked for, never the secret beside it: a
+ * spelling of the secret holds one of its tail, so where a tail is found the secret is looked for
+ * in the text before it, which costs nothing until a tail is found; a second search over every
+ * relayed byte would cost as much again as the first (twice the time over JSON-escaped text).
+ *
+ * The hex of each (its UTF-8 bytes, two digits a byte) is looked for as written, in any case
+ * (lower, upper, mixed), by sampling like the base64 forms: no encoder escapes a digit or a
+ * letter, so a spelled-out search, paid on every relayed byte, would find nothing more. Base64
+ * of the hex is not looked for in a text body (in a header value, and in an event-stream frame's
+ * base64 fields, which are decoded, it is). A tail's hex is inside the whole secret's hex; both
+ * are looked for, so that the marker replaces the whole secret's hex, prefix included.
+ */
+function textsOf(secrets: readonly string[]): Texts {
+  const tails = secrets.map(keyTail);
+  const encoded = [...new Set(secrets.flatMap((s, i) => [s, tails[i] ?? s]))];
+  return {
+    spelled: [...new Set(secrets.map((s, i) => tails[i] ?? s))],
+    encoded,
+    hex: [...new Set(encoded.map((t) => Buffer.from(t, 'utf8').toString('hex')))],
+    withTail: secrets.filter((_, i) => tails[i] !== undefined),
+    longestPrefix: Math.max(0, ...secrets.map((s, i) => s.length - (tails[i] ?? s).length)),
+  };
+}
 
 /**
  * Pure: the base64 and base64url text that `bytes` become inside a longer encoded string, for each
@@ -57,23 +132,39 @@ type Range = readonly [start: number, end: number];
 
 /** The length of the grams the sampling search looks up. */
 const GRAM = 3;
-const gramAt = (text: string, at: number): number => (text.charCodeAt(at) << 16) | (text.charCodeAt(at + 1) << 8) | text.charCodeAt(at + 2);
+/** An ASCII letter in lower case, any other character as it is. */
+const lowerCode = (c: number): number => (c >= 0x41 && c <= 0x5a ? c | 0x20 : c);
+/** Three characters as one number, letters in lower case (a gram of a form in any case is found, and checked after). */
+const gramAt = (text: string, at: number): number => (lowerCode(text.charCodeAt(at)) << 16) | (lowerCode(text.charCodeAt(at + 1)) << 8) | lowerCode(text.charCodeAt(at + 2));
+
+/** Whether `text` at `at` holds `lowered` (ASCII, in lower case), in any case. */
+function holdsInAnyCase(text: string, at: number, lowered: string): boolean {
+  if (at + lowered.length > text.length) return false;
+  for (let i = 0; i < lowered.length; i++) if (lowerCode(text.charCodeAt(at + i)) !== lowered.charCodeAt(i)) return false;
+  return true;
+}
 
 /**
- * Finds a set of long strings (the encoded forms) in text read as latin1, looking at a fraction of
- * it. Every form is at least `shortest` characters long, so any place where one occurs covers a
- * whole gram starting at a multiple of `step` = `shortest - GRAM + 1`: only those grams are looked
- * up, and each place the gram has in a form is checked with `startsWith`. A 168-character key's
+ * Finds a set of long strings (the encoded forms, as written; the hex forms, in any case) in text
+ * read as latin1, looking at a fraction of it. Every form is at least `shortest` characters long,
+ * so any place where one occurs covers a whole gram starting at a multiple of `step` =
+ * `shortest - GRAM + 1`: only those grams are looked up (letters in lower case), and each place
+ * the gram has in a form is checked, with `startsWith` or in any case. A 168-character key's
  * forms are 220 characters or more: one lookup per 218 bytes relayed.
  */
 class SampledForms {
+  /** The forms as written, then those found in any case, in lower case. */
   readonly #forms: readonly string[];
+  /** Where the forms found in any case begin in #forms. */
+  readonly #anyCase: number;
   /** Per gram: where it is in the forms, as pairs (form, offset). */
   readonly #places = new Map<number, number[]>();
   readonly #step: number;
 
-  constructor(forms: readonly string[]) {
+  constructor(asWritten: readonly string[], anyCase: readonly string[]) {
+    const forms = [...asWritten, ...anyCase.map((f) => f.toLowerCase())];
     this.#forms = forms;
+    this.#anyCase = asWritten.length;
     this.#step = Math.min(...forms.map((f) => f.length)) - GRAM + 1;
     forms.forEach((form, f) => {
       for (let i = 0; i + GRAM <= form.length; i++) {
@@ -91,9 +182,10 @@ class SampledForms {
       const places = this.#places.get(gramAt(text, at));
       if (places === undefined) continue;
       for (let i = 0; i < places.length; i += 2) {
-        const form = this.#forms[places[i]!]!;
+        const f = places[i]!;
+        const form = this.#forms[f]!;
         const start = at - places[i + 1]!;
-        if (start >= 0 && text.startsWith(form, start)) found.push([start, start + form.length]);
+        if (start >= 0 && (f < this.#anyCase ? text.startsWith(form, start) : holdsInAnyCase(text, start, form))) found.push([start, start + form.length]);
       }
     }
   }
@@ -101,10 +193,16 @@ class SampledForms {
 
 /** What redaction looks for, built once per set of secrets. */
 type SecretForms = {
-  /** The secrets, and any encoded form an encoder escapes, spelled out with each character in any of its forms (any case). */
+  /** Each secret's tail (the secret, when it has none), and any encoded form an encoder escapes, spelled out with each character in any of its forms (any case). */
   readonly spelled: SpelledSecrets;
-  /** The other encoded forms, as written. */
+  /** The other encoded forms, as written, and the hex forms, in any case. */
   readonly sampled: SampledForms | undefined;
+  /**
+   * The secrets that have a tail, spelled out, and how far before a spelled place (which may be a
+   * tail) one can start: each is looked for there, so that the marker replaces the whole secret,
+   * its prefix too. The prefix is public: this is for a clean answer, not for safety.
+   */
+  readonly withTail: { readonly spelled: SpelledSecrets; readonly back: number } | undefined;
   /** The longest text any form can take. */
   readonly longest: number;
   /** The shortest: each byte of a secret is at least one character in every form. */
@@ -117,7 +215,8 @@ const MAX_BUILT = 32;
 
 /**
  * The forms of `secrets` to look for, built once per set (and kept for the last 32 sets);
- * undefined when there is no secret. Text is read as latin1 (one character per byte) and
+ * undefined when there is no secret. Each secret stands for the texts of `textsOf`: itself, its
+ * tail, and the hex of those. Text is read as latin1 (one character per byte) and
  * compared in any case: secrets are long random strings, so a match in another case is the
  * secret, never chance. A secret is found spelled out in any mix of its characters' forms
  * (spelled-secrets.ts). Encoded forms of letters, digits, `-` and `_` are found as written, by
@@ -135,13 +234,19 @@ function secretForms(secrets: readonly string[]): SecretForms | undefined {
     built.set(key, forms);
     return forms;
   }
-  const encoded = [...new Set(usable.flatMap(encodedForms))];
-  const escapedForms = [...usable.map((s) => Buffer.from(s, 'utf8')), ...encoded.filter((f) => ESCAPABLE_IN_ENCODED.test(f)).map((f) => Buffer.from(f, 'latin1'))];
-  const sampled = encoded.filter((f) => !ESCAPABLE_IN_ENCODED.test(f));
+  const texts = textsOf(usable);
+  const encoded = [...new Set(texts.encoded.flatMap(encodedForms))];
+  const escapedForms = [...texts.spelled.map((s) => Buffer.from(s, 'utf8')), ...encoded.filter((f) => ESCAPABLE_IN_ENCODED.test(f)).map((f) => Buffer.from(f, 'latin1'))];
+  const asWritten = encoded.filter((f) => !ESCAPABLE_IN_ENCODED.test(f));
+  // The hex of a secret under 6 bytes is shorter than an encoded form may be (the secret itself is looked for).
+  const hex = texts.hex.filter((h) => h.length >= SHORTEST_ENCODED_FORM);
+  const sampled = [...asWritten, ...hex];
+  const withTail = texts.withTail.map((s) => Buffer.from(s, 'utf8'));
   forms = {
     spelled: new SpelledSecrets(escapedForms),
-    sampled: sampled.length > 0 ? new SampledForms(sampled) : undefined,
-    longest: Math.max(...escapedForms.map((bytes) => bytes.length * LONGEST_CHAR_FORM), ...sampled.map((f) => f.length)),
+    sampled: sampled.length > 0 ? new SampledForms(asWritten, hex) : undefined,
+    withTail: withTail.length === 0 ? undefined : { spelled: new SpelledSecrets(withTail), back: texts.longestPrefix * LONGEST_CHAR_FORM },
+    longest: Math.max(...[...escapedForms, ...withTail].map((bytes) => bytes.length * LONGEST_CHAR_FORM), ...sampled.map((f) => f.length)),
     shortest: Math.min(...escapedForms.map((bytes) => bytes.length), ...sampled.map((f) => f.length)),
   };
   built.set(key, forms);
@@ -155,6 +260,16 @@ function placesOf(text: string, forms: SecretForms): Range[] {
   // Most header values (a date, a length, a content type) are shorter than any form: not scanned.
   if (text.length < forms.shortest) return found;
   forms.spelled.find(text, found);
+  if (forms.withTail !== undefined && found.length > 0) {
+    // A place may be a tail: its secret, prefix and all, is looked for in the text that ends there.
+    const { spelled, back } = forms.withTail;
+    for (const [start, end] of found.slice()) {
+      const from = Math.max(0, start - back);
+      const whole: Range[] = [];
+      spelled.find(text.slice(from, end), whole);
+      for (const [s, e] of whole) found.push([from + s, from + e]);
+    }
+  }
   forms.sampled?.find(text, found);
   if (found.length < 2) return found;
   found.sort((a, b) => a[0] - b[0]);

@@ -49,6 +49,8 @@ const FORMS: Record<string, () => Buffer> = {
   'the key in a field named Bytes': () => chunk(delta(`x ${KEY}`), 'Bytes'),
   'the key JSON-escaped, base64-encoded in a field named Bytes': () => chunk(delta(KEY).replace(KEY, escapeAll(KEY)), 'Bytes'),
   'the key JSON-escaped, base64-encoded in a nested field of any name': () => encodeFrame(CHUNK, Buffer.from(JSON.stringify({ outer: [{ data: Buffer.from(`"${escapeAll(KEY)}"`).toString('base64') }] }))),
+  'the key\'s hex in upper case in an exception frame\'s message': () => exception(`bad credential ${Buffer.from(KEY).toString('hex').toUpperCase()}`),
+  'the key\'s hex inside a chunk\'s event': () => chunk(delta(`debug ${Buffer.from(KEY).toString('hex')}`)),
 };
 
 for (const [form, frame] of Object.entries(FORMS)) {
@@ -58,6 +60,17 @@ for (const [form, frame] of Object.entries(FORMS)) {
     assert.deepEqual(relay([...CLEAN, bad, ...CLEAN]), { relayed: Buffer.concat(CLEAN), cut: true });
   });
 }
+
+test('event stream guard, hex and key without its prefix: a frame carrying a prefixed key without its prefix, or its hex, in an exception\'s message or inside a chunk\'s event, is never relayed; a clean frame passes', () => {
+  const key = 'sk-ant-api03-Xq7Rk2Lp9VbN4tZc8WdF1hJs6MgY3aEu0oKiQw5PnTxBvCy2HlDr7Gf-_Ue4Sj9AkOm1Iz8WqNb3Rt6YpVc0Ld5Hg2Xs7AA';
+  const tail = key.slice('sk-ant-api03-'.length);
+  const hex = Buffer.from(tail).toString('hex');
+  for (const bad of [exception(`bad key ${tail}`), exception(`bad key ${hex.toUpperCase()}`), chunk(delta(`x ${tail}`)), chunk(delta(`x ${tail}`).replace(tail, escapeAll(tail))), chunk(delta(`x ${hex}`))]) {
+    const guard = new EventStreamGuard([key]);
+    assert.deepEqual(guard.push(CLEAN[0]!), CLEAN[0]);
+    assert.throws(() => guard.push(bad), /carries a credential/);
+  }
+});
 
 test('event stream guard: a frame carrying the key base64-encoded, split at every byte offset across two pushes, is never relayed', () => {
   const wire = Buffer.concat([CLEAN[0]!, exception(`bad credential ${base64Of(KEY, 'k')}`)]);

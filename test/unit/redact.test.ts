@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { brotliCompressSync, constants, deflateSync, gzipSync } from 'node:zlib';
-import { base64Forms, carriesSecret, decodeBody, headerCarriesSecret, redactBody, StreamRedactor } from '../../src/http/redact.ts';
+import { base64Forms, carriesSecret, decodeBody, headerCarriesSecret, keyTail, redactBody, StreamRedactor } from '../../src/http/redact.ts';
 import { scrubResponseHeaders } from '../../src/http/headers.ts';
 import { bufferWork } from '../support/buffer-work.ts';
 import { mulberry32 } from '../support/prng.ts';
@@ -306,5 +306,131 @@ test('redaction, StreamRedactor: an event stream whose lines end in CRLF (sse-st
     assert.equal(r.push(Buffer.from(split.slice(0, -1))).toString(), '');
     assert.equal(r.push(Buffer.from(split.slice(-1))).toString(), split);
     assert.equal(r.end().toString(), '');
+  }
+});
+
+// ---- the last key forms (security review 2026-11-29, finding 2): the key's hex, and the key without its public prefix ----
+
+/** Keys as operators hold them, each with the prefix its vendor gives every key of its kind. */
+const PREFIXED = [
+  { prefix: 'sk-ant-api03-', key: 'sk-ant-api03-Xq7Rk2Lp9VbN4tZc8WdF1hJs6MgY3aEu0oKiQw5PnTxBvCy2HlDr7Gf-_Ue4Sj9AkOm1Iz8WqNb3Rt6YpVc0Ld5Hg2Xs7-Mn4Ba8AA' },
+  { prefix: 'sk-proj-', key: 'sk-proj-T3BlbkFJRk2Lp9VbN4tZc8WdF1hJs6MgY3aEu0oKiQw5PnTxBvCy2HlDr7Gf_Ue4Sj9AkOm1Iz8WqNb3Rt6YpVc0Ld5Hg2Xs7Mn4Ba8Ce' },
+  { prefix: 'ghp_', key: 'ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8' },
+  { prefix: 'github_pat_', key: 'github_pat_11ABCDEFG0_x9Y8w7V6u5T4s3R2q1P0o9N8m7L6k5J4i3H2g1F0e9D8c7B6a5Z4y3X2w1V' },
+] as const;
+const hexOf = (s: string) => Buffer.from(s).toString('hex');
+/** Upper and lower case in turn. */
+const mixedCase = (s: string) => [...s].map((c, i) => (i % 2 ? c.toUpperCase() : c.toLowerCase())).join('');
+
+/** The forms of the finding, and those they compose with, of one key. */
+function lastForms(key: string, prefix: string): Record<string, string> {
+  const tail = key.slice(prefix.length);
+  return {
+    'hex': hexOf(key),
+    'hex in upper case': hexOf(key).toUpperCase(),
+    'hex in mixed case': mixedCase(hexOf(key)),
+    'the key without its prefix': tail,
+    'the key without its prefix, in upper case': tail.toUpperCase(),
+    'the key without its prefix, JSON-escaped': escapeAll(tail),
+    'the key without its prefix, percent-encoded': [...tail].map((c) => `%${c.charCodeAt(0).toString(16)}`).join(''),
+    'the key without its prefix, as HTML references': htmlReferencesOf(tail),
+    'the key without its prefix, base64 at offset 1': base64Of(tail, 'k'),
+    'the key without its prefix, base64url at offset 2': base64Of(tail, 'ke', '', 'base64url'),
+    'the key without its prefix, base64 twice': base64Of(base64Of(tail, 'x')),
+    'the hex of the key without its prefix': hexOf(tail),
+    'the hex of the key without its prefix, in upper case': hexOf(tail).toUpperCase(),
+  };
+}
+
+/** Nothing of the key's secret part reaches the client: no piece a client can decode, and no piece of its hex in any case. */
+function assertNoTail(out: Buffer | string, key: string, prefix: string, what: string): void {
+  const tail = key.slice(prefix.length);
+  const text = (typeof out === 'string' ? out : out.toString('latin1')).toLowerCase();
+  assert.equal(recoverablePiece(text, tail), undefined, `${what}: a piece of the key can be decoded from ${text}`);
+  const hex = hexOf(tail);
+  for (let i = 0; i + 16 <= hex.length; i += 2) assert.ok(!text.includes(hex.slice(i, i + 16)), `${what}: a piece of the key's hex reached the client: ${text}`);
+}
+
+test('keyTail: the public prefix of sk-, sk-proj-, sk-ant-api03-, ghp_, github_pat_, glpat-, xoxb- and ya29. keys is left out; a key without one, or whose tail would be under 20 characters, has no tail', () => {
+  for (const { prefix, key } of PREFIXED) assert.equal(keyTail(key), key.slice(prefix.length), key);
+  const tail = 'Zq3xT9vB0123456789abcdef';
+  for (const prefix of ['sk-', 'glpat-', 'xoxb-', 'ya29.', 'sk-svcacct-', 'sk_live_']) assert.equal(keyTail(`${prefix}${tail}`), tail, prefix);
+  // No lowercase prefix: an AWS secret, a JWT, a base64 Basic value, a key that opens with a capital or a digit.
+  for (const key of ['wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY12', 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl', 'eC1hY2Nlc3MtdG9rZW46Z2hzX3Rva2Vu', `Sk-${tail}`, `1sk-${tail}`]) assert.equal(keyTail(key), undefined, key);
+  // A tail under 20 characters is too short to be looked for on its own.
+  assert.equal(keyTail('sk-proj-0123456789abcdefghi'), undefined, '19 characters');
+  assert.equal(keyTail('sk-proj-0123456789abcdefghij'), '0123456789abcdefghij', '20 characters');
+  // At most four segments: a random part that opens with a lowercase segment loses it (the tail is still in every echo without the prefix).
+  assert.equal(keyTail(`sk-ant-api03-ab-${tail}`), tail);
+  assert.equal(keyTail(`a-b-c-d-e-${tail}`), `e-${tail}`);
+});
+
+test('redaction, hex and key without its prefix: the key\'s hex (lower, upper or mixed case) and the key without its public prefix (in every form the key is looked for), found at every byte offset of a body, are redacted (redactBody)', () => {
+  const background = '{"type":"error","error":{"type":"invalid_request_error","message":"debug: key="}}';
+  for (const { prefix, key } of PREFIXED) {
+    for (const [name, form] of Object.entries(lastForms(key, prefix))) {
+      for (let at = 0; at <= background.length; at++) {
+        const body = Buffer.from(`${background.slice(0, at)}${form}${background.slice(at)}`);
+        const out = redactBody(body, [key]);
+        assert.notEqual(out, body, `${key}, ${name}, at ${at}: relayed as is`);
+        assertNoTail(out, key, prefix, `${key}, ${name}, at ${at}`);
+        // Forms written as they are (the hex, the tail) are replaced exactly, nothing else touched.
+        if (!/base64|JSON|percent|HTML/.test(name)) assert.equal(out.toString(), `${background.slice(0, at)}[REDACTED]${background.slice(at)}`, `${key}, ${name}, at ${at}`);
+      }
+    }
+    // The whole key, in any of these forms, still becomes one marker, its prefix included.
+    for (const form of [key, escapeAll(key), hexOf(key), hexOf(key).toUpperCase(), htmlReferencesOf(key)]) {
+      assert.equal(redactBody(Buffer.from(`{"m":"${form}"}`), [key]).toString(), '{"m":"[REDACTED]"}', `${key}: ${form}`);
+    }
+  }
+});
+
+test('redaction, hex and key without its prefix, StreamRedactor: each form split at every seam between two chunks, or written a byte at a time, is redacted, as an event stream and as a plain body', () => {
+  const keys = PREFIXED.map((p) => p.key);
+  for (const { prefix, key } of PREFIXED.slice(0, 2)) {
+    for (const [name, form] of Object.entries(lastForms(key, prefix))) {
+      const text = `data: {"a":1}\n\ndata: {"error":"saw ${form} here"}\n\ndata: {"z":2}\n\n`;
+      const whole = redactBody(Buffer.from(text), keys).toString();
+      assertNoTail(whole, key, prefix, name);
+      for (let cut = 1; cut < text.length; cut++) {
+        for (const events of [true, false]) {
+          const r = new StreamRedactor(keys, events);
+          const out = Buffer.concat([r.push(Buffer.from(text.slice(0, cut))), r.push(Buffer.from(text.slice(cut))), r.end()]).toString();
+          assert.equal(out, whole, `${key}, ${name}, cut at ${cut}, events ${events}`);
+        }
+      }
+      for (const events of [true, false]) {
+        const r = new StreamRedactor(keys, events);
+        const bytes = Buffer.from(text);
+        const out: Buffer[] = [];
+        for (let i = 0; i < bytes.length; i++) out.push(r.push(bytes.subarray(i, i + 1)));
+        out.push(r.end());
+        assert.equal(Buffer.concat(out).toString(), whole, `${key}, ${name}, a byte at a time, events ${events}`);
+      }
+    }
+  }
+});
+
+test('redaction, hex and key without its prefix: a response header carrying the key\'s hex in any case, or the key without its prefix (plain, base64 in a Basic value), is dropped (headerCarriesSecret)', () => {
+  for (const { prefix, key } of PREFIXED) {
+    const tail = key.slice(prefix.length);
+    for (const value of [hexOf(key), hexOf(key).toUpperCase(), mixedCase(hexOf(tail)), tail, `Basic ${base64Of(`x-access-token:${tail}`)}`, base64Of(hexOf(key), 'k')]) {
+      assert.equal(headerCarriesSecret([key])(`debug ${value}; end`), true, `${key}: ${value}`);
+    }
+  }
+});
+
+test('redaction, no false positive on a short fragment: a tail under 20 characters is not looked for alone, and a piece of a key\'s tail or of its hex, or its prefix alone, is relayed as the same Buffer (redactBody)', () => {
+  const short = 'sk-proj-0123456789abcdefghi';
+  for (const text of ['0123456789abcdefghi', hexOf('0123456789abcdefghi')]) {
+    const body = Buffer.from(`{"id":"${text}"}`);
+    assert.equal(redactBody(body, [short]), body, text);
+  }
+  for (const { prefix, key } of PREFIXED) {
+    const tail = key.slice(prefix.length);
+    for (const piece of [prefix, tail.slice(0, -1), tail.slice(1), hexOf(tail).slice(0, -1), hexOf(tail).slice(2).toUpperCase(), hexOf(prefix), `${prefix}${tail.slice(0, 19)}`]) {
+      const body = Buffer.from(`{"message":"${piece}"}`);
+      assert.equal(redactBody(body, [key]), body, `${key}: ${piece}`);
+    }
   }
 });
