@@ -4,11 +4,12 @@
 // percent-encoded echoes in error bodies, JSON answers and events inside a 200 stream are
 // redacted, headers carrying the key in another case, percent-encoded or in base64 are dropped,
 // a Bedrock event stream is cut before a frame carrying the key, and a git host's error page is
-// redacted like the gateway's.
+// redacted like the gateway's; the key's hex and the key without its public prefix (sk-ant-api03-,
+// sk-proj-) never reach the workload on the Messages and chat completions routes.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
+import { request, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -39,6 +40,13 @@ let both: BothListeners<TestUpstream> | undefined;
 let bedrockGateway: ProxyProcess;
 const AWS_SECRET = `aws${randomBytes(18).toString('base64url')}`;
 const BEDROCK_MODEL = 'us.anthropic.claude-opus-5-5';
+/** A gateway with an Anthropic and an OpenAI provider (both the model fake), whose keys carry their vendors' public prefixes. */
+let prefixedGateway: ProxyProcess;
+const ANT_PREFIX = 'sk-ant-api03-';
+const ANT_KEY = `${ANT_PREFIX}${randomBytes(70).toString('base64url')}AA`;
+const PROJ_PREFIX = 'sk-proj-';
+const PROJ_KEY = `${PROJ_PREFIX}${randomBytes(120).toString('base64url')}`;
+const CLAUDE_MODEL = 'claude-sonnet-4-5';
 let dir: string;
 
 before(async () => {
@@ -52,10 +60,20 @@ before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'redaction-'));
   writeFileSync(join(dir, 'providers.json'), JSON.stringify({ providers: [{ name: 'bedrock', kind: 'anthropic-bedrock', baseUrl: model.baseUrl.replace(/\/v1$/, ''), region: 'us-east-1', credential: { type: 'aws-sigv4', accessKeyIdEnv: 'AWS_ID', secretAccessKeyEnv: 'AWS_SECRET', region: 'us-east-1' }, models: [BEDROCK_MODEL], caFile: pki.caFile }] }));
   bedrockGateway = await startServe({ env: { AWS_ID: 'AKIDREDACTION', AWS_SECRET, NODE_EXTRA_CA_CERTS: pki.caFile }, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'providers.json')], listeners: ['model'] });
+  writeFileSync(
+    join(dir, 'prefixed.json'),
+    JSON.stringify({
+      providers: [
+        { name: 'anthropic', kind: 'anthropic', baseUrl: model.baseUrl.replace(/\/v1$/, ''), keyEnv: 'ANT_KEY', models: [CLAUDE_MODEL], caFile: pki.caFile },
+        { name: 'openai', kind: 'openai', baseUrl: model.baseUrl, keyEnv: 'PROJ_KEY', models: ['gpt-test'], caFile: pki.caFile },
+      ],
+    }),
+  );
+  prefixedGateway = await startServe({ env: { ANT_KEY, PROJ_KEY }, args: ['--model-gateway-listen', '127.0.0.1:0', '--providers', join(dir, 'prefixed.json')], listeners: ['model'] });
 });
 
 after(async () => {
-  await bedrockGateway?.stop(); // before its upstream, the model fake, which both.close() stops
+  await Promise.all([bedrockGateway?.stop(), prefixedGateway?.stop()]); // before their upstream, the model fake, which both.close() stops
   if (dir) rmSync(dir, { recursive: true, force: true });
   await Promise.all([both?.close(), gitBasic?.close()]);
   pki?.cleanup();
@@ -266,3 +284,93 @@ test('redaction refuses, fail closed, an error body written to make the search f
     await gateway.stop();
   }
 });
+
+// ---- the last key forms (security review 2026-11-29, finding 2) ----
+
+const hexOf = (s: string) => Buffer.from(s).toString('hex');
+const mixedCase = (s: string) => [...s].map((c, i) => (i % 2 ? c.toUpperCase() : c.toLowerCase())).join('');
+
+/** The key's hex in each case, the key without its prefix, and that part's hex. */
+function lastForms(key: string, prefix: string): string[] {
+  const tail = key.slice(prefix.length);
+  return [hexOf(key), hexOf(key).toUpperCase(), mixedCase(hexOf(key)), tail, hexOf(tail), hexOf(tail).toUpperCase()];
+}
+
+/** Nothing of the key's secret part reaches the workload, in the head or the body: no piece a client can decode, and no piece of its hex in any case. */
+function assertNoLastForms(reply: Reply, key: string, prefix: string): void {
+  const text = `${JSON.stringify(reply.headers)}\n${reply.body.toString('latin1')}`.toLowerCase();
+  const tail = key.slice(prefix.length);
+  assert.equal(recoverablePiece(text, tail), undefined, `a piece of the key reached the workload: ${text}`);
+  const hex = hexOf(tail);
+  for (let i = 0; i + 16 <= hex.length; i += 2) assert.ok(!text.includes(hex.slice(i, i + 16)), `a piece of the key's hex reached the workload: ${text}`);
+}
+
+/** Writes `text` in pieces, each cut in the middle of one of `forms`, a turn of the event loop apart. */
+function writeCutInForms(res: ServerResponse, text: string, forms: readonly string[]): void {
+  const cuts = forms.map((f) => text.indexOf(f) + Math.floor(f.length / 2)).sort((a, b) => a - b);
+  let from = 0;
+  const next = (i: number): void => {
+    if (i === cuts.length) return void res.end(text.slice(from));
+    res.write(text.slice(from, cuts[i]));
+    from = cuts[i]!;
+    setImmediate(() => next(i + 1));
+  };
+  next(0);
+}
+
+const ROUTES = [
+  {
+    name: 'the Messages route',
+    key: ANT_KEY,
+    prefix: ANT_PREFIX,
+    call: (stream: boolean) => send(prefixedGateway.ports.model!, 'POST', '/v1/messages', { headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body: JSON.stringify({ model: CLAUDE_MODEL, max_tokens: 16, stream, messages: [{ role: 'user', content: 'hi' }] }) }),
+    error: (forms: string[]) => JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: `debug: ${forms.join(' ')}` } }),
+    stream: (forms: string[]) =>
+      `event: message_start\ndata: ${JSON.stringify({ type: 'message_start', message: { id: 'msg_1', type: 'message', role: 'assistant', model: CLAUDE_MODEL, content: [], usage: { input_tokens: 3, output_tokens: 1 } } })}\n\n` +
+      forms.map((f) => `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: `echo ${f} end` } })}\n\n`).join('') +
+      'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+  },
+  {
+    name: 'the chat completions route',
+    key: PROJ_KEY,
+    prefix: PROJ_PREFIX,
+    call: (stream: boolean) => send(prefixedGateway.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-test', stream, messages: [{ role: 'user', content: 'hi' }] }) }),
+    error: (forms: string[]) => JSON.stringify({ error: { message: `Incorrect API key provided: ${forms.join(' ')}`, type: 'invalid_request_error', code: 'invalid_api_key' } }),
+    stream: (forms: string[]) => forms.map((f) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: `echo ${f} end` } }] })}\n\n`).join('') + 'data: [DONE]\n\n',
+  },
+] as const;
+
+for (const route of ROUTES) {
+  test(`redaction, hex and key without its prefix, gateway, ${route.name}: an error body and headers echoing the key's hex (lower, upper, mixed case) or the key without its ${route.prefix} prefix never reach the workload`, async () => {
+    const forms = lastForms(route.key, route.prefix);
+    model.script((req, res) => {
+      const sent = String(req.headers['x-api-key'] ?? req.headers.authorization?.replace(/^Bearer /, ''));
+      assert.equal(sent, route.key, 'the upstream is sent the key');
+      res.setHeader('x-debug-hex', hexOf(sent).toUpperCase());
+      res.setHeader('x-debug-tail', sent.slice(route.prefix.length));
+      res.setHeader('x-fine', 'kept');
+      res.writeHead(400, { 'content-type': 'application/json' }).end(route.error(forms));
+    });
+    const reply = await route.call(false);
+    assert.equal(reply.status, 400);
+    assert.equal(reply.headers['x-fine'], 'kept');
+    for (const h of ['x-debug-hex', 'x-debug-tail']) assert.equal(reply.headers[h], undefined, h);
+    assert.equal(reply.body.toString().match(/\[REDACTED\]/g)?.length, forms.length, reply.body.toString());
+    assert.doesNotThrow(() => JSON.parse(reply.body.toString()));
+    assertNoLastForms(reply, route.key, route.prefix);
+  });
+
+  test(`redaction, hex and key without its prefix, gateway, ${route.name}: a 200 stream echoing the key's hex or the key without its ${route.prefix} prefix, each form split across writes, never hands them to the workload`, async () => {
+    const forms = lastForms(route.key, route.prefix);
+    const events = route.stream(forms);
+    model.script((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      writeCutInForms(res, events, forms);
+    });
+    const reply = await route.call(true);
+    assert.equal(reply.status, 200);
+    const body = reply.body.toString();
+    assert.equal(body.match(/echo \[REDACTED\] end/g)?.length, forms.length, body);
+    assertNoLastForms(reply, route.key, route.prefix);
+  });
+}
