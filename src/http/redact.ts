@@ -53,18 +53,16 @@ type Texts = {
   readonly encoded: readonly string[];
   /** As written in any case: the hex of each secret and of its tail. */
   readonly hex: readonly string[];
-  /** The secrets that have a tail: looked for again before a spelled place, which may be their tail. */
+  /** The secrets that have a tail: looked for again, spelled out, in a text where a tail may have been found. */
   readonly withTail: readonly string[];
-  /** The longest prefix of those, in characters (a prefix is ASCII). */
-  readonly longestPrefix: number;
 };
 
 /**
  * Pure: the texts that stand for `secrets`. A secret's tail (keyTail) is looked for in every form
- * the secret is. Spelled out, the tail alone is looked for, never the secret beside it: a
- * spelling of the secret holds one of its tail, so where a tail is found the secret is looked for
- * in the text before it, which costs nothing until a tail is found; a second search over every
- * relayed byte would cost as much again as the first (twice the time over JSON-escaped text).
+ * the secret is. Spelled out, the tail alone is looked for, not the secret beside it: a
+ * spelling of the secret holds one of its tail, so the secret is looked for only in a text where
+ * one was found; a second search over every relayed byte would cost as much again as the first
+ * (twice the time over JSON-escaped text).
  *
  * The hex of each (its UTF-8 bytes, two digits a byte) is looked for as written, in any case
  * (lower, upper, mixed), by sampling like the base64 forms: no encoder escapes a digit or a
@@ -81,7 +79,6 @@ function textsOf(secrets: readonly string[]): Texts {
     encoded,
     hex: [...new Set(encoded.map((t) => Buffer.from(t, 'utf8').toString('hex')))],
     withTail: secrets.filter((_, i) => tails[i] !== undefined),
-    longestPrefix: Math.max(0, ...secrets.map((s, i) => s.length - (tails[i] ?? s).length)),
   };
 }
 
@@ -198,11 +195,11 @@ type SecretForms = {
   /** The other encoded forms, as written, and the hex forms, in any case. */
   readonly sampled: SampledForms | undefined;
   /**
-   * The secrets that have a tail, spelled out, and how far before a spelled place (which may be a
-   * tail) one can start: each is looked for there, so that the marker replaces the whole secret,
-   * its prefix too. The prefix is public: this is for a clean answer, not for safety.
+   * The secrets that have a tail, spelled out: looked for in a text where a spelled form was
+   * found (it may be a tail), so that the marker replaces the whole secret, its prefix too. The
+   * prefix is public: this is for a clean answer, not for safety.
    */
-  readonly withTail: { readonly spelled: SpelledSecrets; readonly back: number } | undefined;
+  readonly withTail: SpelledSecrets | undefined;
   /** The longest text any form can take. */
   readonly longest: number;
   /** The shortest: each byte of a secret is at least one character in every form. */
@@ -245,7 +242,7 @@ function secretForms(secrets: readonly string[]): SecretForms | undefined {
   forms = {
     spelled: new SpelledSecrets(escapedForms),
     sampled: sampled.length > 0 ? new SampledForms(asWritten, hex) : undefined,
-    withTail: withTail.length === 0 ? undefined : { spelled: new SpelledSecrets(withTail), back: texts.longestPrefix * LONGEST_CHAR_FORM },
+    withTail: withTail.length === 0 ? undefined : new SpelledSecrets(withTail),
     longest: Math.max(...[...escapedForms, ...withTail].map((bytes) => bytes.length * LONGEST_CHAR_FORM), ...sampled.map((f) => f.length)),
     shortest: Math.min(...escapedForms.map((bytes) => bytes.length), ...sampled.map((f) => f.length)),
   };
@@ -260,16 +257,8 @@ function placesOf(text: string, forms: SecretForms): Range[] {
   // Most header values (a date, a length, a content type) are shorter than any form: not scanned.
   if (text.length < forms.shortest) return found;
   forms.spelled.find(text, found);
-  if (forms.withTail !== undefined && found.length > 0) {
-    // A place may be a tail: its secret, prefix and all, is looked for in the text that ends there.
-    const { spelled, back } = forms.withTail;
-    for (const [start, end] of found.slice()) {
-      const from = Math.max(0, start - back);
-      const whole: Range[] = [];
-      spelled.find(text.slice(from, end), whole);
-      for (const [s, e] of whole) found.push([from + s, from + e]);
-    }
-  }
+  // A place may be a tail: the whole secrets are looked for too (their places hold the tails'), only then.
+  if (found.length > 0) forms.withTail?.find(text, found);
   forms.sampled?.find(text, found);
   if (found.length < 2) return found;
   found.sort((a, b) => a[0] - b[0]);
