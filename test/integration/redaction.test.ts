@@ -42,10 +42,13 @@ const AWS_SECRET = `aws${randomBytes(18).toString('base64url')}`;
 const BEDROCK_MODEL = 'us.anthropic.claude-opus-5-5';
 /** A gateway with an Anthropic and an OpenAI provider (both the model fake), whose keys carry their vendors' public prefixes. */
 let prefixedGateway: ProxyProcess;
+// The random part opens with a capital, so the public-prefix rule stops where the vendor's prefix
+// ends: one that opened with a lowercase segment (`ab_...`) would lose it too, and that segment
+// would stay beside the marker (keyTail; test/unit/redact.test.ts covers it).
 const ANT_PREFIX = 'sk-ant-api03-';
-const ANT_KEY = `${ANT_PREFIX}${randomBytes(70).toString('base64url')}AA`;
+const ANT_KEY = `${ANT_PREFIX}X${randomBytes(70).toString('base64url')}AA`;
 const PROJ_PREFIX = 'sk-proj-';
-const PROJ_KEY = `${PROJ_PREFIX}${randomBytes(120).toString('base64url')}`;
+const PROJ_KEY = `${PROJ_PREFIX}T${randomBytes(120).toString('base64url')}`;
 const CLAUDE_MODEL = 'claude-sonnet-4-5';
 let dir: string;
 
