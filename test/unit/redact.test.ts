@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { brotliCompressSync, constants, deflateSync, gzipSync } from 'node:zlib';
-import { base64Forms, carriesSecret, decodeBody, headerCarriesSecret, keyTail, redactBody, StreamRedactor } from '../../src/http/redact.ts';
+import { carriesSecret, decodeBody, headerCarriesSecret, redactBody, StreamRedactor } from '../../src/http/redact.ts';
+import { base64Forms, keyTail } from '../../src/http/secret-forms.ts';
 import { scrubResponseHeaders } from '../../src/http/headers.ts';
 import { bufferWork } from '../support/buffer-work.ts';
 import { mulberry32 } from '../support/prng.ts';
