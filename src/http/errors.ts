@@ -41,6 +41,7 @@ export const ERRORS = {
   upstreamProtocol: def('upstream_protocol', 502, 'the upstream sent a malformed HTTP response'),
   limitRateExceeded: def('rate_limit_exceeded', 429, 'a limit of this workload is reached for now (the operator sets them in --limits); retry after the time Retry-After says'),
   unpricedCall: def('price_not_counted', 400, 'the request asks for something billed at other rates than the budget counts'),
+  limitsNotEnforced: def('limits_not_enforced', 503, 'this identity carries limits (a budget, a concurrency or a rate) and the gateway enforces none: it runs without --limits; the operator must start it with --limits FILE (an empty JSON object sets no ceiling of its own, so the identity\'s limits apply as written)'),
   limitsStoreUnavailable: def('limits_store_unavailable', 503, 'the store of the limits cannot be reached; retry after the time Retry-After says'),
   revocationStoreUnavailable: def('revocation_store_unavailable', 503, 'the store of revoked tokens cannot be reached, so the token cannot be checked; retry after the time Retry-After says'),
   // A spent budget is final: answered the way each agent treats as "stop", not "retry" (Codex

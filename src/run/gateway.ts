@@ -15,7 +15,7 @@ import { openCredential } from '../gateway/credentials/table.ts';
 import { readTextFile, type ServeConfig } from './load.ts';
 import { notReadyReason, unusableFiles } from './readiness.ts';
 import { openLimits, type Shared } from './shared.ts';
-import { startupWarnings } from './warnings.ts';
+import { startupWarnings, unenforcedPolicyLimits } from './warnings.ts';
 import { listenerAuthentication, listenerVerifier, openVerifier } from './keys.ts';
 import { listenerTls } from './tls.ts';
 
@@ -34,13 +34,19 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
   const { metrics, prices } = shared;
   const keys = openVerifier(config.botKeys, config.maxTokenLifetimeSec, { log, onProblem: (listener) => metrics?.keyFileProblem(listener) });
   if (keys !== undefined) shared.atExit(keys.close);
-  const limits = openLimits(config.limits, options, keys !== undefined || shared.serviceAccounts !== undefined, shared.store, log, metrics);
+  const tlsOf = listenerTls(options, 'model', shared.workloadPolicy, log);
+  // Identities the gateway verifies itself: bot tokens, service-account tokens, client certificates.
+  const verified = keys !== undefined || shared.serviceAccounts !== undefined || tlsOf.certificates !== undefined;
+  const limits = openLimits(config.limits, options, verified, shared.store, log, metrics);
+  if (limits === undefined && options.workloadPolicyFile !== undefined) {
+    const unenforced = unenforcedPolicyLimits(shared.workloadPolicy()());
+    if (unenforced !== undefined) throw new Error(unenforced);
+  }
   const providers = openProviders(gateway, env, config.egress, (provider, outcome) => {
     metrics?.credentialRefresh(provider, outcome.ok);
     if (!outcome.ok) log({ event: 'credential_refresh_failed', listener: 'model', provider, reason: outcome.reason });
   });
   for (const { credential } of providers) if (credential.close !== undefined) shared.atExit(() => credential.close?.());
-  const tlsOf = listenerTls(options, 'model', shared.workloadPolicy, log);
   const gatewayDeps: GatewayDeps = {
     record: (rec) => {
       log(rec);

@@ -134,7 +134,7 @@ function openStore(options: ServeOptions, log: LogSink<LogEvent>, metrics: Store
  */
 export function openLimits(limits: LimitsFile | undefined, options: ServeOptions, botAuth: boolean, shared: SharedStore | undefined, log: LogSink<LogEvent>, metrics: StoreMetrics | undefined): { store: LimitsStore; policy: LimitsPolicy } | undefined {
   if (limits === undefined) return undefined;
-  if (!botAuth) throw new Error('--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY (or MODEL_PROXY_SIGNING_KEY_FILE, or --bot-keys; without a key, identities are the callers\' own headers)');
+  if (!botAuth) throw new Error('--limits: limits apply per verified identity, which needs MODEL_PROXY_SIGNING_KEY (or MODEL_PROXY_SIGNING_KEY_FILE, or --bot-keys), service-account tokens (--sa-issuer) or client certificates (--tls-client-ca); without one, identities are the callers\' own headers');
   const policy: LimitsPolicy = options.allowUnpricedModels ? { ...limits.policy, unpricedModels: 'allowed' } : limits.policy;
   if (shared === undefined) return { store: new LocalLimits(policy), policy };
   const store = new RedisLimits(policy, shared.client, options.limitsStoreFailure, {

@@ -102,3 +102,16 @@ function policyWarnings({ policy, limits }: PolicyFacts): StartupWarning[] {
   }
   return out;
 }
+
+/**
+ * Pure: why the gateway may not start as configured when workload policy entries set limits and
+ * there is no --limits (undefined: none does). Without --limits nothing enforces them: a limit
+ * that is written is enforced, or start-up stops naming the entries (a call that carries limits
+ * anyway, the policy re-read with new ones, is refused: admitCall).
+ */
+export function unenforcedPolicyLimits(policy: WorkloadPolicy): string | undefined {
+  const entries = [...policy.entries.values()].filter((g) => g.limits !== undefined).map((g) => `"${g.entry}"`);
+  if (entries.length === 0) return undefined;
+  const named = entries.length > 3 ? `${entries.slice(0, 3).join(', ')} and ${entries.length - 3} more` : entries.join(', ');
+  return `--workload-policy ${policy.source}: ${entries.length === 1 ? 'the entry' : 'the entries'} ${named} set limits, which only a gateway started with --limits enforces; give --limits FILE (a file holding {} sets no ceiling of its own, so the entries' limits apply as written), or remove the entries' "limits"`;
+}

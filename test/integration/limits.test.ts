@@ -111,7 +111,32 @@ test('limits: a call over the concurrency limit gets 429 with Retry-After; the s
 test('limits: --limits without MODEL_PROXY_SIGNING_KEY stops start-up (identities would be the callers\' own headers)', async () => {
   const r = await runCommandInProcess(['--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--providers', join(dir, 'providers.json'), '--limits', join(dir, 'limits.json')], { K1: 'sk-1', K2: 'sk-2' });
   assert.equal(r.code, 1);
-  assert.match(r.stderr, /--limits: limits apply per bot identity, which needs MODEL_PROXY_SIGNING_KEY/);
+  assert.match(r.stderr, /--limits: limits apply per verified identity, which needs MODEL_PROXY_SIGNING_KEY .*, service-account tokens \(--sa-issuer\) or client certificates \(--tls-client-ca\)/);
+});
+
+test('limits: a limit that is written is enforced: a token minted with limits (--budget-usd, --max-concurrent) sent to a gateway without --limits is refused 503 limits_not_enforced naming the fix, and never forwarded; a token without limits is served (carriesLimits)', async () => {
+  const plain = await startServe({
+    env: { K1: 'sk-1', K2: 'sk-2', MODEL_PROXY_SIGNING_KEY: SIGNING_KEY },
+    args: ['--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--providers', join(dir, 'providers.json')],
+    listeners: ['model'],
+  });
+  try {
+    const call = (token: string) => send(plain.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });
+    const before = openai.requests.length;
+    for (const extra of [['--budget-usd', '5'], ['--max-concurrent', '1']]) {
+      const r = await call(await mint('bot-unenforced', 'run-unenforced', extra));
+      assert.equal(r.status, 503, extra.join(' '));
+      const error = (JSON.parse(r.body.toString()) as { error: { code: string; message: string } }).error;
+      assert.equal(error.code, 'limits_not_enforced');
+      assert.match(error.message, /carries limits .* it runs without --limits; the operator must start it with --limits FILE \(an empty JSON object sets no ceiling of its own/);
+    }
+    assert.equal(openai.requests.length, before, 'never forwarded');
+    const rec = await plain.waitForRecord((x) => x.event === 'request' && x.instance_id === 'bot-unenforced', 'the refusal\'s record');
+    assert.deepEqual([rec.status, rec.error, rec.limit], [503, 'limits_not_enforced', 'limits_not_enforced']);
+    assert.equal((await call(await mint('bot-free', 'run-free'))).status, 200);
+  } finally {
+    await plain.stop();
+  }
 });
 
 test('limits: under a money budget, "service_tier": "priority" (billed at other rates) is refused with 400 and never forwarded', async () => {

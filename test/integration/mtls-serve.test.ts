@@ -117,6 +117,34 @@ test('mutual TLS (bundle): the real git clones through the git listener with its
   }
 });
 
+test('mutual TLS (bundle): client certificates are verified identities for --limits: a gateway whose only identities are certificates starts with --limits, and the policy entry\'s limits apply to the certificate\'s account (unenforcedPolicyLimits, openLimits)', async () => {
+  const policy = join(work, 'limits-policy.json');
+  writeFileSync(policy, JSON.stringify({ serviceAccounts: { 'agents/triage-bot': { models: true, workflow: 'triage', limits: { max_concurrent: 4 } } } }));
+  writeFileSync(join(work, 'limits.json'), '{}');
+  const args = ['--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--tls-cert', pki.serverCertFile, '--tls-key', pki.serverKeyFile, '--tls-client-ca', pki.caFile, '--spiffe-trust-domain', TRUST_DOMAIN, '--workload-policy', policy];
+  const env = { UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_API_KEY: 'sk-upstream-mtls-0123456789', UPSTREAM_ALLOWED_MODELS: MODEL, UPSTREAM_CA_FILE: upstreamPki.caFile, NODE_EXTRA_CA_CERTS: upstreamPki.caFile };
+  const without = await runCommandInProcess(args, env);
+  assert.equal(without.code, 1);
+  assert.match(without.stderr, /the entry "agents\/triage-bot" set limits, which only a gateway started with --limits enforces/);
+  const limited = await startServe({ env, args: [...args, '--limits', join(work, 'limits.json')], listeners: ['model'] });
+  try {
+    const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
+    const r = await new Promise<number>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port: limited.ports.model!, method: 'POST', path: '/v1/chat/completions', ca: pki.caPem, servername: 'localhost', cert: pki.clients.good.cert, key: pki.clients.good.key, agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+    assert.equal(r, 200);
+    const rec = await limited.waitForRecord((x) => x.event === 'request' && x.listener === 'model', 'the call\'s record');
+    assert.deepEqual([rec.instance_id, rec.charge_basis], ['agents/triage-bot', 'usage'], 'admitted and charged under --limits');
+  } finally {
+    await limited.stop();
+  }
+});
+
 test('mutual TLS (bundle): --tls-client-ca without --workload-policy stops start-up with a message naming the flag', async () => {
   const r = await runCommandInProcess(['--git-auth-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--tls-cert', pki.serverCertFile, '--tls-key', pki.serverKeyFile, '--tls-client-ca', pki.caFile, '--spiffe-trust-domain', TRUST_DOMAIN], { GIT_HOST_A: gitServer.hostKey, GIT_HOST_A_TOKEN: 'ghp_x_0123456789' });
   assert.notEqual(r.code, 0);

@@ -53,6 +53,8 @@ before(async () => {
       'agents/*': { models: true },
     },
   }));
+  // The policy's limits are enforced only with --limits: a file holding {} sets no ceiling of its own.
+  writeFileSync(join(work, 'limits.json'), '{}');
   proxy = await startServe({
     env: {
       UPSTREAM_BASE_URL: model.baseUrl, UPSTREAM_API_KEY: 'sk-upstream', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile,
@@ -60,7 +62,7 @@ before(async () => {
       // Minted tokens keep working beside service accounts.
       MODEL_PROXY_SIGNING_KEY: SIGNING_KEY,
     },
-    args: ['--model-gateway-listen', '127.0.0.1:0', '--git-auth-listen', '127.0.0.1:0', '--sa-issuer', issuer.issuer, '--sa-audience', TEST_AUDIENCE, '--sa-jwks-discovery', '--sa-ca-file', pki.caFile, '--workload-policy', policy],
+    args: ['--model-gateway-listen', '127.0.0.1:0', '--git-auth-listen', '127.0.0.1:0', '--sa-issuer', issuer.issuer, '--sa-audience', TEST_AUDIENCE, '--sa-jwks-discovery', '--sa-ca-file', pki.caFile, '--workload-policy', policy, '--limits', join(work, 'limits.json')],
     listeners: ['model', 'git'],
   });
   await proxy.waitForRecord((r) => r.event === 'sa_keys_loaded', 'the key set loaded');
@@ -165,6 +167,40 @@ test('service-account flags that do not fit together stop start-up naming the fl
     const r = await runCommandInProcess(['--model-gateway-listen', '127.0.0.1:0', ...args], { MODEL_GATEWAY_ENABLED: 'true' });
     assert.notEqual(r.code, 0, args.join(' '));
     assert.match(`${r.stdout}${r.stderr}`, message, args.join(' '));
+  }
+});
+
+test('a workload policy entry with limits and no --limits stops start-up naming the entry and the fix; with --limits holding {} the entry\'s limit applies as written (unenforcedPolicyLimits)', async () => {
+  const jwksFile = join(work, 'jwks-limits.json');
+  writeFileSync(jwksFile, JSON.stringify(jwksOf(clusterKey)));
+  const policy = join(work, 'limits-policy.json');
+  writeFileSync(policy, JSON.stringify({ serviceAccounts: { 'agents/triage': { models: true, limits: { max_concurrent: 1 } }, 'agents/*': { models: true } } }));
+  const env = { UPSTREAM_BASE_URL: model.baseUrl, UPSTREAM_API_KEY: 'sk-upstream', UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: pki.caFile };
+  const args = ['--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--sa-issuer', issuer.issuer, '--sa-audience', TEST_AUDIENCE, '--sa-jwks-file', jwksFile, '--workload-policy', policy];
+  const refused = await runCommandInProcess(args, env);
+  assert.equal(refused.code, 1, refused.stderr);
+  assert.match(refused.stderr, /--workload-policy .*limits-policy\.json: the entry "agents\/triage" set limits, which only a gateway started with --limits enforces; give --limits FILE \(a file holding \{\} sets no ceiling of its own/);
+  // With an empty --limits file the entry's max_concurrent of 1 holds: a second call while the first is in progress is refused.
+  const limited = await startServe({ env, args: [...args, '--limits', join(work, 'limits.json')], listeners: ['model'] });
+  let release: (() => void) | undefined;
+  try {
+    let arrived!: () => void;
+    const upstream = new Promise<void>((r) => (arrived = r));
+    const held = new Promise<void>((r) => (release = r));
+    model.script((_req, res) => {
+      arrived();
+      void held.then(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'c', object: 'chat.completion', model: 'gpt-test', choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } })));
+    });
+    const call = () => send(limited.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${projected(TRIAGE)}` }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });
+    const first = call();
+    await upstream; // the first call is in progress
+    const second = await call();
+    release?.();
+    assert.equal(second.status, 429, second.body.toString());
+    assert.equal((await first).status, 200);
+  } finally {
+    release?.();
+    assert.equal((await limited.stop()).code, 0);
   }
 });
 

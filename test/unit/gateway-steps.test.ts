@@ -18,6 +18,7 @@ import { costUsd } from '../../src/gateway/prices.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
 import type { CallSummary } from '../../src/gateway/protocols/protocol.ts';
 import { chargeFor } from '../../src/limits/charge.ts';
+import { carriesLimits } from '../../src/gateway/admit-call.ts';
 import { limitRefusal } from '../../src/limits/refusal.ts';
 import { newExchange } from '../../src/http/forward.ts';
 
@@ -221,4 +222,13 @@ test('revocationRefusal: a revoked token is 401 naming why; a deny list that can
   assert.deepEqual([revoked.error, /its run was revoked/.test(revoked.message!)], [ERRORS.unauthenticated, true]);
   const unavailable = revocationRefusal({ kind: 'unavailable' })!;
   assert.deepEqual([unavailable.error, unavailable.headers], [ERRORS.revocationStoreUnavailable, { 'retry-after': '1' }]);
+});
+
+test('carriesLimits: an identity carries limits when its token or policy entry lowers any one of them; no claim, or a claim with none set, carries none', () => {
+  const who = { instanceId: 'bot', workflow: 'w', runId: 'r' };
+  assert.equal(carriesLimits(who), false);
+  assert.equal(carriesLimits({ ...who, lowered: {} }), false);
+  assert.equal(carriesLimits({ ...who, lowered: { budgetUsd: undefined } }), false);
+  assert.equal(carriesLimits({ ...who, lowered: { budgetUsd: 5 } }), true);
+  assert.equal(carriesLimits({ ...who, lowered: { concurrent: 1 } }), true);
 });

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseWorkloadPolicy } from '../../src/auth/workload-policy.ts';
 import { parseLimitsFile } from '../../src/limits/policy.ts';
-import { startupWarnings, type ModelFacts } from '../../src/run/warnings.ts';
+import { startupWarnings, unenforcedPolicyLimits, type ModelFacts } from '../../src/run/warnings.ts';
 
 const quietModel: ModelFacts = {
   limits: undefined,
@@ -138,4 +138,15 @@ test('workload policy limits above the --limits ceilings: warned naming the entr
     },
   ]);
   assert.deepEqual(messages({ policy: { policy, limits: undefined } }), [], 'without --limits there is no ceiling');
+});
+
+test('unenforcedPolicyLimits: workload policy entries that set limits, with no --limits to enforce them, stop start-up naming the entries (three, then how many more) and the fix; entries without limits pass', () => {
+  const policy = (entries: Record<string, unknown>) => parseWorkloadPolicy(JSON.stringify({ serviceAccounts: entries }), 'workloads.json');
+  assert.equal(unenforcedPolicyLimits(policy({ 'agents/*': { models: true } })), undefined);
+  assert.equal(
+    unenforcedPolicyLimits(policy({ 'agents/triage': { models: true, limits: { budget_usd: 5 } }, 'agents/*': { models: true } })),
+    '--workload-policy workloads.json: the entry "agents/triage" set limits, which only a gateway started with --limits enforces; give --limits FILE (a file holding {} sets no ceiling of its own, so the entries\' limits apply as written), or remove the entries\' "limits"',
+  );
+  const five = Object.fromEntries(['a', 'b', 'c', 'd', 'e'].map((n) => [`ns/${n}`, { models: true, limits: { max_concurrent: 1 } }]));
+  assert.match(unenforcedPolicyLimits(policy(five)) ?? '', /the entries "ns\/a", "ns\/b", "ns\/c" and 2 more set limits/);
 });
