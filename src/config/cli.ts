@@ -12,8 +12,10 @@ export type Command = 'serve' | 'git-config' | 'agent-config' | 'mint-token' | '
 const COMMANDS: readonly Command[] = ['serve', 'git-config', 'agent-config', 'mint-token', 'revoke', 'confirm-store-reset', 'help', 'version'];
 
 export interface ServeOptions {
-  readonly gitListen: ListenAddress;
-  readonly modelListen: ListenAddress;
+  /** undefined: `--git-auth-listen off`, no git listener whatever else is configured. */
+  readonly gitListen: ListenAddress | undefined;
+  /** undefined: `--model-gateway-listen off`, no model gateway whatever else is configured. */
+  readonly modelListen: ListenAddress | undefined;
   readonly maxRequestBodyBytes: number;
   readonly upstreamMaxRetries: number;
   readonly upstreamRetryBudgetMs: number;
@@ -136,9 +138,9 @@ const SERVE: readonly FlagCommand[] = ['serve'];
 
 /** Flag name, default, commands and one line of help: the single source for parsing and usage text. */
 const FLAGS = {
-  'git-auth-listen': { default: ':8447', commands: SERVE, help: 'git proxy listen address (:PORT, HOST:PORT, [V6]:PORT)' },
+  'git-auth-listen': { default: ':8447', commands: SERVE, help: 'git proxy listen address (:PORT, HOST:PORT, [V6]:PORT), or off to run without it whatever is configured' },
   'git-hosts': { default: undefined, commands: ['serve', 'git-config', 'mint-token'], help: 'JSON file with more git hosts (see docs/configuration.md#hosts-file---git-hosts)' },
-  'model-gateway-listen': { default: ':8450', commands: SERVE, help: 'model gateway listen address' },
+  'model-gateway-listen': { default: ':8450', commands: SERVE, help: 'model gateway listen address, or off to run without it whatever is configured' },
   'max-request-body': { default: '32MiB', commands: SERVE, help: 'largest model request body, any route (413 beyond)' },
   'upstream-max-retries': { default: '2', commands: SERVE, help: 'model gateway: retries after a 429 or a failed connect, before any byte reached the client' },
   'upstream-retry-budget': { default: '30s', commands: SERVE, help: 'model gateway: total time retries of one request may wait' },
@@ -264,11 +266,13 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
 
   const str = (name: FlagName): string | undefined => (values[name] as string | undefined) ?? FLAGS[name].default;
   const duration = (name: FlagName) => asUsageError(() => parseDuration(name, str(name)!));
+  // Every listener may be switched off: `off` runs without it, whatever the environment enables.
+  const listenOrOff = (name: 'git-auth-listen' | 'model-gateway-listen' | 'metrics-listen') => (str(name) === 'off' ? undefined : asUsageError(() => parseListenAddress(name, str(name)!)));
   return {
     command,
     options: {
-      gitListen: asUsageError(() => parseListenAddress('git-auth-listen', str('git-auth-listen')!)),
-      modelListen: asUsageError(() => parseListenAddress('model-gateway-listen', str('model-gateway-listen')!)),
+      gitListen: listenOrOff('git-auth-listen'),
+      modelListen: listenOrOff('model-gateway-listen'),
       maxRequestBodyBytes: asUsageError(() => parseByteSize('max-request-body', str('max-request-body')!)),
       upstreamMaxRetries: asUsageError(() => parseCount('upstream-max-retries', str('upstream-max-retries')!, 0, 10)),
       upstreamRetryBudgetMs: duration('upstream-retry-budget'),
@@ -285,7 +289,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       upstreamIdleTimeoutMs: duration('upstream-idle-timeout'),
       shutdownGraceMs: duration('shutdown-grace'),
       storeReachTimeoutMs: duration('store-reach-timeout'),
-      metricsListen: str('metrics-listen') === 'off' ? undefined : asUsageError(() => parseListenAddress('metrics-listen', str('metrics-listen')!)),
+      metricsListen: listenOrOff('metrics-listen'),
       metricsMaxSeries: asUsageError(() => parseCount('metrics-max-series', str('metrics-max-series')!, 10, 1_000_000)),
       metricsSeriesTtlMs: duration('metrics-series-ttl'),
       metricsRunIdLabel: values['metrics-run-id-label'] === true,

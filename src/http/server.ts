@@ -168,13 +168,15 @@ function answerHealth(req: IncomingMessage, res: ServerResponse, unready: string
   res.end(req.method === 'HEAD' ? undefined : body);
 }
 
+const LISTENER_NAMES: Readonly<Record<string, string>> = { 'git-auth-listen': 'git', 'model-gateway-listen': 'model gateway', 'metrics-listen': 'metrics' };
+
 /**
  * Pure: why an address cannot be listened on, naming the flag that set it and what to type
- * instead. Only the metrics listener may be switched off, so only its message offers that.
+ * instead: another address, or `off` (every listener may be switched off).
  */
 export function listenErrorMessage(flag: string, address: ListenAddress, code: string): string {
   const given = `--${flag} ${address.host === undefined ? `:${address.port}` : formatAddress(address.host, address.port)}`;
-  const instead = `use a free address with --${flag} HOST:PORT${flag === 'metrics-listen' ? ', or --metrics-listen off to run without the metrics listener' : ''}`;
+  const instead = `use a free address with --${flag} HOST:PORT, or --${flag} off to run without the ${LISTENER_NAMES[flag] ?? flag} listener`;
   switch (code) {
     case 'EADDRINUSE':
       return `${given}: the address is already in use (another proxy on this host?); ${instead}`;

@@ -68,7 +68,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
   const model = await startListener({
     name: 'model',
     flag: 'model-gateway-listen',
-    address: options.modelListen,
+    address: options.modelListen!, // set: load.ts enables no listener whose flag is off
     timeouts: shared.listenerTimeouts,
     ...shared.capped('model'),
     rootIsHealth: true,

@@ -61,7 +61,7 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
   const git = await startListener({
     name: 'git',
     flag: 'git-auth-listen',
-    address: options.gitListen,
+    address: options.gitListen!, // set: load.ts enables no listener whose flag is off
     timeouts: shared.listenerTimeouts,
     ...shared.capped('git'),
     log,

@@ -139,7 +139,9 @@ export function loadServeConfig(options: ServeOptions, env: NodeJS.ProcessEnv): 
   const egress = loadEgress(options, env);
   const gitUpstreams = openGitUpstreams(loadHosts(options, env), env, egress);
   const gitKeys = loadListenerKeys('git', parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY), env, options.gitKeys);
-  const gateway = loadGateway(options, env);
+  // A listener switched off (--git-auth-listen off, --model-gateway-listen off) is not enabled, whatever the environment says.
+  const loaded = loadGateway(options, env);
+  const gateway = options.modelListen === undefined ? { ...loaded, enabled: false } : loaded;
   const botKeys = loadListenerKeys('model', gateway.signingKey, env, options.botKeys);
   const hostedTools = asUsageError(() => hostedToolsPolicy(options.allowHostedTools));
   const maxTokenLifetimeSec = Math.floor(options.maxTokenLifetimeMs / 1000);
@@ -157,7 +159,7 @@ export function loadServeConfig(options: ServeOptions, env: NodeJS.ProcessEnv): 
   const credentialFiles = { git: gitCredentialFiles(hosts), model: modelCredentialFiles(gateway) };
   // A host whose token is a file is configured even while the file is missing: the listener
   // starts, names the file and answers /healthz 503 until it is mounted, as the gateway does.
-  const gitEnabled = env.GIT_AUTH_ENABLED === 'true' || hostStates.some((h) => h.credential === 'present') || credentialFiles.git.some((f) => f.what === 'token file');
+  const gitEnabled = options.gitListen !== undefined && (env.GIT_AUTH_ENABLED === 'true' || hostStates.some((h) => h.credential === 'present') || credentialFiles.git.some((f) => f.what === 'token file'));
   const limits = gateway.enabled && options.limitsFile !== undefined ? { policy: parseLimitsFile(readTextFile(options.limitsFile, '--limits:'), options.limitsFile), file: options.limitsFile } : undefined;
   return { gitUpstreams, gitKeys, botKeys, gateway, hostedTools, maxTokenLifetimeSec, hostStates, gitEnabled, credentialFiles, egress, limits };
 }

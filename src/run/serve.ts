@@ -53,7 +53,7 @@ function policyFacts(options: ServeOptions, config: ServeConfig, shared: Shared)
 function refuseIfNothingEnabled(config: ServeConfig): void {
   if (config.gitEnabled || config.gateway.enabled) return;
   throw new Error(
-    'no listener is enabled.\n' +
+    'no listener is enabled (a listener whose --git-auth-listen or --model-gateway-listen is off never is).\n' +
       '  git proxy:     set GIT_HOST_A_TOKEN (host GIT_HOST_A, default github.com), GIT_HOST_B_TOKEN with GIT_HOST_B,\n' +
       '                 a token of a --git-hosts file, or GIT_AUTH_ENABLED=true.\n' +
       '  model gateway: give --providers FILE, set UPSTREAM_API_KEY or UPSTREAM_API_KEY_FILE, or MODEL_GATEWAY_ENABLED=true.',

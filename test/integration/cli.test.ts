@@ -12,6 +12,7 @@ import { after, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { BUNDLE, ROOT, runProxyCommand, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
+import { startServe } from '../support/serve-in-process.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'cli-test-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -106,6 +107,25 @@ test('metrics listener: --metrics-listen off runs the proxy without it, listenin
   } finally {
     assert.equal((await p.stop()).code, 0);
   }
+});
+
+test('listeners: --git-auth-listen off and --model-gateway-listen off each run the proxy without that listener whatever the environment enables; both off is "no listener is enabled"', async () => {
+  const env = { GIT_AUTH_ENABLED: 'true', MODEL_GATEWAY_ENABLED: 'true' };
+  const gitOff = await startServe({ env, args: ['--git-auth-listen', 'off', '--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off'], listeners: ['model'] });
+  try {
+    assert.deepEqual(gitOff.records().filter((r) => r.event === 'listening').map((r) => r.listener), ['model']);
+  } finally {
+    assert.equal((await gitOff.stop()).code, 0);
+  }
+  const modelOff = await startServe({ env, args: ['--git-auth-listen', '127.0.0.1:0', '--model-gateway-listen', 'off', '--metrics-listen', 'off'], listeners: ['git'] });
+  try {
+    assert.deepEqual(modelOff.records().filter((r) => r.event === 'listening').map((r) => r.listener), ['git']);
+  } finally {
+    assert.equal((await modelOff.stop()).code, 0);
+  }
+  const both = await runCommandInProcess(['--git-auth-listen', 'off', '--model-gateway-listen', 'off'], env);
+  assert.equal(both.code, 1);
+  assert.match(both.stderr, /no listener is enabled/);
 });
 
 test('a hosts file may register github.com (e.g. with a rotating tokenFile) when the environment does not', async () => {

@@ -158,7 +158,7 @@ test('deploy kit: ports agree between the listen flags, the container, the Servi
   const opts = serveOptions();
   const c = proxyContainer();
   const byName: Record<string, number> = Object.fromEntries(c.ports.map((p: { name: string; containerPort: number }) => [p.name, p.containerPort]));
-  assert.deepEqual({ ...byName }, { git: opts.gitListen.port, gateway: opts.modelListen.port, metrics: opts.metricsListen!.port });
+  assert.deepEqual({ ...byName }, { git: opts.gitListen!.port, gateway: opts.modelListen!.port, metrics: opts.metricsListen!.port });
   const workloads = one(base(), 'Service', 'credential-proxy');
   assert.deepEqual(workloads.spec.ports.map((p: { port: number; targetPort: string }) => [p.port, byName[p.targetPort]]), [[8447, 8447], [8450, 8450]]);
   const metrics = one(base(), 'Service', 'credential-proxy-metrics');
@@ -177,8 +177,8 @@ test('deploy kit: NetworkPolicies: 8447 and 8450 only from labelled workload pod
   const ingress = policies.filter((p) => p.spec.policyTypes.includes('Ingress')).flatMap((p) => p.spec.ingress);
   const portsFrom = new Map<number, unknown[]>();
   for (const rule of ingress) for (const p of rule.ports) portsFrom.set(p.port, [...(portsFrom.get(p.port) ?? []), ...rule.from]);
-  assert.deepEqual([...portsFrom.keys()].sort(), [opts.gitListen.port, opts.modelListen.port, opts.metricsListen!.port].sort());
-  for (const port of [opts.gitListen.port, opts.modelListen.port]) {
+  assert.deepEqual([...portsFrom.keys()].sort(), [opts.gitListen!.port, opts.modelListen!.port, opts.metricsListen!.port].sort());
+  for (const port of [opts.gitListen!.port, opts.modelListen!.port]) {
     assert.deepEqual(portsFrom.get(port), [{ namespaceSelector: {}, podSelector: { matchLabels: { 'credential-proxy/client': 'true' } } }], `port ${port}: labelled workload pods only`);
   }
   assert.deepEqual(portsFrom.get(opts.metricsListen!.port), [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } } }]);

@@ -42,8 +42,9 @@ test('drain: a connection with no request in progress is closed at once, a head 
 test('a listen address that is in use gives an error naming the flag and what to type instead (listenErrorMessage)', async () => {
   const metrics = listenErrorMessage('metrics-listen', { host: undefined, port: 9464 }, 'EADDRINUSE');
   assert.equal(metrics, '--metrics-listen :9464: the address is already in use (another proxy on this host?); use a free address with --metrics-listen HOST:PORT, or --metrics-listen off to run without the metrics listener');
-  // Only the metrics listener can be switched off.
-  assert.doesNotMatch(listenErrorMessage('git-auth-listen', { host: '::1', port: 8447 }, 'EADDRINUSE'), / off/);
+  // Every listener can be switched off.
+  assert.match(listenErrorMessage('git-auth-listen', { host: '::1', port: 8447 }, 'EADDRINUSE'), /, or --git-auth-listen off to run without the git listener$/);
+  assert.match(listenErrorMessage('model-gateway-listen', { host: '::1', port: 8450 }, 'EADDRINUSE'), /, or --model-gateway-listen off to run without the model gateway listener$/);
   assert.match(listenErrorMessage('git-auth-listen', { host: '::1', port: 8447 }, 'EADDRINUSE'), /^--git-auth-listen \[::1\]:8447: /);
   assert.match(listenErrorMessage('model-gateway-listen', { host: undefined, port: 80 }, 'EACCES'), /^--model-gateway-listen :80: not allowed to listen there/);
   // And startListener reports it so.
