@@ -96,7 +96,7 @@ export function parseProxyUrl(text: string, variable: string): EgressProxy {
  * list of `*` (no upstream uses the egress proxy), a host name (it and every name under it, as
  * curl matches), `.domain` or `*.domain` (the same: curl ignores the leading dot), an IPv4 or
  * IPv6 address (IPv6 with or without brackets) or a CIDR block, each name or address optionally
- * with `:PORT_TEXT` (then only that port). Names and addresses match the upstream host as the
+ * with `:PORT` (then only that port). Names and addresses match the upstream host as the
  * configuration gives it, never a DNS answer. An entry of another form (a `*` inside a name, an
  * address range) is refused rather than guessed at.
  */
@@ -106,7 +106,7 @@ export function parseNoProxy(text: string, variable: string): NoProxyEntry[] {
     const entry = raw.trim().toLowerCase();
     if (entry === '') continue;
     const parsed = noProxyEntry(entry);
-    if (parsed === undefined) throw new Error(`${variable}: "${raw.trim()}" is not an entry this proxy understands; use *, a host name, .domain, an IP address or a CIDR block, each optionally with :PORT_TEXT`);
+    if (parsed === undefined) throw new Error(`${variable}: "${raw.trim()}" is not an entry this proxy understands; use *, a host name, .domain, an IP address or a CIDR block, each optionally with :PORT (a port number)`);
     entries.push(parsed);
   }
   return entries;

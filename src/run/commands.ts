@@ -125,11 +125,11 @@ export function mintToken(cli: CommandLine, ctx: CommandContext): string {
     const unknown = asUsageError(() => unregisteredScopeHost(git, registered));
     if (unknown === 'unchecked') ctx.notice('mint-token: no git host is registered in this environment (GIT_HOST_A, GIT_HOST_B, --git-hosts): the scope\'s hosts were not checked against the registry');
     const gitSigner = mintingKey('git', env, cli.mint.signingKeyFile);
-    if (!gitSigner) throw new Error('mint-token: --git-repo makes a token for the git proxy, and GIT_PROXY_SIGNING_KEY is not set');
+    if (!gitSigner) throw new Error('mint-token: --git-repo makes a token for the git proxy, and GIT_PROXY_SIGNING_KEY is not set; set it (or GIT_PROXY_SIGNING_KEY_FILE), or give the private key of one of --git-keys with --signing-key KID.pem');
     return issued(signBotToken({ ...claims, git, jti }, gitSigner));
   }
   const botSigner = mintingKey('model', env, cli.mint.signingKeyFile);
-  if (!botSigner) throw new Error('mint-token: MODEL_PROXY_SIGNING_KEY is not set');
+  if (!botSigner) throw new Error('mint-token: MODEL_PROXY_SIGNING_KEY is not set; set it (or MODEL_PROXY_SIGNING_KEY_FILE), or give the private key of one of --bot-keys with --signing-key KID.pem');
   return issued(signBotToken({ ...claims, jti }, botSigner));
 }
 

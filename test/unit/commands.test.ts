@@ -41,7 +41,7 @@ test('mint-token: the token is issued at the clock passed in, signed with the en
 
 test('mint-token: without MODEL_PROXY_SIGNING_KEY in the environment passed in, no token (the process environment is not read)', () => {
   process.env.MODEL_PROXY_SIGNING_KEY ??= KEY;
-  assert.throws(() => mintToken(parseCommandLine(['mint-token', '--instance-id', 'bot-7', '--workflow', 'triage', '--run-id', 'run-42']), context({})), /^Error: mint-token: MODEL_PROXY_SIGNING_KEY is not set$/);
+  assert.throws(() => mintToken(parseCommandLine(['mint-token', '--instance-id', 'bot-7', '--workflow', 'triage', '--run-id', 'run-42']), context({})), /^Error: mint-token: MODEL_PROXY_SIGNING_KEY is not set; set it \(or MODEL_PROXY_SIGNING_KEY_FILE\), or give the private key of one of --bot-keys with --signing-key KID\.pem$/);
 });
 
 test('mint-token prints a token id only when it issues the token: a refused mint says nothing of an id', () => {

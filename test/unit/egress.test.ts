@@ -79,6 +79,8 @@ test('NO_PROXY entries this proxy understands, or start-up stops: wildcards insi
   for (const bad of ['a*.example.com', 'ex*mple.com', '192.168.1.1-192.168.1.9', '10.0.0', 'host:0', 'host:99999', 'host:x', '10.0.0.0/33', 'fd00::/129', 'name/8', 'a b', 'http://x']) {
     assert.throws(() => parseNoProxy(`ok.example,${bad}`, 'no_proxy'), (err: Error) => err.message.startsWith(`no_proxy: "${bad}" is not an entry this proxy understands`), bad);
   }
+  // The forms it takes, in words the operator can type (no placeholder of the code's).
+  assert.throws(() => parseNoProxy('host:x', 'NO_PROXY'), { message: 'NO_PROXY: "host:x" is not an entry this proxy understands; use *, a host name, .domain, an IP address or a CIDR block, each optionally with :PORT (a port number)' });
 });
 
 test('CONNECT carries only the target and the proxy credential: the request line, Host, and Proxy-Authorization when given', () => {
