@@ -4,6 +4,7 @@
 // together, remove the old key, its tokens refused from the next request, the new ones not.
 // mint-token signs with a private key the proxy never sees; the proxy holds public keys only.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -182,4 +183,29 @@ test('a private key refused by the listeners: serve stops at start-up naming the
   const r = await runCommandInProcess(['serve', '--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--bot-keys', keys.dir], { UPSTREAM_API_KEY: 'sk-x', UPSTREAM_ALLOWED_MODELS: 'm' });
   assert.equal(r.code, 1);
   assert.match(r.stderr, /--bot-keys .*: mixed-up\.pem: a private key; the proxy verifies with the public key only, so that it cannot mint tokens: give it the public key \(openssl pkey -in mixed-up\.pem -pubout\)/);
+});
+
+test('the rotation walk of docs/operations.md runs as written: its key block makes the pair, its mint-token line signs with the new kid, and a gateway reading the key directory accepts the token', { timeout: 60_000 }, async () => {
+  const doc = readFileSync(join(__dirname, '..', '..', 'docs', 'operations.md'), 'utf8');
+  const section = doc.slice(doc.indexOf('## Rotating token signing keys'), doc.indexOf('## Revoking a run'));
+  const blocks = [...section.matchAll(/```sh\n([\s\S]*?)\n\s*```/g)].map((m) => m[1]!.replace(/^ {3}/gm, ''));
+  assert.equal(blocks.length, 2, 'step 1 (the key pair) and step 2 (mint-token)');
+  const work = join(root, 'doc-walk');
+  mkdirSync(work);
+  execFileSync('bash', ['-euo', 'pipefail', '-c', blocks[0]!], { cwd: work, stdio: 'pipe' });
+  assert.deepEqual(readdirSync(join(work, 'keys')), ['bots-2026-11.pem'], 'only the public key, under its kid, in the proxy\'s directory');
+  const mint = /^node proxy\.js (mint-token .*)$/.exec(blocks[1]!.trim());
+  assert.ok(mint, blocks[1]);
+  const minted = await runCommandInProcess(mint[1]!.split(/\s+/).map((a) => (a.startsWith('private/') ? join(work, a) : a)), {});
+  assert.equal(minted.code, 0, minted.stderr);
+  const token = minted.stdout.trim();
+  assert.equal((JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString()) as { kid: string }).kid, 'bots-2026-11');
+  // GET /v1/models is the gateway's own answer: no upstream is reached.
+  const gw = await startServe({ env: { UPSTREAM_BASE_URL: 'https://127.0.0.1:1', UPSTREAM_API_KEY: 'sk-x', UPSTREAM_ALLOWED_MODELS: 'm' }, args: ['--model-gateway-listen', '127.0.0.1:0', '--metrics-listen', 'off', '--bot-keys', join(work, 'keys')], listeners: ['model'] });
+  try {
+    assert.equal((await send(gw.ports.model!, 'GET', '/v1/models', { headers: { authorization: `Bearer ${token}` } })).status, 200);
+    assert.equal((await send(gw.ports.model!, 'GET', '/v1/models', { headers: { authorization: 'Bearer x.y.z' } })).status, 401, 'control: another token is refused');
+  } finally {
+    await gw.stop();
+  }
 });

@@ -17,6 +17,8 @@
 //   https://api.openai.com/v1, api.anthropic.com  an HTTPS fake model provider on port 0
 //   redis://redis:6379                            a redis-server on a free loopback port
 //   git-proxy.ns.svc:8447                         the git listener the block started
+//   claude (the real Claude Code, on PATH)        a stand-in that checks what the block gave it:
+//                                                 the settings agent-config wrote, and a bot token
 // A line that starts the proxy (`node …proxy.js` with flags or none, `&` or not) is started in
 // the background with `--git-auth-listen`, `--model-gateway-listen` and `--metrics-listen` on
 // 127.0.0.1:0 appended, and the block goes on once its metrics listener is up; it must still be
@@ -26,7 +28,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { gitEnv } from '../support/git-client.ts';
@@ -67,14 +69,14 @@ function fencedBlocks(markdown: string): Block[] {
 const BLOCKS = fencedBlocks(README);
 const SHELL = BLOCKS.filter((b) => b.lang === 'sh');
 
-test('every shell block of README.md is marked run or skip (with its reason): 5 run, 3 skipped, none unmarked', () => {
+test('every shell block of README.md is marked run or skip (with its reason): 6 run, 2 skipped, none unmarked', () => {
   const unmarked = SHELL.filter((b) => b.marker === undefined || b.marker.kind === 'file').map((b) => `README.md:${b.line}`);
   assert.deepEqual(unmarked, [], 'a shell block without <!-- readme-test: run --> or <!-- readme-test: skip: REASON -->');
   const count = (kind: string) => SHELL.filter((b) => b.marker?.kind === kind).length;
-  assert.deepEqual({ run: count('run'), skip: count('skip') }, { run: 5, skip: 3 });
+  assert.deepEqual({ run: count('run'), skip: count('skip') }, { run: 6, skip: 2 });
   for (const b of SHELL) if (b.marker?.kind === 'skip') assert.ok(b.marker.reason.length >= 20, `README.md:${b.line}: say why it cannot run`);
   const files = BLOCKS.filter((b) => b.marker?.kind === 'file');
-  assert.deepEqual(files.map((b) => b.lang), ['json']);
+  assert.deepEqual(files.map((b) => b.lang), ['json', 'json']);
 });
 
 // ---- running a block ------------------------------------------------------------------------
@@ -231,11 +233,17 @@ test('README.md\'s shell blocks run as written against local fakes: git clone th
   copyFileSync(BUNDLE, join(root, 'opt', 'proxy', 'proxy.js'));
   const envFile = join(root, 'exported.sh');
   writeFileSync(envFile, '');
+  // Claude Code itself is run by e2e:agents; here a stand-in records that it was given its
+  // settings (Bedrock mode) and a token.
+  const bin = join(root, 'bin');
+  mkdirSync(bin);
+  writeFileSync(join(bin, 'claude'), `#!/bin/sh\ngrep -q CLAUDE_CODE_USE_BEDROCK "$HOME/.claude/settings.json" || exit 3\n[ -n "$MODEL_PROXY_TOKEN" ] || exit 4\nprintf %s "$MODEL_PROXY_TOKEN" > ${join(root, 'claude-ran')}\n`);
+  chmodSync(join(bin, 'claude'), 0o755);
 
   const world: World = {
     root,
     work,
-    env: gitEnv(home, { NODE_EXTRA_CA_CERTS: pki.caFile }),
+    env: gitEnv(home, { NODE_EXTRA_CA_CERTS: pki.caFile, PATH: `${bin}:${process.env.PATH}` }),
     envFile,
     names: [
       ['/var/run/secrets/', `${root}/secrets/`],
@@ -262,4 +270,6 @@ test('README.md\'s shell blocks run as written against local fakes: git clone th
   JSON.parse(readFileSync(join(work, 'opencode.json'), 'utf8'));
   JSON.parse(readFileSync(join(home, '.claude', 'settings.json'), 'utf8'));
   assert.ok(existsSync(join(home, '.codex', 'config.toml')));
+  // Claude Code's cloud block: the stand-in ran with its Bedrock settings and a bot token signed with the key it exported.
+  assert.match(readFileSync(join(root, 'claude-ran'), 'utf8'), /^[\w-]+\.[\w-]+\.[\w-]+$/);
 });
