@@ -17,6 +17,8 @@ export interface ServeOptions {
   /** undefined: `--model-gateway-listen off`, no model gateway whatever else is configured. */
   readonly modelListen: ListenAddress | undefined;
   readonly maxRequestBodyBytes: number;
+  /** Request body bytes the process holds at once (the gateway's bodies being read and checked); at least maxRequestBodyBytes. */
+  readonly maxHeldRequestBytes: number;
   readonly upstreamMaxRetries: number;
   readonly upstreamRetryBudgetMs: number;
   readonly maxTokenLifetimeMs: number;
@@ -142,6 +144,7 @@ const FLAGS = {
   'git-hosts': { default: undefined, commands: ['serve', 'git-config', 'mint-token'], help: 'JSON file with more git hosts (see docs/configuration.md#hosts-file---git-hosts)' },
   'model-gateway-listen': { default: ':8450', commands: SERVE, help: 'model gateway listen address, or off to run without it whatever is configured' },
   'max-request-body': { default: '32MiB', commands: SERVE, help: 'largest model request body, any route (413 beyond)' },
+  'max-held-request-bytes': { default: '160MiB', commands: SERVE, help: 'request body bytes all model calls hold at once while read and checked; a call past it gets 503 with Retry-After, its body unread. At least --max-request-body; the default fits a 768Mi memory limit (docs/operations.md#sizing)' },
   'upstream-max-retries': { default: '2', commands: SERVE, help: 'model gateway: retries after a 429 or a failed connect, before any byte reached the client' },
   'upstream-retry-budget': { default: '30s', commands: SERVE, help: 'model gateway: total time retries of one request may wait' },
   limits: { default: undefined, commands: ['serve', 'mint-token'], help: 'model gateway: JSON file of the limits enforced per workload (requests in progress, per minute, tokens per minute, money per run and per workflow per day); needs MODEL_PROXY_SIGNING_KEY. mint-token reads it to refuse a token that asks more than its ceilings' },
@@ -274,6 +277,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       gitListen: listenOrOff('git-auth-listen'),
       modelListen: listenOrOff('model-gateway-listen'),
       maxRequestBodyBytes: asUsageError(() => parseByteSize('max-request-body', str('max-request-body')!)),
+      maxHeldRequestBytes: asUsageError(() => heldRequestBytes(str('max-held-request-bytes')!, str('max-request-body')!)),
       upstreamMaxRetries: asUsageError(() => parseCount('upstream-max-retries', str('upstream-max-retries')!, 0, 10)),
       upstreamRetryBudgetMs: duration('upstream-retry-budget'),
       maxTokenLifetimeMs: duration('max-token-lifetime'),
@@ -315,6 +319,12 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   };
 }
 
+/** --max-held-request-bytes, which must leave room for one body of the largest size --max-request-body admits. */
+function heldRequestBytes(held: string, maxBody: string): number {
+  const bytes = parseByteSize('max-held-request-bytes', held);
+  if (bytes < parseByteSize('max-request-body', maxBody)) throw new Error(`--max-held-request-bytes: ${held} is below --max-request-body ${maxBody}, so a body of the largest size would always be refused; raise it, or lower --max-request-body`);
+  return bytes;
+}
 
 type FlagValue = (name: FlagName) => string | undefined;
 

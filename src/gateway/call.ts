@@ -1,10 +1,12 @@
-// One model call's state: who asked, what it asked for, the limits slot it holds, what the
-// upstream answered. Steps (./handler.ts) fill it in from their results; finish() (in the
-// handler's `finally`) charges the slot and writes the record, exactly once, however the call ended.
+// One model call's state: who asked, what it asked for, the body bytes and the limits slot it
+// holds, what the upstream answered. Steps (./handler.ts) fill it in from their results; finish()
+// (in the handler's `finally`) gives back the body's bytes, charges the slot and writes the
+// record, exactly once, however the call ended.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { NO_IDENTITY, type WorkloadIdentity } from '../auth/identity.ts';
 import type { Exchange } from '../http/forward.ts';
+import type { BodyHold } from '../http/held-bodies.ts';
 import { RequestLifecycle, type Outcome, type Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import type { GatewayLogEvent } from './log-events.ts';
@@ -48,6 +50,8 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState {
   upstreamRequestId: string | undefined;
   bytesIn = 0;
   limit: string | null = null;
+  /** Its body's bytes in the process's count (--max-held-request-bytes), from before the body is read until the body is let go or finish(). */
+  heldBody: BodyHold | undefined;
   /** The limits slot, held from admission until finish() gives it back with the charge. */
   reservation: Reservation | undefined;
   /** The most the call may cost (held against the budgets): what a call cut before its answer is charged. */
@@ -90,9 +94,10 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState {
     writeProxyError(this.req, this.res, error.status, 'application/json', errorBody(error, refusal.param ?? null, refusal.message ?? error.message), refusal.allow);
   }
 
-  /** Gives the limits slot back with the call's charge, then records: the slot comes back even if recording fails. */
+  /** Gives back the body's bytes (if the answer has not already), then the limits slot with the call's charge, then records: both come back even if recording fails. */
   protected complete(outcome: Outcome): void {
     try {
+      this.heldBody?.release();
       if (this.reservation) {
         const failure = callFailure(this.exchange.failure, this.summary);
         const price = this.provider && this.model ? this.ctx.prices?.get(this.provider.config.name, this.model) : undefined;

@@ -9,6 +9,7 @@ import type { RevocationCheck } from '../auth/identity.ts';
 import type { TokenVerifier } from '../auth/verifier.ts';
 import { ERRORS } from '../http/errors.ts';
 import type { UpstreamTimeouts } from '../http/forward.ts';
+import type { HeldBodies } from '../http/held-bodies.ts';
 import type { Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import type { GatewayLogEvent } from './log-events.ts';
@@ -44,6 +45,8 @@ export interface GatewayDeps {
   readonly timeouts: UpstreamTimeouts;
   readonly retry: RetryPolicy;
   readonly maxBodyBytes: number;
+  /** The process's count of request-body bytes held, under --max-held-request-bytes (shared by everything that holds bodies). */
+  readonly heldBodies: HeldBodies;
   /** The deny list (--revocations): why a verified token is refused anyway, or undefined. */
   readonly revoked?: RevocationCheck;
   /** --limits: admission before a call is forwarded, its charge when it is over; undefined: none. */
@@ -62,6 +65,7 @@ interface GatewayContext extends CallContext, RelayContext {
   readonly send: SendPolicy;
   readonly limits: LimitsStore | undefined;
   readonly maxBodyBytes: number;
+  readonly heldBodies: HeldBodies;
   readonly bodyIdleMs: number;
   readonly catalog: readonly Provider['config'][];
   readonly modelsBody: string;
@@ -81,6 +85,7 @@ function gatewayContext(deps: GatewayDeps): GatewayContext {
     send: { timeouts: deps.timeouts, retry: deps.retry, random: deps.random ?? Math.random },
     limits: deps.limits,
     maxBodyBytes: deps.maxBodyBytes,
+    heldBodies: deps.heldBodies,
     bodyIdleMs: deps.timeouts.bodyIdleMs,
     catalog,
     modelsBody: modelsListBody(catalog),
@@ -128,7 +133,9 @@ async function runCall(ctx: GatewayContext, call: GatewayCall): Promise<void> {
   call.identity = who.identity;
   if (route.kind !== 'protocol') return answerCatalog(call, route, ctx);
 
-  const received = await receiveJsonBody(call.req, ctx.maxBodyBytes, ctx.bodyIdleMs);
+  // Held by the call before a byte is read: finish() gives the bytes back, whatever follows.
+  call.heldBody = ctx.heldBodies.open();
+  const received = await receiveJsonBody(call.req, call.heldBody, ctx.maxBodyBytes, ctx.bodyIdleMs);
   if (!received.ok) return 'gone' in received ? call.abandon() : call.refuse(received.refusal);
   const body = received.body;
   call.bytesIn = body.size;

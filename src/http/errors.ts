@@ -60,6 +60,8 @@ export const ERRORS = {
   unauthenticated: def('invalid_bot_token', 401, 'a bot token is required: send Authorization: Bearer $MODEL_PROXY_TOKEN (or x-api-key)'),
   unsupportedMediaType: def('unsupported_media_type', 415, 'the request body must be JSON (Content-Type: application/json)'),
   bodyTooLarge: def('request_too_large', 413, 'the request body is larger than the gateway accepts'),
+  // The process's memory, not this call, is the cause: a transient refusal, before the body is read.
+  requestBodiesFull: def('request_bodies_full', 503, 'the gateway holds as many request body bytes at once as its memory allows (--max-held-request-bytes), so this body was not read; retry after the time Retry-After says (an operator who sees this often adds replicas, or raises the cap with the memory limit)'),
   bodyTimeout: def('body_timeout', 408, 'the request body stopped arriving (no byte for --body-timeout): send the whole body without pausing'),
   invalidJson: def('invalid_json', 400, 'the request body is not a JSON object'),
   caseVariantKey: def('case_variant_key', 400, 'the request body has keys that differ only in case; case-insensitive readers take them for one key, so send each key once, spelled as the API documents it'),

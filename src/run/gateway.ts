@@ -60,6 +60,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     timeouts: shared.upstreamTimeouts,
     retry: { maxRetries: options.upstreamMaxRetries, budgetMs: options.upstreamRetryBudgetMs, baseDelayMs: 500 },
     maxBodyBytes: options.maxRequestBodyBytes,
+    heldBodies: shared.heldBodies,
     revoked: shared.revoked,
     limits: limits?.store,
     prices,

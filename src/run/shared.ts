@@ -1,7 +1,8 @@
 // Start-up, the parts both listeners share: metrics, the store client, the deny list, the
-// connection caps and the timeouts; and the limits the gateway applies.
+// connection caps, the count of request bodies held and the timeouts; and the limits the gateway applies.
 import type { ServeOptions } from '../config/cli.ts';
 import { asUsageError } from '../config/cli.ts';
+import { HeldBodies } from '../http/held-bodies.ts';
 import type { LogSink } from '../http/log.ts';
 import type { LogEvent } from './log-events.ts';
 import type { ListenerTimeouts } from '../http/server.ts';
@@ -47,6 +48,8 @@ export interface Shared {
   readonly workloadPolicy: () => () => WorkloadPolicy;
   readonly caps: { total: number; perClient: number };
   readonly capped: ConnectionCapsOf;
+  /** The request-body bytes the process holds at once, under --max-held-request-bytes: one count for every listener that holds bodies (the gateway; git streams its pushes). */
+  readonly heldBodies: HeldBodies;
   readonly listenerTimeouts: ListenerTimeouts;
   readonly upstreamTimeouts: { connectMs: number; responseMs: number; idleMs: number; bodyIdleMs: number };
   /**
@@ -77,12 +80,13 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress
   const serviceAccounts = openServiceAccounts(options, Math.floor(options.maxTokenLifetimeMs / 1000), egress, workloadPolicy, log, atExit);
   const caps = { total: options.maxConnections, perClient: options.maxConnectionsPerClient };
   const capped: ConnectionCapsOf = (listener, listenerCaps = caps) => ({ caps: listenerCaps, onConnectionRefused: (reason) => metrics?.connectionRefused(listener, reason) });
+  const heldBodies = new HeldBodies(options.maxHeldRequestBytes);
   const upstreamTimeouts = { connectMs: options.upstreamConnectTimeoutMs, responseMs: options.upstreamResponseTimeoutMs, idleMs: options.upstreamIdleTimeoutMs, bodyIdleMs: options.bodyTimeoutMs };
   const release = () => {
     store?.client.close();
     clearInterval(clock);
   };
-  return { prices, metrics, store, revoked, serviceAccounts, workloadPolicy, caps, capped, listenerTimeouts, upstreamTimeouts, atExit, release };
+  return { prices, metrics, store, revoked, serviceAccounts, workloadPolicy, caps, capped, heldBodies, listenerTimeouts, upstreamTimeouts, atExit, release };
 }
 
 /**

@@ -21,6 +21,7 @@ import { createGitHandler, refuseAtGit, type GitProxyDeps, type GitUpstream } fr
 import { parseHostsFile } from '../../src/git/hosts.ts';
 import type { GitRequestRecord } from '../../src/git/record.ts';
 import { createUpstreamAgent } from '../../src/http/forward.ts';
+import { HeldBodies } from '../../src/http/held-bodies.ts';
 import type { LogRecord } from '../../src/http/log.ts';
 import { startListener, type Listener } from '../../src/http/server.ts';
 import type { LimitsStore } from '../../src/limits/admission.ts';
@@ -121,6 +122,7 @@ export async function startGatewayInProcess(opts: GatewayOptions): Promise<InPro
     timeouts: { connectMs: 5000, responseMs: 10_000, idleMs: 10_000, bodyIdleMs: 5000 },
     retry: { maxRetries: 0, budgetMs: 0, baseDelayMs: 1 },
     maxBodyBytes: 1024 * 1024,
+    heldBodies: new HeldBodies(64 * 1024 * 1024),
     revoked: opts.revoked,
     limits: opts.limits,
     prices: opts.prices,

@@ -22,6 +22,7 @@ const DEFAULTS = {
   gitListen: { host: undefined, port: 8447 },
   modelListen: { host: undefined, port: 8450 },
   maxRequestBodyBytes: 32 * 1024 * 1024,
+  maxHeldRequestBytes: 160 * 1024 * 1024,
   upstreamMaxRetries: 2,
   upstreamRetryBudgetMs: 30_000,
   maxTokenLifetimeMs: 86_400_000,
@@ -171,6 +172,19 @@ test('a bad duration on any duration flag is a UsageError naming that flag', () 
       flag,
     );
   }
+});
+
+test('--max-held-request-bytes is a size of at least --max-request-body: below it a body of the largest size could never be read, a UsageError naming both flags', () => {
+  assert.equal(parseCommandLine(['--max-held-request-bytes', '64MiB']).options.maxHeldRequestBytes, 64 * 1024 * 1024);
+  assert.equal(parseCommandLine(['--max-held-request-bytes', '8MiB', '--max-request-body', '8MiB']).options.maxHeldRequestBytes, 8 * 1024 * 1024);
+  for (const args of [['--max-held-request-bytes', '16MiB'], ['--max-held-request-bytes', '32MiB', '--max-request-body', '33MiB']]) {
+    assert.throws(
+      () => parseCommandLine(args),
+      (err: unknown) => err instanceof UsageError && err.message.startsWith('--max-held-request-bytes: ') && err.message.includes('--max-request-body'),
+      args.join(' '),
+    );
+  }
+  assert.throws(() => parseCommandLine(['--max-held-request-bytes', '0']), /^UsageError: --max-held-request-bytes: "0" is not a size/);
 });
 
 test('a bad listen address is a UsageError naming --git-auth-listen', () => {

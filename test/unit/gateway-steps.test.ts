@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { signBotToken } from '../../src/auth/jwt.ts';
 import { ERRORS } from '../../src/http/errors.ts';
+import { HeldBodies } from '../../src/http/held-bodies.ts';
 import { isRelayableStatus, leftoverUpstream } from '../../src/http/lifecycle.ts';
 import { botIdentity, botPresentation, revocationRefusal, tokenHeaderHint } from '../../src/gateway/authenticate.ts';
 import type { Verification } from '../../src/auth/verifier.ts';
@@ -193,10 +194,13 @@ test('bodyPreflight: a body that is not JSON, or announced larger than the gatew
 });
 
 test('RequestBody: release() lets the bytes go; the size stays for the record (SECURITY rule 52)', () => {
-  const body = new RequestBody(Buffer.from('{"a":1}'));
+  const held = new HeldBodies(1024);
+  const hold = held.open();
+  hold.holdUpTo(7);
+  const body = new RequestBody(Buffer.from('{"a":1}'), hold);
   assert.equal(body.bytes?.length, 7);
   body.release();
-  assert.deepEqual([body.bytes, body.size], [undefined, 7]);
+  assert.deepEqual([body.bytes, body.size, held.held], [undefined, 7, 0]);
 });
 
 test('botIdentity: without a signing key the identity headers are informational; with one, two tokens are refused, not chosen from, and a verified token gives its identity, token id and lowered limits', () => {
