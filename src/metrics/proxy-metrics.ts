@@ -107,6 +107,8 @@ function registerFamilies(registry: Registry, runIdLabel: boolean) {
     revokedRefused: registry.counter('proxy_revoked_tokens_refused_total', 'Requests refused because their token, run or instance is on the deny list (--revocations, or the shared store), on either listener.'),
     keyFileProblems: registry.counter('proxy_key_file_problems_total', 'Problems found when re-reading a listener\'s token key files (--bot-keys, --git-keys, *_SIGNING_KEY_FILE): a file unreadable or malformed (its last good key stays), two files with one kid, a key file or directory gone (its keys removed); each counted once until it is fixed.', ['listener']),
     logDropped: registry.counter('proxy_log_lines_dropped_total', 'Log lines dropped because the stdout reader fell more than 8 MiB behind.'),
+    bodyBytesHeld: registry.gauge('proxy_request_body_bytes_held', 'Request body bytes the process holds right now (model calls being read and checked, until their answer begins), counted against --max-held-request-bytes.'),
+    bodiesRefused: registry.counter('model_gateway_request_bodies_refused_total', 'Model calls answered 503 request_bodies_full: their body would have taken the request body bytes held at once past --max-held-request-bytes.'),
   };
 }
 
@@ -126,6 +128,7 @@ function recordModelCall(m: Families, opts: ProxyMetricsOptions, r: ModelRequest
   if (r.interrupted !== null) m.interruptions.inc([...w, r.interrupted]);
   if (r.status >= 200 && r.status < 300 && r.usage_complete === false) m.usageIncomplete.inc(w);
   if (r.error !== null && r.limit === null && GATEWAY_REFUSALS.has(r.error)) m.gatewayRefusals.inc([r.workflow ?? NONE, r.error]);
+  if (r.error === ERRORS.requestBodiesFull.code) m.bodiesRefused.inc([]);
   if (r.limit !== null) m.limitRefusals.inc([r.provider ?? NONE, r.model ?? NONE, r.workflow ?? NONE, r.limit]);
   if (r.charged_usd !== null && r.charged_usd > 0) m.limitCharged.inc([r.workflow ?? NONE, String(r.charge_estimated === true)], r.charged_usd);
   const counts = { input: r.input_tokens, output: r.output_tokens, reasoning: r.reasoning_tokens, cached: r.cached_tokens, cache_write: r.cache_write_tokens };
@@ -151,8 +154,17 @@ function recordGitRequest(m: Families, r: GitRequestRecord): void {
   if (r.error !== undefined && SCOPE_REFUSALS.has(r.error)) m.gitScopeRefusals.inc([r.host ?? NONE, r.error]);
 }
 
+/** What the process gauges read when scraped. */
+export interface ProcessReadings {
+  /** Open client connections, by listener. */
+  readonly connections: () => ReadonlyMap<string, number>;
+  readonly logLinesDropped: () => number;
+  /** Request body bytes held right now (src/http/held-bodies.ts). */
+  readonly requestBodyBytesHeld: () => number;
+}
+
 /** Process and listener gauges, read when scraped. */
-function watchProcessGauges(registry: Registry, m: Families, connections: () => ReadonlyMap<string, number>, logLinesDropped: () => number): () => void {
+function watchProcessGauges(registry: Registry, m: Families, { connections, logLinesDropped, requestBodyBytesHeld }: ProcessReadings): () => void {
   let droppedSeen = 0;
   // The histogram measures each sampling timer's delay including the interval itself.
   const LAG_RESOLUTION_MS = 10;
@@ -173,6 +185,7 @@ function watchProcessGauges(registry: Registry, m: Families, connections: () => 
     m.lagMax.set([], beyond(lag.max));
     lag.reset();
     for (const [listener, n] of connections()) m.connections.set([listener], n);
+    m.bodyBytesHeld.set([], requestBodyBytesHeld());
     const dropped = logLinesDropped();
     if (dropped > droppedSeen) m.logDropped.inc([], dropped - droppedSeen);
     droppedSeen = dropped;
@@ -227,10 +240,9 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
       m.connectionsRefused.inc([listener, reason]);
     },
 
-    /** Process and listener gauges, read when scraped. */
-    /** Starts the process gauges; returns what stops their sampling. */
-    watchProcess(connections: () => ReadonlyMap<string, number>, logLinesDropped: () => number): () => void {
-      return watchProcessGauges(registry, m, connections, logLinesDropped);
+    /** Starts the process and listener gauges, read when scraped; returns what stops their sampling. */
+    watchProcess(readings: ProcessReadings): () => void {
+      return watchProcessGauges(registry, m, readings);
     },
   };
 }

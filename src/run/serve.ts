@@ -63,7 +63,13 @@ function refuseIfNothingEnabled(config: ServeConfig): void {
 /** The metrics listener: a separate port, so that workloads need not (and, by network policy, cannot) reach it. */
 async function startMetrics(address: NonNullable<ServeOptions['metricsListen']>, metrics: NonNullable<Shared['metrics']>, shared: Shared, shutdown: Shutdown, credentialFiles: readonly CredentialFile[], log: LogSink<LogEvent>, lines: LineWriter): Promise<Listener> {
   const proxies = [...shutdown.proxies];
-  shutdown.onExit(metrics.watchProcess(() => new Map(proxies.map((l) => [l.name, l.connections()])), () => lines.dropped()));
+  shutdown.onExit(
+    metrics.watchProcess({
+      connections: () => new Map(proxies.map((l) => [l.name, l.connections()])),
+      logLinesDropped: () => lines.dropped(),
+      requestBodyBytesHeld: () => shared.heldBodies.held,
+    }),
+  );
   const listener = await startListener({
     name: 'metrics',
     flag: 'metrics-listen',

@@ -87,7 +87,7 @@ test('GET /metrics answers the Prometheus text format that promtool accepts', as
   const check = promtoolCheck(text);
   assert.equal(check.status, 0, check.output);
   assert.ok(text.endsWith('\n'));
-  for (const name of ['process_resident_memory_bytes', 'process_open_fds', 'process_start_time_seconds', 'nodejs_eventloop_lag_p99_seconds']) {
+  for (const name of ['process_resident_memory_bytes', 'process_open_fds', 'process_start_time_seconds', 'nodejs_eventloop_lag_p99_seconds', 'proxy_request_body_bytes_held']) {
     assert.ok(text.includes(`\n${name} `), name);
   }
   assert.match(text, /proxy_active_connections\{listener="git"\} \d+/);

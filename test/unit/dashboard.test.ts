@@ -50,7 +50,7 @@ test('dashboard: every panel\'s query names only metrics the proxy exports', () 
   assert.ok(names >= 30, `metric names read: ${names}`);
 });
 
-test('dashboard: panels for limits, spend, the store, revocations and security refusals', () => {
+test('dashboard: panels for limits, spend, the store, revocations, security refusals and the request bodies held', () => {
   const read = (name: string) => dashboard.panels.filter((p) => p.targets.some((t) => metricNames(t.expr).includes(name))).map((p) => p.title);
   for (const name of [
     'model_gateway_limit_refusals_total',
@@ -64,6 +64,8 @@ test('dashboard: panels for limits, spend, the store, revocations and security r
     'git_proxy_upstream_credential_rejected_total',
     'proxy_connections_refused_total',
     'proxy_log_lines_dropped_total',
+    'proxy_request_body_bytes_held',
+    'model_gateway_request_bodies_refused_total',
   ]) {
     assert.ok(read(name).length > 0, `no panel reads ${name}`);
   }

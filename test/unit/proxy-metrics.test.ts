@@ -90,6 +90,10 @@ const MODEL_RECORDS: readonly ModelRequestRecord[] = [
   // 14. The provider refused the gateway's own key (an upstream 401): 502 upstream_auth_failed,
   //    recorded as upstream_401. duration 0.03 s (le 0.04).
   modelRecord({ status: 502, duration_ms: 30, error: 'upstream_401' }),
+  // 15. Refused 503 before its body was read: the request bodies held at once were at
+  //    --max-held-request-bytes. model none (the body was never read). duration 0.003 s (le 0.01).
+  //    Counted in model_gateway_request_bodies_refused_total, not in model_gateway_refusals_total.
+  modelRecord({ model: null, status: 503, duration_ms: 3, error: 'request_bodies_full' }),
 ];
 
 const GIT_RECORDS: readonly GitRequestRecord[] = [
@@ -257,8 +261,8 @@ test('run_id becomes a label only when enabled', () => {
   on.model(modelRecord({ run_id: null, duration_ms: 10 }));
   const { types, samples } = parseExposition(on.registry.expose());
   // The counters; the latency histograms and the in-flight gauge never carry an identity.
-  // The counters of requests (a provider's credential refreshes or refused credential, the limits' and the gateway's refusals, charges, store errors and state losses carry no instance).
-  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && types.get(f) === 'counter' && !['model_gateway_credential_refreshes_total', 'model_gateway_limit_refusals_total', 'model_gateway_limits_store_errors_total', 'model_gateway_limits_store_state_lost_total', 'model_gateway_limit_charged_usd_total', 'model_gateway_refusals_total', 'model_gateway_upstream_credential_rejected_total'].includes(f));
+  // The counters of requests (a provider's credential refreshes or refused credential, the limits' and the gateway's refusals, the bodies refused for the cap, charges, store errors and state losses carry no instance).
+  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && types.get(f) === 'counter' && !['model_gateway_credential_refreshes_total', 'model_gateway_limit_refusals_total', 'model_gateway_limits_store_errors_total', 'model_gateway_limits_store_state_lost_total', 'model_gateway_limit_charged_usd_total', 'model_gateway_refusals_total', 'model_gateway_upstream_credential_rejected_total', 'model_gateway_request_bodies_refused_total'].includes(f));
   assert.equal(modelFamilies.length, 7);
   for (const family of modelFamilies) {
     const own = samples.filter((s) => s.family === family);
