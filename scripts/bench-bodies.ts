@@ -13,7 +13,8 @@
 //
 // burst: BENCH_BURST_CALLS (40) calls sent at once, each with a body of exactly BENCH_BURST_MIB
 // (32) MiB of text in messages (the largest --max-request-body admits by default; text, so that
-// parsing it makes strings as a real conversation does), to a fresh gateway with its default
+// parsing it makes strings as a real conversation does; BENCH_BURST_TEXT=wide puts a character
+// beyond Latin-1 in each message, the costlier case), to a fresh gateway with its default
 // --max-held-request-bytes (BENCH_MAX_HELD sets the flag). The upstream reads each call whole
 // and holds its answer until every call was either received by it or refused by the gateway, so
 // that every admitted body is held at once, the worst moment. The measure: the gateway's peak
@@ -39,6 +40,8 @@ const BODY_MIB = Number(process.env.BENCH_BODY_MIB ?? 31);
 const BURST_CALLS = Number(process.env.BENCH_BURST_CALLS ?? 40);
 const BURST_MIB = Number(process.env.BENCH_BURST_MIB ?? 32);
 const MAX_HELD = process.env.BENCH_MAX_HELD;
+/** ascii, or wide: each message's text also holds one character beyond Latin-1, so that V8 keeps it as a two-byte string (twice the bytes of its UTF-8). */
+const BURST_TEXT = process.env.BENCH_BURST_TEXT ?? 'ascii';
 const ONLY = process.env.BENCH_BODIES_ONLY;
 const MiB = 1024 * 1024;
 /** The goal of hold: RSS with the large bodies at most this much above RSS with small ones. */
@@ -55,12 +58,16 @@ function body(padBytes: number): Buffer {
   return Buffer.concat([Buffer.from(head), Buffer.alloc(padBytes, 0x20), Buffer.from('}')]);
 }
 
-/** A conversation of exactly `bytes` bytes: messages of up to 256 KiB of ASCII text each. */
-function conversation(bytes: number): Buffer {
+/** A conversation of exactly `bytes` bytes: messages of up to 256 KiB of text each (ASCII, or opening with one U+2192 when `wide`). */
+function conversation(bytes: number, wide: boolean): Buffer {
   const head = '{"model":"gpt-bench","stream":true,"messages":[';
   const sentence = 'The build failed in the integration suite; here is the whole log of the run again. ';
-  const message = (text: number) => `{"role":"user","content":"${sentence.repeat(Math.ceil(text / sentence.length)).slice(0, text)}"}`;
-  const framing = message(0).length;
+  // U+2192 is 3 bytes of UTF-8: one in a text makes V8 keep the whole decoded body, and the
+  // message's string, as two bytes a character.
+  const mark = wide ? '\u2192' : '';
+  const markBytes = Buffer.byteLength(mark);
+  const message = (text: number) => `{"role":"user","content":"${text >= markBytes ? mark : ''}${sentence.repeat(Math.ceil(text / sentence.length)).slice(0, text >= markBytes ? text - markBytes : text)}"}`;
+  const framing = Buffer.byteLength(message(0));
   const parts: string[] = [];
   let left = bytes - head.length - 2; // the closing ]}
   while (left > 0) {
@@ -200,7 +207,7 @@ async function burstScenario(pki: TestPki): Promise<void> {
   const cap = MAX_HELD === undefined ? [] : ['--max-held-request-bytes', MAX_HELD];
   const proxy = await gateway(upstream, pki, {}, cap);
   const port = proxy.ports.model!;
-  const payload = conversation(BURST_MIB * MiB);
+  const payload = conversation(BURST_MIB * MiB, BURST_TEXT === 'wide');
   try {
     (await burstCall(port, body(0))).close?.(); // warm up
     upstream.endStreams();
@@ -226,7 +233,7 @@ async function burstScenario(pki: TestPki): Promise<void> {
     const retryAfter = [...new Set(refused.map((o) => o.retryAfter ?? 'none'))].join(', ');
     const codes = [...new Set(refused.map((o) => o.code ?? 'none'))].join(', ');
     const perBody = heldAtOnce > 0 ? (peak - idle) / heldAtOnce : 0;
-    console.log(`burst: ${BURST_CALLS} calls at once, each a ${BURST_MIB} MiB body of text in messages, to a fresh gateway (--max-held-request-bytes ${MAX_HELD ?? 'default'}); the upstream held its answers until all ${BURST_CALLS} were received or refused (${(settledMs / 1000).toFixed(1)} s)`);
+    console.log(`burst: ${BURST_CALLS} calls at once, each a ${BURST_MIB} MiB body of ${BURST_TEXT === 'wide' ? 'text beyond Latin-1' : 'ASCII text'} in messages, to a fresh gateway (--max-held-request-bytes ${MAX_HELD ?? 'default'}); the upstream held its answers until all ${BURST_CALLS} were received or refused (${(settledMs / 1000).toFixed(1)} s)`);
     console.log(`admitted ${count((o) => o.status === 200)} (bodies held at once: ${heldAtOnce}), 503: ${refused.length}${refused.length > 0 ? ` (code ${codes}, Retry-After ${retryAfter})` : ''}, other: ${others.length}${others.length > 0 ? ` (${others.join(', ')})` : ''}, unanswered: ${BURST_CALLS - outcomes.length}`);
     console.log(`gateway RSS idle ${(idle / MiB).toFixed(0)} MiB, peak ${(peak / MiB).toFixed(0)} MiB (VmHWM); peak above idle per body held: ${(perBody / MiB).toFixed(1)} MiB (${(perBody / payload.length).toFixed(2)} x its bytes)`);
     console.log(`goal: peak RSS within the Deployment's ${POD_LIMIT_MIB} MiB memory limit: ${peak / MiB <= POD_LIMIT_MIB ? 'pass' : 'miss'}`);
