@@ -143,6 +143,17 @@ test('deploy kit: grace: terminationGracePeriodSeconds is longer than the preSto
   assert.ok(live.periodSeconds * live.failureThreshold > graceSec, 'a draining pod is not restarted by its liveness probe');
 });
 
+test('deploy kit: memory: the limit holds the sized load, a tenth to spare and --max-held-request-bytes at 3.2 times its bytes (docs/operations.md, Sizing)', () => {
+  const opts = serveOptions();
+  const MiB = 1024 * 1024;
+  const limit = /^(\d+)Mi$/.exec(proxyContainer().resources.limits.memory);
+  assert.ok(limit, `the memory limit in Mi: ${proxyContainer().resources.limits.memory}`);
+  const limitMiB = Number(limit[1]);
+  const room = limitMiB - 130 - limitMiB / 10;
+  assert.ok(opts.maxHeldRequestBytes / MiB <= room / 3.2, `--max-held-request-bytes ${opts.maxHeldRequestBytes / MiB} MiB fits (${limitMiB} - 130 - ${limitMiB / 10}) / 3.2 = ${(room / 3.2).toFixed(0)} MiB`);
+  assert.ok(opts.maxHeldRequestBytes >= opts.maxRequestBodyBytes, 'one body of the largest size fits');
+});
+
 test('deploy kit: probes: readiness on /healthz of the metrics listener, liveness on its /metrics (a restart cures neither a missing Secret file nor a drain)', () => {
   const opts = serveOptions();
   const c = proxyContainer();
