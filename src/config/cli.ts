@@ -2,7 +2,7 @@
 // options out; a mistake throws a UsageError whose message says what to type instead.
 import { parseArgs } from 'node:util';
 import { suggestion } from './suggest.ts';
-import { parseByteSize, parseCount, parseDuration, parseListenAddress, type ListenAddress } from '../http/address.ts';
+import { parseByteSize, parseByteSizeAtLeast, parseCount, parseDuration, parseListenAddress, type ListenAddress } from '../http/address.ts';
 
 export class UsageError extends Error {
   override readonly name = 'UsageError';
@@ -277,7 +277,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       gitListen: listenOrOff('git-auth-listen'),
       modelListen: listenOrOff('model-gateway-listen'),
       maxRequestBodyBytes: asUsageError(() => parseByteSize('max-request-body', str('max-request-body')!)),
-      maxHeldRequestBytes: asUsageError(() => heldRequestBytes(str('max-held-request-bytes')!, str('max-request-body')!)),
+      maxHeldRequestBytes: asUsageError(() => parseByteSizeAtLeast('max-held-request-bytes', str('max-held-request-bytes')!, parseByteSize('max-request-body', str('max-request-body')!), `below --max-request-body (${str('max-request-body')}), a body of that size would always be refused; raise it, or lower --max-request-body`)),
       upstreamMaxRetries: asUsageError(() => parseCount('upstream-max-retries', str('upstream-max-retries')!, 0, 10)),
       upstreamRetryBudgetMs: duration('upstream-retry-budget'),
       maxTokenLifetimeMs: duration('max-token-lifetime'),
@@ -319,12 +319,6 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   };
 }
 
-/** --max-held-request-bytes, which must leave room for one body of the largest size --max-request-body admits. */
-function heldRequestBytes(held: string, maxBody: string): number {
-  const bytes = parseByteSize('max-held-request-bytes', held);
-  if (bytes < parseByteSize('max-request-body', maxBody)) throw new Error(`--max-held-request-bytes: ${held} is below --max-request-body ${maxBody}, so a body of the largest size would always be refused; raise it, or lower --max-request-body`);
-  return bytes;
-}
 
 type FlagValue = (name: FlagName) => string | undefined;
 

@@ -80,6 +80,13 @@ export function parseByteSize(flag: string, text: string): number {
   return bytes;
 }
 
+/** A size (as parseByteSize) of at least `minBytes`, another flag's size, which `why` names. */
+export function parseByteSizeAtLeast(flag: string, text: string, minBytes: number, why: string): number {
+  const bytes = parseByteSize(flag, text);
+  if (bytes < minBytes) throw new Error(`--${flag}: "${text}" is too small: ${why}`);
+  return bytes;
+}
+
 /** A whole number within [min, max]. */
 export function parseCount(flag: string, text: string, min: number, max: number): number {
   if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) throw new Error(`--${flag}: "${text}" must be a whole number from ${min} to ${max}`);
