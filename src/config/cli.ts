@@ -2,7 +2,7 @@
 // options out; a mistake throws a UsageError whose message says what to type instead.
 import { parseArgs } from 'node:util';
 import { suggestion } from './suggest.ts';
-import { parseByteSize, parseByteSizeAtLeast, parseCount, parseDuration, parseListenAddress, type ListenAddress } from '../http/address.ts';
+import { parseByteSize, parseByteSizeAtLeast, parseCount, parseDuration, parseListenAddressOrOff, type ListenAddress } from '../http/address.ts';
 
 export class UsageError extends Error {
   override readonly name = 'UsageError';
@@ -269,13 +269,11 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
 
   const str = (name: FlagName): string | undefined => (values[name] as string | undefined) ?? FLAGS[name].default;
   const duration = (name: FlagName) => asUsageError(() => parseDuration(name, str(name)!));
-  // Every listener may be switched off: `off` runs without it, whatever the environment enables.
-  const listenOrOff = (name: 'git-auth-listen' | 'model-gateway-listen' | 'metrics-listen') => (str(name) === 'off' ? undefined : asUsageError(() => parseListenAddress(name, str(name)!)));
   return {
     command,
     options: {
-      gitListen: listenOrOff('git-auth-listen'),
-      modelListen: listenOrOff('model-gateway-listen'),
+      gitListen: asUsageError(() => parseListenAddressOrOff('git-auth-listen', str('git-auth-listen')!)),
+      modelListen: asUsageError(() => parseListenAddressOrOff('model-gateway-listen', str('model-gateway-listen')!)),
       maxRequestBodyBytes: asUsageError(() => parseByteSize('max-request-body', str('max-request-body')!)),
       maxHeldRequestBytes: asUsageError(() => parseByteSizeAtLeast('max-held-request-bytes', str('max-held-request-bytes')!, parseByteSize('max-request-body', str('max-request-body')!), `below --max-request-body (${str('max-request-body')}), a body of that size would always be refused; raise it, or lower --max-request-body`)),
       upstreamMaxRetries: asUsageError(() => parseCount('upstream-max-retries', str('upstream-max-retries')!, 0, 10)),
@@ -293,7 +291,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       upstreamIdleTimeoutMs: duration('upstream-idle-timeout'),
       shutdownGraceMs: duration('shutdown-grace'),
       storeReachTimeoutMs: duration('store-reach-timeout'),
-      metricsListen: listenOrOff('metrics-listen'),
+      metricsListen: asUsageError(() => parseListenAddressOrOff('metrics-listen', str('metrics-listen')!)),
       metricsMaxSeries: asUsageError(() => parseCount('metrics-max-series', str('metrics-max-series')!, 10, 1_000_000)),
       metricsSeriesTtlMs: duration('metrics-series-ttl'),
       metricsRunIdLabel: values['metrics-run-id-label'] === true,

@@ -11,6 +11,11 @@ const PORT = /^\d{1,5}$/;
 const HOST_NAME = /^[A-Za-z0-9.-]+$/;
 const IPV6 = /^[0-9A-Fa-f:.]+$/;
 
+/** A listener's address, or undefined for `off`: every listener may be switched off, whatever the environment enables. */
+export function parseListenAddressOrOff(flag: string, text: string): ListenAddress | undefined {
+  return text === 'off' ? undefined : parseListenAddress(flag, text);
+}
+
 export function parseListenAddress(flag: string, text: string): ListenAddress {
   const fail = (): never => {
     throw new Error(`--${flag}: "${text}" is not a listen address; use :PORT, HOST:PORT or [IPV6]:PORT (port 0 picks a free port)`);

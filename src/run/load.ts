@@ -140,8 +140,8 @@ export function loadServeConfig(options: ServeOptions, env: NodeJS.ProcessEnv): 
   const gitUpstreams = openGitUpstreams(loadHosts(options, env), env, egress);
   const gitKeys = loadListenerKeys('git', parseSigningKey('GIT_PROXY_SIGNING_KEY', env.GIT_PROXY_SIGNING_KEY), env, options.gitKeys);
   // A listener switched off (--git-auth-listen off, --model-gateway-listen off) is not enabled, whatever the environment says.
-  const loaded = loadGateway(options, env);
-  const gateway = options.modelListen === undefined ? { ...loaded, enabled: false } : loaded;
+  const configured = loadGateway(options, env);
+  const gateway = options.modelListen === undefined ? { ...configured, enabled: false } : configured;
   const botKeys = loadListenerKeys('model', gateway.signingKey, env, options.botKeys);
   const hostedTools = asUsageError(() => hostedToolsPolicy(options.allowHostedTools));
   const maxTokenLifetimeSec = Math.floor(options.maxTokenLifetimeMs / 1000);

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { formatAddress, parseByteSize, parseCount, parseDuration, parseListenAddress, parseServiceHost } from '../../src/http/address.ts';
+import { formatAddress, parseListenAddressOrOff, parseByteSize, parseCount, parseDuration, parseListenAddress, parseServiceHost } from '../../src/http/address.ts';
 
 test('every accepted listen address form parses to host and port', () => {
   const cases: [string, { host: string | undefined; port: number }][] = [
@@ -193,4 +193,10 @@ test('parseServiceHost adds the default port, keeps a given one, and names the s
   for (const bad of ['', 'http://proxy', 'proxy:0', 'proxy:65536', 'proxy:', 'user@proxy', '[::1]:8447', 'pro xy', 'proxy/path', 'proxy"]\n[core']) {
     assert.throws(() => parseServiceHost('MODEL_GATEWAY_PROXY_HOST', bad, 8450), /^Error: MODEL_GATEWAY_PROXY_HOST: ".*" is not host or host:port$/s, JSON.stringify(bad));
   }
+});
+
+test('parseListenAddressOrOff: off is no listener, any other text an address as parseListenAddress reads it (every listener may be switched off)', () => {
+  assert.equal(parseListenAddressOrOff('git-auth-listen', 'off'), undefined);
+  assert.deepEqual(parseListenAddressOrOff('model-gateway-listen', '127.0.0.1:0'), { host: '127.0.0.1', port: 0 });
+  assert.throws(() => parseListenAddressOrOff('git-auth-listen', 'OFF'), /^Error: --git-auth-listen: /);
 });
