@@ -175,7 +175,11 @@ export class ConnectionTable {
           for (const [socket, state] of this.#connections) if (state.inProgress === 0) socket.destroy();
         }, Math.min(DRAIN_HEAD_DEADLINE_MS, headerMs || DRAIN_HEAD_DEADLINE_MS))
       : undefined;
-    const force = setTimeout(() => server.closeAllConnections(), graceMs);
+    // The grace is over: what is still open is cut by the shutdown, and recorded so (not as a client that left).
+    const force = setTimeout(() => {
+      for (const socket of this.#connections.keys()) markCutByShutdown(socket);
+      server.closeAllConnections();
+    }, graceMs);
     return closed.finally(() => {
       clearTimeout(headDeadline);
       clearTimeout(force);

@@ -76,3 +76,23 @@ test('a second SIGTERM with streams open: each cut call is recorded (interrupted
     await proxy.stop('SIGKILL');
   }
 });
+
+test('a stream still open when --shutdown-grace runs out is cut by the shutdown and recorded so (interrupted: shutdown, error: shutdown), not as a client that left; the process exits 0', { timeout: 30_000 }, async () => {
+  const proxy = await startProxy({
+    env: { UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_API_KEY: 'sk-grace', UPSTREAM_ALLOWED_MODELS: MODEL, UPSTREAM_CA_FILE: pki.caFile, MODEL_PROXY_SIGNING_KEY: SIGNING_KEY.toString('utf8') },
+    args: ['--model-gateway-listen', '127.0.0.1:0', '--shutdown-grace', '1s'],
+    listeners: ['model'],
+  });
+  try {
+    const now = Math.floor(Date.now() / 1000);
+    const stream = await openStream(proxy.ports.model!, signBotToken({ sub: 'bot-grace', workflow: 'w', run_id: 'run-grace', iat: now, exp: now + 600 }, SIGNING_KEY));
+    proxy.signal('SIGTERM');
+    assert.equal((await proxy.exited).code, 0);
+    assert.equal(await stream.ended, 'broken');
+    const [r, ...more] = proxy.records().filter((x) => x.event === 'request');
+    assert.equal(more.length, 0);
+    assert.deepEqual([r!.status, r!.interrupted, r!.error], [200, 'shutdown', 'shutdown'], JSON.stringify(r));
+  } finally {
+    await proxy.stop('SIGKILL');
+  }
+});
