@@ -177,12 +177,65 @@ export function signBotToken(claims: BotClaims, signer: Buffer | SigningKey): st
   return `${signingInput}.${signatureOf(key, signingInput).toString('base64url')}`;
 }
 
-/** Pure: the signature of `signingInput` (JOSE form: ES256 as r||s, 64 bytes, not DER). */
+/** Pure: the signature of `signingInput` (JOSE form: ES256 as r||s, 64 bytes, not DER, and low-s: see oneTokenForm). */
 function signatureOf(key: SigningKey, signingInput: string): Buffer {
   const data = Buffer.from(signingInput, 'utf8');
   if (key.alg === 'HS256') return hmacSha256(signingInput, key.key as Buffer);
   if (key.alg === 'EdDSA') return cryptoSign(null, data, key.key as KeyObject);
-  return cryptoSign('sha256', data, { key: key.key as KeyObject, dsaEncoding: 'ieee-p1363' });
+  return lowS(cryptoSign('sha256', data, { key: key.key as KeyObject, dsaEncoding: 'ieee-p1363' }));
+}
+
+/** The order n of P-256's group, and (n - 1) / 2, as 32 big-endian bytes: an ES256 signature's r and s are numbers in [1, n - 1]. */
+const P256_ORDER = Buffer.from('ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551', 'hex');
+const P256_HALF_ORDER = Buffer.from('7fffffff800000007fffffffffffffffde737d56d38bcf4279dce5617e3192a8', 'hex');
+/** An ES256 signature's base64url length (64 bytes; an Ed25519 signature has it too). */
+const R_S_SIGNATURE_CHARS = 86;
+
+/** Pure: whether a 64-byte r||s signature's s is high: above (n - 1) / 2 and below n (s >= n is no signature). */
+function highS(signature: Buffer): boolean {
+  if (signature.length !== 64) return false;
+  const s = signature.subarray(32);
+  return s.compare(P256_HALF_ORDER) > 0 && s.compare(P256_ORDER) < 0;
+}
+
+/**
+ * Pure: an r||s signature with its s in the lower half ([1, (n - 1) / 2]): a high s becomes
+ * n - s (subtracted byte by byte, from the last); a signature of another length, or with s = 0 or
+ * s >= n (no ECDSA signature: verification refuses it), is returned as it is.
+ */
+function lowS(signature: Buffer): Buffer {
+  if (!highS(signature)) return signature;
+  const low = Buffer.from(signature);
+  let borrow = 0;
+  for (let i = 31; i >= 0; i--) {
+    const digit = P256_ORDER[i]! - signature[32 + i]! - borrow;
+    low[32 + i] = digit & 0xff;
+    borrow = digit < 0 ? 1 : 0;
+  }
+  return low;
+}
+
+/**
+ * Pure: the one form of a token inside the proxy. An ECDSA signature (r, s) verifies exactly when
+ * its twin (r, n - s) does, so every ES256 token has a second string for the same claims (security
+ * review 2026-11-29, finding 3). Real signers emit both: Go's crypto/ecdsa (through go-jose, which
+ * Kubernetes signs service-account tokens with) and OpenSSL (through Node's crypto.sign, which
+ * jose uses) leave s as computed, high about half of the time, so refusing a high s would refuse
+ * half of a cluster's valid tokens. Instead an ES256 token (its header names ES256) with a high s
+ * is read as its low-s twin before anything is keyed, cached or verified by its text: the twin is
+ * the same token. Any other token is returned as it is; mint-token signs low-s only.
+ */
+export function oneTokenForm(token: string): string {
+  const last = token.lastIndexOf('.');
+  if (token.length > MAX_TOKEN_LENGTH || token.length - last - 1 !== R_S_SIGNATURE_CHARS) return token;
+  // A lenient decode only to look: a token is rewritten only when its segments are canonical.
+  if (!highS(Buffer.from(token.slice(last + 1), 'base64url'))) return token;
+  const signature = decodeSegment(token.slice(last + 1));
+  // Only now, for a high s, is the header read (an Ed25519 signature is 64 bytes too).
+  const headerBytes = decodeSegment(token.slice(0, token.indexOf('.')));
+  const header = headerBytes === null ? null : parseClaimsObject(headerBytes);
+  if (signature === null || header === null || header === 'duplicate' || header.alg !== 'ES256') return token;
+  return `${token.slice(0, last + 1)}${lowS(signature).toString('base64url')}`;
 }
 
 /** Pure: whether `signature` is `key`'s over `signingInput`; constant-time for HS256. */

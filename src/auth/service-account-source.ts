@@ -15,7 +15,8 @@
 // An instance or workflow longer than an identity may be (128 characters) is refused, naming it.
 //
 // An asymmetric signature costs far more than an HMAC, so a verified token is remembered by its
-// whole string until its exp, as keyRingSource does: a hit is checked again against the clock and
+// whole string (in its one form: an ES256 token's high-s twin reaches this source as the low-s
+// token, src/auth/verifier.ts:composeVerifier) until its exp, as keyRingSource does: a hit is checked again against the clock and
 // the key set (a key removed from the set refuses its tokens from the next request), and the
 // policy is asked on every request, cached or not.
 import { decodeSegment, IDENTITY_VALUE, parseClaimsObject, TOKEN_LEEWAY_SEC, type BotClaims } from './jwt.ts';
@@ -34,7 +35,7 @@ export interface ServiceAccountSourceOptions {
   readonly policy: () => WorkloadPolicy;
 }
 
-/** Verified tokens remembered, by the whole token string (about a kilobyte each). */
+/** Verified tokens remembered, by the whole token string in its one form (about a kilobyte each). */
 const CACHE_ENTRIES = 4096;
 
 interface Remembered {
