@@ -3,7 +3,8 @@
 // issuer's keys and JWKS and signs Kubernetes-shaped tokens; the BUILT proxy (dist/proxy.js), with
 // --sa-issuer and --sa-jwks-url pointing at a fake issuer that serves jose's JWKS over HTTPS,
 // must serve a model call for each RS256 and ES256 token jose mints, and refuse, with the reason,
-// each jose-minted token it must not take. Exit 0 when every case holds, 1 otherwise.
+// each jose-minted token it must not take; an ES256 token's twin (s' = n - s) is the same token and
+// is served too. Exit 0 when every case holds, 1 otherwise.
 //
 //   npm run e2e:identity          (builds first; E2E_AGENTS_CACHE_DIR chooses the cache)
 import { spawnSync } from 'node:child_process';
@@ -44,6 +45,16 @@ function installJose(): string {
   if (r.status !== 0) throw new Error(`npm install ${JOSE.pkg}@${JOSE.version} failed: ${(r.stderr || r.stdout).trim().slice(-800)}`);
   writeFileSync(marker, `${JOSE.version}\n`);
   return dir;
+}
+
+/** P-256's group order n: an ES256 signature (r, s) and its twin (r, n - s) both verify. */
+const P256_ORDER = BigInt('0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551');
+const sOf = (token: string) => BigInt(`0x${Buffer.from(token.slice(token.lastIndexOf('.') + 1), 'base64url').subarray(32).toString('hex')}`);
+const isHighS = (token: string) => sOf(token) > P256_ORDER / 2n;
+function twinOf(token: string): string {
+  const signature = Buffer.from(token.slice(token.lastIndexOf('.') + 1), 'base64url');
+  const s = Buffer.from((P256_ORDER - sOf(token)).toString(16).padStart(64, '0'), 'hex');
+  return `${token.slice(0, token.lastIndexOf('.') + 1)}${Buffer.concat([signature.subarray(0, 32), s]).toString('base64url')}`;
 }
 
 function projectedClaims(issuer: string, nowSec: number, over: Record<string, unknown> = {}): Record<string, unknown> {
@@ -101,6 +112,16 @@ async function main(): Promise<number> {
       { name: 'crit header', token: await sign(rsa.privateKey, { alg: 'RS256', kid: 'jose-rsa', crit: ['b64'], b64: true }), expect: 'unsupported critical header' },
       { name: 'bound to a Secret, not a pod', token: await sign(rsa.privateKey, { alg: 'RS256', kid: 'jose-rsa' }, { 'kubernetes.io': { namespace: 'agents', secret: { name: 's', uid: POD_UID }, serviceaccount: { name: 'triage', uid: SA_UID } } }), expect: 'token not bound to a pod' },
     ];
+    // One string per token: jose leaves s as OpenSSL computes it, above n/2 about half of the time.
+    // A token of either form, and the twin of each (s' = n - s), is served: the twin is the same token.
+    const esTokens = await Promise.all(Array.from({ length: 32 }, () => sign(ec.privateKey, { alg: 'ES256', kid: 'jose-ec' })));
+    const highS = esTokens.filter(isHighS);
+    console.log(`jose signed ${esTokens.length} ES256 tokens, ${highS.length} of them with s > n/2`);
+    const lowS = esTokens.find((t) => !isHighS(t));
+    for (const [form, token] of [['a high s', highS[0]], ['a low s', lowS]] as const) {
+      if (token === undefined) continue; // all 32 of one form: chance 2^-31
+      cases.push({ name: `ES256 token signed by jose with ${form}`, token, expect: 'served' }, { name: `the twin (n - s) of jose's token with ${form}`, token: twinOf(token), expect: 'served' });
+    }
     for (const c of cases) {
       const res = await send(proxy.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${c.token}` }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });
       const body = res.body.toString();
