@@ -222,8 +222,8 @@ function lowS(signature: Buffer): Buffer {
  * Kubernetes signs service-account tokens with) and OpenSSL (through Node's crypto.sign, which
  * jose uses) leave s as computed, high about half of the time, so refusing a high s would refuse
  * half of a cluster's valid tokens. Instead an ES256 token (its header names ES256) with a high s
- * is read as its low-s twin before anything is keyed, cached or verified by its text: the twin is
- * the same token. Any other token is returned as it is; mint-token signs low-s only.
+ * is read as its low-s twin wherever a token is a key (tokenCacheKey), and verified in that form:
+ * the twin is the same token. Any other token is returned as it is; mint-token signs low-s only.
  */
 export function oneTokenForm(token: string): string {
   const last = token.lastIndexOf('.');
@@ -236,6 +236,16 @@ export function oneTokenForm(token: string): string {
   const header = headerBytes === null ? null : parseClaimsObject(headerBytes);
   if (signature === null || header === null || header === 'duplicate' || header.alg !== 'ES256') return token;
   return `${token.slice(0, last + 1)}${lowS(signature).toString('base64url')}`;
+}
+
+/**
+ * Pure: the string a verified token is remembered by in `cache` (the per-token caches of
+ * src/auth/verifier.ts and src/auth/service-account-source.ts, which store one form only): the
+ * token as presented when the cache holds it, so that a token already in its one form costs one
+ * lookup, else its one form (oneTokenForm), which the caller also verifies.
+ */
+export function tokenCacheKey(cache: ReadonlyMap<string, unknown>, token: string): string {
+  return cache.has(token) ? token : oneTokenForm(token);
 }
 
 /** Pure: whether `signature` is `key`'s over `signingInput`; constant-time for HS256. */

@@ -15,11 +15,11 @@
 // An instance or workflow longer than an identity may be (128 characters) is refused, naming it.
 //
 // An asymmetric signature costs far more than an HMAC, so a verified token is remembered by its
-// whole string (in its one form: an ES256 token's high-s twin reaches this source as the low-s
-// token, src/auth/verifier.ts:composeVerifier) until its exp, as keyRingSource does: a hit is checked again against the clock and
+// whole string (in its one form, tokenCacheKey: an ES256 token's high-s twin is the same entry)
+// until its exp, as keyRingSource does: a hit is checked again against the clock and
 // the key set (a key removed from the set refuses its tokens from the next request), and the
 // policy is asked on every request, cached or not.
-import { decodeSegment, IDENTITY_VALUE, parseClaimsObject, TOKEN_LEEWAY_SEC, type BotClaims } from './jwt.ts';
+import { decodeSegment, IDENTITY_VALUE, parseClaimsObject, TOKEN_LEEWAY_SEC, tokenCacheKey, type BotClaims } from './jwt.ts';
 import type { JwkKey } from './jwks.ts';
 import type { KeySetSource } from './jwks-source.ts';
 import { verifyServiceAccountToken, type ServiceAccountClaims, type ServiceAccountResult } from './service-account.ts';
@@ -56,8 +56,8 @@ export function serviceAccountSource(opts: ServiceAccountSourceOptions): TokenSo
   return {
     name: 'service-account',
     verify(kind, presented, nowSec) {
-      const { token } = presented;
-      if (token === undefined) return undefined;
+      if (presented.token === undefined) return undefined;
+      const token = tokenCacheKey(cache, presented.token);
       const listener = kind === 'git' ? 'git' : 'model';
       const answer = (result: ServiceAccountResult): Verification => (result.ok ? asBotClaims(result.claims, opts.policy(), listener) : { ok: false, reason: result.reason });
       // A token verified before is ours without a look at its payload.

@@ -26,7 +26,7 @@
 // A source never sees another source's key and never widens what another refused.
 import type { Socket } from 'node:net';
 import type { PeerCertificate, TLSSocket } from 'node:tls';
-import { asBotToken, asGitToken, oneTokenForm, ringHolds, TOKEN_LEEWAY_SEC, verifySignedToken, type BotClaims, type KeyRing, type SignedResult, type VerificationKey } from './jwt.ts';
+import { asBotToken, asGitToken, ringHolds, TOKEN_LEEWAY_SEC, tokenCacheKey, verifySignedToken, type BotClaims, type KeyRing, type SignedResult, type VerificationKey } from './jwt.ts';
 
 /** Which listener asks: the model gateway ('bot' tokens) or the git proxy ('git' workload tokens, with a git scope). */
 export type ListenerKind = 'bot' | 'git';
@@ -68,18 +68,9 @@ export interface TokenVerifier {
 const NOTHING_PRESENTED: Verification = Object.freeze({ ok: false, reason: 'no token', absent: true });
 const NO_SOURCE: Verification = Object.freeze({ ok: false, reason: 'no verifier for this token' });
 
-/**
- * The sources, asked in order; the first answer is the verifier's. A token reaches them in its one
- * form (oneTokenForm: an ES256 token's high-s twin is read as the low-s token), so that no source
- * caches, keys or verifies two strings for one token.
- */
+/** The sources, asked in order; the first answer is the verifier's. */
 export function composeVerifier(sources: readonly TokenSource[]): TokenVerifier {
-  return {
-    verify(kind, presented, nowSec) {
-      const token = presented.token === undefined ? undefined : oneTokenForm(presented.token);
-      return askFrom(sources, 0, kind, token === presented.token ? presented : { ...presented, token }, nowSec);
-    },
-  };
+  return { verify: (kind, presented, nowSec) => askFrom(sources, 0, kind, presented, nowSec) };
 }
 
 function askFrom(sources: readonly TokenSource[], first: number, kind: ListenerKind, presented: Presented, nowSec: number): Verification | Promise<Verification> {
@@ -122,9 +113,9 @@ interface CachedToken {
  * Tokens signed by our own keys: the ring as it is now (re-read from its files, src/auth/key-files.ts)
  * at every request. An Ed25519 or ES256 signature costs tens of microseconds to check, and even
  * an HS256 token costs a strict parse of its header and claims besides the HMAC, while an agent
- * sends one token again and again: a verified token is remembered by its whole string (in its one
- * form: composeVerifier hands the sources an ES256 token's high-s twin as the low-s token) until its
- * exp. A hit skips the signature and the parsing, and is checked again against the clock (exp,
+ * sends one token again and again: a verified token is remembered by its whole string until its
+ * exp, in its one form (tokenCacheKey: an ES256 token's high-s twin is the low-s token, one entry
+ * and one verification). A hit skips the signature and the parsing, and is checked again against the clock (exp,
  * with jwt.ts's leeway) and the ring (a removed or replaced key refuses its tokens from the next
  * request). Everything else a verification checked cannot change with time. The kind's rules (a
  * git scope or not) apply on every request, cached or not. Only a verified token is remembered:
@@ -135,8 +126,8 @@ export function keyRingSource(ring: () => KeyRing, maxLifetimeSec: number): Toke
   return {
     name: 'keys',
     verify(kind, presented, nowSec) {
-      const { token } = presented;
-      if (token === undefined) return undefined;
+      if (presented.token === undefined) return undefined;
+      const token = tokenCacheKey(cache, presented.token);
       const keys = ring();
       const hit = cache.get(token);
       if (hit !== undefined) {

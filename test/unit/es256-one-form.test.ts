@@ -2,8 +2,9 @@
 // exactly when its twin (r, n - s) does, and real signers (Go's crypto/ecdsa under Kubernetes,
 // OpenSSL under Node's crypto.sign and jose) emit a high s about half of the time, so the proxy
 // refuses neither form: it reads an ES256 token with a high s as its low-s twin (oneTokenForm)
-// before any source caches or verifies it, and mint-token signs low-s only. Vectors with a chosen s
-// (the key made to fit it) pin the boundary at (n - 1) / 2 and the values that are no signature.
+// wherever a token is a cache key (tokenCacheKey) and verifies it in that form, and mint-token signs
+// low-s only. Vectors with a chosen s (the key made to fit it) pin the boundary at (n - 1) / 2 and
+// the values that are no signature.
 import assert from 'node:assert/strict';
 import { createECDH, createHash, createPublicKey, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { test } from 'node:test';
@@ -140,7 +141,7 @@ test('one string per token: mint-token signs ES256 low-s only (signBotToken, 200
 
 const why = (v: Verification | undefined) => (v === undefined ? 'passed' : v.ok ? `accepted ${v.claims.sub}` : v.reason);
 
-test('one string per token: the high-s twin of a verified token is the same cache entry, for our keys and a service account: served from the cache where a second verification would refuse it (composeVerifier)', async () => {
+test('one string per token: the high-s twin of a verified token is the same cache entry, for our keys and a service account: served from the cache where a second verification would refuse it (tokenCacheKey)', async () => {
   // A cached token is checked again against exp only; a fresh verification also refuses a token
   // issued in the future. So at a clock before iat, only the cache can accept.
   const early = NOW - 3600;
