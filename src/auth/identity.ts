@@ -27,10 +27,12 @@ export const NO_IDENTITY: WorkloadIdentity = Object.freeze({ instanceId: null, w
 
 /**
  * What the deny list answers about a verified identity: let it through, it is revoked (a fixed
- * phrase for the message and the log), or the list cannot be read and the failure policy is
- * closed (a transient refusal, 503, never "revoked").
+ * phrase for the message and the log), or, under the failure policy closed, it cannot say: the
+ * list cannot be read (`unavailable`: the store cannot be reached, or answered something else),
+ * or the store answers but lost its state (`state_lost`: its revocations may be gone, until an
+ * operator runs confirm-store-reset). Both are transient refusals (503), never "revoked".
  */
-export type RevocationVerdict = { readonly kind: 'ok' } | { readonly kind: 'revoked'; readonly reason: string } | { readonly kind: 'unavailable' };
+export type RevocationVerdict = { readonly kind: 'ok' } | { readonly kind: 'revoked'; readonly reason: string } | { readonly kind: 'unavailable' } | { readonly kind: 'state_lost' };
 
 export const NOT_REVOKED: RevocationVerdict = Object.freeze({ kind: 'ok' });
 

@@ -3,7 +3,7 @@
 // only what still matters. A check is one MGET; `revoke` writes a key with SET ... EX. With the
 // store unreachable, or found to have lost its state (store/state-marker.ts: its revocations may be
 // gone), the failure policy of --limits-store-failure decides: closed refuses the token (a
-// revocation must not be lost to an outage), open lets it through.
+// revocation must not be lost to an outage), each cause with its own verdict, open lets it through.
 import { RespError, type RespClient } from '../store/resp.ts';
 import { NOT_REVOKED, type RevocationVerdict, type WorkloadIdentity } from './identity.ts';
 
@@ -32,7 +32,7 @@ export function storeRevocations(client: RespClient, failure: 'open' | 'closed',
     async verdict(who) {
       const list = checks(who);
       if (list.length === 0) return NOT_REVOKED;
-      if (failure === 'closed' && stateLost()) return { kind: 'unavailable' };
+      if (failure === 'closed' && stateLost()) return { kind: 'state_lost' };
       try {
         const reply = await client.command(['MGET', ...list.map(([, key]) => key)]);
         if (!Array.isArray(reply) || reply.length !== list.length) throw reply instanceof RespError ? reply : new Error('the store answered MGET with something else');

@@ -66,6 +66,7 @@ export function botIdentity(verified: Verification, protocol: WireProtocol | und
 export function revocationRefusal(verdict: Awaited<ReturnType<RevocationCheck>>): Refusal | undefined {
   if (verdict.kind === 'ok') return undefined;
   if (verdict.kind === 'unavailable') return { error: ERRORS.revocationStoreUnavailable, headers: { 'retry-after': '1' } };
+  if (verdict.kind === 'state_lost') return { error: ERRORS.revocationStoreStateLost, headers: { 'retry-after': '1' } };
   return { error: ERRORS.unauthenticated, message: `the bot token was refused (${verdict.reason}): the operator stopped it before it expired` };
 }
 

@@ -69,6 +69,7 @@ export function accessRefusal(access: Extract<AccessDecision, { ok: false }>): R
 export function gitRevocationRefusal(verdict: RevocationVerdict): Refusal | undefined {
   if (verdict.kind === 'ok') return undefined;
   if (verdict.kind === 'unavailable') return { error: ERRORS.revocationStoreUnavailable, headers: { 'retry-after': '1' } };
+  if (verdict.kind === 'state_lost') return { error: ERRORS.revocationStoreStateLost, headers: { 'retry-after': '1' } };
   return { error: withMessage(ERRORS.workloadTokenInvalid, `the workload token was refused: ${verdict.reason}`), headers: { 'www-authenticate': WORKLOAD_CHALLENGE } };
 }
 

@@ -44,6 +44,10 @@ export const ERRORS = {
   limitsNotEnforced: def('limits_not_enforced', 503, 'this identity carries limits (a budget, a concurrency or a rate) and the gateway enforces none: it runs without --limits; the operator must start it with --limits FILE (an empty JSON object sets no ceiling of its own, so the identity\'s limits apply as written)'),
   limitsStoreUnavailable: def('limits_store_unavailable', 503, 'the store of the limits cannot be reached; retry after the time Retry-After says'),
   revocationStoreUnavailable: def('revocation_store_unavailable', 503, 'the store of revoked tokens cannot be reached, so the token cannot be checked; retry after the time Retry-After says'),
+  // A store that answers but lost its state (restarted empty, flushed, evicting): not an outage,
+  // and what ends it is the operator's confirmation, so it has a code and message of its own.
+  limitsStoreStateLost: def('limits_store_state_lost', 503, 'the store of the limits lost its state (restarted empty, flushed or evicting keys): calls are refused until the operator confirms it (proxy.js confirm-store-reset) or every earlier token has expired; retry after the time Retry-After says'),
+  revocationStoreStateLost: def('revocation_store_state_lost', 503, 'the store of revoked tokens lost its state (restarted empty, flushed or evicting keys), so the token cannot be checked until the operator confirms it (proxy.js confirm-store-reset --limits-store URL) or every earlier token has expired; retry after the time Retry-After says'),
   // A spent budget is final: answered the way each agent treats as "stop", not "retry" (Codex
   // stops on a 429 insufficient_quota, Claude Code on a 402 billing_error).
   budgetSpentOpenAi: def('insufficient_quota', 429, 'the budget of this workload is spent (the operator sets it in --limits)', 'insufficient_quota'),

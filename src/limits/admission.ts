@@ -170,8 +170,12 @@ export function estimateTokens(bodyBytes: number): number {
 export type Admission =
   | { readonly ok: true; readonly reservation: Reservation }
   | Exclude<Verdict, { ok: true }>
-  /** The shared store cannot be reached and the failure policy is `closed`. */
-  | { readonly ok: false; readonly kind: 'store_unavailable'; readonly retryAfterSec: number; readonly message: string };
+  /**
+   * Under the failure policy `closed`: the shared store cannot be reached (or answered something
+   * else), or it answers but lost its state (its spend and slots gone, until an operator runs
+   * confirm-store-reset or every earlier token has expired).
+   */
+  | { readonly ok: false; readonly kind: 'store_unavailable' | 'store_state_lost'; readonly retryAfterSec: number; readonly message: string };
 
 /** Where the limits' state is: this process (LocalLimits) or Redis, shared by replicas (RedisLimits). */
 export interface LimitsStore {

@@ -156,7 +156,7 @@ export class RedisLimits implements LimitsStore {
 
   async admit(who: WorkloadIdentity, bodyBytes: number, nowMs: number, holdUsd = 0): Promise<Admission> {
     if (this.#failure === 'closed' && this.#stateLost()) {
-      return { ok: false, kind: 'store_unavailable', retryAfterSec: 1, message: 'the limits store lost its state (restarted empty, flushed or evicting): calls are refused until an operator confirms it (confirm-store-reset) or every token issued before the loss has expired (--limits-store-failure closed)' };
+      return { ok: false, kind: 'store_state_lost', retryAfterSec: 1, message: 'the limits store lost its state (restarted empty, flushed or evicting keys): calls are refused until an operator confirms it (proxy.js confirm-store-reset --limits-store URL) or every token issued before the loss has expired (--limits-store-failure closed)' };
     }
     const at = limitsKeys(who);
     const policy = effectivePolicy(this.#policy, who.lowered);

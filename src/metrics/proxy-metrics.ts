@@ -34,7 +34,7 @@ const NONE = 'none';
 const LIMIT_CODES: ReadonlySet<string> = new Set([ERRORS.limitRateExceeded, ERRORS.budgetSpentOpenAi, ERRORS.budgetSpentAnthropic].map((e) => e.code));
 const GATEWAY_REFUSALS: ReadonlySet<string> = new Set(
   Object.values(ERRORS)
-    .filter((e) => (e.status >= 400 && e.status < 500 && !LIMIT_CODES.has(e.code)) || e === ERRORS.revocationStoreUnavailable)
+    .filter((e) => (e.status >= 400 && e.status < 500 && !LIMIT_CODES.has(e.code)) || e === ERRORS.revocationStoreUnavailable || e === ERRORS.revocationStoreStateLost)
     .map((e) => e.code),
 );
 

@@ -10,9 +10,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { recordFor } from '../support/gateway-replies.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { parseExposition } from '../support/prometheus.ts';
+import { parseExposition, sumOf } from '../support/prometheus.ts';
 import { type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
@@ -20,6 +21,7 @@ import { startRedis, type RedisServer } from '../support/redis-server.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { RespClient } from '../../src/store/resp.ts';
 import { RedisLimits } from '../../src/limits/redis-store.ts';
+import { limitRefusal } from '../../src/limits/refusal.ts';
 import { storeRevocations } from '../../src/auth/redis-revocations.ts';
 import { StoreStateWatch, type StateChange } from '../../src/store/state-marker.ts';
 
@@ -52,6 +54,7 @@ after(async () => {
 const mint = async (run: string) => (await runCommandInProcess(['mint-token', '--instance-id', `bot-${run}`, '--workflow', 'w', '--run-id', run], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY })).stdout.trim();
 const chat = (gw: ProxyProcess, token: string) => send(gw.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });
 const stateLost = async (gw: ProxyProcess) => parseExposition((await send(gw.ports.metrics!, 'GET', '/metrics')).body.toString()).find((s) => s.name === 'model_gateway_limits_store_state_lost_total')?.value;
+const refusals = async (gw: ProxyProcess, reason: string) => sumOf(parseExposition((await send(gw.ports.metrics!, 'GET', '/metrics')).body.toString()), 'model_gateway_refusals_total', { reason });
 const storeLines = (gw: ProxyProcess, state: string) => gw.records().filter((r: LogRecord) => r.event === 'limits_store' && r.state === state);
 
 test('store settings: start-up warns that the store does not persist every write (appendonly no), naming the setting', async () => {
@@ -60,7 +63,7 @@ test('store settings: start-up warns that the store does not persist every write
   assert.equal(closed.records().filter((r) => r.event === 'warning' && /maxmemory-policy/.test(String(r.message))).length, 0, 'noeviction is the default: nothing to say');
 });
 
-test('a store restarted empty is found to have lost its state: closed refuses calls (503, the token unchecked) and logs and counts it until confirm-store-reset; open logs it and goes on', async () => {
+test('a store restarted empty is found to have lost its state: closed refuses calls (503 revocation_store_state_lost, naming confirm-store-reset, recorded and counted as such) and logs and counts the loss until confirm-store-reset; open logs it and goes on', async () => {
   const token = await mint('state-run');
   for (const gw of [closed, open]) assert.equal((await chat(gw, token)).status, 200, 'before the restart: admitted');
   assert.equal(await stateLost(closed), undefined, 'nothing lost yet (a counter shows once counted)');
@@ -76,9 +79,16 @@ test('a store restarted empty is found to have lost its state: closed refuses ca
   const refused = await chat(closed, token);
   assert.equal(refused.status, 503, 'the store is up, but its state cannot be trusted');
   assert.equal(refused.headers['retry-after'], '1');
-  assert.equal((JSON.parse(refused.body.toString()) as { error: { code: string } }).error.code, 'revocation_store_unavailable', 'the token is unchecked: its revocation may be gone');
+  // The real cause, not an outage: the store answers, and what ends it is the operator's confirmation.
+  const error = (JSON.parse(refused.body.toString()) as { error: { code: string; message: string } }).error;
+  assert.equal(error.code, 'revocation_store_state_lost', 'the token is unchecked: its revocation may be gone');
+  assert.match(error.message, /lost its state \(restarted empty, flushed or evicting keys\).*confirm-store-reset --limits-store URL/);
+  assert.doesNotMatch(error.message, /cannot be reached/);
+  assert.equal((await recordFor(closed, String(refused.headers['x-request-id']))).error, 'revocation_store_state_lost');
   assert.equal((await chat(closed, await mint('state-run-new'))).status, 503, 'every call, not only those of the earlier run');
   assert.equal(await stateLost(closed), 1);
+  assert.equal(await refusals(closed, 'revocation_store_state_lost'), 2, 'counted under its own reason');
+  assert.equal(await refusals(closed, 'revocation_store_unavailable'), 0, 'not as an outage');
 
   const openLost = await open.waitForRecord((r) => r.event === 'limits_store' && r.state === 'lost', 'the loss, logged under open');
   assert.equal(openLost.failure_policy, 'open');
@@ -114,7 +124,7 @@ function watchedClient(port: number) {
   return { client, watch, changes, connected };
 }
 
-test('the marker is checked before a reconnected store carries a call: admission refused as store_unavailable and tokens unavailable under closed, through the hooks; open admits (RedisLimits, storeRevocations, StoreStateWatch)', async () => {
+test('the marker is checked before a reconnected store carries a call: admission refused as store_state_lost and tokens state_lost (not unavailable: the store answers) under closed, through the hooks; open admits (RedisLimits, storeRevocations, StoreStateWatch)', async () => {
   const { client, watch, changes, connected } = watchedClient(redis.port);
   const policy = { concurrent: 2, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 };
   const hooks = { stateLost: () => watch.lost };
@@ -130,9 +140,11 @@ test('the marker is checked before a reconnected store carries a call: admission
     await connected(2);
     assert.deepEqual(changes.map((c) => c.state), ['lost'], 'found by the handshake, before any call went');
     const refused = await limits.admit(who, 4, Date.now());
-    assert.ok(!refused.ok && refused.kind === 'store_unavailable' && refused.retryAfterSec === 1);
-    assert.match(refused.message, /lost its state/);
-    assert.deepEqual(await storeRevocations(client, 'closed', () => {}, hooks.stateLost).verdict(who), { kind: 'unavailable' });
+    assert.ok(!refused.ok && refused.kind === 'store_state_lost' && refused.retryAfterSec === 1);
+    assert.match(refused.message, /lost its state.*confirm-store-reset --limits-store URL/);
+    const told = limitRefusal(refused, 'openai');
+    assert.deepEqual([told.error.code, told.error.status, told.headers], ['limits_store_state_lost', 503, { 'retry-after': '1' }]);
+    assert.deepEqual(await storeRevocations(client, 'closed', () => {}, hooks.stateLost).verdict(who), { kind: 'state_lost' });
     assert.ok((await new RedisLimits(policy, client, 'open', hooks).admit(who, 4, Date.now())).ok, 'open: admitted');
     assert.deepEqual(await storeRevocations(client, 'open', () => {}, hooks.stateLost).verdict(who), { kind: 'ok' });
   } finally {

@@ -171,6 +171,8 @@ test('limitRefusal: a rate or concurrency limit is 429 with Retry-After on every
   assert.equal(limitRefusal({ ok: false, kind: 'run_budget', message: 'spent' }, 'anthropic').headers, undefined, 'final: no Retry-After');
   const store = limitRefusal({ ok: false, kind: 'store_unavailable', retryAfterSec: 1, message: 'down' }, 'openai');
   assert.deepEqual([store.error.status, store.headers], [503, { 'retry-after': '1' }]);
+  const lost = limitRefusal({ ok: false, kind: 'store_state_lost', retryAfterSec: 1, message: 'lost' }, 'anthropic');
+  assert.deepEqual([store.error, lost.error, lost.headers], [ERRORS.limitsStoreUnavailable, ERRORS.limitsStoreStateLost, { 'retry-after': '1' }], 'each cause its own code');
 });
 
 test('cloudScopeRefusal: a Vertex path naming another project or region than the provider\'s is refused; the provider\'s own, or no scope in the path, passes', () => {
@@ -220,12 +222,15 @@ test('botIdentity: without a signing key the identity headers are informational;
   assert.match(tokenHeaderHint(chat), /^as Authorization: Bearer/);
 });
 
-test('revocationRefusal: a revoked token is 401 naming why; a deny list that cannot be checked is 503 with Retry-After, never "revoked"; ok passes', () => {
+test('revocationRefusal: a revoked token is 401 naming why; a deny list that cannot be checked is 503 with Retry-After, never "revoked", naming its cause (unreachable, or lost its state); ok passes', () => {
   assert.equal(revocationRefusal({ kind: 'ok' }), undefined);
   const revoked = revocationRefusal({ kind: 'revoked', reason: 'its run was revoked' })!;
   assert.deepEqual([revoked.error, /its run was revoked/.test(revoked.message!)], [ERRORS.unauthenticated, true]);
   const unavailable = revocationRefusal({ kind: 'unavailable' })!;
   assert.deepEqual([unavailable.error, unavailable.headers], [ERRORS.revocationStoreUnavailable, { 'retry-after': '1' }]);
+  const lost = revocationRefusal({ kind: 'state_lost' })!;
+  assert.deepEqual([lost.error, lost.headers], [ERRORS.revocationStoreStateLost, { 'retry-after': '1' }]);
+  assert.match(lost.error.message, /lost its state.*confirm-store-reset/);
 });
 
 test('carriesLimits: an identity carries limits when its token or policy entry lowers any one of them; no claim, or a claim with none set, carries none', () => {

@@ -12,11 +12,12 @@ test('accessRefusal: every 401 carries the workload challenge (git then asks its
   assert.deepEqual(accessRefusal({ ok: false, error: ERRORS.repoNotInScope, challenge: false, identity: undefined, tokenError: undefined }), { error: ERRORS.repoNotInScope });
 });
 
-test('gitRevocationRefusal: a revoked workload token is 401 with the challenge, naming why; a deny list that cannot be checked is 503 with Retry-After, never "revoked"', () => {
+test('gitRevocationRefusal: a revoked workload token is 401 with the challenge, naming why; a deny list that cannot be checked is 503 with Retry-After, never "revoked", naming its cause (unreachable, or lost its state)', () => {
   assert.equal(gitRevocationRefusal({ kind: 'ok' }), undefined);
   const revoked = gitRevocationRefusal({ kind: 'revoked', reason: 'its instance was revoked' })!;
   assert.deepEqual([revoked.error.code, revoked.error.message, revoked.headers], [ERRORS.workloadTokenInvalid.code, 'the workload token was refused: its instance was revoked', { 'www-authenticate': WORKLOAD_CHALLENGE }]);
   assert.deepEqual(gitRevocationRefusal({ kind: 'unavailable' }), { error: ERRORS.revocationStoreUnavailable, headers: { 'retry-after': '1' } });
+  assert.deepEqual(gitRevocationRefusal({ kind: 'state_lost' }), { error: ERRORS.revocationStoreStateLost, headers: { 'retry-after': '1' } });
 });
 
 test('gitRecord: the challenge every git command begins with is recorded without an error; any other refusal with its code; a failure when nothing else said', () => {
