@@ -14,7 +14,7 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import { isObject } from '../json/keys.ts';
 import { parseStrictJson } from '../json/strict.ts';
-import { decodeSegment } from './jwt.ts';
+import { decodeSegment } from './compact-token.ts';
 
 /** The algorithms a service-account token may be signed with: the key decides which. */
 export type JwkAlgorithm = 'RS256' | 'ES256';

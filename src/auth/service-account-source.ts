@@ -19,7 +19,8 @@
 // until its exp, as keyRingSource does: a hit is checked again against the clock and
 // the key set (a key removed from the set refuses its tokens from the next request), and the
 // policy is asked on every request, cached or not.
-import { decodeSegment, IDENTITY_VALUE, parseClaimsObject, TOKEN_LEEWAY_SEC, tokenCacheKey, type BotClaims } from './jwt.ts';
+import { decodeSegment, parseClaimsObject, tokenCacheKey } from './compact-token.ts';
+import { IDENTITY_VALUE, TOKEN_LEEWAY_SEC, type BotClaims } from './jwt.ts';
 import type { JwkKey } from './jwks.ts';
 import type { KeySetSource } from './jwks-source.ts';
 import { verifyServiceAccountToken, type ServiceAccountClaims, type ServiceAccountResult } from './service-account.ts';

@@ -16,7 +16,8 @@
 import { verify as cryptoVerify } from 'node:crypto';
 import { isObject } from '../json/keys.ts';
 import { JWK_KEY_ID, type JwkKey } from './jwks.ts';
-import { IDENTITY_VALUE, parseClaimsObject, readCompactToken, timeClaimsProblem } from './jwt.ts';
+import { parseClaimsObject, readCompactToken } from './compact-token.ts';
+import { IDENTITY_VALUE, timeClaimsProblem } from './jwt.ts';
 import { K8S_NAMESPACE, K8S_OBJECT_NAME } from './workload-policy.ts';
 
 export interface ServiceAccountOptions {

@@ -26,7 +26,8 @@
 // A source never sees another source's key and never widens what another refused.
 import type { Socket } from 'node:net';
 import type { PeerCertificate, TLSSocket } from 'node:tls';
-import { asBotToken, asGitToken, ringHolds, TOKEN_LEEWAY_SEC, tokenCacheKey, verifySignedToken, type BotClaims, type KeyRing, type SignedResult, type VerificationKey } from './jwt.ts';
+import { tokenCacheKey } from './compact-token.ts';
+import { asBotToken, asGitToken, ringHolds, TOKEN_LEEWAY_SEC, verifySignedToken, type BotClaims, type KeyRing, type SignedResult, type VerificationKey } from './jwt.ts';
 
 /** Which listener asks: the model gateway ('bot' tokens) or the git proxy ('git' workload tokens, with a git scope). */
 export type ListenerKind = 'bot' | 'git';
