@@ -147,6 +147,20 @@ test('deploy kit: the base renders only built-in kinds, no monitoring.coreos.com
   for (const kind of ['ServiceMonitor', 'PrometheusRule']) assert.equal(one(example(), kind).metadata.labels!.release, 'prometheus', `the example overlay adds the component, its ${kind} labelled for Prometheus to select`);
 });
 
+test('deploy kit: zone spread: topology spread over topology.kubernetes.io/zone beside kubernetes.io/hostname, both ScheduleAnyway, over the Deployment\'s own pods and each rollout\'s ReplicaSet apart', () => {
+  const d = proxyDeployment();
+  const constraints = proxyPod().topologySpreadConstraints as Obj[];
+  assert.deepEqual(constraints.map((c) => c.topologyKey), ['topology.kubernetes.io/zone', 'kubernetes.io/hostname']);
+  for (const c of constraints) {
+    assert.equal(c.maxSkew, 1, c.topologyKey);
+    // A preference, not a rule: nodes without a zone label, or a zone that is down, never leave a
+    // replica pending (docs/operations.md, "Kubernetes").
+    assert.equal(c.whenUnsatisfiable, 'ScheduleAnyway', c.topologyKey);
+    assert.deepEqual(c.labelSelector, { matchLabels: d.spec.selector.matchLabels }, `${c.topologyKey}: counts the proxy's pods`);
+    assert.deepEqual(c.matchLabelKeys, ['pod-template-hash'], `${c.topologyKey}: a rollout's new pods spread among themselves`);
+  }
+});
+
 test('deploy kit: security context: runAsNonRoot with a numeric uid, read-only root, capabilities drop ALL, no privilege escalation, seccomp RuntimeDefault, no service-account token', () => {
   for (const o of all().filter((x) => x.kind === 'Deployment' || x.kind === 'StatefulSet')) {
     const pod = o.spec.template.spec;
