@@ -84,7 +84,7 @@ test('deploy kit: kubectl kustomize renders the base, the Redis example and the 
   const kinds = (k: string) => new Set(rendered.get(k)!.map((o) => o.kind));
   for (const kind of ['Deployment', 'Service', 'ServiceAccount', 'ConfigMap', 'NetworkPolicy', 'PodDisruptionBudget']) assert.ok(kinds('base').has(kind), `base has a ${kind}`);
   for (const kind of ['StatefulSet', 'Service', 'ConfigMap', 'NetworkPolicy']) assert.ok(kinds('redis').has(kind), `redis has a ${kind}`);
-  for (const kind of ['Namespace', 'ServiceMonitor', 'PrometheusRule']) assert.ok(kinds('overlays/example').has(kind), `the example overlay has a ${kind}`);
+  for (const kind of ['Namespace', 'ServiceMonitor', 'PrometheusRule', 'HorizontalPodAutoscaler']) assert.ok(kinds('overlays/example').has(kind), `the example overlay has a ${kind}`);
   for (const k of KUSTOMIZATIONS.filter((x) => x.startsWith('overlays/'))) {
     const overlay = rendered.get(k)!;
     // An object an overlay's component adds after the namespace is set would land in whatever
@@ -158,6 +158,38 @@ test('deploy kit: zone spread: topology spread over topology.kubernetes.io/zone 
     assert.equal(c.whenUnsatisfiable, 'ScheduleAnyway', c.topologyKey);
     assert.deepEqual(c.labelSelector, { matchLabels: d.spec.selector.matchLabels }, `${c.topologyKey}: counts the proxy's pods`);
     assert.deepEqual(c.matchLabelKeys, ['pod-template-hash'], `${c.topologyKey}: a rollout's new pods spread among themselves`);
+  }
+});
+
+test('deploy kit: the HorizontalPodAutoscaler (autoscaling/v2, the example overlay) scales the Deployment on CPU, never below what the PodDisruptionBudget needs, one replica at a time inward, and owns the replica count', () => {
+  const hpa = one(example(), 'HorizontalPodAutoscaler');
+  const d = one(example(), 'Deployment', 'credential-proxy');
+  const pdb = one(example(), 'PodDisruptionBudget');
+  assert.equal(hpa.apiVersion, 'autoscaling/v2');
+  assert.deepEqual(hpa.spec.scaleTargetRef, { apiVersion: 'apps/v1', kind: 'Deployment', name: d.metadata.name });
+  assert.equal(hpa.metadata.namespace, d.metadata.namespace);
+  // A voluntary disruption (a drain) takes maxUnavailable replicas; at the HPA's floor one still serves.
+  assert.equal(pdb.spec.maxUnavailable, 1);
+  assert.ok(hpa.spec.minReplicas >= 2 && hpa.spec.minReplicas - pdb.spec.maxUnavailable >= 1, `minReplicas ${hpa.spec.minReplicas} leaves one serving while the PDB lets ${pdb.spec.maxUnavailable} go`);
+  assert.ok(hpa.spec.minReplicas >= proxyDeployment().spec.replicas, 'no fewer than the base runs without it');
+  assert.ok(hpa.spec.maxReplicas > hpa.spec.minReplicas);
+  assert.equal(d.spec.replicas, undefined, 'the Deployment leaves the count to the HPA (an apply would reset it otherwise)');
+  assert.deepEqual(hpa.spec.metrics, [{ type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: hpa.spec.metrics[0].resource.target.averageUtilization } } }]);
+  // Utilization is of the CPU request: every container must have one, and the target must come
+  // before the one event loop is busy (about 1,000 millicores, docs/operations.md "Sizing").
+  const containers = d.spec.template.spec.containers as Obj[];
+  for (const c of containers) assert.ok(c.resources.requests.cpu, `${c.name} requests CPU`);
+  const millicores = (q: string) => (q.endsWith('m') ? Number(q.slice(0, -1)) : Number(q) * 1000);
+  const target = (hpa.spec.metrics[0].resource.target.averageUtilization / 100) * millicores(containers[0]!.resources.requests.cpu);
+  assert.ok(target > 0 && target < 1000, `the target, ${target} millicores a replica, is under one core`);
+  // A scale-in is no disruption the PDB governs: at most maxUnavailable replicas a period, and a
+  // period longer than a replica's drain, so that no two drain at once.
+  const policies = hpa.spec.behavior.scaleDown.policies as { type: string; value: number; periodSeconds: number }[];
+  assert.ok(policies.length > 0);
+  for (const p of policies) {
+    assert.equal(p.type, 'Pods');
+    assert.ok(p.value <= pdb.spec.maxUnavailable, `scale-in of ${p.value} a period`);
+    assert.ok(p.periodSeconds > d.spec.template.spec.terminationGracePeriodSeconds, `period ${p.periodSeconds} s > the drain`);
   }
 });
 
