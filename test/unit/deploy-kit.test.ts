@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { isIPv4 } from 'node:net';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, test } from 'node:test';
@@ -24,6 +25,8 @@ const KUSTOMIZATIONS = ['base', 'redis', ...readdirSync(join(DEPLOY, 'overlays')
  */
 const COMPOSED = {
   'base+prometheus-operator': ['components/prometheus-operator'],
+  'base+egress-model-endpoints': ['components/egress-model-endpoints'],
+  'base+egress-git-internal': ['components/egress-git-internal'],
 } as const;
 const tmp = mkdtempSync(join(tmpdir(), 'deploy-kit-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
@@ -190,6 +193,67 @@ test('deploy kit: the HorizontalPodAutoscaler (autoscaling/v2, the example overl
     assert.equal(p.type, 'Pods');
     assert.ok(p.value <= pdb.spec.maxUnavailable, `scale-in of ${p.value} a period`);
     assert.ok(p.periodSeconds > d.spec.template.spec.terminationGracePeriodSeconds, `period ${p.periodSeconds} s > the drain`);
+  }
+});
+
+/** What each private-endpoint overlay opens, as docs/operations.md "Private endpoints" says: one policy, these addresses, these ports. */
+const PRIVATE_ENDPOINTS: Record<string, { policy: string; cidrs: string[]; ports: { port: number; protocol: string }[] }> = {
+  'overlays/bedrock-privatelink': { policy: 'credential-proxy-egress-model-endpoints', cidrs: ['10.0.32.15/32', '10.0.64.22/32', '10.0.96.9/32'], ports: [{ port: 443, protocol: 'TCP' }] },
+  'overlays/vertex-psc': { policy: 'credential-proxy-egress-model-endpoints', cidrs: ['10.100.0.5/32'], ports: [{ port: 443, protocol: 'TCP' }] },
+  'overlays/github-enterprise': { policy: 'credential-proxy-egress-git-internal', cidrs: ['10.20.0.40/32'], ports: [{ port: 443, protocol: 'TCP' }] },
+  'overlays/nodelocal-dns': { policy: 'credential-proxy-egress-nodelocal-dns', cidrs: ['169.254.20.10/32'], ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] },
+};
+
+/** An IPv4 CIDR as its first address and prefix length; undefined when it is none. */
+function ipv4Cidr(cidr: string): { first: number; bits: number } | undefined {
+  const [addr, bits] = cidr.split('/');
+  if (addr === undefined || !isIPv4(addr) || !/^\d{1,2}$/.test(bits ?? '') || Number(bits) > 32) return undefined;
+  const n = addr.split('.').reduce((acc, part) => acc * 256 + Number(part), 0);
+  const size = 2 ** (32 - Number(bits));
+  return { first: n - (n % size), bits: Number(bits) };
+}
+const within = (cidr: string, range: string) => {
+  const a = ipv4Cidr(cidr)!;
+  const r = ipv4Cidr(range)!;
+  return a.bits >= r.bits && Math.floor(a.first / 2 ** (32 - r.bits)) === Math.floor(r.first / 2 ** (32 - r.bits));
+};
+
+test('deploy kit: each private-endpoint overlay opens exactly what it says, one egress policy of these addresses (single, private, never the metadata server) and ports, and changes nothing else of the example', () => {
+  assert.deepEqual(Object.keys(PRIVATE_ENDPOINTS).sort(), KUSTOMIZATIONS.filter((k) => k.startsWith('overlays/') && k !== 'overlays/example').sort(), 'every overlay but the example is a private endpoint with its expectation here');
+  const exampleObjects = byKey(example());
+  for (const [k, want] of Object.entries(PRIVATE_ENDPOINTS)) {
+    const objects = byKey(rendered.get(k)!);
+    const added = [...objects.keys()].filter((key) => !exampleObjects.has(key));
+    assert.deepEqual(added, [`NetworkPolicy/credential-proxy/${want.policy}`], `${k}: one policy added`);
+    for (const [key, o] of exampleObjects) assert.deepEqual(objects.get(key), o, `${k}: ${key} as in the example`);
+    const policy = objects.get(added[0]!)!;
+    assert.deepEqual(policy.spec, {
+      podSelector: { matchLabels: { 'app.kubernetes.io/name': 'credential-proxy' } },
+      policyTypes: ['Egress'],
+      egress: [{ to: want.cidrs.map((cidr) => ({ ipBlock: { cidr } })), ports: want.ports }],
+    }, `${k}: egress only, to ${want.cidrs.join(', ')} on ${want.ports.map((p) => `${p.protocol} ${p.port}`).join(', ')}`);
+    for (const cidr of want.cidrs) {
+      assert.equal(ipv4Cidr(cidr)?.bits, 32, `${k}: ${cidr} is one address`);
+      const dns = want.ports.every((p) => p.port === 53);
+      assert.ok(dns ? cidr === '169.254.20.10/32' : ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'].some((r) => within(cidr, r)), `${k}: ${cidr} is ${dns ? 'NodeLocal DNSCache' : 'in a private range'}`);
+      assert.ok(!within('169.254.169.254/32', cidr), `${k}: ${cidr} is not the metadata server`);
+    }
+  }
+});
+
+test('deploy kit: a private-endpoint component left without its addresses opens nothing: its placeholder is no CIDR, which the API server refuses, never an empty `to`, which would admit every address', () => {
+  for (const name of ['base+egress-model-endpoints', 'base+egress-git-internal'] as const) {
+    const baseObjects = byKey(base());
+    const added = composed.get(name)!.filter((o) => !baseObjects.has(`${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`));
+    assert.deepEqual(added.map((o) => o.kind), ['NetworkPolicy'], name);
+    const rules = added[0]!.spec.egress as { to: { ipBlock: { cidr: string } }[]; ports: unknown[] }[];
+    assert.equal(rules.length, 1, name);
+    assert.ok(rules[0]!.to.length > 0, `${name}: a \`to\` with entries`);
+    for (const t of rules[0]!.to) {
+      assert.deepEqual(Object.keys(t), ['ipBlock'], name);
+      assert.equal(ipv4Cidr(t.ipBlock.cidr), undefined, `${name}: ${t.ipBlock.cidr} is no address`);
+      assert.doesNotMatch(t.ipBlock.cidr, /^[0-9a-f:.]+\/\d+$/i, `${name}: ${t.ipBlock.cidr} is no IPv6 CIDR either`);
+    }
   }
 });
 
