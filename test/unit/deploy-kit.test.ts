@@ -147,7 +147,7 @@ test('deploy kit: the base renders only built-in kinds, no monitoring.coreos.com
   assert.deepEqual(added.sort(), ['PrometheusRule//credential-proxy', 'ServiceMonitor//credential-proxy']);
   for (const k of added) assert.equal(withComponent.get(k)!.apiVersion, 'monitoring.coreos.com/v1');
   for (const [k, o] of baseObjects) assert.deepEqual(withComponent.get(k), o, `${k} as in the base`);
-  for (const kind of ['ServiceMonitor', 'PrometheusRule']) assert.equal(one(example(), kind).metadata.labels!.release, 'prometheus', `the example overlay adds the component, its ${kind} labelled for Prometheus to select`);
+  for (const kind of ['ServiceMonitor', 'PrometheusRule']) assert.equal(one(example(), kind, 'credential-proxy').metadata.labels!.release, 'prometheus', `the example overlay adds the component, its ${kind} labelled for Prometheus to select`);
 });
 
 test('deploy kit: zone spread: topology spread over topology.kubernetes.io/zone beside kubernetes.io/hostname, both ScheduleAnyway, over the Deployment\'s own pods and each rollout\'s ReplicaSet apart', () => {
@@ -165,9 +165,9 @@ test('deploy kit: zone spread: topology spread over topology.kubernetes.io/zone 
 });
 
 test('deploy kit: the HorizontalPodAutoscaler (autoscaling/v2, the example overlay) scales the Deployment on CPU, never below what the PodDisruptionBudget needs, one replica at a time inward, and owns the replica count', () => {
-  const hpa = one(example(), 'HorizontalPodAutoscaler');
+  const hpa = one(example(), 'HorizontalPodAutoscaler', 'credential-proxy');
   const d = one(example(), 'Deployment', 'credential-proxy');
-  const pdb = one(example(), 'PodDisruptionBudget');
+  const pdb = one(example(), 'PodDisruptionBudget', 'credential-proxy');
   assert.equal(hpa.apiVersion, 'autoscaling/v2');
   assert.deepEqual(hpa.spec.scaleTargetRef, { apiVersion: 'apps/v1', kind: 'Deployment', name: d.metadata.name });
   assert.equal(hpa.metadata.namespace, d.metadata.namespace);
@@ -324,7 +324,7 @@ test('deploy kit: ports agree between the listen flags, the container, the Servi
   assert.deepEqual(workloads.spec.ports.map((p: { port: number; targetPort: string }) => [p.port, byName[p.targetPort]]), [[8447, 8447], [8450, 8450]]);
   const metrics = one(base(), 'Service', 'credential-proxy-metrics');
   assert.deepEqual(metrics.spec.ports.map((p: { port: number; targetPort: string }) => [p.port, byName[p.targetPort]]), [[9464, 9464]]);
-  const sm = one(example(), 'ServiceMonitor');
+  const sm = one(example(), 'ServiceMonitor', 'credential-proxy');
   assert.ok(Object.entries(sm.spec.selector.matchLabels).every(([k, v]) => metrics.metadata.labels![k] === v), 'the ServiceMonitor selects the metrics Service');
   assert.ok(!Object.entries(sm.spec.selector.matchLabels).every(([k, v]) => workloads.metadata.labels?.[k] === v), 'and not the workloads\' Service');
   assert.deepEqual(sm.spec.endpoints.map((e: { port: string; path: string }) => [e.port, e.path]), [['metrics', '/metrics']]);
@@ -409,7 +409,7 @@ test('deploy kit: Redis keeps its state: appendonly yes, maxmemory-policy noevic
 test('deploy kit: the alert rules pass promtool check rules and promtool test rules, and name only metrics the proxy exports', () => {
   const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' });
   if (promtool.error) assert.fail('promtool is missing: apt-get install prometheus (.ci/run does)');
-  const rule = one(example(), 'PrometheusRule');
+  const rule = one(example(), 'PrometheusRule', 'credential-proxy');
   const dir = mkdtempSync(join(tmp, 'rules-'));
   writeFileSync(join(dir, 'rules.yaml'), JSON.stringify(rule.spec, null, 2)); // JSON is YAML
   writeFileSync(join(dir, 'alerts.test.yaml'), readFileSync(join(ROOT, 'test', 'fixtures', 'deploy', 'alerts.test.yaml')));
