@@ -16,6 +16,9 @@ import { markCutByShutdown } from './sockets.ts';
  */
 const DRAIN_HEAD_DEADLINE_MS = 500;
 
+/** How long requests cut at the end of the drain's grace have to write their records. */
+const SETTLE_DEADLINE_MS = 1000;
+
 /** What the drain does with one client connection (see drainAction). */
 export type DrainAction = 'wait' | 'close' | 'deadline';
 
@@ -180,10 +183,22 @@ export class ConnectionTable {
       for (const socket of this.#connections.keys()) markCutByShutdown(socket);
       server.closeAllConnections();
     }, graceMs);
-    return closed.finally(() => {
-      clearTimeout(headDeadline);
-      clearTimeout(force);
-    });
+    // Every connection closed: the requests they carried still finish (recorded, charged, slots
+    // given back) before the drain is over, within the forced cut's deadline.
+    return closed
+      .finally(() => {
+        clearTimeout(headDeadline);
+        clearTimeout(force);
+      })
+      .then(() => this.#settled(SETTLE_DEADLINE_MS));
+  }
+
+  /** Resolves once every handler in progress has finished, or after `deadlineMs` at most. */
+  async #settled(deadlineMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, deadlineMs)));
+    await Promise.race([Promise.allSettled([...this.#inFlight]), deadline]);
+    clearTimeout(timer);
   }
 
   /**
@@ -197,10 +212,7 @@ export class ConnectionTable {
     for (const socket of this.#connections.keys()) markCutByShutdown(socket);
     server.closeAllConnections();
     for (const socket of this.#connections.keys()) socket.destroy();
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, deadlineMs)));
-    await Promise.race([Promise.allSettled([...this.#inFlight]), deadline]);
-    clearTimeout(timer);
+    await this.#settled(deadlineMs);
   }
 }
 
