@@ -20,6 +20,7 @@
 // the key set (a key removed from the set refuses its tokens from the next request), and the
 // policy is asked on every request, cached or not.
 import { decodeSegment, parseClaimsObject, tokenCacheKey } from './compact-token.ts';
+import { isObject } from '../json/keys.ts';
 import { IDENTITY_VALUE, TOKEN_LEEWAY_SEC, type BotClaims } from './jwt.ts';
 import type { JwkKey } from './jwks.ts';
 import type { KeySetSource } from './jwks-source.ts';
@@ -47,6 +48,10 @@ interface Remembered {
 export function serviceAccountSource(opts: ServiceAccountSourceOptions): TokenSource {
   const cache = new Map<string, Remembered>();
   const issuerForms = [opts.issuer, opts.issuer.replaceAll('/', '\\/')].flatMap(base64urlForms);
+  // A Kubernetes token names its account under this claim: one from another issuer is refused
+  // here naming both issuers, not passed on to our keys to be refused for its algorithm.
+  const kubernetesForms = base64urlForms('"kubernetes.io"');
+  const refused = (reason: string): Verification => ({ ok: false, reason, serviceAccount: true });
   const remember = (token: string, result: ServiceAccountResult): ServiceAccountResult => {
     if (result.ok) {
       cache.set(token, { claims: result.claims, key: result.key });
@@ -60,7 +65,7 @@ export function serviceAccountSource(opts: ServiceAccountSourceOptions): TokenSo
       if (presented.token === undefined) return undefined;
       const token = tokenCacheKey(cache, presented.token);
       const listener = kind === 'git' ? 'git' : 'model';
-      const answer = (result: ServiceAccountResult): Verification => (result.ok ? asBotClaims(result.claims, opts.policy(), listener) : { ok: false, reason: result.reason });
+      const answer = (result: ServiceAccountResult): Verification => (result.ok ? asBotClaims(result.claims, opts.policy(), listener) : refused(result.reason));
       // A token verified before is ours without a look at its payload.
       const hit = cache.get(token);
       if (hit !== undefined) {
@@ -70,7 +75,9 @@ export function serviceAccountSource(opts: ServiceAccountSourceOptions): TokenSo
           return asBotClaims(hit.claims, opts.policy(), listener);
         }
       }
-      if (!ofIssuer(token, opts.issuer, issuerForms)) return undefined;
+      const issuer = issuerOf(token, opts.issuer, issuerForms, kubernetesForms);
+      if (issuer === undefined) return undefined;
+      if (issuer !== opts.issuer) return refused(`its issuer ${JSON.stringify(unverifiedShown(issuer))} is not --sa-issuer ${JSON.stringify(opts.issuer)}: the cluster's --service-account-issuer is what --sa-issuer must be`);
       const check = (keys: ReadonlyMap<string, JwkKey>) => verifyServiceAccountToken(token, keys, { issuer: opts.issuer, audience: opts.audience, nowSec, maxLifetimeSec: opts.maxLifetimeSec });
       const first = check(opts.keys.current());
       // A key id the set lacks may be a rotation the proxy has not seen: fetch the set again (at
@@ -82,22 +89,36 @@ export function serviceAccountSource(opts: ServiceAccountSourceOptions): TokenSo
 }
 
 /**
- * Pure: whether the unverified payload's `iss` is `issuer`, only to choose the source (never to
- * accept). Every minted token passes here when --sa-issuer is set, so the payload is decoded and
- * parsed only when its base64url text holds the issuer at all (`forms`: as written, or with
- * JSON's escaped slashes); a token whose `iss` is spelled with other escapes goes to the next
- * source, which refuses it. bench:service-accounts measured the decode this saves on every minted
- * token at a third of an HS256 verification.
+ * Pure: the unverified payload's `iss` when the token may be this source's, only to choose the
+ * source and to name a wrong issuer (never to accept); undefined to pass it on. Every minted
+ * token passes here when --sa-issuer is set, so the payload is decoded and parsed only when its
+ * base64url text holds the issuer (`issuerForms`: as written, or with JSON's escaped slashes) or
+ * the `"kubernetes.io"` claim name (a service-account token of another issuer) at all; a token
+ * whose `iss` is spelled with other escapes goes to the next source, which refuses it.
+ * bench:service-accounts measured the decode this saves on every minted token at a third of an
+ * HS256 verification.
  */
-function ofIssuer(token: string, issuer: string, forms: readonly string[]): boolean {
+function issuerOf(token: string, issuer: string, issuerForms: readonly string[], kubernetesForms: readonly string[]): string | undefined {
   const first = token.indexOf('.');
   const second = token.indexOf('.', first + 1);
-  if (first < 0 || second < 0) return false;
+  if (first < 0 || second < 0) return undefined;
   const segment = token.slice(first + 1, second);
-  if (!forms.some((form) => segment.includes(form))) return false;
+  const ours = issuerForms.some((form) => segment.includes(form));
+  if (!ours && !kubernetesForms.some((form) => segment.includes(form))) return undefined;
   const bytes = decodeSegment(segment);
   const payload = bytes === null ? null : parseClaimsObject(bytes);
-  return payload !== null && payload !== 'duplicate' && payload.iss === issuer;
+  if (payload === null || payload === 'duplicate' || typeof payload.iss !== 'string') return undefined;
+  // Ours when its iss is the issuer (the issuer's text elsewhere in a payload, a minted token's
+  // workflow, say, is not); of another issuer only when it names a Kubernetes account, which a
+  // minted token never does.
+  if (ours && payload.iss === issuer) return issuer;
+  return isObject(payload['kubernetes.io']) ? payload.iss : undefined;
+}
+
+/** Pure: an unverified value fit for a message: printable ASCII, at most 128 characters. */
+function unverifiedShown(text: string): string {
+  const printable = text.replace(/[^\x20-\x7e]/g, '?');
+  return printable.length > 128 ? `${printable.slice(0, 128)}…` : printable;
 }
 
 /**
@@ -116,12 +137,12 @@ function base64urlForms(text: string): string[] {
 /** Pure: a verified service account as the listeners' claims, through the policy; or why not. */
 function asBotClaims(claims: ServiceAccountClaims, policy: WorkloadPolicy, listener: 'git' | 'model'): Verification {
   const found = lookupWorkload(policy, claims.namespace, claims.serviceAccount.name, listener);
-  if (!found.ok) return { ok: false, reason: found.reason };
+  if (!found.ok) return { ok: false, reason: found.reason, serviceAccount: true };
   const { grant } = found;
   const sub = `${claims.namespace}/${claims.pod.name}`;
   const workflow = grant.workflow ?? `${claims.namespace}/${claims.serviceAccount.name}`;
-  if (!IDENTITY_VALUE.test(sub)) return { ok: false, reason: `the instance ${sub} is longer than 128 characters: give the pod a shorter name` };
-  if (!IDENTITY_VALUE.test(workflow)) return { ok: false, reason: `the workflow ${workflow} is longer than 128 characters: set "workflow" in its policy entry "${grant.entry}"` };
+  if (!IDENTITY_VALUE.test(sub)) return { ok: false, reason: `the instance ${sub} is longer than 128 characters: give the pod a shorter name`, serviceAccount: true };
+  if (!IDENTITY_VALUE.test(workflow)) return { ok: false, reason: `the workflow ${workflow} is longer than 128 characters: set "workflow" in its policy entry "${grant.entry}"`, serviceAccount: true };
   const bot: BotClaims = {
     sub,
     workflow,

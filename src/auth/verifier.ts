@@ -53,7 +53,10 @@ export interface Presented {
  * usable SPIFFE ID or policy entry): a token cannot change that, so the listener answers 403 with
  * the reason, not a 401 whose challenge would make git ask for a password and hide the reason.
  */
-export type Verification = { readonly ok: true; readonly claims: BotClaims } | { readonly ok: false; readonly reason: string; readonly absent?: true; readonly forbidden?: true };
+export type Verification =
+  | { readonly ok: true; readonly claims: BotClaims }
+  /** `serviceAccount`: a Kubernetes service-account token was refused: its fix is never a token from mint-token. */
+  | { readonly ok: false; readonly reason: string; readonly absent?: true; readonly forbidden?: true; readonly serviceAccount?: true };
 
 /** One way of proving identity. undefined: not this source's kind of proof; the next source is asked. */
 export interface TokenSource {

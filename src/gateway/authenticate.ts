@@ -56,6 +56,8 @@ export function botPresentation(req: Pick<IncomingMessage, 'headers' | 'rawHeade
 export function botIdentity(verified: Verification, protocol: WireProtocol | undefined): Authenticated {
   if (!verified.ok && verified.absent) return unauthenticated(`a bot token is required: send the one mint-token made ${tokenHeaderHint(protocol)}`);
   if (!verified.ok && verified.forbidden) return { ok: false, refusal: { error: ERRORS.clientCertificateRefused, message: `the client certificate was refused: ${verified.reason}` } };
+  // A service-account token's fix is the pod's own token or the policy, never one from mint-token.
+  if (!verified.ok && verified.serviceAccount) return unauthenticated(`the service-account token was refused: ${verified.reason}`);
   if (!verified.ok) return unauthenticated(`the bot token was refused (${verified.reason}): send a valid one, from mint-token, ${tokenHeaderHint(protocol)}`);
   const c = verified.claims;
   const lowered = c.limits && loweredByClaim(c.limits);

@@ -57,6 +57,7 @@ export function openServiceAccounts(options: ServeOptions, maxLifetimeSec: numbe
     if (!parsed.ok) throw new Error(`--sa-jwks-file ${sa.jwksFile}: ${parsed.reason}`);
     if (parsed.set.keys.size === 0) throw new Error(`--sa-jwks-file ${sa.jwksFile} holds no RS256 or ES256 key the proxy can verify with${parsed.set.skipped.length > 0 ? ` (left out: ${parsed.set.skipped.join('; ')})` : ''}`);
     keys = fileKeySet(sa.jwksFile, report);
+    keys.current(); // read now: the key set's kids are logged at start-up (sa_keys_loaded), not at the first token
   } else {
     const ca = sa.caFile === undefined ? undefined : readTextFile(sa.caFile, '--sa-ca-file');
     keys = remoteKeySet({ issuer: sa.issuer, jwks: sa.jwksUrl ?? 'discovery', get: httpsGetter(ca, egress), nowMs: () => performance.now(), report });

@@ -212,13 +212,21 @@ test('key set from a mounted file: read again when it changes; a broken file kee
   }
 });
 
-test('service-account source chooses by iss: another issuer\'s token (or a minted one) passes to the next source; the issuer written with escaped slashes is still ours', async () => {
+test('service-account source chooses by iss: a minted token passes to the next source, another issuer\'s service-account token is refused naming both issuers, and the issuer written with escaped slashes is still ours', async () => {
   issuer.setKeys(oldKey);
   const { keys } = keySetOf();
   await keys.ready;
   keys.close();
   const source = serviceAccountSource({ issuer: issuer.issuer, audience: TEST_AUDIENCE, maxLifetimeSec: 86_400, keys, policy: () => POLICY });
-  assert.equal(source.verify('bot', { token: signSaToken(oldKey, saPayload(WHO, NOW, 3600, { iss: 'https://other.example' })) }, NOW), undefined);
+  assert.deepEqual(source.verify('bot', { token: signSaToken(oldKey, saPayload(WHO, NOW, 3600, { iss: 'https://other.example' })) }, NOW), {
+    ok: false,
+    reason: `its issuer "https://other.example" is not --sa-issuer "${issuer.issuer}": the cluster's --service-account-issuer is what --sa-issuer must be`,
+    serviceAccount: true,
+  });
+  // A token of another issuer without the kubernetes.io claims is not a service account's: passed on.
+  const plain = saPayload(WHO, NOW, 3600, { iss: 'https://other.example' });
+  delete plain['kubernetes.io'];
+  assert.equal(source.verify('bot', { token: signSaToken(oldKey, plain) }, NOW), undefined);
   assert.equal(source.verify('bot', { token: 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJib3QifQ.c2ln' }, NOW), undefined);
   assert.equal(source.verify('bot', {}, NOW), undefined);
   // The issuer at each of the three byte alignments of base64, as written and with escaped slashes.

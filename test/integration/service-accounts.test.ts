@@ -141,16 +141,21 @@ test('unmapped service account is refused on both listeners, the message naming 
   assert.match(noGit.stderr, /the service account agents\/helper may not use git: its entry "agents\/\*" in .* has no "git" scopes/);
 });
 
-test('service-account token refused for its audience, its issuer\'s unknown key, or a lifetime beyond --max-token-lifetime; a minted token still works', async () => {
+test('service-account token refused for its audience, its issuer\'s unknown key, a lifetime beyond --max-token-lifetime, or another issuer (naming both issuers); the refusal never points at mint-token; a minted token still works, also one whose workflow spells the issuer', async () => {
   const reasons: string[] = [];
-  for (const token of [projected(TRIAGE, clusterKey, { aud: ['https://kubernetes.default.svc'] }), projected(TRIAGE, { ...rsaSigner('forged'), kid: 'cluster-rsa' }), projected(TRIAGE, clusterKey, { exp: Math.floor(Date.now() / 1000) + 2 * 86_400 })]) {
+  const other = 'https://oidc.other-cluster.example';
+  for (const token of [projected(TRIAGE, clusterKey, { aud: ['https://kubernetes.default.svc'] }), projected(TRIAGE, { ...rsaSigner('forged'), kid: 'cluster-rsa' }), projected(TRIAGE, clusterKey, { exp: Math.floor(Date.now() / 1000) + 2 * 86_400 }), projected(TRIAGE, clusterKey, { iss: other })]) {
     const res = await chat(token);
     assert.equal(res.status, 401);
-    reasons.push(/refused \(([^)]*)\)/.exec(res.body.toString())?.[1] ?? res.body.toString());
+    const message = (JSON.parse(res.body.toString()) as { error: { message: string } }).error.message;
+    assert.doesNotMatch(message, /mint-token/);
+    reasons.push(/^the service-account token was refused: (.*)$/.exec(message)?.[1] ?? message);
   }
-  assert.deepEqual(reasons, ['wrong audience', 'bad signature', 'lifetime too long']);
-  const minted = await runCommandInProcess(['mint-token', '--instance-id', 'bot-1', '--workflow', 'w', '--run-id', 'r'], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
-  assert.equal((await chat(minted.stdout.trim())).status, 200);
+  assert.deepEqual(reasons, ['wrong audience', 'bad signature', 'lifetime too long', `its issuer "${other}" is not --sa-issuer "${issuer.issuer}": the cluster's --service-account-issuer is what --sa-issuer must be`]);
+  for (const workflow of ['w', issuer.issuer]) {
+    const minted = await runCommandInProcess(['mint-token', '--instance-id', 'bot-1', '--workflow', workflow, '--run-id', 'r'], { MODEL_PROXY_SIGNING_KEY: SIGNING_KEY });
+    assert.equal((await chat(minted.stdout.trim())).status, 200, workflow);
+  }
   await proxy.waitForRecord((r) => r.event === 'request' && r.listener === 'model' && r.instance_id === 'bot-1', 'the minted token\'s record');
 });
 
@@ -204,7 +209,7 @@ test('a workload policy entry with limits and no --limits stops start-up naming 
   }
 });
 
-test('service-account keys from a mounted file (--sa-jwks-file): a projected token is served by a proxy that never reaches the issuer', async () => {
+test('service-account keys from a mounted file (--sa-jwks-file): the key set is logged at start-up, and a projected token is served by a proxy that never reaches the issuer', async () => {
   const jwksFile = join(work, 'jwks.json');
   writeFileSync(jwksFile, JSON.stringify(jwksOf(clusterKey)));
   const policy = join(work, 'file-policy.json');
@@ -215,6 +220,9 @@ test('service-account keys from a mounted file (--sa-jwks-file): a projected tok
     listeners: ['model'],
   });
   try {
+    // The key set is read and logged at start-up, not at the first token.
+    const loaded = fileProxy.records().find((r) => r.event === 'sa_keys_loaded');
+    assert.deepEqual(loaded?.kids, ['cluster-rsa'], 'sa_keys_loaded before any token');
     const fetched = { ...issuer.fetches };
     const res = await send(fileProxy.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${projected(TRIAGE)}` }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });
     assert.equal(res.status, 200, res.body.toString());

@@ -241,3 +241,12 @@ test('carriesLimits: an identity carries limits when its token or policy entry l
   assert.equal(carriesLimits({ ...who, lowered: { budgetUsd: 5 } }), true);
   assert.equal(carriesLimits({ ...who, lowered: { concurrent: 1 } }), true);
 });
+
+test('botIdentity: a refused service-account token says so and why, and never points at mint-token (its fix is the pod\'s token or the policy)', () => {
+  const refused = botIdentity({ ok: false, reason: 'its issuer "https://a" is not --sa-issuer "https://b"', serviceAccount: true }, undefined);
+  assert.ok(!refused.ok);
+  assert.equal(refused.refusal.message, 'the service-account token was refused: its issuer "https://a" is not --sa-issuer "https://b"');
+  const bot = botIdentity({ ok: false, reason: 'bad signature' }, undefined);
+  assert.ok(!bot.ok);
+  assert.match(bot.refusal.message ?? '', /^the bot token was refused \(bad signature\): send a valid one, from mint-token/);
+});
