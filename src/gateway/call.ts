@@ -14,7 +14,7 @@ import { writeProxyError } from '../http/respond.ts';
 import type { Reservation } from '../limits/admission.ts';
 import { chargeFor, type Charge } from '../limits/charge.ts';
 import type { WorstCase } from '../limits/worst-case.ts';
-import type { PriceTable } from './prices.ts';
+import type { PriceTable } from '../limits/prices.ts';
 import { openAiErrorBody } from './protocols/openai.ts';
 import type { ApiName, CallSummary, WireProtocol } from './protocols/protocol.ts';
 import type { Provider } from './providers.ts';

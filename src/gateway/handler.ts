@@ -20,7 +20,7 @@ import { authenticateBot, type BotAuth } from './authenticate.ts';
 import { receiveJsonBody } from './body.ts';
 import { GatewayCall, type CallContext } from './call.ts';
 import { checkCall, type CallPolicy } from './check-call.ts';
-import type { PriceTable } from './prices.ts';
+import type { PriceTable } from '../limits/prices.ts';
 import { prepareUpstream } from './prepare-upstream.ts';
 import type { WireProtocol } from './protocols/protocol.ts';
 import { providersByModel, type Provider } from './providers.ts';

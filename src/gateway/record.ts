@@ -9,7 +9,7 @@ import { elapsedMs, pathForLog } from '../http/log.ts';
 import type { Charge, ChargeBasis } from '../limits/charge.ts';
 import type { CredentialSource } from './credentials/source.ts';
 import type { ApiName, CallSummary } from './protocols/protocol.ts';
-import { microDollars } from './prices.ts';
+import { microDollars } from '../limits/prices.ts';
 import type { Provider } from './providers.ts';
 
 /**

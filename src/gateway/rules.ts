@@ -3,7 +3,7 @@
 // (./protocols/) say what differs per API; these rules are the same for all of them.
 import type { WorkloadIdentity } from '../auth/identity.ts';
 import { maxOutputTokens } from '../limits/worst-case.ts';
-import { outputMultiple, priceChange } from '../limits/price-changers.ts';
+import { outputMultiple, priceChange } from './protocols/pricing.ts';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { IDENTITY_VALUE } from '../auth/jwt.ts';
 import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';

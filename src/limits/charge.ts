@@ -1,6 +1,6 @@
 // What a finished model call is charged against its limits: its tokens (for the per-minute
 // window) and its cost (for the budgets). Pure: the call object hands in what the call did.
-import { costUsd, type ModelPrice } from '../gateway/prices.ts';
+import { costUsd, type ModelPrice } from './prices.ts';
 import type { CallSummary } from '../gateway/protocols/protocol.ts';
 import { estimateTokens } from './admission.ts';
 import type { WorstCase } from './worst-case.ts';

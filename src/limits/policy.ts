@@ -9,7 +9,7 @@ import type { RunLimits } from '../auth/jwt.ts';
 import { parseConfigJson } from '../config/config-file.ts';
 import { bounded, type ApiName } from '../gateway/protocols/protocol.ts';
 import { isObject } from '../json/keys.ts';
-import { priceChange, type PriceChange } from './price-changers.ts';
+import { priceChange, type PriceChange } from '../gateway/protocols/pricing.ts';
 
 export interface LimitsPolicy {
   /** Requests one instance may have in progress (0: no limit). */
@@ -153,14 +153,14 @@ export function hostedToolFeesWarning(policy: LimitsPolicy, hostedTools: Readonl
 export interface CallPricing {
   readonly model: string;
   readonly priced: boolean;
-  /** The first value of the body the price table cannot price (./price-changers.ts). */
+  /** The first value of the body the price table cannot price (../gateway/protocols/pricing.ts). */
   readonly priceChange?: PriceChange;
 }
 
 /**
  * Pure: why a call cannot be charged at the price table's rates while a money budget applies
  * (undefined: it can): a model without a price (unless the operator allows unpriced models), or a
- * value of the body or of `headers` that changes the price (./price-changers.ts). Refused, never
+ * value of the body or of `headers` that changes the price (../gateway/protocols/pricing.ts). Refused, never
  * mischarged.
  */
 export function unpricedCallReason(policy: LimitsPolicy, call: CallPricing, api: ApiName, headers: Readonly<Record<string, string | string[] | undefined>>): string | undefined {

@@ -1,7 +1,7 @@
 // The most a model call may cost, held against the budgets while it is in progress and charged
 // when the call was cut before anything told what it cost (the provider may finish the generation
 // and bill it). Pure.
-import { costUsd, type ModelPrice } from '../gateway/prices.ts';
+import { costUsd, type ModelPrice } from './prices.ts';
 import { estimateTokens } from './admission.ts';
 
 /** The output-limit fields of the protocols: chat completions, Responses, Messages (and the clouds' Messages). */

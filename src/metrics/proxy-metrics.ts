@@ -8,7 +8,7 @@ import { ERRORS, type UpstreamFailure } from '../http/errors.ts';
 import { CREDENTIAL_REJECTED_STATUSES, credentialRejectedError, type ModelRequestRecord } from '../gateway/record.ts';
 import type { GitRequestRecord } from '../git/record.ts';
 import { Registry } from './registry.ts';
-import { costUsd, type PriceTable } from '../gateway/prices.ts';
+import { costUsd, type PriceTable } from '../limits/prices.ts';
 
 // OpenTelemetry GenAI semantic conventions, ExplicitBucketBoundaries of
 // gen_ai.client.operation.duration and gen_ai.server.time_to_first_token.

@@ -14,7 +14,7 @@ import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from '../gi
 import type { GitUpstream } from '../git/proxy.ts';
 import { formatRepoPattern } from '../git/scope.ts';
 import { parseGatewayEnv, type GatewayConfig } from '../gateway/config.ts';
-import { parsePrices, type PriceTable } from '../gateway/prices.ts';
+import { parsePrices, type PriceTable } from '../limits/prices.ts';
 import { hostedToolsPolicy } from '../gateway/protocols/tools.ts';
 import { parseLimitsFile, type LimitsPolicy } from '../limits/policy.ts';
 import { parseSigningKey } from '../auth/jwt.ts';

@@ -9,7 +9,7 @@ import type { ListenerTimeouts } from '../http/server.ts';
 import type { Egress } from '../http/tunnel.ts';
 import { runCoarseClock } from '../metrics/registry.ts';
 import { createProxyMetrics } from '../metrics/proxy-metrics.ts';
-import type { PriceTable } from '../gateway/prices.ts';
+import type { PriceTable } from '../limits/prices.ts';
 import { revocationList } from '../auth/revocations.ts';
 import { NOT_REVOKED, type RevocationCheck, type RevocationVerdict } from '../auth/identity.ts';
 import { storeRevocations } from '../auth/redis-revocations.ts';

@@ -7,7 +7,7 @@ import { request } from 'node:http';
 import { after, before, test } from 'node:test';
 import { LocalLimits } from '../../src/limits/admission.ts';
 import { parseLimitsFile } from '../../src/limits/policy.ts';
-import { parsePrices } from '../../src/gateway/prices.ts';
+import { parsePrices } from '../../src/limits/prices.ts';
 import { estimateTokens } from '../../src/limits/admission.ts';
 import { startHttpsFake, type HttpsFake } from '../support/https-fake.ts';
 import { startGatewayInProcess, TEST_MODEL } from '../support/harness.ts';

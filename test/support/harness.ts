@@ -12,7 +12,7 @@ import { parseGatewayEnv } from '../../src/gateway/config.ts';
 import type { CredentialSource } from '../../src/gateway/credentials/source.ts';
 import { staticKeySource } from '../../src/gateway/credentials/static-key.ts';
 import { createGatewayHandler, refuseAtGateway, type GatewayDeps } from '../../src/gateway/handler.ts';
-import type { PriceTable } from '../../src/gateway/prices.ts';
+import type { PriceTable } from '../../src/limits/prices.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
 import type { WireProtocol } from '../../src/gateway/protocols/protocol.ts';
 import { keyHeader, type Provider } from '../../src/gateway/providers.ts';

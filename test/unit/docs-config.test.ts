@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { usage } from '../../src/config/cli.ts';
 import { CREDENTIAL_FIELDS, PROVIDER_FIELDS } from '../../src/gateway/config.ts';
-import { PRICE_FIELDS } from '../../src/gateway/prices.ts';
+import { PRICE_FIELDS } from '../../src/limits/prices.ts';
 import { LIMITS_FIELDS } from '../../src/limits/policy.ts';
 import { HOST_FIELDS } from '../../src/git/hosts.ts';
 

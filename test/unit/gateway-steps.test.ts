@@ -15,7 +15,7 @@ import { answerKind, errorClassForStatus, relayedHeaders } from '../../src/gatew
 import { callFailure, cloudOf, interruption, modelRecord, type ModelCallState } from '../../src/gateway/record.ts';
 import { cloudScopeRefusal, credentialHeaderProblem } from '../../src/gateway/prepare-upstream.ts';
 import { retryableFailure } from '../../src/gateway/retry.ts';
-import { costUsd } from '../../src/gateway/prices.ts';
+import { costUsd } from '../../src/limits/prices.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
 import type { CallSummary } from '../../src/gateway/protocols/protocol.ts';
 import { chargeFor } from '../../src/limits/charge.ts';

@@ -2,7 +2,7 @@
 // the request record's charged_usd is rounded to the micro-dollar the budgets are charged in.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { microDollars } from '../../src/gateway/prices.ts';
+import { microDollars } from '../../src/limits/prices.ts';
 import { Registry } from '../../src/metrics/registry.ts';
 
 test('cost figures without float noise: a money counter given 0.1 and 0.2 shows 0.3, not 0.30000000000000004', () => {

@@ -1,4 +1,4 @@
-// The values that change the price of a call, one table per protocol (src/limits/price-changers.ts):
+// The values that change the price of a call, one table per protocol (src/gateway/protocols/pricing.ts):
 // a test per row, in every form the value can take; what admission makes of them under a money
 // budget (unpricedCallReason), a model without a price, and a bot token asking past the file's
 // ceiling (mint-token's check and the gateway's refusal).
@@ -10,7 +10,7 @@ import type { ApiName } from '../../src/gateway/protocols/protocol.ts';
 import { POLICY_KEYS } from '../../src/gateway/rules.ts';
 import { admissionVerdict, effectivePolicy } from '../../src/limits/admission.ts';
 import { aboveCeilingReason, hostedToolFeesWarning, tokenCeiling, unpricedCallReason, unpricedWarning, type LimitsPolicy } from '../../src/limits/policy.ts';
-import { OUTPUT_MULTIPLIERS, outputMultiple, PRICE_CHANGERS, priceChange } from '../../src/limits/price-changers.ts';
+import { OUTPUT_MULTIPLIERS, outputMultiple, PRICE_CHANGERS, priceChange } from '../../src/gateway/protocols/pricing.ts';
 import { worstCase } from '../../src/limits/worst-case.ts';
 
 const user = { role: 'user', content: 'hi' };

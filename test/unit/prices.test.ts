@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { costUsd, parsePrices, type ModelPrice, type PriceTable, type TokenCounts } from '../../src/gateway/prices.ts';
+import { costUsd, parsePrices, type ModelPrice, type PriceTable, type TokenCounts } from '../../src/limits/prices.ts';
 
 const FILE = 'prices.json';
 const parse = (doc: unknown): PriceTable => parsePrices(typeof doc === 'string' ? doc : JSON.stringify(doc), FILE);

@@ -16,7 +16,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { ModelRequestRecord } from '../../src/gateway/record.ts';
 import type { GitRequestRecord } from '../../src/git/record.ts';
-import { parsePrices, type PriceTable } from '../../src/gateway/prices.ts';
+import { parsePrices, type PriceTable } from '../../src/limits/prices.ts';
 import { createProxyMetrics } from '../../src/metrics/proxy-metrics.ts';
 import { modelRecord } from '../support/records.ts';
 

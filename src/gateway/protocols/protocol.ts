@@ -5,7 +5,7 @@
 // A module is data plus pure functions, testable by feeding it bytes.
 import type { ProxyError } from '../../http/errors.ts';
 import type { EventReader } from '../sse.ts';
-import type { PriceChange } from '../../limits/price-changers.ts';
+import type { PriceChange } from './pricing.ts';
 
 /** The bounded `api` label of logs and metrics. */
 export type ApiName = 'chat_completions' | 'responses' | 'messages';
@@ -72,11 +72,11 @@ export type CheckedRequest = {
   readonly ok: true;
   readonly model: string;
   readonly stream: boolean;
-  /** The first value of the body that changes the price of a call beyond the price table's rates (../../limits/price-changers.ts). */
+  /** The first value of the body that changes the price of a call beyond the price table's rates (../../gateway/protocols/pricing.ts). */
   readonly priceChange?: PriceChange;
   /** The most output the body allows (max_tokens, max_completion_tokens, max_output_tokens), when it names a limit. */
   readonly maxOutputTokens?: number;
-  /** How many times over the provider generates that output (`n` choices; ../../limits/price-changers.ts OUTPUT_MULTIPLIERS), when more than once. */
+  /** How many times over the provider generates that output (`n` choices; ../../gateway/protocols/pricing.ts OUTPUT_MULTIPLIERS), when more than once. */
   readonly outputFactor?: number;
 };
 export type RequestRefusal = {

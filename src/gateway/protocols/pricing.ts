@@ -22,9 +22,9 @@
 //   call cut before its usage may have cost: it has its own table, OUTPUT_MULTIPLIERS, below.
 // The blocks whose `input` is the model's arguments to a tool (tool_use, server_tool_use), not
 // instructions to the provider: the content checks skip the same.
-import { ARGUMENT_BLOCKS } from '../gateway/protocols/content.ts';
-import type { ApiName } from '../gateway/protocols/protocol.ts';
-import { isObject } from '../json/keys.ts';
+import { ARGUMENT_BLOCKS } from './content.ts';
+import type { ApiName } from './protocol.ts';
+import { isObject } from '../../json/keys.ts';
 
 export interface PriceChanger {
   /** The field (or header) as the provider documents it. */

@@ -3,7 +3,7 @@
 // guess.
 import { parseConfigJson, type FieldFailure } from '../config/config-file.ts';
 import { isObject } from '../json/keys.ts';
-import { toMicroUsd } from '../limits/admission.ts';
+import { toMicroUsd } from './admission.ts';
 
 export interface ModelPrice {
   readonly input: number;
