@@ -8,6 +8,7 @@ import { ASSUMED_MAX_OUTPUT_TOKENS, unpricedCallReason } from '../limits/policy.
 import { worstCase, type WorstCase } from '../limits/worst-case.ts';
 import { limitRefusal } from '../limits/refusal.ts';
 import type { CheckedCall } from './check-call.ts';
+import { callPriceChange } from './protocols/pricing.ts';
 import type { WireProtocol } from './protocols/protocol.ts';
 
 export type AdmittedCall =
@@ -24,7 +25,8 @@ export type AdmittedCall =
  */
 export async function admitCall(limits: LimitsStore | undefined, who: WorkloadIdentity, call: Extract<CheckedCall, { ok: true }>, anthropicBeta: string | string[] | undefined, bodyBytes: number, protocol: WireProtocol, nowMs: number): Promise<AdmittedCall> {
   if (!limits) return carriesLimits(who) ? { ok: false, refusal: { error: ERRORS.limitsNotEnforced }, limit: 'limits_not_enforced' } : { ok: true, reservation: undefined };
-  const unpriced = unpricedCallReason(effectivePolicy(limits.policy, who.lowered), { model: call.model, priced: call.price !== undefined, priceChange: call.priceChange }, protocol.api, { 'anthropic-beta': anthropicBeta });
+  const change = callPriceChange(protocol.api, call.priceChange, { 'anthropic-beta': anthropicBeta });
+  const unpriced = unpricedCallReason(effectivePolicy(limits.policy, who.lowered), { model: call.model, priced: call.price !== undefined, ...(change === undefined ? {} : { priceChange: change }) });
   if (unpriced) return { ok: false, refusal: { error: ERRORS.unpricedCall, message: unpriced }, limit: 'unpriced_call' };
   const worst = worstCase(bodyBytes, call.maxOutputTokens, limits.policy.assumedMaxOutputTokens ?? ASSUMED_MAX_OUTPUT_TOKENS, call.price, call.outputFactor);
   const admitted = await limits.admit(who, bodyBytes, nowMs, limits.policy.holdWorstCase === true ? worst.usd : 0);

@@ -2,7 +2,7 @@
 // protocol's rules; the model picks its provider, whose kind must be the route's. Pure.
 import type { Refusal } from '../http/lifecycle.ts';
 import { ERRORS } from '../http/errors.ts';
-import type { PriceChange } from './protocols/pricing.ts';
+import type { PriceChange } from '../limits/policy.ts';
 import type { ModelPrice, PriceTable } from '../limits/prices.ts';
 import type { PathModel, RequestPolicy, WireProtocol } from './protocols/protocol.ts';
 import { routesOfKind, type Provider } from './providers.ts';

@@ -1,13 +1,14 @@
 // Step 5 of a model call: the upstream request, built from the provider's configuration and the
 // checked call, never from the raw path; the credential from the provider's source for this very
 // call (a key read now, a minted access token, or a signature over the bytes to be sent).
+import { bounded } from '../http/log.ts';
 import type { IncomingHttpHeaders } from 'node:http';
 import { ERRORS, type ProxyError } from '../http/errors.ts';
 import type { UpstreamTarget } from '../http/forward.ts';
 import type { Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import type { GatewayLogEvent } from './log-events.ts';
-import { bounded, type PathModel, type ProtocolRoute, type WireProtocol } from './protocols/protocol.ts';
+import { type PathModel, type ProtocolRoute, type WireProtocol } from './protocols/protocol.ts';
 import type { Provider } from './providers.ts';
 import { gatewayUpstreamHeaders, upstreamPath } from './rules.ts';
 

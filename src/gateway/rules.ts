@@ -1,6 +1,7 @@
 // The model gateway's pure decisions: which route a request takes, what its body must be,
 // who is asking, which headers go upstream, and the model catalog. The wire protocols
 // (./protocols/) say what differs per API; these rules are the same for all of them.
+import { bounded } from '../http/log.ts';
 import type { WorkloadIdentity } from '../auth/identity.ts';
 import { maxOutputTokens } from '../limits/worst-case.ts';
 import { outputMultiple, priceChange } from './protocols/pricing.ts';
@@ -13,7 +14,7 @@ import type { JsonLimits } from '../json/scan.ts';
 import { parseStrictJson, type StrictJson } from '../json/strict.ts';
 import type { ProviderConfig } from './config.ts';
 import { providerHeaders } from './providers.ts';
-import { bounded, refuse, type CheckedRequest, type PathModel, type ProtocolRoute, type RequestPolicy, type RequestRefusal, type WireProtocol } from './protocols/protocol.ts';
+import { refuse, type CheckedRequest, type PathModel, type ProtocolRoute, type RequestPolicy, type RequestRefusal, type WireProtocol } from './protocols/protocol.ts';
 
 export type GatewayRoute =
   | { readonly ok: true; readonly kind: 'protocol'; readonly protocol: WireProtocol; readonly route: ProtocolRoute; readonly query: string; readonly pathModel?: PathModel }

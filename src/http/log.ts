@@ -107,3 +107,9 @@ export function asyncLineWriter(fd: number, maxPendingBytes: number): LineWriter
     },
   };
 }
+
+/** A value from the request shown in a message or the log: printable ASCII, at most 128 characters. */
+export function bounded(value: string): string {
+  const clean = value.replace(/[^\x20-\x7e]/g, '?');
+  return clean.length > 128 ? `${clean.slice(0, 128)}…` : clean;
+}

@@ -1,7 +1,6 @@
 // What a finished model call is charged against its limits: its tokens (for the per-minute
 // window) and its cost (for the budgets). Pure: the call object hands in what the call did.
-import { costUsd, type ModelPrice } from './prices.ts';
-import type { CallSummary } from '../gateway/protocols/protocol.ts';
+import { costUsd, type ModelPrice, type TokenUsage } from './prices.ts';
 import { estimateTokens } from './admission.ts';
 import type { WorstCase } from './worst-case.ts';
 
@@ -33,7 +32,8 @@ export interface Charge {
 
 /** What a call did, as far as its charge goes. */
 export interface ChargedCall {
-  readonly summary: CallSummary | undefined;
+  /** What the upstream reported of the usage (a protocol's call summary), if anything. */
+  readonly summary: { readonly usage: TokenUsage | null; readonly usageComplete: boolean } | undefined;
   readonly bytesIn: number;
   readonly bytesOut: number;
   /** The call was cut (by its client, the upstream, a timeout or a shutdown) before it ended cleanly. */

@@ -7,9 +7,8 @@
 import type { LoweredLimits } from '../auth/identity.ts';
 import type { RunLimits } from '../auth/jwt.ts';
 import { parseConfigJson } from '../config/config-file.ts';
-import { bounded, type ApiName } from '../gateway/protocols/protocol.ts';
+import { bounded } from '../http/log.ts';
 import { isObject } from '../json/keys.ts';
-import { priceChange, type PriceChange } from '../gateway/protocols/pricing.ts';
 
 export interface LimitsPolicy {
   /** Requests one instance may have in progress (0: no limit). */
@@ -149,26 +148,32 @@ export function hostedToolFeesWarning(policy: LimitsPolicy, hostedTools: Readonl
   return `--limits sets a money budget, and --allow-hosted-tools allows ${[...hostedTools].join(', ')}: what the provider bills per use of a hosted tool (a search, a container's time, a call) is not counted, only the tokens it brings`;
 }
 
+/** The first value of a request that the price table cannot price: the field (or header) it is in, and the refusal's message naming the value. */
+export interface PriceChange {
+  readonly field: string;
+  readonly message: string;
+}
+
 /** What admission knows of a call's price: its model, whether the price table prices it, and what its checks found (../gateway/check-call.ts). */
 export interface CallPricing {
   readonly model: string;
   readonly priced: boolean;
-  /** The first value of the body the price table cannot price (../gateway/protocols/pricing.ts). */
+  /** The first value of the request the price table cannot price (../gateway/protocols/pricing.ts). */
   readonly priceChange?: PriceChange;
 }
 
 /**
  * Pure: why a call cannot be charged at the price table's rates while a money budget applies
  * (undefined: it can): a model without a price (unless the operator allows unpriced models), or a
- * value of the body or of `headers` that changes the price (../gateway/protocols/pricing.ts). Refused, never
+ * value of the request that changes the price (../gateway/protocols/pricing.ts). Refused, never
  * mischarged.
  */
-export function unpricedCallReason(policy: LimitsPolicy, call: CallPricing, api: ApiName, headers: Readonly<Record<string, string | string[] | undefined>>): string | undefined {
+export function unpricedCallReason(policy: LimitsPolicy, call: CallPricing): string | undefined {
   if (!hasMoneyLimit(policy)) return undefined;
   if (!call.priced && policy.unpricedModels !== 'allowed') {
     return `the model "${bounded(call.model)}" has no price in the gateway's price table (MODEL_PRICES_FILE), so the budget cannot count its calls; the operator must price it there, or allow unpriced models (--allow-unpriced-models)`;
   }
-  return (call.priceChange ?? priceChange(api, 'header', headers))?.message;
+  return call.priceChange?.message;
 }
 
 /** Pure: the most a bot token may ask of a limit: the file's `max`, else its value (undefined: no ceiling, the token's own applies). */

@@ -5,6 +5,19 @@ import { parseConfigJson, type FieldFailure } from '../config/config-file.ts';
 import { isObject } from '../json/keys.ts';
 import { toMicroUsd } from './admission.ts';
 
+/** The tokens a call's answer reported, by type (null: not reported); what a price is applied to. */
+export interface TokenUsage {
+  /** Input tokens, cached ones included (OpenAI's `prompt_tokens` / `input_tokens`). */
+  readonly inputTokens: number | null;
+  /** Output tokens, reasoning ones included. */
+  readonly outputTokens: number | null;
+  readonly reasoningTokens: number | null;
+  /** Input tokens read from the provider's prompt cache (part of inputTokens). */
+  readonly cachedTokens: number | null;
+  /** Input tokens written to the provider's prompt cache (part of inputTokens; Anthropic). */
+  readonly cacheWriteTokens: number | null;
+}
+
 export interface ModelPrice {
   readonly input: number;
   readonly output: number;

@@ -1,5 +1,6 @@
 // Start-up, step one: the configuration the flags, the environment and the files they name give.
 // Reads files; returns data; every error names the flag, variable or file at fault.
+import type { HostState } from './log-events.ts';
 import { readFileSync } from 'node:fs';
 import type { ServeOptions } from '../config/cli.ts';
 import { asUsageError } from '../config/cli.ts';
@@ -97,18 +98,6 @@ export function openFilesLimit(): number | undefined {
     return undefined;
   }
 }
-
-/** A git host as the start-up line shows it: presence of its credential, never its value. */
-export type HostState = {
-  readonly host: string;
-  readonly auth: string;
-  readonly credential: 'present' | 'missing';
-  readonly tls_verify: boolean;
-  readonly repos: string[] | undefined;
-  readonly read_only: boolean | undefined;
-  /** The egress proxy (host:port) the host is reached through, or `direct`. */
-  readonly egress: string;
-};
 
 export interface ServeConfig {
   readonly gitUpstreams: Map<string, GitUpstream>;

@@ -11,10 +11,21 @@ import type { ProviderKind } from '../gateway/protocols/protocol.ts';
 import type { CredentialSource } from '../gateway/credentials/source.ts';
 import type { ModelRequestRecord } from '../gateway/record.ts';
 import type { GitRequestRecord } from '../git/record.ts';
-import type { HostState } from './load.ts';
 import type { StartupWarning } from './warnings.ts';
 
 /** A token key as the logs name it: its kid and algorithm, never its value. */
+/** A git host as the start-up line shows it: presence of its credential, never its value. */
+export type HostState = {
+  readonly host: string;
+  readonly auth: string;
+  readonly credential: 'present' | 'missing';
+  readonly tls_verify: boolean;
+  readonly repos: string[] | undefined;
+  readonly read_only: boolean | undefined;
+  /** The egress proxy (host:port) the host is reached through, or `direct`. */
+  readonly egress: string;
+};
+
 export type KeyDescription = { readonly kid: string | null; readonly alg: string };
 
 /** How a listener authenticates its callers (listenerAuthentication, keys.ts). */

@@ -10,7 +10,7 @@ import type { ApiName } from '../../src/gateway/protocols/protocol.ts';
 import { POLICY_KEYS } from '../../src/gateway/rules.ts';
 import { admissionVerdict, effectivePolicy } from '../../src/limits/admission.ts';
 import { aboveCeilingReason, hostedToolFeesWarning, tokenCeiling, unpricedCallReason, unpricedWarning, type LimitsPolicy } from '../../src/limits/policy.ts';
-import { OUTPUT_MULTIPLIERS, outputMultiple, PRICE_CHANGERS, priceChange } from '../../src/gateway/protocols/pricing.ts';
+import { callPriceChange, OUTPUT_MULTIPLIERS, outputMultiple, PRICE_CHANGERS, priceChange } from '../../src/gateway/protocols/pricing.ts';
 import { worstCase } from '../../src/limits/worst-case.ts';
 
 const user = { role: 'user', content: 'hi' };
@@ -254,28 +254,30 @@ const NO_MONEY: LimitsPolicy = { ...MONEY, runBudgetUsd: 0 };
 const pricedCall = { model: 'gpt-x', priced: true };
 
 test('unpricedCallReason: under a money budget a model without a price is refused, naming the model and the price file, unless the operator allows unpriced models (--allow-unpriced-models); without a money limit nothing is refused', () => {
-  const reason = unpricedCallReason(MONEY, { model: 'gpt-typo', priced: false }, 'chat_completions', {});
+  const reason = unpricedCallReason(MONEY, { model: 'gpt-typo', priced: false });
   assert.match(reason ?? '', /^the model "gpt-typo" has no price in the gateway's price table \(MODEL_PRICES_FILE\), so the budget cannot count its calls; .*--allow-unpriced-models/);
-  assert.equal(unpricedCallReason({ ...MONEY, unpricedModels: 'allowed' }, { model: 'gpt-typo', priced: false }, 'chat_completions', {}), undefined);
-  assert.equal(unpricedCallReason(NO_MONEY, { model: 'gpt-typo', priced: false }, 'chat_completions', {}), undefined);
-  assert.match(unpricedCallReason({ ...NO_MONEY, ceilings: { runBudgetUsd: 5 } }, { model: 'gpt-typo', priced: false }, 'chat_completions', {}) ?? '', /gpt-typo/, 'a ceiling a token may ask up to is a money limit');
-  assert.match(unpricedCallReason(effectivePolicy(NO_MONEY, { budgetUsd: 2 }), { model: 'gpt-typo', priced: false }, 'chat_completions', {}) ?? '', /gpt-typo/, "the token's own budget is one");
-  assert.match(unpricedCallReason(MONEY, { model: 'x\u0000"y', priced: false }, 'chat_completions', {}) ?? '', /the model "x\?"y"/, 'the model name is bounded');
+  assert.equal(unpricedCallReason({ ...MONEY, unpricedModels: 'allowed' }, { model: 'gpt-typo', priced: false }), undefined);
+  assert.equal(unpricedCallReason(NO_MONEY, { model: 'gpt-typo', priced: false }), undefined);
+  assert.match(unpricedCallReason({ ...NO_MONEY, ceilings: { runBudgetUsd: 5 } }, { model: 'gpt-typo', priced: false }) ?? '', /gpt-typo/, 'a ceiling a token may ask up to is a money limit');
+  assert.match(unpricedCallReason(effectivePolicy(NO_MONEY, { budgetUsd: 2 }), { model: 'gpt-typo', priced: false }) ?? '', /gpt-typo/, "the token's own budget is one");
+  assert.match(unpricedCallReason(MONEY, { model: 'x\u0000"y', priced: false }) ?? '', /the model "x\?"y"/, 'the model name is bounded');
 });
 
 test('unpricedCallReason: under a money budget "n" above 1 is refused, naming the choices it bills; without a money limit it passes and only multiplies the worst case', () => {
   const change = outputMultiple('chat_completions', chat({ n: 16 })).change;
-  assert.match(unpricedCallReason(MONEY, { ...pricedCall, priceChange: change }, 'chat_completions', {}) ?? '', /^"n": 16 makes the provider generate and bill that many choices/);
-  assert.equal(unpricedCallReason(NO_MONEY, { ...pricedCall, priceChange: change }, 'chat_completions', {}), undefined);
+  assert.match(unpricedCallReason(MONEY, { ...pricedCall, priceChange: change }) ?? '', /^"n": 16 makes the provider generate and bill that many choices/);
+  assert.equal(unpricedCallReason(NO_MONEY, { ...pricedCall, priceChange: change }), undefined);
 });
 
-test('unpricedCallReason: under a money budget the body\'s price change is refused with its message, then the anthropic-beta header\'s (Messages routes only: the OpenAI routes do not forward it)', () => {
+test('unpricedCallReason: under a money budget the body\'s price change is refused with its message, then the anthropic-beta header\'s (Messages routes only: the OpenAI routes do not forward it) (callPriceChange)', () => {
   const change = priceChange('messages', 'body', messages({ speed: 'fast' }));
-  assert.equal(unpricedCallReason(MONEY, { ...pricedCall, priceChange: change }, 'messages', {}), change!.message);
-  assert.match(unpricedCallReason(MONEY, pricedCall, 'messages', { 'anthropic-beta': 'context-1m-2025-08-07' }) ?? '', /anthropic-beta header's "context-1m-2025-08-07"/);
-  assert.equal(unpricedCallReason(MONEY, pricedCall, 'chat_completions', { 'anthropic-beta': 'context-1m-2025-08-07' }), undefined);
-  assert.equal(unpricedCallReason(MONEY, pricedCall, 'messages', { 'anthropic-beta': 'claude-code-20250219' }), undefined);
-  assert.equal(unpricedCallReason(NO_MONEY, { ...pricedCall, priceChange: change }, 'messages', { 'anthropic-beta': 'context-1m-2025-08-07' }), undefined, 'no money limit: nothing is mischarged');
+  const beta = { 'anthropic-beta': 'context-1m-2025-08-07' };
+  const reason = (api: ApiName, body: typeof change, headers: Record<string, string>, policy = MONEY) => unpricedCallReason(policy, { ...pricedCall, ...(callPriceChange(api, body, headers) ? { priceChange: callPriceChange(api, body, headers) } : {}) });
+  assert.equal(reason('messages', change, beta), change!.message, 'the body first');
+  assert.match(reason('messages', undefined, beta) ?? '', /anthropic-beta header's "context-1m-2025-08-07"/);
+  assert.equal(reason('chat_completions', undefined, beta), undefined);
+  assert.equal(reason('messages', undefined, { 'anthropic-beta': 'claude-code-20250219' }), undefined);
+  assert.equal(reason('messages', change, beta, NO_MONEY), undefined, 'no money limit: nothing is mischarged');
 });
 
 test('unpricedWarning: start-up names the models without a price and says whether their calls are refused (the default) or let through uncounted (--allow-unpriced-models)', () => {

@@ -16,7 +16,8 @@ import { ERRORS } from '../../http/errors.ts';
 import type { ProxyError } from '../../http/errors.ts';
 import { isObject, type JsonObject } from '../../json/keys.ts';
 import { mayHaveValue, parseObjectLoose, quotedKey, startsNonEmptyString, startsWithOneOf, tokenCount } from './peek.ts';
-import { errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type TokenUsage, type WireProtocol } from './protocol.ts';
+import { errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type WireProtocol } from './protocol.ts';
+import type { TokenUsage } from '../../limits/prices.ts';
 import { checkContent, refuseStoredState } from './content.ts';
 import { checkToolList, refuseHostedTool, refuseUnknownTool, type HostedTool } from './tools.ts';
 

@@ -5,7 +5,8 @@ import { ERRORS } from '../../http/errors.ts';
 import { isObject, type JsonObject } from '../../json/keys.ts';
 import { mayHaveValue, parseObjectLoose, quotedKey, startsNonEmptyArray, startsNonEmptyString, startsObject, startsString, tokenCount } from './peek.ts';
 import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
-import { refuse, type CallSummary, type StreamReader, type TokenUsage, type WireProtocol } from './protocol.ts';
+import { refuse, type CallSummary, type StreamReader, type WireProtocol } from './protocol.ts';
+import type { TokenUsage } from '../../limits/prices.ts';
 import { checkContent, checkStore } from './content.ts';
 import { checkToolList, refuseHostedTool } from './tools.ts';
 

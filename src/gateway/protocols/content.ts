@@ -15,9 +15,10 @@
 // a document whose content holds a nested source, a tool result holding an image. It skips what
 // the model wrote as a client tool's arguments (`tool_use.input`), which no provider reads as
 // content.
+import { bounded } from '../../http/log.ts';
 import { ERRORS } from '../../http/errors.ts';
 import { isObject, type JsonObject } from '../../json/keys.ts';
-import { bounded, refuse, type RequestRefusal } from './protocol.ts';
+import { refuse, type RequestRefusal } from './protocol.ts';
 
 /** The --allow-hosted-tools name that lets content be given by URL. */
 const URL_CONTENT = 'url_content';

@@ -23,6 +23,7 @@
 // The blocks whose `input` is the model's arguments to a tool (tool_use, server_tool_use), not
 // instructions to the provider: the content checks skip the same.
 import { ARGUMENT_BLOCKS } from './content.ts';
+import type { PriceChange } from '../../limits/policy.ts';
 import type { ApiName } from './protocol.ts';
 import { isObject } from '../../json/keys.ts';
 
@@ -41,11 +42,6 @@ export interface PriceChanger {
   readonly instead: string;
 }
 
-/** The first value of a request that the price table cannot price: the row's field, and the refusal's message naming the value. */
-export interface PriceChange {
-  readonly field: string;
-  readonly message: string;
-}
 
 /** Pure: a top-level body field's value, when present. */
 const topLevel = (name: string) => (body: unknown): readonly unknown[] => {
@@ -316,4 +312,9 @@ export function outputMultiple(api: ApiName, body: unknown): OutputMultiple {
     change ??= { field: row.field, message: `"${row.field}": ${valueShown(v)} ${row.why}; ${row.instead}` };
   }
   return change === undefined ? { factor } : { factor, change };
+}
+
+/** Pure: the first value of a call the price table cannot price: its body's, then its headers' (only the Messages routes forward `anthropic-beta`). */
+export function callPriceChange(api: ApiName, body: PriceChange | undefined, headers: Readonly<Record<string, string | string[] | undefined>>): PriceChange | undefined {
+  return body ?? priceChange(api, 'header', headers);
 }

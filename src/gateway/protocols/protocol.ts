@@ -5,7 +5,8 @@
 // A module is data plus pure functions, testable by feeding it bytes.
 import type { ProxyError } from '../../http/errors.ts';
 import type { EventReader } from '../sse.ts';
-import type { PriceChange } from './pricing.ts';
+import type { PriceChange } from '../../limits/policy.ts';
+import type { TokenUsage } from '../../limits/prices.ts';
 
 /** The bounded `api` label of logs and metrics. */
 export type ApiName = 'chat_completions' | 'responses' | 'messages';
@@ -32,18 +33,6 @@ export interface PathModel {
 export interface CloudScope {
   readonly project: string | undefined;
   readonly region: string | undefined;
-}
-
-export interface TokenUsage {
-  /** Input tokens, cached ones included (OpenAI's `prompt_tokens` / `input_tokens`). */
-  readonly inputTokens: number | null;
-  /** Output tokens, reasoning ones included. */
-  readonly outputTokens: number | null;
-  readonly reasoningTokens: number | null;
-  /** Input tokens read from the provider's prompt cache (part of inputTokens). */
-  readonly cachedTokens: number | null;
-  /** Input tokens written to the provider's prompt cache (part of inputTokens; Anthropic). */
-  readonly cacheWriteTokens: number | null;
 }
 
 /** What the gateway learns about a call from the upstream's answer. */
@@ -147,12 +136,6 @@ export interface WireProtocol {
 /** Refusal helper for the protocol modules. */
 export function refuse(error: ProxyError, param: string | null, message?: string): RequestRefusal {
   return message === undefined ? { ok: false, error, param } : { ok: false, error, param, message };
-}
-
-/** A value from the request shown in a message or the log: printable ASCII, at most 128 characters. */
-export function bounded(value: string): string {
-  const clean = value.replace(/[^\x20-\x7e]/g, '?');
-  return clean.length > 128 ? `${clean.slice(0, 128)}…` : clean;
 }
 
 /** An upstream error class for the log: a short identifier, else `other`. */

@@ -18,6 +18,7 @@
 // response.incomplete and response.failed end it and carry the whole response with its usage
 // (response.completed repeats every output item: it can be megabytes, so it is read with
 // JsonCapture, never buffered whole). An `error` event also ends it.
+import { bounded } from '../../http/log.ts';
 import { ERRORS } from '../../http/errors.ts';
 import { JsonCapture } from '../json-capture.ts';
 import type { LargeEventConsumer } from '../sse.ts';
@@ -26,7 +27,8 @@ import { mayHaveValue, parseObjectLoose, quotedKey, startsNonEmptyString, starts
 import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
 import { checkContent, checkStore, refuseStoredState } from './content.ts';
 import { checkToolList, refuseHostedTool } from './tools.ts';
-import { bounded, errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type TokenUsage, type WireProtocol } from './protocol.ts';
+import { errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type WireProtocol } from './protocol.ts';
+import type { TokenUsage } from '../../limits/prices.ts';
 
 const RESPONSES_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant']);
 

@@ -5,9 +5,10 @@
 // runs commands in the provider's containers, tool search runs over the organisation's deferred
 // tools, and MCP makes the provider connect to any server URL with headers the request chooses.
 // A request may use one only when the operator names it in --allow-hosted-tools.
+import { bounded } from '../../http/log.ts';
 import { ERRORS } from '../../http/errors.ts';
 import { isObject, type JsonObject } from '../../json/keys.ts';
-import { bounded, refuse, type RequestRefusal } from './protocol.ts';
+import { refuse, type RequestRefusal } from './protocol.ts';
 
 // url_content is no tool, but the same egress: content (images, documents, files) the provider
 // fetches from a URL the request names (./content.ts).
