@@ -67,10 +67,15 @@ test('a pooled connection whose upstream sent its FIN is destroyed at once, neve
   try {
     assert.equal(await get(agent), 200);
     const pooled = Object.values(agent.freeSockets)[0]![0]! as Socket;
-    const ended = once(pooled, 'end').then(() => pooled.destroyed);
+    // Node 20 reads the FIN as 'end', and the pool destroys the socket then (keepSocketAlive);
+    // Node 22 and later destroy a free socket that reads anything, a FIN too, before its 'end'
+    // (the agent's own guard). Either way it is gone before any request could take it.
+    let destroyedAtEnd: boolean | undefined;
+    pooled.once('end', () => (destroyedAtEnd = pooled.destroyed));
+    const closed = once(pooled, 'close');
     connections.at(-1)!.end(); // the upstream closes the idle connection
-    assert.equal(await ended, true, 'destroyed by the time the FIN is seen');
-    await once(pooled, 'close');
+    await closed;
+    assert.notEqual(destroyedAtEnd, false, 'destroyed by the time the FIN is seen');
     assert.equal(freeCount(agent), 0);
     const before = connections.length;
     assert.equal(await get(agent), 200);
