@@ -31,7 +31,7 @@ after(async () => {
   pki?.cleanup();
 });
 
-/** Streams BODY_MIB MiB (a random block, each copy stamped with its index) with backpressure. */
+/** Streams BODY_MIB MiB (copies of a random block, each stamped with its index) with backpressure. */
 function pump(req: ClientRequest): Promise<{ sha256: string; response: IncomingMessage; seconds: number }> {
   const block = randomBytes(MiB);
   const hash = createHash('sha256');
@@ -49,11 +49,14 @@ function pump(req: ClientRequest): Promise<{ sha256: string; response: IncomingM
     let i = 0;
     const write = () => {
       while (i < BODY_MIB) {
-        block.writeUInt32BE(i, 0);
-        hash.update(block);
+        // A copy each: a written buffer may still be queued, unsent, when write() returns (Node 24
+        // holds it without a copy), so the block itself must not change after it was written.
+        const chunk = Buffer.from(block);
+        chunk.writeUInt32BE(i, 0);
+        hash.update(chunk);
         i++;
-        if (i === BODY_MIB) return void req.end(block);
-        if (!req.write(block)) return void req.once('drain', write);
+        if (i === BODY_MIB) return void req.end(chunk);
+        if (!req.write(chunk)) return void req.once('drain', write);
       }
     };
     write();
@@ -63,6 +66,9 @@ function pump(req: ClientRequest): Promise<{ sha256: string; response: IncomingM
 test('a 256 MiB push body streams through intact while the proxy stays far below the body size in memory', async (t) => {
   const path = '/org/repo.git/git-receive-pack';
   const headers = { 'content-type': 'application/x-git-receive-pack-request' };
+  // What the runtime itself takes before any body (49 MiB on Node 20, 62 MiB on Node 24 and 26):
+  // the bound is on what the push adds to it.
+  const atStart = proxy.peakRssBytes();
 
   const viaProxy = await pump(httpRequest({ host: '127.0.0.1', port: proxy.ports.git, method: 'POST', path: `/${upstream.hostKey}${path}`, headers }));
 
@@ -70,7 +76,8 @@ test('a 256 MiB push body streams through intact while the proxy stays far below
   assert.deepEqual(JSON.parse((viaProxy.response as IncomingMessage & { text: string }).text), { bytes: BODY_MIB * MiB, sha256: viaProxy.sha256 });
   assert.equal(upstream.requests.at(-1)?.headers.authorization, `Bearer ${TOKEN}`, 'the upstream got the credential');
   const peak = proxy.peakRssBytes();
-  t.diagnostic(`through the proxy ${(BODY_MIB / viaProxy.seconds).toFixed(0)} MiB/s, proxy peak RSS ${(peak / MiB).toFixed(1)} MiB`);
-  assert.ok(peak > 0, 'peak RSS was read');
-  assert.ok(peak < 128 * MiB, `proxy peak RSS ${(peak / MiB).toFixed(1)} MiB must stay far below the ${BODY_MIB} MiB body`);
+  const grown = peak - atStart;
+  t.diagnostic(`through the proxy ${(BODY_MIB / viaProxy.seconds).toFixed(0)} MiB/s, proxy peak RSS ${(peak / MiB).toFixed(1)} MiB, ${(grown / MiB).toFixed(1)} MiB above its ${(atStart / MiB).toFixed(1)} MiB at start`);
+  assert.ok(atStart > 0, 'peak RSS was read');
+  assert.ok(grown < 96 * MiB, `the proxy's peak RSS grew ${(grown / MiB).toFixed(1)} MiB during the push: it must stay far below the ${BODY_MIB} MiB body`);
 });
