@@ -41,8 +41,11 @@
 //   node scripts/test.mjs                       everything, as npm test
 //   node scripts/test.mjs test/unit/x.test.ts   only the given test files (build and checks too)
 //   TEST_PROCESSES=8 node scripts/test.mjs      that many groups at once (default: two per core)
+//   node scripts/test.mjs --tests-only FILES    the files alone, on the dist/proxy.js already built:
+//                                               no build, audit, type check or fixture check
+//                                               (npm run test:node-lines, once per Node line)
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -176,7 +179,9 @@ function testTemporaryDirectory() {
 }
 
 const started = Date.now();
-const files = process.argv.length > 2 ? process.argv.slice(2) : testFiles();
+const testsOnly = process.argv[2] === '--tests-only';
+const args = process.argv.slice(testsOnly ? 3 : 2);
+const files = args.length > 0 ? args : testFiles();
 // Two test files per core: most files spend much of their time waiting on child processes
 // (the bundle, git, redis-server, openssl) and sockets, not on the CPU.
 const concurrency = Number(process.env.TEST_PROCESSES ?? Math.max(2, availableParallelism() * 2));
@@ -186,20 +191,27 @@ const results = [];
 // of e2e:agents; npm test installs what is missing itself, beside the build, so that a fresh clone
 // with an empty home directory passes by the README's command alone. Installed, this is a look.
 const needsDeployTools = files.some((f) => /deploy-kit/.test(f));
-const [build, deployTools] = await Promise.all([
-  run('build', {}, ['build.mjs']),
-  needsDeployTools ? run('deploy tools', {}, ['--require', 'tsx/cjs', 'scripts/deploy-tools.ts'], true) : undefined,
-]);
-results.push(build);
-if (deployTools) {
-  results.push(deployTools);
-  if (!deployTools.ok) process.stdout.write(deployTools.output);
+if (testsOnly) {
+  if (!existsSync(path.join(root, 'dist', 'proxy.js'))) {
+    console.error('npm test: --tests-only runs on the bundle built before: build it first (node build.mjs)');
+    process.exit(1);
+  }
+} else {
+  const [build, deployTools] = await Promise.all([
+    run('build', {}, ['build.mjs']),
+    needsDeployTools ? run('deploy tools', {}, ['--require', 'tsx/cjs', 'scripts/deploy-tools.ts'], true) : undefined,
+  ]);
+  results.push(build);
+  if (deployTools) {
+    results.push(deployTools);
+    if (!deployTools.ok) process.stdout.write(deployTools.output);
+  }
+  if (!build.ok) {
+    console.error(`npm test: build failed (exit ${build.code})`);
+    process.exit(1);
+  }
 }
-if (!build.ok) {
-  console.error(`npm test: build failed (exit ${build.code})`);
-  process.exit(1);
-}
-const beside = [
+const beside = testsOnly ? [] : [
   run('audit:bundle', {}, ['scripts/audit-bundle.mjs'], true),
   run('typecheck and exports', {}, ['scripts/check-exports.mjs', '--typecheck'], true),
   run('SSE fixtures', {}, ['--require', 'tsx/cjs', 'scripts/e2e/write-sse-fixtures.ts', '--check'], true),

@@ -7,6 +7,11 @@ import { join } from 'node:path';
 // Test files run as CommonJS under tsx (package.json has no "type"), like the bundle.
 export const ROOT = join(__dirname, '..', '..');
 export const BUNDLE = join(ROOT, 'dist', 'proxy.js');
+/**
+ * The node that runs the bundle: PROXY_NODE when set (npm run test:node-lines sets it to each
+ * supported line's binary, scripts/node-lines.ts), else the one running the tests.
+ */
+export const PROXY_NODE = process.env.PROXY_NODE || process.execPath;
 
 export type LogRecord = Record<string, unknown>;
 
@@ -82,7 +87,7 @@ export function serveArgs(opts: Pick<StartOptions, 'args' | 'listeners'>): { arg
 
 export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   const { args, listeners } = serveArgs(opts);
-  const child = spawn(process.execPath, [BUNDLE, ...args], {
+  const child = spawn(PROXY_NODE, [BUNDLE, ...args], {
     env: proxyEnv(opts.env),
     cwd: opts.cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -146,7 +151,7 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
 /** Runs a one-shot subcommand of the bundle (git-config, --help, ...) to completion. */
 export function runProxyCommand(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BUNDLE, ...args], {
+    const child = spawn(PROXY_NODE, [BUNDLE, ...args], {
       env: proxyEnv(env),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
