@@ -14,6 +14,7 @@ import { pathToFileURL } from 'node:url';
 import { after, before, test } from 'node:test';
 import { parseCommandLine } from '../../src/config/cli.ts';
 import { findKubectl, findValidator, INSTALL_COMMAND, prunePasses, renderKustomization, typecheckAgainstModels, type K8sObject } from '../../scripts/deploy-tools.ts';
+import { NODE_LINES } from '../../scripts/node-lines.ts';
 
 const ROOT = join(__dirname, '..', '..');
 const DEPLOY = join(ROOT, 'deploy');
@@ -433,12 +434,14 @@ test('deploy kit: the alert rules pass promtool check rules and promtool test ru
   }
 });
 
-test('deploy kit: the Containerfile runs the one file from node:20 as a numeric non-root user', () => {
+test('deploy kit: the Containerfile runs the one file from the official Node image of a tested line (Debian trixie slim, a tag or a tag pinned by digest) as a numeric non-root user', () => {
   const text = readFileSync(join(DEPLOY, 'Containerfile'), 'utf8');
   const lines = text.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#'));
   const instr = lines.map((l) => l.split(/\s+/)[0]!);
   assert.deepEqual(instr.filter((i) => i === 'FROM'), ['FROM'], 'one stage');
-  assert.match(lines[0]!, /^FROM docker\.io\/library\/node:20(-|@|$)/);
+  const base = /^FROM docker\.io\/library\/node:(\d+)-trixie-slim(@sha256:[0-9a-f]{64})?$/.exec(lines[0]!);
+  assert.ok(base, `the base is the official node image of one line, its tag or tag@sha256:<digest>: ${lines[0]}`);
+  assert.ok(NODE_LINES.some((p) => p.line === Number(base[1])), `Node ${base[1]} is a line npm run test:node-lines tests (${NODE_LINES.map((p) => p.line).join(', ')})`);
   assert.ok(!instr.includes('RUN'), 'nothing installed or run at build: the image is node and the file');
   const copies = lines.filter((l) => l.startsWith('COPY') || l.startsWith('ADD'));
   assert.deepEqual(copies, ['COPY --chown=0:0 --chmod=0444 dist/proxy.js /app/proxy.js'], 'the one file, read-only, owned by root');
