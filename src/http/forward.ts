@@ -38,8 +38,8 @@ const POOL_IDLE_MS = 4000;
  * The keep-alive pool, with two rules Node's Agent lacks: an idle timeout for free sockets
  * (keepSocketAlive, the documented hook), and a free socket whose upstream sent its FIN (it is
  * closing the connection) is destroyed at once, so the pool never hands it to the next request.
- * Node 22 and later do the second themselves (a free socket that reads anything is destroyed
- * before its 'end'); the listener keeps it on Node 20.
+ * The Node 22, 24 and 26 releases tested do the second themselves (a free socket that reads
+ * anything is destroyed before its 'end'); the listener keeps it where Node does not.
  */
 function pooled<TBase extends new (...args: any[]) => HttpAgent>(Base: TBase) {
   return class UpstreamPool extends Base {

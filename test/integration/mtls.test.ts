@@ -208,7 +208,7 @@ test('mutual TLS: a TLS 1.2 client asking to renegotiate is cut (no renegotiatio
   const outcome = await new Promise<string>((resolve) => {
     socket.on('error', (err: NodeJS.ErrnoException) => resolve(`error ${err.code ?? err.message}`));
     socket.on('close', () => resolve('closed'));
-    // Node 24 and later end the connection without an alert (the client reads its end while its
+    // Node 24 and 26 end the connection without an alert (the client reads its end while its
     // renegotiation waits, and never closes); 20 and 22 send one (EPROTO here).
     socket.on('end', () => resolve('ended'));
     const started = socket.renegotiate({ rejectUnauthorized: true }, (err) => resolve(err ? `error ${(err as NodeJS.ErrnoException).code ?? err.message}` : 'renegotiated'));
