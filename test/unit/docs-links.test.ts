@@ -1,6 +1,6 @@
-// README.md, SECURITY.md and docs/ are read in a clone of this repository: every relative link
-// must lead to a file in it (and an in-page anchor to a heading there), and no figure that the
-// build produces may be written into them by hand.
+// README.md, SECURITY.md, CHANGELOG.md and docs/ are read in a clone of this repository: every
+// relative link must lead to a file in it (and an in-page anchor to a heading there), and no
+// figure that the build produces may be written into them by hand.
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -8,9 +8,9 @@ import { test } from 'node:test';
 import { markdownAnchors } from '../support/markdown-anchors.ts';
 
 const ROOT = join(__dirname, '..', '..');
-const DOCS = ['README.md', 'SECURITY.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const DOCS = ['README.md', 'SECURITY.md', 'CHANGELOG.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
 
-test('every relative link in README.md, SECURITY.md and docs/ leads to a file inside the repository, and every anchor to a heading', () => {
+test('every relative link in README.md, SECURITY.md, CHANGELOG.md and docs/ leads to a file inside the repository, and every anchor to a heading', () => {
   const broken: string[] = [];
   let checked = 0;
   for (const doc of DOCS) {
@@ -35,7 +35,7 @@ test('every docs/ page is reachable from the README, and none is a copy of an in
   }
 });
 
-test('README.md, SECURITY.md and docs/ state no bundle size or line count by hand (the build prints them)', () => {
+test('README.md, SECURITY.md, CHANGELOG.md and docs/ state no bundle size or line count by hand (the build prints them)', () => {
   for (const doc of DOCS) {
     const lines = readFileSync(join(ROOT, doc), 'utf8').split('\n');
     const aboutTheBundle = lines.filter((l) => /proxy\.js|unminified|`src\/` in this order/.test(l));
