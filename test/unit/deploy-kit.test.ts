@@ -4,6 +4,7 @@
 // the promises docs/operations.md "Kubernetes" makes, one test each; the alert rules through
 // `promtool check rules` and `promtool test rules`. The tools are installed outside the tree by
 // scripts/deploy-tools.ts (npm test runs it); a missing one fails the test, naming the install.
+import { VERSION } from '../../src/config/version.ts';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
@@ -94,7 +95,8 @@ test('deploy kit: kubectl kustomize renders the base, the Redis example and the 
     // An object an overlay's component adds after the namespace is set would land in whatever
     // namespace kubectl's context names, and a NetworkPolicy there selects none of the proxy's pods.
     for (const o of overlay.filter((x) => x.kind !== 'Namespace')) assert.equal(o.metadata.namespace, 'credential-proxy', `${k}: ${o.kind} ${o.metadata.name} in the overlay's namespace`);
-    assert.match(one(overlay, 'Deployment').spec.template.spec.containers[0].image, /^registry\.example\.com\/platform\/credential-proxy:0\.1\.0$/, k);
+    // The release's version (package.json), so that a release that moves it moves the kit too.
+    assert.equal(one(overlay, 'Deployment').spec.template.spec.containers[0].image, `registry.example.com/platform/credential-proxy:${VERSION}`, k);
   }
 });
 
