@@ -18,7 +18,7 @@ import type { parseStrictJson as ParseStrictJson } from '../src/json/strict.ts';
 const root = path.join(__dirname, '..');
 const bundle = buildSync({
   stdin: {
-    contents: "export { parseStrictJson } from './src/json/strict.ts'; export { BODY_LIMITS, POLICY_KEYS } from './src/gateway/rules.ts';",
+    contents: "export { parseStrictJson } from './src/json/strict.ts'; export { BODY_LIMITS, POLICY_KEYS } from './src/gateway/check-call.ts';",
     resolveDir: root,
     loader: 'ts',
   },

@@ -2,15 +2,15 @@
 // token counts, and the deny list may still refuse it; without one (network-policy mode) the
 // identity headers are informational. The decisions are pure (botPresentation, botIdentity);
 // the verification (a source may fetch keys) and the deny list may be awaited between them.
-import type { IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { RevocationCheck, WorkloadIdentity } from '../auth/identity.ts';
+import { IDENTITY_VALUE } from '../auth/jwt.ts';
 import { peerOf, type TokenVerifier, type Verification } from '../auth/verifier.ts';
-import { ERRORS } from '../http/errors.ts';
+import { ERRORS, type ProxyError } from '../http/errors.ts';
 import { headerCount } from '../http/headers.ts';
 import type { Refusal } from '../http/lifecycle.ts';
 import { loweredByClaim } from '../limits/policy.ts';
-import type { WireProtocol } from './protocols/protocol.ts';
-import { botToken, identityFromHeaders, type PresentedToken } from './rules.ts';
+import { type WireProtocol } from './protocols/protocol.ts';
 
 export interface BotAuth {
   /** Verifies bot tokens (src/auth/verifier.ts); undefined: network-policy mode. */
@@ -81,4 +81,36 @@ export async function authenticateBot(req: IncomingMessage, auth: BotAuth, proto
   if (!who.ok || !auth.revoked) return who;
   const refusal = revocationRefusal(await auth.revoked(who.identity, nowSec));
   return refusal ? { ok: false, refusal } : who;
+}
+
+
+
+/** Network-policy mode: identity from headers, which are informational and unauthenticated. */
+export function identityFromHeaders(headers: IncomingHttpHeaders): WorkloadIdentity | { error: ProxyError; param: string } {
+  const read = (name: string): string | null | false => {
+    const v = headers[name];
+    if (v === undefined) return null;
+    return typeof v === 'string' && IDENTITY_VALUE.test(v) ? v : false;
+  };
+  const instanceId = read('x-instance-id');
+  const workflow = read('x-workflow');
+  const runId = read('x-run-id');
+  if (instanceId === false) return { error: ERRORS.badIdentityHeader, param: 'X-Instance-Id' };
+  if (workflow === false) return { error: ERRORS.badIdentityHeader, param: 'X-Workflow' };
+  if (runId === false) return { error: ERRORS.badIdentityHeader, param: 'X-Run-Id' };
+  return { instanceId, workflow, runId };
+}
+
+/** The bot token a request presents (undefined: none), or two different ones. */
+export type PresentedToken = { readonly kind: 'token'; readonly token: string | undefined } | { readonly kind: 'conflict' };
+
+/**
+ * The bot token: `Authorization: Bearer`, or `x-api-key` (what Claude Code's apiKeyHelper and the
+ * Anthropic SDKs send; Claude Code sends both). Two different values are refused, not chosen from.
+ */
+export function botToken(headers: IncomingHttpHeaders): PresentedToken {
+  const bearer = /^Bearer +([^ ]+)$/.exec(headers.authorization ?? '')?.[1];
+  const apiKey = typeof headers['x-api-key'] === 'string' && headers['x-api-key'] !== '' ? headers['x-api-key'] : undefined;
+  if (bearer !== undefined && apiKey !== undefined && bearer !== apiKey) return { kind: 'conflict' };
+  return { kind: 'token', token: bearer ?? apiKey };
 }

@@ -7,9 +7,9 @@
 import type { IncomingMessage } from 'node:http';
 import { watchBodyIdle } from '../http/body-idle.ts';
 import { ERRORS, type ProxyError } from '../http/errors.ts';
+import { mediaType } from '../http/headers.ts';
 import type { BodyHold } from '../http/held-bodies.ts';
 import type { Refusal } from '../http/lifecycle.ts';
-import { isJsonContentType } from './rules.ts';
 
 /**
  * How long a call refused for the bodies held waits (Retry-After, seconds): bodies are let go as
@@ -124,4 +124,11 @@ export async function receiveJsonBody(req: IncomingMessage, hold: BodyHold, maxB
   if (read === 'no_room') return { ok: false, refusal: BODIES_FULL };
   if (read === 'stalled') return { ok: false, refusal: { error: ERRORS.bodyTimeout, closeAfter: true } };
   return { ok: true, body: new RequestBody(read, hold) };
+}
+
+
+/** Media type, not string comparison: `application/json; charset=utf-8` and `+json` types pass. */
+export function isJsonContentType(value: string | undefined): boolean {
+  const type = mediaType(value);
+  return type !== undefined && (type === 'application/json' || /^application\/[a-z0-9.+-]+\+json$/.test(type));
 }

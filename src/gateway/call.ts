@@ -19,7 +19,7 @@ import { openAiErrorBody } from './protocols/openai.ts';
 import type { ApiName, CallSummary, WireProtocol } from './protocols/protocol.ts';
 import type { Provider } from './providers.ts';
 import { callFailure, modelRecord, type ModelCallState, type ModelRequestRecord } from './record.ts';
-import { clientRequestId, routeGatewayRequest, type GatewayRoute } from './rules.ts';
+import { clientRequestId, routeGatewayRequest, type GatewayRoute } from './route.ts';
 
 /** What a call needs from the gateway to begin and to finish. */
 export interface CallContext {

@@ -27,7 +27,7 @@ import { providersByModel, type Provider } from './providers.ts';
 import type { ModelRequestRecord } from './record.ts';
 import { relayAnswer, type RelayContext } from './relay.ts';
 import type { RetryPolicy } from './retry.ts';
-import { modelBody, modelsListBody, type GatewayRoute } from './rules.ts';
+import { modelBody, modelsListBody, type GatewayRoute } from './route.ts';
 
 export interface GatewayDeps {
   /** Called once per request, when it is over. */

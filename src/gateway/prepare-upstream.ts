@@ -1,16 +1,18 @@
 // Step 5 of a model call: the upstream request, built from the provider's configuration and the
 // checked call, never from the raw path; the credential from the provider's source for this very
 // call (a key read now, a minted access token, or a signature over the bytes to be sent).
-import { bounded } from '../http/log.ts';
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { ERRORS, type ProxyError } from '../http/errors.ts';
 import type { UpstreamTarget } from '../http/forward.ts';
+import { allowedRequestHeaders, assertHeaderValue } from '../http/headers.ts';
 import type { Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
+import { bounded } from '../http/log.ts';
+import type { ProviderConfig } from './config.ts';
 import type { GatewayLogEvent } from './log-events.ts';
 import { type PathModel, type ProtocolRoute, type WireProtocol } from './protocols/protocol.ts';
 import type { Provider } from './providers.ts';
-import { gatewayUpstreamHeaders, upstreamPath } from './rules.ts';
+import { providerHeaders } from './providers.ts';
 
 export type PreparedUpstream = { readonly ok: true; readonly target: UpstreamTarget; readonly secrets: readonly string[] } | { readonly ok: false; readonly refusal: Refusal };
 
@@ -82,4 +84,35 @@ export async function prepareUpstream(call: UpstreamCallShape, headers: Incoming
     headers: gatewayUpstreamHeaders(headers, call.protocol, { host: upstream.host, provider: config, credential: auth.headers, clientRequestId: call.requestId }),
   };
   return { ok: true, target, secrets: auth.secrets };
+}
+
+
+export interface GatewayUpstreamHeaderInput {
+  readonly host: string;
+  /** The provider's kind decides where the key and the account headers go. */
+  readonly provider: Pick<ProviderConfig, 'kind' | 'organization' | 'project'>;
+  /** The headers the provider's credential source produced for this call. */
+  readonly credential: Readonly<Record<string, string>>;
+  readonly clientRequestId: string;
+}
+
+/**
+ * Upstream headers for a model call: the client headers the protocol allows
+ * (allowedRequestHeaders), then Host, identity encoding, the correlation id,
+ * and the provider's key and account headers where its kind reads them. Everything else stays
+ * here: credentials of any kind, account selectors, forwarding metadata, our identity headers,
+ * headers nobody thought of.
+ */
+export function gatewayUpstreamHeaders(incoming: IncomingHttpHeaders, protocol: Pick<WireProtocol, 'requestHeaders' | 'requestHeaderPrefixes'>, set: GatewayUpstreamHeaderInput): OutgoingHttpHeaders {
+  const out = allowedRequestHeaders(incoming, (name) => protocol.requestHeaders.has(name) || protocol.requestHeaderPrefixes.some((p) => name.startsWith(p)));
+  out.host = assertHeaderValue('host', set.host);
+  // Only what the usage inspector can read: identity, so usage is never lost to an encoding.
+  out['accept-encoding'] = 'identity';
+  out['x-client-request-id'] = assertHeaderValue('x-client-request-id', set.clientRequestId);
+  return Object.assign(out, providerHeaders(set.provider, set.credential));
+}
+
+/** A protocol path under an SDK-style base path: `/v1` + `/chat/completions`, never `/v1/v1`. */
+export function upstreamPath(basePath: string, route: ProtocolRoute, query: string): string {
+  return `${basePath}${route.upstreamPath}${query ? `?${query}` : ''}`;
 }

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { ERRORS } from '../../src/http/errors.ts';
 import { anthropicErrorBody, anthropicMessages } from '../../src/gateway/protocols/anthropic-messages.ts';
 import type { CallSummary } from '../../src/gateway/protocols/protocol.ts';
-import { checkRequestBody } from '../../src/gateway/rules.ts';
+import { checkRequestBody } from '../../src/gateway/check-call.ts';
 import { SseFramer } from '../../src/gateway/sse.ts';
 import { expectedSummaries, rawEvents, SSE_FIXTURES, type RawEvent } from '../support/sse-fixtures.ts';
 import { framedEvents, splitsThatChangeTheEvents } from '../support/sse-splits.ts';

@@ -10,7 +10,8 @@ import { encodeFrame } from '../support/cloud-fakes.ts';
 import { anthropicMessages } from '../../src/gateway/protocols/anthropic-messages.ts';
 import { parseBedrockPath, parseVertexPath } from '../../src/gateway/protocols/cloud-messages.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
-import { checkRequestBody, routeGatewayRequest } from '../../src/gateway/rules.ts';
+import { checkRequestBody } from '../../src/gateway/check-call.ts';
+import { routeGatewayRequest } from '../../src/gateway/route.ts';
 
 test('cloud routes: a Vertex path gives project, region, model and action; other forms are refused, naming the canonical one (parseVertexPath)', () => {
   assert.deepEqual(parseVertexPath('/v1/projects/proj-123/locations/us-east5/publishers/anthropic/models/claude-opus-5-5:streamRawPredict'), { model: 'claude-opus-5-5', action: 'streamRawPredict', project: 'proj-123', region: 'us-east5' });

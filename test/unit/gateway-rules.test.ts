@@ -7,19 +7,11 @@ import { anthropicMessages } from '../../src/gateway/protocols/anthropic-message
 import { chatCompletions } from '../../src/gateway/protocols/chat-completions.ts';
 import { openAiErrorBody, openAiErrorType } from '../../src/gateway/protocols/openai.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
-import {
-  botToken,
-  checkRequestBody,
-  clientRequestId,
-  gatewayUpstreamHeaders,
-  identityFromHeaders,
-  isJsonContentType,
-  modelBody,
-  modelsListBody,
-  routeGatewayRequest as route3,
-  upstreamPath,
-  type GatewayUpstreamHeaderInput,
-} from '../../src/gateway/rules.ts';
+import { botToken, identityFromHeaders } from '../../src/gateway/authenticate.ts';
+import { checkRequestBody } from '../../src/gateway/check-call.ts';
+import { clientRequestId, modelBody, modelsListBody, routeGatewayRequest as route3 } from '../../src/gateway/route.ts';
+import { gatewayUpstreamHeaders, upstreamPath, type GatewayUpstreamHeaderInput } from '../../src/gateway/prepare-upstream.ts';
+import { isJsonContentType } from '../../src/gateway/body.ts';
 
 const ALLOWED = new Set(['gpt-4.1', 'gpt-4.1-mini']);
 const POLICY = { allowedModels: ALLOWED, hostedTools: new Set<string>() };

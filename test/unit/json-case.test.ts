@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { foldKey, policyKeySet } from '../../src/json/keys.ts';
 import { parseStrictJson } from '../../src/json/strict.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
-import { BODY_LIMITS, checkRequestBody, POLICY_KEYS } from '../../src/gateway/rules.ts';
+import { BODY_LIMITS, checkRequestBody, POLICY_KEYS } from '../../src/gateway/check-call.ts';
 import { goFieldValue, goFold } from '../support/go-json-fields.ts';
 import { fuzzSeed, mulberry32, type Rng } from '../support/prng.ts';
 

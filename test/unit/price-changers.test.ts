@@ -7,7 +7,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { ApiName } from '../../src/gateway/protocols/protocol.ts';
-import { POLICY_KEYS } from '../../src/gateway/rules.ts';
+import { POLICY_KEYS } from '../../src/gateway/check-call.ts';
 import { admissionVerdict, effectivePolicy } from '../../src/limits/admission.ts';
 import { aboveCeilingReason, hostedToolFeesWarning, tokenCeiling, unpricedCallReason, unpricedWarning, type LimitsPolicy } from '../../src/limits/policy.ts';
 import { callPriceChange, OUTPUT_MULTIPLIERS, outputMultiple, PRICE_CHANGERS, priceChange } from '../../src/gateway/protocols/pricing.ts';

@@ -8,7 +8,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
-import { checkRequestBody, gatewayUpstreamHeaders, routeGatewayRequest } from '../../src/gateway/rules.ts';
+import { checkRequestBody } from '../../src/gateway/check-call.ts';
+import { gatewayUpstreamHeaders } from '../../src/gateway/prepare-upstream.ts';
+import { routeGatewayRequest } from '../../src/gateway/route.ts';
 import { keyHeader } from '../../src/gateway/providers.ts';
 
 const DIR = join(__dirname, '..', 'fixtures', 'recorded');

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { checkRequestBody } from '../../src/gateway/rules.ts';
+import { checkRequestBody } from '../../src/gateway/check-call.ts';
 import type { CallSummary } from '../../src/gateway/protocols/protocol.ts';
 import { responses } from '../../src/gateway/protocols/responses.ts';
 import { SseFramer } from '../../src/gateway/sse.ts';

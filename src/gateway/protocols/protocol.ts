@@ -109,7 +109,7 @@ export interface WireProtocol {
   readonly routes: readonly ProtocolRoute[];
   /**
    * Checks the fields the gateway decides on, `stream` (a boolean if present) among them; the
-   * model is checked before, the same for every protocol (../rules.ts). Everything else is the
+   * model is checked before, the same for every protocol (../check-call.ts). Everything else is the
    * upstream's business.
    */
   checkRequest(body: Record<string, unknown>, policy: RequestPolicy): RequestRefusal | undefined;

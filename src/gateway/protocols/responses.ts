@@ -8,7 +8,7 @@
 //   the provider would have to fetch by id (item_reference; reasoning without its
 //   encrypted_content; an item type the gateway does not know that carries an id). Requests
 //   that carry their whole history, as Codex does with store:false, pass. The retrieval routes
-//   are not routed at all (../rules.ts).
+//   are not routed at all (../route.ts).
 // - Hosted tools. A request can ask the provider to run tools on its side (web search, file
 //   search, code interpreter, image generation, a hosted shell, MCP servers at any URL): egress
 //   no network policy sees. Only tools the client runs itself pass, unless the operator allows
