@@ -108,6 +108,8 @@ export interface AgentConfigOptions {
   readonly smallModel: string | undefined;
   /** --token-file: the agent reads the bot token from this file (see agent-config.ts for when). */
   readonly tokenFile: string | undefined;
+  /** --config-dir (opencode): write its configuration directory and print its environment. */
+  readonly configDir: string | undefined;
 }
 
 export interface GitConfigOptions {
@@ -202,6 +204,7 @@ const FLAGS = {
   'workload-token-file': { default: undefined, commands: ['git-config'], help: 'add a credential helper that gives git the workload token read from this file (absolute path) each time git asks' },
   tls: { default: undefined, commands: ['git-config'], type: 'boolean', help: 'the git listener serves TLS (--tls-cert): route git to https:// on the proxy instead of http://' },
   'token-file': { default: undefined, commands: ['agent-config'], help: 'the agent reads the bot token from this file (absolute path) instead of $MODEL_PROXY_TOKEN; see docs/gateway.md for when each agent reads it again' },
+  'config-dir': { default: undefined, commands: ['agent-config'], help: 'opencode: write opencode.json and the files that keep opencode from npm-installing at start into this directory ($XDG_CONFIG_HOME/opencode where opencode runs), and print the environment it needs' },
   'provider-name': { default: undefined, commands: ['agent-config'], help: 'display name of the provider' },
   model: { default: undefined, commands: ['agent-config'], help: 'default model (default: first allowed model)' },
   'small-model': { default: undefined, commands: ['agent-config'], help: 'small model (default: the default model)' },
@@ -336,14 +339,7 @@ function otherCommandsOptions(str: FlagValue, values: Record<string, string | bo
       requestsPerMinute: str('requests-per-minute') === undefined ? undefined : asUsageError(() => parseCount('requests-per-minute', str('requests-per-minute')!, 1, 100_000_000)),
       tokensPerMinute: str('tokens-per-minute') === undefined ? undefined : asUsageError(() => parseCount('tokens-per-minute', str('tokens-per-minute')!, 1, 1_000_000_000_000)),
     },
-    agent: {
-      agent: str('agent')!,
-      proxyHost: str('proxy-host'),
-      providerName: str('provider-name'),
-      model: str('model'),
-      smallModel: str('small-model'),
-      tokenFile: str('token-file'),
-    },
+    agent: { agent: str('agent')!, proxyHost: str('proxy-host'), providerName: str('provider-name'), model: str('model'), smallModel: str('small-model'), tokenFile: str('token-file'), configDir: str('config-dir') },
     gitConfig: {
       proxyHost: str('proxy-host'),
       tls: values.tls === true,

@@ -80,7 +80,12 @@ function opencodeFileReference(path: string): string {
   return `{file:${path}}`;
 }
 
-/** opencode's config: one OpenAI-compatible provider pointing at the gateway, nothing else. */
+/**
+ * opencode's config: one OpenAI-compatible provider pointing at the gateway, nothing else. What
+ * keeps opencode 1.18 off the network that a config file can say is here (sharing, updates, and
+ * language servers and formatters, which it npm-installs on demand when enabled); the rest is
+ * opencodeConfigDir's.
+ */
 export function agentConfig(input: AgentConfigInput): Record<string, unknown> {
   const { baseURL, model, small } = resolve(input);
   const tokenFile = input.tokenFile === undefined ? undefined : checkTokenFilePath('--token-file', input.tokenFile);
@@ -105,7 +110,70 @@ export function agentConfig(input: AgentConfigInput): Record<string, unknown> {
     small_model: `${input.provider}/${small}`,
     enabled_providers: [input.provider],
     share: 'disabled',
+    autoupdate: false,
+    lsp: false,
+    formatter: false,
   };
+}
+
+/**
+ * What opencode 1.18 needs besides its config file to make no call but the gateway's, found by
+ * tracing `opencode run` 1.18.33 with strace in a network namespace that has only loopback
+ * (docs/gateway.md, "opencode, locked down"). Its config file cannot say these two, so they go in
+ * its environment:
+ *   OPENCODE_DISABLE_MODELS_FETCH    else it fetches https://models.opencode.ai/api.json at start
+ *                                    (and hourly);
+ *   OPENCODE_DISABLE_PROJECT_CONFIG  else it reads the opencode.json and .opencode/ of the
+ *                                    repository it works in: their plugins npm-installed, their
+ *                                    instructions fetched by URL, a dependency install into .opencode/.
+ */
+const OPENCODE_ENV = [['OPENCODE_DISABLE_MODELS_FETCH', '1'], ['OPENCODE_DISABLE_PROJECT_CONFIG', '1']] as const;
+
+/**
+ * At every start opencode npm-installs @opencode-ai/plugin (the helper of plugins written in that
+ * directory) into each configuration directory it may write, unless the directory has
+ * node_modules and a package-lock.json whose root names the plugin and every dependency of its
+ * package.json (1.18 compares the names only). The files below are that record; the package
+ * itself is needed only by plugins in the directory. The version is the one traced.
+ */
+const OPENCODE_DEPENDENCY = { '@opencode-ai/plugin': '1.18.33' };
+const OPENCODE_GITIGNORE = 'node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore\n';
+
+/** Why opencode would still npm-install into a directory with this package.json and lock (undefined: it would not). */
+export function opencodeInstallReason(packageJson = '', lock = ''): string | undefined {
+  const names = (text: string, at: (v: Record<string, Record<string, object>>) => Record<string, object> | undefined): string[] => {
+    const o = at(JSON.parse(text) as Record<string, Record<string, object>>);
+    return ['dependencies', 'devDependencies', 'peerDependencies', 'optionalDependencies'].flatMap((k) => Object.keys(o?.[k] ?? {}));
+  };
+  try {
+    const locked = names(lock, (v) => v.packages?.[''] as Record<string, object>);
+    const missing = [...names(packageJson, (v) => v), ...Object.keys(OPENCODE_DEPENDENCY)].filter((n) => !locked.includes(n));
+    return missing.length === 0 ? undefined : `its package-lock.json does not name ${[...new Set(missing)].join(', ')}`;
+  } catch {
+    return 'its package.json or package-lock.json is missing or not JSON';
+  }
+}
+
+/**
+ * `agent-config --agent opencode --config-dir DIR`: the files to write into DIR (opencode.json
+ * always; the dependency record and .gitignore where DIR has none: opencode writes .gitignore at
+ * start and stops when it cannot, in a read-only mount) and the text to print, the environment.
+ * `existing` holds DIR's package.json, package-lock.json and .gitignore, those it has. A record
+ * of DIR's own is kept when it stops the install, and refused when it does not.
+ */
+export function opencodeConfigDir(input: AgentConfigInput, existing: Readonly<Record<string, string | undefined>>): { files: Record<string, string>; text: string } {
+  const files: Record<string, string> = { 'opencode.json': `${JSON.stringify(agentConfig(input), null, 2)}\n` };
+  const [pkg, lock] = [existing['package.json'], existing['package-lock.json']];
+  if (pkg === undefined && lock === undefined) {
+    files['package.json'] = JSON.stringify({ dependencies: OPENCODE_DEPENDENCY });
+    files['package-lock.json'] = JSON.stringify({ lockfileVersion: 3, packages: { '': { dependencies: OPENCODE_DEPENDENCY } } });
+  } else {
+    const reason = opencodeInstallReason(pkg, lock);
+    if (reason) throw new Error(`--config-dir: opencode would npm-install into the directory at every start: ${reason}; remove both files, or install what package.json names`);
+  }
+  if (existing['.gitignore'] === undefined) files['.gitignore'] = OPENCODE_GITIGNORE;
+  const exports = OPENCODE_ENV.map(([name, value]) => `export ${name}=${value}\n`).join('');
+  return { files, text: `# opencode: the directory is $XDG_CONFIG_HOME/opencode where it runs, with\n${exports}` };
 }
 
 /** Codex's `auth.refresh_interval_ms` for a token file: its cached token is older at every call. */

@@ -1,9 +1,11 @@
 // The commands other than `serve`: each takes the parsed command line and its surroundings (the
 // environment, the clock, where its notices go) and returns what it prints on stdout.
 import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
 import { asUsageError, usage, UsageError, type CommandLine } from '../config/cli.ts';
 import { VERSION } from '../config/version.ts';
-import { agentProviders, AGENTS, botClaims, renderAgentConfig, type AgentName } from '../gateway/agent-config.ts';
+import { agentProviders, AGENTS, botClaims, opencodeConfigDir, renderAgentConfig, type AgentName } from '../gateway/agent-config.ts';
 import { gitWorkloadConfig } from '../git/config.ts';
 import { gitScopeClaim, unregisteredScopeHost } from '../git/scope.ts';
 import { signBotToken, tokenIdFrom } from '../auth/jwt.ts';
@@ -80,8 +82,11 @@ export function gitConfig(cli: CommandLine, ctx: CommandContext): { text: string
 export function agentConfigText(cli: CommandLine, ctx: CommandContext): string {
   const agent = cli.agent.agent as AgentName;
   if (!AGENTS.includes(agent)) throw new UsageError(`--agent: "${agent}" is not an agent agent-config knows; use ${AGENTS.join(', ')}`);
+  const dir = cli.agent.configDir;
+  if (dir !== undefined && agent !== 'opencode') throw new UsageError(`--config-dir is for --agent opencode: ${agent}'s whole configuration is the file agent-config prints`);
+  if (dir !== undefined && basename(resolve(dir)) !== 'opencode') throw new UsageError(`--config-dir: "${dir}" is not named opencode: opencode reads $XDG_CONFIG_HOME/opencode (default ~/.config/opencode), and npm-installs there if these files are elsewhere`);
   const gateway = loadGateway(cli.options, ctx.env);
-  return renderAgentConfig(agent, {
+  const input = {
     ...agentProviders(agent, gateway.providers, cli.agent.model),
     providerName: cli.agent.providerName,
     proxyHost: cli.agent.proxyHost ?? ctx.env.MODEL_GATEWAY_PROXY_HOST,
@@ -89,7 +94,23 @@ export function agentConfigText(cli: CommandLine, ctx: CommandContext): string {
     smallModel: cli.agent.smallModel,
     tokenFile: cli.agent.tokenFile,
     webSearchAllowed: cli.options.allowHostedTools.includes('web_search'),
-  });
+  };
+  if (dir !== undefined) return writeConfigDir(dir, input);
+  if (agent === 'opencode') ctx.notice('agent-config: opencode.json alone lets opencode fetch its model catalogue and npm-install a plugin at every start; --config-dir writes what stops that and prints the environment it needs (docs/gateway.md#opencode-locked-down)');
+  return renderAgentConfig(agent, input);
+}
+
+/** `agent-config --agent opencode --config-dir DIR`: writes DIR's files (and DIR/node_modules); returns the environment to print. */
+function writeConfigDir(dir: string, input: Parameters<typeof opencodeConfigDir>[0]): string {
+  const existing = Object.fromEntries(['package.json', 'package-lock.json', '.gitignore'].filter((f) => existsSync(join(dir, f))).map((f) => [f, readFileSync(join(dir, f), 'utf8')]));
+  const { files, text } = opencodeConfigDir(input, existing);
+  try {
+    mkdirSync(join(dir, 'node_modules'), { recursive: true });
+    for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
+  } catch (err) {
+    throw new Error(`--config-dir: ${(err as Error).message}`);
+  }
+  return text;
 }
 
 /** `mint-token`: a bot token for the gateway, or with --git-repo a workload token for the git proxy (never both in one). */

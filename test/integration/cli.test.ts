@@ -4,7 +4,7 @@
 // functions and text without a process start each.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
@@ -245,6 +245,54 @@ test('agent-config prints the bot provider entry of the design as JSON', async (
   assert.equal(config.small_model, 'corp/gpt-small');
   assert.deepEqual(config.enabled_providers, ['corp']);
   assert.equal(config.share, 'disabled');
+});
+
+test('agent locked to the gateway: agent-config --agent opencode --config-dir writes the directory opencode reads at start and prints the environment it needs; again over its own files it writes the same', async () => {
+  const configDir = join(dir, 'home', '.config', 'opencode');
+  const args = ['agent-config', '--agent', 'opencode', '--proxy-host', 'gw.ns.svc', '--config-dir', configDir];
+  const env = { UPSTREAM_ALLOWED_MODELS: 'gpt-big,gpt-small' };
+  const r = await runProxyCommand(args, env);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stderr, '');
+  assert.deepEqual(r.stdout.split('\n').filter((l) => l !== '' && !l.startsWith('#')), ['export OPENCODE_DISABLE_MODELS_FETCH=1', 'export OPENCODE_DISABLE_PROJECT_CONFIG=1']);
+  assert.deepEqual(readdirSync(configDir).sort(), ['.gitignore', 'node_modules', 'opencode.json', 'package-lock.json', 'package.json']);
+  assert.deepEqual(readdirSync(join(configDir, 'node_modules')), [], 'the record of the install, not the install');
+  const config = JSON.parse(readFileSync(join(configDir, 'opencode.json'), 'utf8')) as Record<string, unknown>;
+  assert.equal((config.provider as Record<string, { options: { baseURL: string } }>).openai!.options.baseURL, 'http://gw.ns.svc:8450/v1');
+  assert.deepEqual([config.share, config.autoupdate, config.lsp, config.formatter], ['disabled', false, false, false]);
+  assert.deepEqual(JSON.parse(readFileSync(join(configDir, 'package-lock.json'), 'utf8')).packages[''].dependencies, { '@opencode-ai/plugin': '1.18.33' });
+  const before = Object.fromEntries(['.gitignore', 'opencode.json', 'package-lock.json', 'package.json'].map((f) => [f, readFileSync(join(configDir, f), 'utf8')]));
+  const again = await runCommandInProcess([...args, '--model', 'gpt-small'], env);
+  assert.equal(again.code, 0, again.stderr);
+  assert.equal(again.stdout, r.stdout);
+  assert.equal(JSON.parse(readFileSync(join(configDir, 'opencode.json'), 'utf8')).model, 'openai/gpt-small', 'opencode.json is written again');
+  for (const f of ['.gitignore', 'package-lock.json', 'package.json']) assert.equal(readFileSync(join(configDir, f), 'utf8'), before[f], f);
+  // A directory whose own package.json opencode would install: nothing written, the reason named.
+  writeFileSync(join(configDir, 'package.json'), JSON.stringify({ dependencies: { 'opencode-foo': '1.0.0' } }));
+  const refused = await runCommandInProcess(args, env);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /--config-dir: opencode would npm-install into the directory at every start: its package-lock\.json does not name opencode-foo/);
+  assert.equal(JSON.parse(readFileSync(join(configDir, 'opencode.json'), 'utf8')).model, 'openai/gpt-small', 'nothing was written');
+});
+
+test('agent locked to the gateway: agent-config --agent opencode without --config-dir says on stderr what opencode.json alone leaves open; --config-dir is refused for a directory not named opencode and for the other agents', async () => {
+  const env = { UPSTREAM_ALLOWED_MODELS: 'gpt-big' };
+  const alone = await runCommandInProcess(['agent-config', '--proxy-host', 'gw'], env);
+  assert.equal(alone.code, 0, alone.stderr);
+  assert.match(alone.stderr, /^agent-config: opencode\.json alone lets opencode fetch its model catalogue and npm-install a plugin at every start; --config-dir writes what stops that/);
+  const elsewhere = join(dir, 'opencode-config');
+  const misnamed = await runCommandInProcess(['agent-config', '--proxy-host', 'gw', '--config-dir', elsewhere], env);
+  assert.equal(misnamed.code, 2);
+  assert.match(misnamed.stderr, /--config-dir: ".*opencode-config" is not named opencode: opencode reads \$XDG_CONFIG_HOME\/opencode/);
+  assert.throws(() => readdirSync(elsewhere), /ENOENT/, 'nothing written');
+  for (const agent of ['codex', 'claude-code']) {
+    const other = await runCommandInProcess(['agent-config', '--agent', agent, '--proxy-host', 'gw', '--config-dir', join(dir, agent, 'opencode')], env);
+    assert.equal(other.code, 2, other.stderr);
+    assert.match(other.stderr, new RegExp(`--config-dir is for --agent opencode: ${agent}'s whole configuration is the file agent-config prints`));
+  }
+  const codex = await runCommandInProcess(['agent-config', '--agent', 'codex', '--proxy-host', 'gw'], env);
+  assert.equal(codex.code, 0, codex.stderr);
+  assert.equal(codex.stderr, '', 'Codex\'s file is its whole lock-down: no notice');
 });
 
 test('agent-config --agent codex prints a Codex config.toml for the gateway; an unknown agent is a usage error', async () => {

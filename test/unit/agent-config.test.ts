@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { agentConfig, agentProviders, botClaims, claudeCodeConfig, codexConfig, DEFAULT_GATEWAY_PORT, renderAgentConfig, type AgentConfigInput, type MintInput } from '../../src/gateway/agent-config.ts';
+import { agentConfig, agentProviders, botClaims, claudeCodeConfig, codexConfig, DEFAULT_GATEWAY_PORT, opencodeConfigDir, opencodeInstallReason, renderAgentConfig, type AgentConfigInput, type MintInput } from '../../src/gateway/agent-config.ts';
 
 const INPUT: AgentConfigInput = {
   provider: 'openai',
@@ -48,6 +48,9 @@ test('agentConfig is one OpenAI-compatible provider pointing at the gateway on p
     small_model: 'openai/gpt-4.1',
     enabled_providers: ['openai'],
     share: 'disabled',
+    autoupdate: false,
+    lsp: false,
+    formatter: false,
   });
 });
 
@@ -99,6 +102,50 @@ test('an empty allowlist is an error', () => {
 test('a model or small model outside the allowlist is an error naming it', () => {
   assert.throws(() => agentConfig({ ...INPUT, model: 'gpt-5' }), /model "gpt-5" is not allowed/);
   assert.throws(() => agentConfig({ ...INPUT, smallModel: 'gpt-5-nano' }), /model "gpt-5-nano" is not allowed/);
+});
+
+// ---- opencode's configuration directory ----
+
+const PLUGIN_RECORD = { '@opencode-ai/plugin': '1.18.33' };
+
+test('agent locked to the gateway: opencode --config-dir writes opencode.json, the record of the plugin install opencode checks at start (package.json and package-lock.json naming @opencode-ai/plugin) and its .gitignore, and prints the two switches its config file cannot hold', () => {
+  const { files, text } = opencodeConfigDir(INPUT, {});
+  assert.deepEqual(Object.keys(files), ['opencode.json', 'package.json', 'package-lock.json', '.gitignore']);
+  assert.deepEqual(JSON.parse(files['opencode.json']!), agentConfig(INPUT));
+  assert.deepEqual(JSON.parse(files['package.json']!), { dependencies: PLUGIN_RECORD });
+  assert.deepEqual(JSON.parse(files['package-lock.json']!).packages[''], { dependencies: PLUGIN_RECORD });
+  assert.equal(opencodeInstallReason(files['package.json'], files['package-lock.json']), undefined, 'what it writes is what opencode accepts as installed');
+  assert.deepEqual(files['.gitignore']!.split('\n'), ['node_modules', 'package.json', 'package-lock.json', 'bun.lock', '.gitignore', '']);
+  // Sourceable: comments, then one export per switch, nothing else.
+  const lines = text.trimEnd().split('\n');
+  assert.deepEqual(lines.filter((l) => !l.startsWith('#')), ['export OPENCODE_DISABLE_MODELS_FETCH=1', 'export OPENCODE_DISABLE_PROJECT_CONFIG=1']);
+  assert.match(text, /\$XDG_CONFIG_HOME\/opencode/);
+});
+
+test('agent locked to the gateway: opencode --config-dir keeps a directory\'s own install record when opencode would not install over it, and refuses one it would', () => {
+  const lock = (deps: Record<string, string>) => JSON.stringify({ lockfileVersion: 3, packages: { '': { dependencies: deps } } });
+  // A real install (the plugin and a plugin's own dependency) is left as it is; .gitignore too.
+  const ownPkg = JSON.stringify({ dependencies: { ...PLUGIN_RECORD, 'left-pad': '1.3.0' } });
+  const kept = opencodeConfigDir(INPUT, { 'package.json': ownPkg, 'package-lock.json': lock({ ...PLUGIN_RECORD, 'left-pad': '1.3.0' }), '.gitignore': 'mine\n' });
+  assert.deepEqual(Object.keys(kept.files), ['opencode.json']);
+  // Records opencode would install over: a dependency the lock lacks, the plugin missing, one file alone, not JSON.
+  const refused: [string | undefined, string | undefined, RegExp][] = [
+    [ownPkg, lock(PLUGIN_RECORD), /does not name left-pad/],
+    [JSON.stringify({}), lock({}), /does not name @opencode-ai\/plugin/],
+    [JSON.stringify({ devDependencies: { vitest: '3' } }), lock(PLUGIN_RECORD), /does not name vitest/],
+    [undefined, lock(PLUGIN_RECORD), /missing or not JSON/],
+    [ownPkg, undefined, /missing or not JSON/],
+    ['{', lock(PLUGIN_RECORD), /missing or not JSON/],
+  ];
+  for (const [pkg, lockText, reason] of refused) {
+    const existing = { ...(pkg === undefined ? {} : { 'package.json': pkg }), ...(lockText === undefined ? {} : { 'package-lock.json': lockText }) };
+    assert.throws(() => opencodeConfigDir(INPUT, existing), (err: Error) => /^--config-dir: opencode would npm-install into the directory at every start: /.test(err.message) && reason.test(err.message), JSON.stringify(existing));
+  }
+});
+
+test('opencode --config-dir checks the gateway address and the models before anything is written', () => {
+  assert.throws(() => opencodeConfigDir({ ...INPUT, proxyHost: undefined }, {}), /--proxy-host/);
+  assert.throws(() => opencodeConfigDir({ ...INPUT, model: 'gpt-5' }, {}), /model "gpt-5" is not allowed/);
 });
 
 // ---- botClaims ----
