@@ -20,7 +20,9 @@
 //
 // Modes (the only differences are the base URL and the configuration the agent gets):
 //   default    gateway mode: agents -> `node dist/proxy.js` -> fakes, with the configuration
-//              `proxy.js agent-config --agent <name>` prints and a token from `mint-token`.
+//              `proxy.js agent-config --agent <name>` prints (for opencode, the directory it
+//              writes with --config-dir and the environment it prints) and a token from
+//              `mint-token`.
 //              Needs the bundle built (npm run build).
 //   --direct   agents -> a plain-HTTP recorder -> fakes, with the reference configuration in
 //              scripts/e2e/agents/*.ts; works without the gateway.
@@ -31,7 +33,8 @@
 // E2E_TRACE=0 to run without strace; E2E_KEEP_SANDBOX=1 to keep the agents' temporary homes
 // (a failed turn leaves upstream-requests.jsonl there); E2E_TURN_TIMEOUT_S, seconds per turn
 // (default 180). Every agent runs with PATH (the system's), HOME (its sandbox's) and
-// MODEL_PROXY_TOKEN, plus what its spec adds: nothing else of ours leaks in.
+// MODEL_PROXY_TOKEN, plus what its spec adds (for opencode, the XDG directories and what
+// agent-config printed): nothing else of ours leaks in.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -43,7 +46,7 @@ import { makeTestPki } from '../test/support/tls.ts';
 import { claudeCode } from './e2e/agents/claude-code.ts';
 import { codex } from './e2e/agents/codex.ts';
 import { opencode } from './e2e/agents/opencode.ts';
-import type { AgentSpec, Sandbox } from './e2e/agents/types.ts';
+import type { AgentConfig, AgentSpec, Sandbox } from './e2e/agents/types.ts';
 import { startFakes, turnOfBody, turnOfRequest, type Fakes } from './e2e/fakes.ts';
 import { startGateway, Unsupported, type Gateway } from './e2e/gateway.ts';
 import { binPath, ensureInstalled } from './e2e/install.ts';
@@ -168,7 +171,7 @@ function checkTurn(agent: AgentSpec, turn: TurnName, result: RunResult, upstream
   return [...new Set(problems)];
 }
 
-async function runTurn(agent: AgentSpec, turn: TurnName, config: string, token: string, fake: { requests: ModelRequest[] }, runRoot: string, opts: Options, gateway: Gateway | undefined): Promise<Row> {
+async function runTurn(agent: AgentSpec, turn: TurnName, config: AgentConfig, token: string, fake: { requests: ModelRequest[] }, runRoot: string, opts: Options, gateway: Gateway | undefined): Promise<Row> {
   const root = join(runRoot, `${agent.name}-${turn}`);
   const sandbox: Sandbox = { root, home: join(root, 'home'), work: join(root, 'work') };
   mkdirSync(sandbox.home, { recursive: true });
@@ -189,7 +192,7 @@ async function runTurn(agent: AgentSpec, turn: TurnName, config: string, token: 
 }
 
 /** The budget turn: a token whose run has spent its budget; the agent must stop at once, having sent nothing upstream. */
-async function runBudgetTurn(agent: AgentSpec, config: string, fake: { requests: ModelRequest[] }, runRoot: string, opts: Options, gateway: Gateway): Promise<Row> {
+async function runBudgetTurn(agent: AgentSpec, config: AgentConfig, fake: { requests: ModelRequest[] }, runRoot: string, opts: Options, gateway: Gateway): Promise<Row> {
   let token: string;
   try {
     token = await gateway.spentToken(agent);
@@ -225,7 +228,7 @@ async function runBudgetTurn(agent: AgentSpec, config: string, fake: { requests:
 /** The rotation turn: the bot token from a file rewritten mid-run; the gateway's records show the new identity. */
 async function runTokenFileTurn(agent: AgentSpec, fake: Fakes['openai'] | Fakes['anthropic'], runRoot: string, opts: Options, gateway: Gateway): Promise<Row> {
   const root = join(runRoot, `${agent.name}-rotate`);
-  const launch = async (config: string, prompt: string, label: string): Promise<RunResult> => {
+  const launch = async (config: AgentConfig, prompt: string, label: string): Promise<RunResult> => {
     const sandbox: Sandbox = { root: join(root, label), home: join(root, label, 'home'), work: join(root, label, 'work') };
     mkdirSync(sandbox.home, { recursive: true });
     mkdirSync(sandbox.work, { recursive: true });
@@ -299,7 +302,6 @@ async function main(): Promise<number> {
 
   for (const agent of opts.agents) {
     const { installed, dir } = ensureInstalled(agent, log);
-    agent.prefetch?.(log);
     if (!installed) log(`  ${agent.name} ${agent.version}: cached in ${dir}`);
   }
 
@@ -332,7 +334,7 @@ async function main(): Promise<number> {
 
   const index: IndexEntry[] = [];
   for (const agent of opts.agents) {
-    let config: string;
+    let config: AgentConfig;
     let token: string;
     let origin: string;
     try {
@@ -343,7 +345,8 @@ async function main(): Promise<number> {
         origin = gateway.origin;
       } else {
         origin = `http://127.0.0.1:${recorders![agent.providerKind].port}`;
-        config = agent.referenceConfig(origin);
+        const dir = agent.configDir === undefined ? undefined : join(mkdtempSync(join(runRoot, `${agent.name}-reference-`)), agent.configDir);
+        config = { text: agent.referenceConfig(origin, dir ?? runRoot), ...(dir === undefined ? {} : { dir }) };
         token = `e2e-bot-token-${agent.name}`;
       }
     } catch (err) {

@@ -1,14 +1,15 @@
 // Gateway mode: the built bundle (dist/proxy.js) between the agents and the HTTPS fakes, as in
 // production: one process with a provider per upstream kind (`--providers FILE`), the
-// configuration `proxy.js agent-config --agent <name>` prints, and a bot token from
+// configuration `proxy.js agent-config --agent <name>` prints (and, for opencode, the directory
+// it writes with --config-dir), and a bot token from
 // `proxy.js mint-token`; the gateway holds the upstream keys. It runs with limits (--limits, a
 // price for every agent's model), so that a run whose budget is spent can be shown to the agents.
 import { randomBytes } from 'node:crypto';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { send } from '../../test/support/http-client.ts';
 import { BUNDLE, runProxyCommand, startProxy, type LogRecord, type ProxyProcess } from '../../test/support/proxy-process.ts';
-import type { AgentSpec } from './agents/types.ts';
+import type { AgentConfig, AgentSpec } from './agents/types.ts';
 
 /** The gateway cannot serve an agent: reported as that agent's failed setup, not a crash. */
 export class Unsupported extends Error {}
@@ -26,8 +27,12 @@ export interface Gateway {
   readonly botToken: string;
   /** The upstream keys; the fakes must see these and never the bot token. */
   readonly keys: { openai: string; anthropic: string };
-  /** The agent's configuration as agent-config prints it (with `extraArgs`, e.g. --token-file); Unsupported when that fails or the agent cannot use it. */
-  configFor(agent: AgentSpec, extraArgs?: readonly string[]): Promise<string>;
+  /**
+   * The agent's configuration as agent-config prints it (with `extraArgs`, e.g. --token-file),
+   * and for an agent configured by a directory what it wrote with --config-dir into a fresh one;
+   * Unsupported when that fails or the agent cannot use it.
+   */
+  configFor(agent: AgentSpec, extraArgs?: readonly string[]): Promise<AgentConfig>;
   /** A bot token for this instance and run (mint-token). */
   mint(instanceId: string, runId: string): Promise<string>;
   /** Revokes an instance's tokens (revoke --instance-id, the gateway's --revocations file): refused from its next request. */
@@ -117,13 +122,15 @@ export async function startGateway(agents: readonly AgentSpec[], upstreams: Gate
     },
 
     async configFor(agent, extraArgs = []) {
-      const cmd = ['agent-config', '--agent', agent.name, '--proxy-host', host, '--model', agent.model, '--providers', providersFile, ...extraArgs];
+      const dir = agent.configDir === undefined ? undefined : join(mkdtempSync(join(tempDir, `${agent.name}-config-`)), agent.configDir);
+      const cmd = ['agent-config', '--agent', agent.name, '--proxy-host', host, '--model', agent.model, '--providers', providersFile, ...extraArgs, ...(dir === undefined ? [] : ['--config-dir', dir])];
       const r = await runProxyCommand(cmd, env);
       if (r.code !== 0) throw new Unsupported(`\`proxy.js ${cmd.join(' ')}\` failed (exit ${r.code}): ${r.stderr.trim().split('\n')[0]}`);
+      const config = { text: r.stdout, ...(dir === undefined ? {} : { dir }) };
       // The reference configurations read $MODEL_PROXY_TOKEN; one for a token file is checked by its turn.
-      const problem = extraArgs.length === 0 ? agent.checkConfig(r.stdout) : undefined;
+      const problem = extraArgs.length === 0 ? agent.checkConfig(config) : undefined;
       if (problem) throw new Unsupported(`\`proxy.js ${cmd.join(' ')}\` printed a configuration ${agent.name} cannot use: ${problem}`);
-      return r.stdout;
+      return config;
     },
   };
 }

@@ -84,8 +84,8 @@ export function ensureInstalled(p: Pinned, log: (line: string) => void): Install
 
 /**
  * A package installed into its own prefix with a package.json and a lock file (npm install with
- * saving), for agents that check a directory's dependencies at start-up (opencode, see
- * agents/opencode.ts). Idempotent like ensureInstalled.
+ * saving), for the tools the e2e runs beside the agents (e2e-cloud.ts: AWS's signer).
+ * Idempotent like ensureInstalled.
  */
 export function ensureDependencyDir(dir: string, spec: string, log: (line: string) => void): string {
   if (existsSync(join(dir, MARKER)) && readFileSync(join(dir, MARKER), 'utf8').trim() === spec) return dir;

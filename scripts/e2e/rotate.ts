@@ -9,11 +9,11 @@
 //                Claude Code retries it with the new token;
 //   opencode     reads the file when it starts: a run keeps the token it started with, the next
 //                run carries the new one.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { HttpsFake, ModelHandler, ModelRequest } from '../../test/support/https-fake.ts';
 import type { LogRecord } from '../../test/support/proxy-process.ts';
-import type { AgentSpec } from './agents/types.ts';
+import type { AgentConfig, AgentSpec } from './agents/types.ts';
 import { DEFAULT_ANSWER } from './fakes.ts';
 import type { Gateway } from './gateway.ts';
 import type { RunResult } from './run-agent.ts';
@@ -31,7 +31,7 @@ export interface RotateOutcome {
 const callOf = (r: LogRecord): string => `${String(r.instance_id ?? '-')} ${String(r.status)} ${String(r.method)} ${String(r.path)}`;
 
 /** Runs the agent once on `config` with `prompt` (the caller's sandbox, trace and timeout). */
-export type LaunchAgent = (config: string, prompt: string, label: string) => Promise<RunResult>;
+export type LaunchAgent = (config: AgentConfig, prompt: string, label: string) => Promise<RunResult>;
 
 /**
  * The rotation turn of one agent. `toolPrompt` makes the fake ask for a tool call first, so the
@@ -48,7 +48,8 @@ export async function runRotateTurn(agent: AgentSpec, fake: Pick<HttpsFake, 'req
   writeFileSync(tokenFile, `${oldToken}\n`);
   const config = await gateway.configFor(agent, ['--token-file', tokenFile]);
   const problems: string[] = [];
-  if (config.includes('MODEL_PROXY_TOKEN')) problems.push('the --token-file configuration still reads $MODEL_PROXY_TOKEN');
+  const written = config.dir === undefined ? '' : readdirSync(config.dir, { withFileTypes: true }).filter((f) => f.isFile()).map((f) => readFileSync(join(config.dir!, f.name), 'utf8')).join('\n');
+  if (`${config.text}${written}`.includes('MODEL_PROXY_TOKEN')) problems.push('the --token-file configuration still reads $MODEL_PROXY_TOKEN');
   const from = fake.requests.length;
   // The turns run one at a time: every request record from here on is this turn's (a refused
   // token's record may name no run).

@@ -35,7 +35,7 @@ export const claudeCode: AgentSpec = {
     return `${JSON.stringify(settings, null, 2)}\n`;
   },
 
-  checkConfig(text) {
+  checkConfig({ text }) {
     let settings: { apiKeyHelper?: string; env?: Record<string, string> };
     try {
       settings = JSON.parse(text) as typeof settings;
@@ -51,7 +51,7 @@ export const claudeCode: AgentSpec = {
   prepare(sandbox, config, prompt) {
     const configDir = join(sandbox.home, '.claude');
     mkdirSync(configDir, { recursive: true });
-    writeFileSync(join(configDir, 'settings.json'), config);
+    writeFileSync(join(configDir, 'settings.json'), config.text);
     return {
       // Headless runs get no permission prompts: the Bash tool is allowed for the tool turn.
       args: ['-p', prompt, '--allowedTools', 'Bash'],

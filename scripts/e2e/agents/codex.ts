@@ -49,7 +49,7 @@ wire_api = "responses"
 `;
   },
 
-  checkConfig(text) {
+  checkConfig({ text }) {
     if (!/^\s*\[model_providers\.[^\]]+\]/m.test(text)) return 'no [model_providers.<name>] table';
     if (!/^\s*wire_api\s*=\s*"responses"/m.test(text)) return 'no wire_api = "responses"';
     if (!/^\s*env_key\s*=\s*"MODEL_PROXY_TOKEN"/m.test(text)) return 'no env_key = "MODEL_PROXY_TOKEN"';
@@ -60,7 +60,7 @@ wire_api = "responses"
   prepare(sandbox, config, prompt) {
     const codexHome = join(sandbox.home, '.codex');
     mkdirSync(codexHome, { recursive: true });
-    writeFileSync(join(codexHome, 'config.toml'), config);
+    writeFileSync(join(codexHome, 'config.toml'), config.text);
     return {
       // The test runs as root in a container where Codex's own sandbox (landlock/bwrap) cannot
       // work and nobody answers approvals: both are bypassed here, not in the config.

@@ -22,6 +22,16 @@ export interface AgentCommand {
   env: Record<string, string>;
 }
 
+/**
+ * An agent's configuration as the harness got it: the text `proxy.js agent-config` printed (or the
+ * reference), and for an agent configured by a directory (AgentSpec.configDir) that directory.
+ */
+export interface AgentConfig {
+  text: string;
+  /** What `agent-config --config-dir` wrote (or the reference's files); prepare copies it into the sandbox. */
+  dir?: string;
+}
+
 export interface AgentSpec extends Pinned {
   name: AgentName;
   protocol: Protocol;
@@ -30,15 +40,20 @@ export interface AgentSpec extends Pinned {
   /** The model it is configured with (the gateway must allow it). */
   model: string;
   /**
-   * The configuration file this harness writes in --direct mode, pointing at `origin`
-   * (http://127.0.0.1:PORT). It is also what `proxy.js agent-config --agent <name>` should
-   * print for a gateway at that address.
+   * Configured by a directory: `agent-config --config-dir DIR` writes the agent's files into DIR
+   * and prints the environment it needs (opencode). The harness has agent-config write into a
+   * fresh directory named this, and the reference writes the same there.
    */
-  referenceConfig(origin: string): string;
-  /** A problem with a generated configuration (agent-config output), or undefined. */
-  checkConfig(text: string): string | undefined;
+  configDir?: string;
+  /**
+   * The configuration this harness gives in --direct mode, pointing at `origin`
+   * (http://127.0.0.1:PORT). It is also what `proxy.js agent-config --agent <name>` should
+   * print for a gateway at that address; for an agent with configDir, what it prints with
+   * `--config-dir dir`, the files it writes there written too.
+   */
+  referenceConfig(origin: string, dir: string): string;
+  /** A problem with a generated configuration (agent-config output, and the directory it wrote), or undefined. */
+  checkConfig(config: AgentConfig): string | undefined;
   /** Writes the configuration into the sandbox and says how to run one prompt. */
-  prepare(sandbox: Sandbox, config: string, prompt: string): AgentCommand;
-  /** Installs what the agent would otherwise fetch at run time (idempotent). */
-  prefetch?(log: (line: string) => void): void;
+  prepare(sandbox: Sandbox, config: AgentConfig, prompt: string): AgentCommand;
 }
