@@ -267,7 +267,9 @@ test('README.md\'s shell blocks run as written against local fakes: git clone th
   // each agent got its configuration file.
   assert.equal(readFileSync(join(work, 'widgets', 'README.md'), 'utf8'), 'hello\n');
   assert.ok(git.requests.some((r) => r.authorized && r.url.includes('/acme/widgets/')), 'the git host saw the proxy\'s credential');
-  JSON.parse(readFileSync(join(work, 'opencode.json'), 'utf8'));
+  JSON.parse(readFileSync(join(home, '.config', 'opencode', 'opencode.json'), 'utf8'));
+  assert.ok(existsSync(join(home, '.config', 'opencode', 'node_modules')), 'opencode\'s configuration directory holds the record of its plugin install');
+  assert.match(readFileSync(join(work, 'opencode.env'), 'utf8'), /^export OPENCODE_DISABLE_MODELS_FETCH=1$/m);
   JSON.parse(readFileSync(join(home, '.claude', 'settings.json'), 'utf8'));
   assert.ok(existsSync(join(home, '.codex', 'config.toml')));
   // Claude Code's cloud block: the stand-in ran with its Bedrock settings and a bot token signed with the key it exported.
