@@ -172,8 +172,8 @@ export function opencodeConfigDir(input: AgentConfigInput, existing: Readonly<Re
     if (reason) throw new Error(`--config-dir: opencode would npm-install into the directory at every start: ${reason}; remove both files, or install what package.json names`);
   }
   if (existing['.gitignore'] === undefined) files['.gitignore'] = OPENCODE_GITIGNORE;
-  const exports = OPENCODE_ENV.map(([name, value]) => `export ${name}=${value}\n`).join('');
-  return { files, text: `# opencode: the directory is $XDG_CONFIG_HOME/opencode where it runs, with\n${exports}` };
+  const envLines = OPENCODE_ENV.map(([name, value]) => `export ${name}=${value}\n`).join('');
+  return { files, text: `# opencode: the directory is $XDG_CONFIG_HOME/opencode where it runs, with\n${envLines}` };
 }
 
 /** Codex's `auth.refresh_interval_ms` for a token file: its cached token is older at every call. */
