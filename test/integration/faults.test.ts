@@ -38,12 +38,18 @@ import type { TestUpstream } from '../support/upstream.ts';
 
 const REPS = 5;
 const MODEL = 'gpt-test';
+// The response and idle timeouts are what some faults test, so they are short; the connect
+// timeout is not (no fault here is a slow connect: a closed port is refused at once), so it keeps
+// a margin that a loaded machine's TLS handshake cannot use up (at 300 ms it did, and a fault
+// that answers at once was recorded 504). The proxies that only meet faults answering at once
+// get long timeouts of every kind.
 const FAULT_ARGS = [
-  '--upstream-connect-timeout', '300ms',
-  '--upstream-response-timeout', '500ms',
-  '--upstream-idle-timeout', '500ms',
+  '--upstream-connect-timeout', '10s',
+  '--upstream-response-timeout', '800ms',
+  '--upstream-idle-timeout', '800ms',
   '--upstream-max-retries', '0',
 ];
+const PROMPT_FAULT_ARGS = ['--upstream-connect-timeout', '10s', '--upstream-response-timeout', '10s', '--upstream-idle-timeout', '10s', '--upstream-max-retries', '0'];
 
 let pki: TestPki;
 let dir: string;
@@ -150,7 +156,7 @@ before(async () => {
     UPSTREAM_CA_FILE: pki.caFile,
   });
   const gatewayOnly = (baseUrl: string) =>
-    startProxy({ env: gatewayEnv(baseUrl), args: ['--model-gateway-listen', '127.0.0.1:0', ...FAULT_ARGS], listeners: ['model'] });
+    startProxy({ env: gatewayEnv(baseUrl), args: ['--model-gateway-listen', '127.0.0.1:0', ...PROMPT_FAULT_ARGS], listeners: ['model'] });
   [both, gwRefused, gwGarbage] = await Promise.all([
     startBothListeners({
       pki,
