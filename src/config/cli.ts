@@ -2,7 +2,7 @@
 // options out; a mistake throws a UsageError whose message says what to type instead.
 import { parseArgs } from 'node:util';
 import { suggestion } from './suggest.ts';
-import { parseByteSize, parseByteSizeAtLeast, parseCount, parseDuration, parseListenAddressOrOff, type ListenAddress } from '../http/address.ts';
+import { parseByteSize, parseByteSizeAtLeast, parseCount, parseDuration, parseListenAddressOrOff, parsePositiveAmount, type ListenAddress } from '../http/address.ts';
 
 export class UsageError extends Error {
   override readonly name = 'UsageError';
@@ -51,6 +51,8 @@ export interface ServeOptions {
   /** --limits-store: `memory` (this process) or a redis:// / rediss:// URL shared by replicas. */
   readonly limitsStore: string;
   readonly limitsStorePasswordFile: string | undefined;
+  /** --limits-store-ca-file, --limits-store-sentinel-user, --limits-store-sentinel-password-file (store/config.ts). */
+  readonly limitsStoreAccess: { readonly caFile: string | undefined; readonly sentinelUser: string | undefined; readonly sentinelPasswordFile: string | undefined };
   readonly limitsStoreFailure: 'open' | 'closed';
   /** --revocations: the deny-list file both listeners read (and `revoke` writes). */
   readonly revocationsFile: string | undefined;
@@ -166,9 +168,12 @@ const FLAGS = {
   'bot-keys': { default: undefined, commands: SERVE, help: 'model gateway: bot token keys by kid, a key file or a directory of them: KID.pem (an Ed25519 or P-256 public key) or KID.hs256 (an HS256 secret), re-read when they change; beside MODEL_PROXY_SIGNING_KEY(_FILE), the key of tokens without kid' },
   'git-keys': { default: undefined, commands: SERVE, help: 'git proxy: workload token keys by kid, as --bot-keys; beside GIT_PROXY_SIGNING_KEY(_FILE)' },
   'token-id': { default: undefined, commands: ['revoke'], help: 'a token id (mint-token prints it): revoke that token alone' },
-  'limits-store': { default: 'memory', commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'where the limits\' state and the revoked tokens are: memory (this process) or redis://HOST:PORT / rediss://HOST:PORT, shared by every replica (revoke writes there)' },
+  'limits-store': { default: 'memory', commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'where the limits\' state and the revoked tokens are: memory (this process), or Redis shared by every replica (revoke writes there): redis://[USER@]HOST:PORT, rediss://... (TLS), or the sentinels of a master, redis+sentinel://[USER@]HOST:PORT,HOST:PORT,.../MASTER (rediss+sentinel: TLS); USER is an ACL user' },
   'store-reach-timeout': { default: '5s', commands: ['revoke', 'confirm-store-reset'], help: 'how long revoke and confirm-store-reset wait for the shared store before they give up (exit 1, nothing written)' },
-  'limits-store-password-file': { default: undefined, commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'file holding the Redis password (read again on every connection)' },
+  'limits-store-password-file': { default: undefined, commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'file holding the Redis password, of USER when the URL names one (read again on every connection)' },
+  'limits-store-ca-file': { default: undefined, commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'with rediss://: PEM CA bundle the store\'s certificate (and the sentinels\') must chain to, instead of the system\'s; read again on every connection' },
+  'limits-store-sentinel-user': { default: undefined, commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'with redis+sentinel://: the ACL user the sentinels are asked as (needs --limits-store-sentinel-password-file)' },
+  'limits-store-sentinel-password-file': { default: undefined, commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'with redis+sentinel://: file holding the sentinels\' password (their requirepass, or the sentinel user\'s), read again on every connection' },
   'limits-store-failure': { default: 'closed', commands: SERVE, help: 'with the Redis store unreachable, closed refuses model calls (503) and tokens it cannot check for revocation until it is back, open lets them through without limits or revocations; the same with a store found to have lost its state, until confirm-store-reset or until every token issued before the loss has expired' },
   providers: { default: undefined, commands: ['serve', 'agent-config'], help: 'JSON file of model gateway providers (see docs/configuration.md#providers-file---providers); the UPSTREAM_* variables are the one-provider shorthand' },
   'allow-hosted-tools': { default: '', commands: ['serve', 'agent-config'], help: 'model gateway: provider-run tools allowed, comma-separated (web_search, web_fetch, file_search, code_interpreter, code_execution, image_generation, mcp, shell, tool_search; url_content: images, documents and files given by URL); none by default' },
@@ -303,6 +308,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       allowUnpricedModels: values['allow-unpriced-models'] === true,
       limitsStore: str('limits-store')!,
       limitsStorePasswordFile: str('limits-store-password-file'),
+      limitsStoreAccess: { caFile: str('limits-store-ca-file'), sentinelUser: str('limits-store-sentinel-user'), sentinelPasswordFile: str('limits-store-sentinel-password-file') },
       revocationsFile: str('revocations'),
       botKeys: str('bot-keys'),
       gitKeys: str('git-keys'),
@@ -319,7 +325,6 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     ...otherCommandsOptions(str, values, duration),
   };
 }
-
 
 type FlagValue = (name: FlagName) => string | undefined;
 
@@ -378,12 +383,6 @@ function unknownFlagAsUsageError<T>(fn: () => T): T {
 function oneOf<T extends string>(flag: string, text: string, choices: readonly T[]): T {
   if (!(choices as readonly string[]).includes(text)) throw new Error(`--${flag}: "${text}" must be ${choices.join(' or ')}`);
   return text as T;
-}
-
-/** An amount of money: a decimal number above 0 (`5`, `0.25`). */
-function parsePositiveAmount(flag: string, text: string): number {
-  if (!/^\d+(?:\.\d+)?$/.test(text) || Number(text) <= 0) throw new Error(`--${flag}: "${text}" must be an amount above 0 (e.g. 5 or 0.25)`);
-  return Number(text);
 }
 
 /** `fn`'s result; its error becomes a UsageError, so that the usage text follows the message. */

@@ -1,5 +1,5 @@
-// Parsing of listen addresses, durations and sizes given on the command line. Pure; errors name the
-// flag and the accepted forms so that a typo is fixed from the message alone.
+// Parsing of listen addresses, durations, sizes, counts and amounts given on the command line.
+// Pure; errors name the flag and the accepted forms so that a typo is fixed from the message alone.
 
 export interface ListenAddress {
   /** undefined: every interface. */
@@ -90,6 +90,12 @@ export function parseByteSizeAtLeast(flag: string, text: string, minBytes: numbe
   const bytes = parseByteSize(flag, text);
   if (bytes < minBytes) throw new Error(`--${flag}: "${text}" is too small: ${why}`);
   return bytes;
+}
+
+/** An amount of money: a decimal number above 0 (`5`, `0.25`). */
+export function parsePositiveAmount(flag: string, text: string): number {
+  if (!/^\d+(?:\.\d+)?$/.test(text) || Number(text) <= 0) throw new Error(`--${flag}: "${text}" must be an amount above 0 (e.g. 5 or 0.25)`);
+  return Number(text);
 }
 
 /** A whole number within [min, max]. */

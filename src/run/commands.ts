@@ -13,7 +13,8 @@ import { addRevocation, type Revocation } from '../auth/revocations.ts';
 import { addStoreRevocation } from '../auth/redis-revocations.ts';
 import { aboveCeilingReason, parseLimitsFile } from '../limits/policy.ts';
 import { RespClient } from '../store/resp.ts';
-import { parseStoreUrl, storePassword } from '../store/config.ts';
+import { showAddress } from '../store/node.ts';
+import { storeConnection, storeFlags } from '../store/config.ts';
 import { describeMarker, formatMarker, newEpoch, STATE_KEY } from '../store/state-marker.ts';
 import type { ServeOptions } from '../config/cli.ts';
 import { loadGateway, loadHosts, readTextFile } from './load.ts';
@@ -173,14 +174,13 @@ export async function revoke(cli: CommandLine, ctx: CommandContext): Promise<str
     where.push(`${count} entries in ${file}`);
   }
   if (limitsStore !== 'memory') {
-    const store = asUsageError(() => parseStoreUrl(limitsStore));
-    const client = await connectToStore(cli.options, reachMs(cli, ctx), `revoke: the store at ${store.host}:${store.port} could not be reached within ${reachMs(cli, ctx) / 1000} s; nothing was revoked there`);
+    const { client, at } = await connectToStore(cli.options, reachMs(cli, ctx), 'revoke', 'nothing was revoked there');
     try {
       await addStoreRevocation(client, key, value!, until - nowSec);
     } finally {
       client.close();
     }
-    where.push(`in the store at ${store.host}:${store.port}`);
+    where.push(`in the store at ${at}`);
   }
   return `revoked ${key} ${value} until ${new Date(until * 1000).toISOString()} (${where.join('; ')}); both listeners refuse its tokens from their next request`;
 }
@@ -192,36 +192,37 @@ export async function revoke(cli: CommandLine, ctx: CommandContext): Promise<str
  */
 export async function confirmStoreReset(cli: CommandLine, ctx: CommandContext): Promise<string> {
   if (cli.options.limitsStore === 'memory') throw new UsageError('confirm-store-reset: give --limits-store redis://HOST:PORT (the store the gateways share)');
-  const store = asUsageError(() => parseStoreUrl(cli.options.limitsStore));
-  const client = await connectToStore(cli.options, reachMs(cli, ctx), `confirm-store-reset: the store at ${store.host}:${store.port} could not be reached within ${reachMs(cli, ctx) / 1000} s; nothing was confirmed`);
+  const { client, at } = await connectToStore(cli.options, reachMs(cli, ctx), 'confirm-store-reset', 'nothing was confirmed');
   try {
     const found = await client.command(['GET', STATE_KEY]);
     if (found !== null && typeof found !== 'string') throw new Error(`confirm-store-reset: the store answered GET ${STATE_KEY} with something else; nothing was confirmed`);
     const marker = { kind: 'confirmed', epoch: newEpoch(), sinceSec: Math.floor(ctx.nowMs() / 1000) } as const;
     const reply = await client.command(['SET', STATE_KEY, formatMarker(marker)]);
     if (reply !== 'OK') throw new Error('confirm-store-reset: the store refused the marker; nothing was confirmed');
-    return `confirmed the store at ${store.host}:${store.port} (${describeMarker(found)}): the gateways trust its state as it is now, revocations and spend before included, from their next check (within a second)`;
+    return `confirmed the store at ${at} (${describeMarker(found)}): the gateways trust its state as it is now, revocations and spend before included, from their next check (within a second)`;
   } finally {
     client.close();
   }
 }
 
-/** A one-off connection to the store of --limits-store (for a command): up within `timeoutMs`, or `failure` is thrown. */
-async function connectToStore(options: ServeOptions, timeoutMs: number, failure: string): Promise<RespClient> {
-  const store = asUsageError(() => parseStoreUrl(options.limitsStore));
-  const password = storePassword(options.limitsStorePasswordFile);
-  let connected!: () => void;
-  const up = new Promise<void>((resolve) => (connected = resolve));
-  const client = new RespClient({ ...store, password, name: 'the limits store', onState: (isUp) => isUp && connected() });
+/**
+ * A one-off connection to the store of --limits-store (for a command), up within `timeoutMs`;
+ * else an error naming the command, why it could not connect, and `consequence`.
+ */
+async function connectToStore(options: ServeOptions, timeoutMs: number, command: string, consequence: string): Promise<{ client: RespClient; at: string }> {
+  const { where, options: connection } = asUsageError(() => storeConnection(storeFlags(options)));
+  let connected!: (at: string) => void;
+  let lastWhy: string | undefined;
+  const up = new Promise<string>((resolve) => (connected = resolve));
+  const client = new RespClient({ ...connection, name: 'the limits store', onState: (isUp, why, at) => (isUp ? connected(at === undefined || connection.role !== 'required' ? where : `${where} (${showAddress(at)})`) : (lastWhy = why)) });
   let timer: NodeJS.Timeout | undefined;
-  const gaveUp = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(failure)), timeoutMs)));
+  const gaveUp = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${command}: the store at ${where} could not be reached within ${timeoutMs / 1000} s${lastWhy === undefined ? '' : ` (${lastWhy})`}; ${consequence}`)), timeoutMs)));
   try {
-    await Promise.race([up, gaveUp]);
+    return { client, at: await Promise.race([up, gaveUp]) };
   } catch (err) {
     client.close();
     throw err;
   } finally {
     clearTimeout(timer);
   }
-  return client;
 }

@@ -90,7 +90,7 @@ export type WorkloadPolicyReloadedEvent = { readonly event: 'workload_policy_rel
 
 /** The shared limits store (shared.ts): its connection up or down, its state lost, trusted again. */
 export type LimitsStoreEvent =
-  | { readonly event: 'limits_store'; readonly state: 'up' | 'down'; readonly store: string; readonly reason?: string; readonly failure_policy: 'open' | 'closed' }
+  | { readonly event: 'limits_store'; readonly state: 'up' | 'down'; readonly store: string; readonly node?: string; readonly reason?: string; readonly failure_policy: 'open' | 'closed' }
   | { readonly event: 'limits_store'; readonly state: 'trusted'; readonly store: string; readonly reason: 'confirmed' | 'expired'; readonly failure_policy: 'open' | 'closed' }
   | {
       readonly event: 'limits_store';

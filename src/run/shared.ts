@@ -17,7 +17,8 @@ import { LocalLimits, type LimitsStore } from '../limits/admission.ts';
 import { RedisLimits } from '../limits/redis-store.ts';
 import type { LimitsPolicy } from '../limits/policy.ts';
 import { RespClient } from '../store/resp.ts';
-import { parseStoreUrl, storePassword } from '../store/config.ts';
+import { showAddress } from '../store/node.ts';
+import { storeConnection, storeFlags } from '../store/config.ts';
 import { StoreStateWatch } from '../store/state-marker.ts';
 import type { TokenSource } from '../auth/verifier.ts';
 import type { WorkloadPolicy } from '../auth/workload-policy.ts';
@@ -30,6 +31,7 @@ type StoreMetrics = { limitsStore(up: boolean): void; limitsStoreError(): void; 
 
 /** The store the replicas share, and whether it lost its state (a store/state-marker.ts verdict, read on every call). */
 type SharedStore = { readonly client: RespClient; readonly stateLost: () => boolean };
+
 
 export type ConnectionCapsOf = (listener: string, listenerCaps?: { total: number; perClient: number }) => {
   caps: { total: number; perClient: number };
@@ -97,9 +99,7 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress
  */
 function openStore(options: ServeOptions, log: LogSink<LogEvent>, metrics: StoreMetrics | undefined, atExit: Shared['atExit']): SharedStore | undefined {
   if (options.limitsStore === 'memory') return undefined;
-  const store = asUsageError(() => parseStoreUrl(options.limitsStore));
-  const password = storePassword(options.limitsStorePasswordFile);
-  const where = `${store.host}:${store.port}`;
+  const { where, options: connection, switches } = asUsageError(() => storeConnection(storeFlags(options)));
   const policy = options.limitsStoreFailure;
   const iso = (sec: number) => new Date(sec * 1000).toISOString();
   const state = new StoreStateWatch({
@@ -119,16 +119,19 @@ function openStore(options: ServeOptions, log: LogSink<LogEvent>, metrics: Store
   });
   metrics?.limitsStore(false);
   const client = new RespClient({
-    ...store,
-    password,
+    ...connection,
     name: 'the limits store',
     handshake: (command) => state.onConnect(command),
-    onState: (up, why) => {
+    onState: (up, why, at) => {
       metrics?.limitsStore(up);
-      log({ event: 'limits_store', state: up ? 'up' : 'down', store: where, reason: why || undefined, failure_policy: policy });
+      // The node it reached: the master the sentinels named, which a failover changes.
+      const node = at !== undefined && connection.role === 'required' ? showAddress(at) : undefined;
+      log({ event: 'limits_store', state: up ? 'up' : 'down', store: where, node, reason: why || undefined, failure_policy: policy });
     },
   });
   atExit(state.watch(client));
+  // A failover's end, as the sentinels announce it: the connection to the old master is dropped then, not when it drops its clients.
+  if (switches) atExit(switches((to) => client.leaveUnlessAt(to, `the sentinels moved the master to ${showAddress(to)} (+switch-master)`)));
   return { client, stateLost: () => state.lost };
 }
 

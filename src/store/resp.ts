@@ -1,8 +1,10 @@
-// A small Redis client (the limits and the revocation stores use it; it knows neither): RESP2 over node:net or node:tls, commands pipelined
-// in order on one connection, a reconnect with backoff, and nothing else (no runtime dependency).
-import { connect as netConnect, type Socket } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
+// A small Redis client (the limits and the revocation stores use it; it knows neither): RESP2 over
+// node:net or node:tls (node.ts), commands pipelined in order on one connection, a reconnect with
+// backoff (to where the sentinels say the master is, when there are), a node that is not the
+// master left; nothing else (no runtime dependency).
+import type { Socket } from 'node:net';
 import type { SecretSource } from '../config/secret.ts';
+import { authCommand, nodeStateError, openSocket, roleOf, showAddress, type StoreAddress, type StoreTls } from './node.ts';
 
 export type RespValue = string | number | null | RespValue[] | RespError;
 
@@ -26,11 +28,12 @@ export function encodeCommand(args: readonly (string | number)[]): Buffer {
  * What one reply may be. The gateway's own replies are small: ADMIT answers at most three short
  * strings, MGET one value for each key it checks (three), CONFIG GET a name and its value, the
  * state marker one short line, an error one line (a script error names the script's line: a few
- * hundred bytes). 16 KiB is fifty times the largest of them, 32 items ten times the longest
- * array, and nothing of ours nests (depth 2 leaves room for one level). A reply past any of these
- * is not an answer to what the gateway asked: the connection is dropped, and opened again.
+ * hundred bytes), ROLE of a master its replicas (an array of arrays: three deep, one short array
+ * per replica). 16 KiB is fifty times the largest of them, 32 items ten times the longest array
+ * but ROLE's (30 replicas), and depth 3 is ROLE's. A reply past any of these is not an answer to
+ * what the gateway asked: the connection is dropped, and opened again.
  */
-const REPLY_LIMITS = { maxBytes: 16 * 1024, maxItems: 32, maxDepth: 2 } as const;
+const REPLY_LIMITS = { maxBytes: 16 * 1024, maxItems: 32, maxDepth: 3 } as const;
 
 /**
  * How far an incomplete reply was read. parseReply resumes there, so that no byte is read twice
@@ -176,14 +179,23 @@ export class RespReader {
 }
 
 export interface RespOptions {
-  readonly host: string;
-  readonly port: number;
-  readonly tls: boolean;
+  /** Where the store is: one address, or one asked for before every connection (the master the sentinels name). */
+  readonly address: StoreAddress | (() => Promise<StoreAddress>);
+  readonly tls: StoreTls | false;
+  /** The ACL user (AUTH user password); undefined: the default user (AUTH password). */
+  readonly user?: string;
   /** Read on every connection, so a rotated password file is used from the next reconnect on. */
   readonly password: SecretSource | undefined;
-  /** Told when the connection comes up or goes down (the failure policy's log line and metric). */
-  readonly onState: (up: boolean, why?: string) => void;
-  /** A command not answered within this fails (the store counts as down for it). */
+  /**
+   * Each connection asks ROLE before it carries anything, and is dropped when its node says it is
+   * not the master (a replica answers writes with READONLY). `required`: a node that does not
+   * answer ROLE is dropped too (Sentinel: the sentinels' answer is verified); `if-answered`: it is
+   * used (a Redis that refuses ROLE to the user). Undefined: not asked.
+   */
+  readonly role?: 'required' | 'if-answered';
+  /** Told when the connection comes up (with the node's address) or goes down (with why). */
+  readonly onState: (up: boolean, why?: string, at?: StoreAddress) => void;
+  /** A command not answered within this fails (the store counts as down for it); a connection not up within it is dropped. */
   readonly timeoutMs?: number;
   /** What the server is to its users, in messages (`the limits store`); default `the store`. */
   readonly name?: string;
@@ -199,6 +211,7 @@ export interface RespOptions {
 
 const BACKOFF_MS = [100, 200, 500, 1000, 2000, 5000];
 
+
 /** One connection, reconnected with backoff; a command sent while it is down fails at once. */
 export class RespClient {
   readonly #opts: RespOptions;
@@ -211,6 +224,9 @@ export class RespClient {
   /** Why the last connection failed, and the reason last reported down (each new reason is told once). */
   #lastError: string | undefined;
   #reportedDown: string | undefined;
+  #wasUp = false;
+  /** The node of the connection up now. */
+  #at: StoreAddress | undefined;
 
   constructor(opts: RespOptions) {
     this.#opts = opts;
@@ -219,6 +235,10 @@ export class RespClient {
 
   get #name(): string {
     return this.#opts.name ?? 'the store';
+  }
+
+  get #timeoutMs(): number {
+    return this.#opts.timeoutMs ?? 2000;
   }
 
   get up(): boolean {
@@ -235,87 +255,136 @@ export class RespClient {
     this.#socket?.destroy();
   }
 
+  /** Drops the connection when it is to a node other than `at` (the sentinels moved the master there): the next one asks them again. */
+  leaveUnlessAt(at: StoreAddress, why: string): void {
+    const now = this.#at;
+    if (this.#ready && now !== undefined && (now.host !== at.host || now.port !== at.port)) this.#socket?.destroy(new Error(why));
+  }
+
   #send(args: readonly (string | number)[]): Promise<RespValue> {
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => this.#socket?.destroy(new Error(`${this.#name} did not answer in time`)), this.#opts.timeoutMs ?? 2000);
+      const timer = setTimeout(() => this.#socket?.destroy(new Error(`${this.#name} did not answer in time`)), this.#timeoutMs);
       this.#pending.push({ resolve, reject, timer });
       this.#socket!.write(encodeCommand(args));
     });
   }
 
+  /** Where to connect (the sentinels are asked, when there are), then the connection. */
   #connect(): void {
     if (this.#closed) return;
-    const { host, port } = this.#opts;
-    const socket = this.#opts.tls ? tlsConnect({ host, port, servername: host }) : netConnect({ host, port });
+    const { address } = this.#opts;
+    const located = typeof address === 'function' ? address() : Promise.resolve(address);
+    located.then(
+      (at) => this.#open(at),
+      (err: Error) => this.#ended(err.message),
+    );
+  }
+
+  #open(at: StoreAddress): void {
+    if (this.#closed) return;
+    let opened: ReturnType<typeof openSocket>;
+    try {
+      opened = openSocket(at, this.#opts.tls);
+    } catch (err) {
+      this.#ended((err as Error).message);
+      return;
+    }
+    const { socket } = opened;
     this.#socket = socket;
     socket.setNoDelay(true);
-    socket.once(this.#opts.tls ? 'secureConnect' : 'connect', () => {
-      const password = this.#opts.password?.read();
-      if (password?.ok === false) {
-        socket.destroy(new Error(`${this.#name} password file is missing or empty`));
-        return;
-      }
-      const auth = password === undefined ? Promise.resolve<RespValue>('OK') : this.#send(['AUTH', password.value]);
-      auth.then(
-        async (reply) => {
-          if (reply instanceof RespError) {
-            socket.destroy(new Error(`${this.#name} refused the password`));
-            return;
-          }
-          try {
-            await this.#opts.handshake?.((args) => this.#send(args));
-          } catch (err) {
-            socket.destroy(new Error(`${this.#name}: ${(err as Error).message}`));
-            return;
-          }
+    // An address whose machine is gone may never answer: the connection is given up on, as a command would be.
+    const notConnected = setTimeout(() => socket.destroy(new Error(`${this.#name} at ${showAddress(at)} did not accept the connection in time`)), this.#timeoutMs);
+    notConnected.unref();
+    socket.once(opened.ready, () => {
+      clearTimeout(notConnected);
+      this.#greet(socket, at).then(
+        () => {
           if (socket.destroyed) return;
           this.#attempt = 0;
           this.#reportedDown = undefined;
-          this.#ready = true;
-          this.#opts.onState(true);
+          this.#ready = this.#wasUp = true;
+          this.#at = at;
+          this.#opts.onState(true, undefined, at);
         },
-        () => {},
+        (err: Error) => socket.destroy(err),
       );
     });
     const reader = new RespReader();
-    socket.on('data', (chunk: Buffer) => {
-      let replies: RespValue[];
-      try {
-        replies = reader.push(chunk);
-      } catch (err) {
-        // Not Redis, or a broken one, or a reply larger than any we ask for: the connection is
-        // dropped (and opened again), never the process.
-        socket.destroy(new Error(`${this.#name} sent ${(err as Error).message}`));
-        return;
-      }
-      for (const value of replies) {
-        const waiter = this.#pending.shift();
-        if (waiter) {
-          clearTimeout(waiter.timer);
-          waiter.resolve(value);
-        }
-      }
-    });
+    socket.on('data', (chunk: Buffer) => this.#replies(socket, reader, chunk));
     socket.on('error', (err) => (this.#lastError = err.message));
     socket.once('close', () => {
-      const wasUp = this.#ready;
-      const why = this.#lastError ?? 'the connection closed';
-      this.#lastError = undefined;
+      clearTimeout(notConnected);
       this.#ready = false;
       for (const waiter of this.#pending.splice(0)) {
         clearTimeout(waiter.timer);
         waiter.reject(new Error(`${this.#name} connection closed`));
       }
-      // Down is told when an up connection goes, and when the reason it cannot come up changes
-      // (a refused password, a missing password file), never once per retry.
-      if (wasUp || (why !== this.#reportedDown && !this.#closed)) {
-        this.#reportedDown = why;
-        this.#opts.onState(false, why);
-      }
-      if (this.#closed) return;
-      const delays = this.#opts.reconnectDelaysMs ?? BACKOFF_MS;
-      const delay = delays[Math.min(this.#attempt++, delays.length - 1)]!;
-      setTimeout(() => this.#connect(), delay).unref();
+      const why = this.#lastError ?? 'the connection closed';
+      this.#lastError = undefined;
+      this.#ended(why);
     });
+  }
+
+  /** The password, ROLE (Sentinel) and the caller's handshake, before the connection carries anything else. */
+  async #greet(socket: Socket, at: StoreAddress): Promise<void> {
+    const password = this.#opts.password?.read();
+    if (password?.ok === false) throw new Error(`${this.#name} password file is missing or empty`);
+    if (password !== undefined && (await this.#send(authCommand(this.#opts.user, password.value))) instanceof RespError) {
+      throw new Error(this.#opts.user === undefined ? `${this.#name} refused the password` : `${this.#name} refused the user ${this.#opts.user} or its password`);
+    }
+    if (this.#opts.role !== undefined) {
+      const role = await this.#send(['ROLE']);
+      const required = this.#opts.role === 'required';
+      if (role instanceof RespError && required) throw new Error(`${this.#name} at ${showAddress(at)} refused ROLE (${role.message.split(' ')[0]}): the user needs it to check that the node the sentinels name is the master`);
+      if (!(role instanceof RespError) && roleOf(role) !== 'master') throw new Error(`${this.#name} at ${showAddress(at)} is not the master (ROLE ${String(roleOf(role))})${required ? ': asking the sentinels again' : ''}`);
+    }
+    if (socket.destroyed) return;
+    try {
+      await this.#opts.handshake?.((args) => this.#send(args));
+    } catch (err) {
+      throw new Error(`${this.#name}: ${(err as Error).message}`);
+    }
+  }
+
+  #replies(socket: Socket, reader: RespReader, chunk: Buffer): void {
+    let replies: RespValue[];
+    try {
+      replies = reader.push(chunk);
+    } catch (err) {
+      // Not Redis, or a broken one, or a reply larger than any we ask for: the connection is
+      // dropped (and opened again), never the process.
+      socket.destroy(new Error(`${this.#name} sent ${(err as Error).message}`));
+      return;
+    }
+    for (const value of replies) {
+      const waiter = this.#pending.shift();
+      if (!waiter) continue;
+      clearTimeout(waiter.timer);
+      const state = value instanceof RespError ? nodeStateError(value.message) : undefined;
+      if (state === undefined) {
+        waiter.resolve(value);
+        continue;
+      }
+      // Not an answer to the command: the command failed as in an outage (a charge is kept and
+      // sent again), and a replica's connection is dropped so that the next one finds the master.
+      const why = `${this.#name} answered ${(value as RespError).message.split(' ')[0]}${state === 'replica' ? ': it is a replica now' : ''}`;
+      waiter.reject(new Error(why));
+      if (state === 'replica') socket.destroy(new Error(why));
+    }
+  }
+
+  /** A connection ended, or could not be opened: told (once per reason while down), then opened again after a backoff. */
+  #ended(why: string): void {
+    // Down is told when an up connection goes, and when the reason it cannot come up changes
+    // (a refused password, a missing password file), never once per retry.
+    if (this.#wasUp || (why !== this.#reportedDown && !this.#closed)) {
+      this.#wasUp = false;
+      this.#reportedDown = why;
+      this.#opts.onState(false, why);
+    }
+    if (this.#closed) return;
+    const delays = this.#opts.reconnectDelaysMs ?? BACKOFF_MS;
+    const delay = delays[Math.min(this.#attempt++, delays.length - 1)]!;
+    setTimeout(() => this.#connect(), delay).unref();
   }
 }

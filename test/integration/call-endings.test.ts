@@ -101,8 +101,8 @@ async function gateway(opts: Partial<GatewayOptions> & { limits: LimitsStore }) 
 test('call endings: the request and its FIN in one write while admission waits on Redis is never forwarded, is recorded, and leaves no slot in Redis (GatewayCall, admitCall)', { timeout: 60_000 }, async (t) => {
   const relay = await startHoldingRelay(redis.port);
   let up = false;
-  const client = new RespClient({ host: '127.0.0.1', port: relay.port, tls: false, password: undefined, onState: (isUp) => void (up = isUp) });
-  const direct = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
+  const client = new RespClient({ address: { host: '127.0.0.1', port: relay.port }, tls: false, password: undefined, onState: (isUp) => void (up = isUp) });
+  const direct = new RespClient({ address: { host: '127.0.0.1', port: redis.port }, tls: false, password: undefined, onState: () => {} });
   const gw = await gateway({ limits: new RedisLimits(ONE_AT_A_TIME, client, 'closed') });
   const instance = `fin-redis-${randomBytes(4).toString('hex')}`;
   try {

@@ -72,8 +72,8 @@ async function startRelay(port: number) {
 test('limits in redis: a call that ends while the store is away is charged once it is back, and its slot given back; an answer lost after the charge ran is not charged twice (RedisLimits)', { timeout: 120_000 }, async (t) => {
   const relay = await startRelay(redis.port);
   let up = false;
-  const client = new RespClient({ host: '127.0.0.1', port: relay.port, tls: false, password: undefined, onState: (isUp) => void (up = isUp), reconnectDelaysMs: RECONNECT_MS });
-  const direct = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
+  const client = new RespClient({ address: { host: '127.0.0.1', port: relay.port }, tls: false, password: undefined, onState: (isUp) => void (up = isUp), reconnectDelaysMs: RECONNECT_MS });
+  const direct = new RespClient({ address: { host: '127.0.0.1', port: redis.port }, tls: false, password: undefined, onState: () => {} });
   const backlog: { pending: number; dropped: number; settled: number }[] = [];
   const policy = { concurrent: 2, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 100, workflowBudgetUsdPerDay: 0 };
   const limits = new RedisLimits(policy, client, 'closed', { onBacklog: (s) => backlog.push(s), replayEveryMs: 50 });
@@ -123,7 +123,7 @@ test('limits in redis: a call that ends while the store is away is charged once 
 test('limits in redis: the backlog of charges is bounded: past 10,000 the oldest is dropped, told once when it first overflows, and counted when the rest are settled', { timeout: 120_000 }, async (t) => {
   const relay = await startRelay(redis.port);
   let up = false;
-  const client = new RespClient({ host: '127.0.0.1', port: relay.port, tls: false, password: undefined, onState: (isUp) => void (up = isUp), reconnectDelaysMs: RECONNECT_MS });
+  const client = new RespClient({ address: { host: '127.0.0.1', port: relay.port }, tls: false, password: undefined, onState: (isUp) => void (up = isUp), reconnectDelaysMs: RECONNECT_MS });
   const backlog: { pending: number; dropped: number; settled: number }[] = [];
   const limits = new RedisLimits({ concurrent: 0, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 }, client, 'closed', { onBacklog: (s) => backlog.push(s), replayEveryMs: 50 });
   const who = { instanceId: `i-bound-${randomBytes(4).toString('hex')}`, workflow: 'w', runId: 'r-bound' };

@@ -22,7 +22,7 @@ const ONE = { concurrent: 1, requestsPerMinute: 0, tokensPerMinute: 0, runBudget
 
 /** `reconnectDelaysMs`: the waits before each reconnect (RespOptions), default the client's backoff. */
 async function client(port = redis.port, reconnectDelaysMs?: readonly number[]): Promise<RespClient> {
-  const c = new RespClient({ host: '127.0.0.1', port, tls: false, password: undefined, onState: () => {}, reconnectDelaysMs });
+  const c = new RespClient({ address: { host: '127.0.0.1', port }, tls: false, password: undefined, onState: () => {}, reconnectDelaysMs });
   while (!c.up) await new Promise((r) => setImmediate(r));
   return c;
 }

@@ -58,7 +58,7 @@ test('limits in redis: two gateways sharing one redis-server hold one run budget
   const token = await mint('shared-run');
   assert.equal((await chat(a, token)).status, 200);
   // The charge is written to Redis once the answer is over: read it there, as the other gateway will.
-  const client = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
+  const client = new RespClient({ address: { host: '127.0.0.1', port: redis.port }, tls: false, password: undefined, onState: () => {} });
   let spent: unknown = null;
   try {
     while (!client.up) await new Promise((r) => setImmediate(r));
@@ -97,7 +97,7 @@ test('limits in redis: calls racing through two gateways overshoot a run budget 
   for (const answer of held) answer();
   const answers = await Promise.all(calls);
   assert.deepEqual(answers.map((r) => r.status).sort(), [200, 200, 200, 200, 429, 429, 429, 429]);
-  const client = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
+  const client = new RespClient({ address: { host: '127.0.0.1', port: redis.port }, tls: false, password: undefined, onState: () => {} });
   const charges = () => [a, b].flatMap((gw) => gw.records().filter((r) => r.event === 'request' && r.run_id === 'race-run' && r.status === 200).map((r) => Number(r.charged_usd)));
   let spent = 0;
   try {
@@ -146,7 +146,7 @@ test('limits in redis: with redis-server stopped, closed refuses (503 with Retry
 
 test('limits in redis: admission with the store unreachable follows the failure policy: closed refuses (store_unavailable, retry after 1 s), open admits without a limit (RedisLimits)', async () => {
   const policy = { concurrent: 1, requestsPerMinute: 1, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 };
-  const client = new RespClient({ host: '127.0.0.1', port: 1, tls: false, password: undefined, onState: () => {} }); // nothing listens on port 1
+  const client = new RespClient({ address: { host: '127.0.0.1', port: 1 }, tls: false, password: undefined, onState: () => {} }); // nothing listens on port 1
   const errors: string[] = [];
   try {
     const who = { instanceId: 'i-down', workflow: 'w', runId: 'r-down' };
@@ -162,7 +162,7 @@ test('limits in redis: admission with the store unreachable follows the failure 
 
 test('limits in redis: the store\'s script gives the in-process verdicts, step by step (concurrency, per-minute calls and tokens, run and workflow budgets, lowered by the token)', async () => {
   const policy = { concurrent: 2, requestsPerMinute: 4, tokensPerMinute: 300, runBudgetUsd: 1, workflowBudgetUsdPerDay: 1.5 };
-  const client = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
+  const client = new RespClient({ address: { host: '127.0.0.1', port: redis.port }, tls: false, password: undefined, onState: () => {} });
   while (!client.up) await new Promise((r) => setImmediate(r));
   const shared = new RedisLimits(policy, client, 'closed');
   const local = new LocalLimits(policy);
@@ -209,7 +209,7 @@ async function agreeOverSeries(holds: boolean): Promise<void> {
   const rng = mulberry32(SEED);
   // Global ceilings under the sum of the instances' own: every workload together meets them too.
   const policy = { concurrent: 4, requestsPerMinute: 5, tokensPerMinute: 2000, runBudgetUsd: 2, workflowBudgetUsdPerDay: 3, global: { concurrent: 7, requestsPerMinute: 9, tokensPerMinute: 3500, budgetUsdPerDay: 5 } };
-  const client = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
+  const client = new RespClient({ address: { host: '127.0.0.1', port: redis.port }, tls: false, password: undefined, onState: () => {} });
   while (!client.up) await new Promise((r) => setImmediate(r));
   // Leases longer than the series: a call held here lives as long as in process (leases are tested apart).
   const shared = new RedisLimits(policy, client, 'closed', { onError: (e) => assert.fail(e), leaseMs: 48 * 3_600_000 });

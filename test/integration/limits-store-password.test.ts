@@ -52,7 +52,7 @@ async function rotateOnRedis(from: string, to: string): Promise<void> {
   let up!: () => void;
   let down!: (e: Error) => void;
   const ready = new Promise<void>((resolve, reject) => ((up = resolve), (down = reject)));
-  const admin = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: { read: () => ({ ok: true, value: from }) }, onState: (isUp, why) => (isUp ? up() : down(new Error(`redis admin connection: ${why}`))) });
+  const admin = new RespClient({ address: { host: '127.0.0.1', port: redis.port }, tls: false, password: { read: () => ({ ok: true, value: from }) }, onState: (isUp, why) => (isUp ? up() : down(new Error(`redis admin connection: ${why}`))) });
   try {
     await ready;
     assert.equal(await admin.command(['CONFIG', 'SET', 'requirepass', to]), 'OK');

@@ -117,7 +117,7 @@ function watchedClient(port: number) {
   const changes: StateChange[] = [];
   const watch = new StoreStateWatch({ maxTokenLifetimeSec: 3600, onChange: (c) => changes.push(c), onWarning: () => {} });
   let ups = 0;
-  const client = new RespClient({ host: '127.0.0.1', port, tls: false, password: undefined, handshake: (command) => watch.onConnect(command), onState: (up) => void (up && ups++) });
+  const client = new RespClient({ address: { host: '127.0.0.1', port }, tls: false, password: undefined, handshake: (command) => watch.onConnect(command), onState: (up) => void (up && ups++) });
   const connected = async (times: number) => {
     while (ups < times) await new Promise((r) => setTimeout(r, 10));
   };

@@ -147,7 +147,8 @@ test('revoke through the shared store: with the store down, a token that cannot 
     // The store is stopped: every connection is refused at once, so a short reach timeout is all the wait there is.
     const r = await runCommandInProcess(['revoke', '--limits-store', `redis://127.0.0.1:${redis.port}`, '--store-reach-timeout', '100ms', '--run-id', 'x']);
     assert.equal(r.code, 1);
-    assert.match(r.stderr, /could not be reached within 0\.1 s; nothing was revoked there/);
+    // With the refusal's reason when it came within the wait (it comes at once unless the machine is loaded).
+    assert.match(r.stderr, /could not be reached within 0\.1 s(?: \(connect ECONNREFUSED [^)]*\))?; nothing was revoked there/);
   } finally {
     await redis.start();
   }

@@ -14,7 +14,7 @@ export interface RedisServer {
   close(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as { port: number }).port;
@@ -34,13 +34,17 @@ async function accepting(port: number, gone: () => boolean): Promise<void> {
   await eventually(`redis-server accepting connections on port ${port}`, async () => gone() || (await connects()), new AbortController().signal, 20);
 }
 
-/** `extra` are more redis-server flags (e.g. `--requirepass`), kept across stop and start. */
-export async function startRedis(extra: readonly string[] = []): Promise<RedisServer> {
+/**
+ * `extra` are more redis-server flags (e.g. `--requirepass`), kept across stop and start; given as
+ * a function, they are made from the port (`--port 0 --tls-port PORT` serves TLS alone on it).
+ */
+export async function startRedis(extra: readonly string[] | ((port: number) => readonly string[]) = []): Promise<RedisServer> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'test-redis-'));
+  const flags = typeof extra === 'function' ? extra(port) : extra;
   let child: ChildProcess | undefined;
   const start = async () => {
-    const c = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extra], { stdio: 'ignore' });
+    const c = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...flags], { stdio: 'ignore' });
     child = c;
     const missing = new Promise<never>((_, reject) =>
       c.once('error', (err: NodeJS.ErrnoException) =>

@@ -47,6 +47,7 @@ const DEFAULTS = {
   allowUnpricedModels: false,
   limitsStore: 'memory',
   limitsStorePasswordFile: undefined,
+  limitsStoreAccess: { caFile: undefined, sentinelUser: undefined, sentinelPasswordFile: undefined },
   limitsStoreFailure: 'closed',
   revocationsFile: undefined,
   botKeys: undefined,

@@ -69,7 +69,7 @@ for (const [what, reply] of [
     let up!: () => void;
     const upOnce = new Promise<void>((r) => (up = r));
     // A long command timeout: only the reply-size cap can end the endless reply in time.
-    const client = new RespClient({ host: '127.0.0.1', port: server.port, tls: false, password: undefined, timeoutMs: 60_000, onState: (isUp) => { states.push(isUp); if (isUp) up(); } });
+    const client = new RespClient({ address: { host: '127.0.0.1', port: server.port }, tls: false, password: undefined, timeoutMs: 60_000, onState: (isUp) => { states.push(isUp); if (isUp) up(); } });
     try {
       await upOnce;
       await assert.rejects(client.command(['PING']), /connection closed/);
@@ -102,10 +102,10 @@ test('resp: replies split at every offset, or fed one byte at a time, parse to t
   assert.deepEqual(shown(values), EXPECTED, 'one byte at a time');
 });
 
-test('resp: a reply past what the gateway ever asks for is refused as soon as it shows: more than 32 items, arrays nested deeper than 2, a bulk string announced past 16 KiB, a line past 16 KiB (parseReply)', () => {
+test('resp: a reply past what the gateway ever asks for is refused as soon as it shows: more than 32 items, arrays nested deeper than 3, a bulk string announced past 16 KiB, a line past 16 KiB; ROLE of a master, three deep, parses (parseReply)', () => {
   for (const [what, wire, message] of [
     ['an array of 300,000 items', '*300000\r\n', /array count 300000 \(at most 32\)/],
-    ['arrays nested three deep', '*1\r\n*1\r\n*1\r\n', /arrays nested deeper than 2/],
+    ['arrays nested four deep', '*1\r\n*1\r\n*1\r\n*1\r\n', /arrays nested deeper than 3/],
     ['a bulk string of 512 MiB', '$536870912\r\n', /bulk string length 536870912 \(at most 16384\)/],
     ['a bulk string just past the cap', `$${16 * 1024 - 3}\r\n`, /a reply larger than 16384 bytes/],
     ['a simple string that never ends', `+${'a'.repeat(16 * 1024)}`, /a reply larger than 16384 bytes/],
@@ -115,6 +115,9 @@ test('resp: a reply past what the gateway ever asks for is refused as soon as it
   ] as const) {
     assert.throws(() => parseReply(Buffer.from(wire)), message, what);
   }
+  // ROLE of a master with two replicas (three deep) parses.
+  const role = '*3\r\n$6\r\nmaster\r\n:3129659\r\n*2\r\n*3\r\n$9\r\n127.0.0.1\r\n$4\r\n9001\r\n$7\r\n3129242\r\n*3\r\n$9\r\n127.0.0.1\r\n$4\r\n9002\r\n$7\r\n3129543\r\n';
+  assert.deepEqual(parseReply(Buffer.from(role))?.value, ['master', 3129659, [['127.0.0.1', '9001', '3129242'], ['127.0.0.1', '9002', '3129543']]]);
   // The largest reply the limits allow still parses: 32 items, nested once, within 16 KiB.
   const largest = `*32\r\n*1\r\n$${16 * 1024 - 400}\r\n${'a'.repeat(16 * 1024 - 400)}\r\n${':1\r\n'.repeat(31)}`;
   assert.equal((parseReply(Buffer.from(largest))?.value as unknown[]).length, 32);
@@ -168,7 +171,7 @@ for (const [what, head, body, everyMs, timeoutMs] of [
     const server = await fakeServer(drip(head, body, everyMs));
     let up!: () => void;
     const upOnce = new Promise<void>((r) => (up = r));
-    const client = new RespClient({ host: '127.0.0.1', port: server.port, tls: false, password: undefined, timeoutMs, onState: (isUp) => isUp && up() });
+    const client = new RespClient({ address: { host: '127.0.0.1', port: server.port }, tls: false, password: undefined, timeoutMs, onState: (isUp) => isUp && up() });
     try {
       await upOnce;
       await assert.rejects(client.command(['EVALSHA', 'x', 0]), /connection closed/);

@@ -37,7 +37,7 @@ const pct = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, 
 export async function limits(o: { calls: number; rounds: number }): Promise<ScenarioResult & { table: Record<string, Percentiles> }> {
   const redis = await startRedis();
   const errors: string[] = [];
-  const client = new RespClient({ host: '127.0.0.1', port: redis.port, tls: false, password: undefined, onState: () => {} });
+  const client = new RespClient({ address: { host: '127.0.0.1', port: redis.port }, tls: false, password: undefined, onState: () => {} });
   try {
     for (let waited = 0; !client.up; waited += 5) {
       if (waited > 5000) throw new Error('redis-server did not accept a connection within 5 s');
