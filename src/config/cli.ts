@@ -51,9 +51,10 @@ export interface ServeOptions {
   /** --limits-store: `memory` (this process) or a redis:// / rediss:// URL shared by replicas. */
   readonly limitsStore: string;
   readonly limitsStorePasswordFile: string | undefined;
-  /** --limits-store-ca-file, --limits-store-sentinel-user, --limits-store-sentinel-password-file (store/config.ts). */
+  /** --limits-store-ca-file, --limits-store-sentinel-user, --limits-store-sentinel-password-file (store/config.ts); --limits-store-unready-after (0: never). */
   readonly limitsStoreAccess: { readonly caFile: string | undefined; readonly sentinelUser: string | undefined; readonly sentinelPasswordFile: string | undefined };
   readonly limitsStoreFailure: 'open' | 'closed';
+  readonly limitsStoreUnreadyAfterMs: number;
   /** --revocations: the deny-list file both listeners read (and `revoke` writes). */
   readonly revocationsFile: string | undefined;
   /** --bot-keys, --git-keys: a key file or a directory of key files (src/auth/keys.ts), re-read when they change. */
@@ -175,6 +176,7 @@ const FLAGS = {
   'limits-store-sentinel-user': { default: undefined, commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'with redis+sentinel://: the ACL user the sentinels are asked as (needs --limits-store-sentinel-password-file)' },
   'limits-store-sentinel-password-file': { default: undefined, commands: ['serve', 'revoke', 'confirm-store-reset'], help: 'with redis+sentinel://: file holding the sentinels\' password (their requirepass, or the sentinel user\'s), read again on every connection' },
   'limits-store-failure': { default: 'closed', commands: SERVE, help: 'with the Redis store unreachable, closed refuses model calls (503) and tokens it cannot check for revocation until it is back, open lets them through without limits or revocations; the same with a store found to have lost its state, until confirm-store-reset or until every token issued before the loss has expired' },
+  'limits-store-unready-after': { default: '30s', commands: SERVE, help: 'with --limits-store-failure closed: once the Redis store has been unreachable this long, /healthz answers 503 (on every listener) until it is back, so that the replica leaves the load balancer; 0: never' },
   providers: { default: undefined, commands: ['serve', 'agent-config'], help: 'JSON file of model gateway providers (see docs/configuration.md#providers-file---providers); the UPSTREAM_* variables are the one-provider shorthand' },
   'allow-hosted-tools': { default: '', commands: ['serve', 'agent-config'], help: 'model gateway: provider-run tools allowed, comma-separated (web_search, web_fetch, file_search, code_interpreter, code_execution, image_generation, mcp, shell, tool_search; url_content: images, documents and files given by URL); none by default' },
   'max-token-lifetime': { default: '24h', commands: ['serve', 'mint-token', 'revoke'], help: 'longest bot or workload token lifetime (exp - iat) the proxy accepts and mint-token issues' },
@@ -309,6 +311,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       limitsStore: str('limits-store')!,
       limitsStorePasswordFile: str('limits-store-password-file'),
       limitsStoreAccess: { caFile: str('limits-store-ca-file'), sentinelUser: str('limits-store-sentinel-user'), sentinelPasswordFile: str('limits-store-sentinel-password-file') },
+      limitsStoreUnreadyAfterMs: duration('limits-store-unready-after'),
       revocationsFile: str('revocations'),
       botKeys: str('bot-keys'),
       gitKeys: str('git-keys'),

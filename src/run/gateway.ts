@@ -75,7 +75,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     rootIsHealth: true,
     log,
     handle: createGatewayHandler(gatewayDeps),
-    notReady: () => notReadyReason(unusableFiles(config.credentialFiles.model)),
+    notReady: () => notReadyReason(unusableFiles(config.credentialFiles.model)) ?? shared.store?.notReady(),
     refuse: refuseAtGateway(gatewayDeps),
     tls: tlsOf.tls,
   });

@@ -66,7 +66,7 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
     ...shared.capped('git'),
     log,
     handle: createGitHandler(gitDeps),
-    notReady: () => notReadyReason(unusableFiles(config.credentialFiles.git)),
+    notReady: () => notReadyReason(unusableFiles(config.credentialFiles.git)) ?? shared.store?.notReady(),
     refuse: refuseAtGit(gitDeps),
     tls: tlsOf.tls,
   });

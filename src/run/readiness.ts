@@ -5,6 +5,8 @@
 // warning, and /healthz answers 503 naming it until it does: on the listener whose calls need it,
 // and on the metrics listener, which Kubernetes probes. A credential given in an environment
 // variable cannot change while the process runs; an empty one is the listening line's `missing`.
+// So does a shared store unreachable for longer than --limits-store-unready-after, under the
+// closed failure policy: a replica that admits nothing leaves the load balancer until it is back.
 import { fileSecret, sanitizePassword, type SecretRef, type SecretSource } from '../config/secret.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import type { HostConfig } from '../git/hosts.ts';
@@ -80,4 +82,14 @@ export function credentialFileWarnings(unusable: readonly CredentialFile[]): Sta
     provider: f.listener === 'git' ? undefined : f.owner.replace(/^provider /, ''),
     message: `${describeUnusable(f)}: the calls that need it are refused (503), and /healthz answers 503 until it can be read`,
   }));
+}
+
+/**
+ * Pure: /healthz's reason to answer 503 for the shared store (under --limits-store-failure closed,
+ * where a replica that cannot reach it admits nothing): unreachable since `downSinceMs` for longer
+ * than `unreadyAfterMs` (0: never). The reason the store is down is logged, not served here.
+ */
+export function storeNotReadyReason(downSinceMs: number | undefined, nowMs: number, unreadyAfterMs: number): string | undefined {
+  if (downSinceMs === undefined || unreadyAfterMs === 0 || nowMs - downSinceMs < unreadyAfterMs) return undefined;
+  return `not ready: the limits store has been unreachable for ${Math.floor((nowMs - downSinceMs) / 1000)} s (--limits-store-unready-after ${unreadyAfterMs / 1000} s): model calls and the tokens it checks are refused (503) until it is back`;
 }

@@ -77,8 +77,9 @@ async function startMetrics(address: NonNullable<ServeOptions['metricsListen']>,
     timeouts: shared.listenerTimeouts,
     // Its own caps, not the proxy listeners': a client filling those cannot starve probes and scrapes.
     ...shared.capped('metrics', METRICS_LISTENER_CAPS),
-    // The pod's readiness probe: not ready while a credential file either listener needs is unusable.
-    notReady: () => notReadyReason(unusableFiles(credentialFiles)),
+    // The pod's readiness probe: not ready while a credential file either listener needs is
+    // unusable, or while the shared store has been unreachable past --limits-store-unready-after.
+    notReady: () => notReadyReason(unusableFiles(credentialFiles)) ?? shared.store?.notReady(),
     log,
     handle: (req, res) => void serveMetrics(metrics.registry, req, res).catch(() => res.destroy()),
     refuse: (req, res, { error }) => writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `${error.message}\n`),

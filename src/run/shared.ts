@@ -19,6 +19,7 @@ import type { LimitsPolicy } from '../limits/policy.ts';
 import { RespClient } from '../store/resp.ts';
 import { showAddress } from '../store/node.ts';
 import { storeConnection, storeFlags } from '../store/config.ts';
+import { storeNotReadyReason } from './readiness.ts';
 import { StoreStateWatch } from '../store/state-marker.ts';
 import type { TokenSource } from '../auth/verifier.ts';
 import type { WorkloadPolicy } from '../auth/workload-policy.ts';
@@ -29,8 +30,11 @@ import { openServiceAccounts } from './service-accounts.ts';
 type ProxyMetrics = ReturnType<typeof createProxyMetrics>;
 type StoreMetrics = { limitsStore(up: boolean): void; limitsStoreError(): void; limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void; limitsStoreStateLost(): void; revokedTokenRefused(): void };
 
-/** The store the replicas share, and whether it lost its state (a store/state-marker.ts verdict, read on every call). */
-type SharedStore = { readonly client: RespClient; readonly stateLost: () => boolean };
+/**
+ * The store the replicas share, whether it lost its state (a store/state-marker.ts verdict, read on
+ * every call), and /healthz's reason to answer 503 for it (readiness.ts: storeNotReadyReason).
+ */
+type SharedStore = { readonly client: RespClient; readonly stateLost: () => boolean; readonly notReady: () => string | undefined };
 
 
 export type ConnectionCapsOf = (listener: string, listenerCaps?: { total: number; perClient: number }) => {
@@ -118,12 +122,15 @@ function openStore(options: ServeOptions, log: LogSink<LogEvent>, metrics: Store
     },
   });
   metrics?.limitsStore(false);
+  // Unreachable since start-up until the first connection, and from each loss of it.
+  let downSinceMs: number | undefined = Date.now();
   const client = new RespClient({
     ...connection,
     name: 'the limits store',
     handshake: (command) => state.onConnect(command),
     onState: (up, why, at) => {
       metrics?.limitsStore(up);
+      downSinceMs = up ? undefined : (downSinceMs ?? Date.now());
       // The node it reached: the master the sentinels named, which a failover changes.
       const node = at !== undefined && connection.role === 'required' ? showAddress(at) : undefined;
       log({ event: 'limits_store', state: up ? 'up' : 'down', store: where, node, reason: why || undefined, failure_policy: policy });
@@ -132,7 +139,8 @@ function openStore(options: ServeOptions, log: LogSink<LogEvent>, metrics: Store
   atExit(state.watch(client));
   // A failover's end, as the sentinels announce it: the connection to the old master is dropped then, not when it drops its clients.
   if (switches) atExit(switches((to) => client.leaveUnlessAt(to, `the sentinels moved the master to ${showAddress(to)} (+switch-master)`)));
-  return { client, stateLost: () => state.lost };
+  const notReady = () => (policy === 'closed' ? storeNotReadyReason(downSinceMs, Date.now(), options.limitsStoreUnreadyAfterMs) : undefined);
+  return { client, stateLost: () => state.lost, notReady };
 }
 
 /**

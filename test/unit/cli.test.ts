@@ -49,6 +49,7 @@ const DEFAULTS = {
   limitsStorePasswordFile: undefined,
   limitsStoreAccess: { caFile: undefined, sentinelUser: undefined, sentinelPasswordFile: undefined },
   limitsStoreFailure: 'closed',
+  limitsStoreUnreadyAfterMs: 30_000,
   revocationsFile: undefined,
   botKeys: undefined,
   gitKeys: undefined,

@@ -1,5 +1,6 @@
 // Credential files found unusable at start-up and by /healthz (src/run/readiness.ts), and the 503
-// messages that name the file or the variable the operator configured.
+// messages that name the file or the variable the operator configured; a shared store unreachable
+// for longer than its grace.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,7 +12,7 @@ import { unusableKeyError } from '../../src/gateway/credentials/static-key.ts';
 import { namedCredentialError } from '../../src/git/credentials.ts';
 import { parseHostsFile } from '../../src/git/hosts.ts';
 import { ERRORS } from '../../src/http/errors.ts';
-import { credentialFileWarnings, gitCredentialFiles, modelCredentialFiles, notReadyReason, unusableFiles } from '../../src/run/readiness.ts';
+import { credentialFileWarnings, gitCredentialFiles, modelCredentialFiles, notReadyReason, storeNotReadyReason, unusableFiles } from '../../src/run/readiness.ts';
 
 function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'readiness-'));
@@ -70,4 +71,13 @@ test('the 503 for an unusable git token names the file, not the variable that wa
   assert.match(namedCredentialError(ERRORS.credentialInvalid, 'token', { file: '/t' }).message, /the token configured for that git host in the file \/t cannot be used/);
   assert.equal(namedCredentialError(ERRORS.credentialMissing, 'token', undefined), ERRORS.credentialMissing);
   assert.equal(describeSecretRef({ env: 'X' }), 'the variable X');
+});
+
+test('unreachable store leaves the load balancer: the shared store counts once it has been unreachable for the grace (--limits-store-unready-after), not before, never while up, never with a grace of 0 (storeNotReadyReason)', () => {
+  const grace = 30_000;
+  assert.equal(storeNotReadyReason(undefined, 1_000_000, grace), undefined, 'up');
+  assert.equal(storeNotReadyReason(1_000_000, 1_000_000 + grace - 1, grace), undefined, 'down, within the grace');
+  const reason = storeNotReadyReason(1_000_000, 1_000_000 + grace + 12_400, grace);
+  assert.equal(reason, 'not ready: the limits store has been unreachable for 42 s (--limits-store-unready-after 30 s): model calls and the tokens it checks are refused (503) until it is back');
+  assert.equal(storeNotReadyReason(0, 10 ** 12, 0), undefined, '0: never');
 });
