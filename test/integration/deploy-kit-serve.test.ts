@@ -1,9 +1,13 @@
-// The kit's containers run as rendered: the Redis example's command and redis.conf with a real
-// redis-server, then the proxy container's command (dist/proxy.js, its flags, its environment,
-// its configuration files and Secret files) against that Redis. Only what a laptop cannot have is
-// changed: the paths of the mounts (into a temporary directory), the listen addresses (loopback,
-// port 0) and Redis's address. The proxy itself then checks the Redis settings (it warns when
-// appendonly or maxmemory-policy is not as the kit promises) and serves /healthz.
+// The kit's containers run as rendered: the Redis example's three pods (each its redis and
+// sentinel containers: their commands, scripts and config files) with real redis-server
+// processes, then the proxy container's command (dist/proxy.js, its flags, its environment, its
+// configuration files and Secret files) against them. Only what a laptop cannot have is changed:
+// the paths of the mounts (into a temporary directory, one per pod), the listen addresses
+// (loopback, port 0 or a free port), the pods' names (127.0.0.1 and a port each) and the
+// values the downward API gives. The proxy itself then checks the Redis settings (it warns when
+// appendonly or maxmemory-policy is not as the kit promises) and serves /healthz; the master's pod
+// killed, the sentinels fail over and the proxy follows, and the pod started again joins the set
+// as a replica of the new master, as its script finds it.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -14,6 +18,7 @@ import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
 import { findKubectl, findValidator, INSTALL_COMMAND, renderKustomization, type K8sObject } from '../../scripts/deploy-tools.ts';
 import { eventually } from '../support/eventually.ts';
+import { redisAsk } from '../support/redis-sentinel.ts';
 import { BUNDLE, ROOT } from '../support/proxy-process.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'deploy-kit-serve-'));
@@ -23,15 +28,22 @@ after(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** The mounts' paths, moved under the temporary directory. */
+/** The mounts' paths, moved under the temporary directory: the proxy's, and each Redis pod's own. */
 const MOUNTS: [string, string][] = [
   ['/etc/credential-proxy/', join(dir, 'config') + '/'],
   ['/var/run/secrets/credential-proxy/', join(dir, 'secrets') + '/'],
-  ['/etc/redis/', join(dir, 'redis-config') + '/'],
-  ['/run/redis/', join(dir, 'redis-run') + '/'],
   ['/app/proxy.js', BUNDLE],
 ];
 const moved = (text: string) => MOUNTS.reduce((t, [from, to]) => t.split(from).join(to), text);
+const podDir = (i: number) => join(dir, `redis-${i}`);
+const podMounts = (i: number): [string, string][] => [
+  ['/etc/redis/', join(podDir(i), 'config') + '/'],
+  ['/run/redis/', join(podDir(i), 'run-redis') + '/'],
+  ['/run/sentinel', join(podDir(i), 'run-sentinel')],
+  ['dir /data', `dir ${join(podDir(i), 'data')}`],
+  ...MOUNTS,
+];
+const movedIn = (i: number, text: string) => podMounts(i).reduce((t, [from, to]) => t.split(from).join(to), text);
 
 function write(path: string, text: string): void {
   mkdirSync(dirname(path), { recursive: true });
@@ -72,7 +84,7 @@ const httpGet = (port: number, path: string) =>
     }).on('error', reject);
   });
 
-test('deploy kit: the Redis example and the proxy container start as rendered, the proxy finds Redis as the kit promises (AOF, noeviction, password) and /healthz answers on the metrics listener', async (t) => {
+test('deploy kit: the Redis example (three pods, Redis and Sentinel) and the proxy container start as rendered, the proxy finds Redis as the kit promises (AOF, noeviction, password) and /healthz answers on the metrics listener; the master\'s pod killed, the proxy follows the promoted replica and the pod restarted joins it', { timeout: 120_000 }, async (t) => {
   const kubectl = findKubectl() ?? assert.fail(`kubectl is missing: run \`${INSTALL_COMMAND}\` or put kubectl on PATH`);
   const validator = findValidator() ?? assert.fail(`the schema validator is missing: run \`${INSTALL_COMMAND}\``);
   const base = await renderKustomization(kubectl, validator, join(ROOT, 'deploy', 'base'));
@@ -93,29 +105,66 @@ test('deploy kit: the Redis example and the proxy container start as rendered, t
   const passwordFile = moved(passwordArg.split('=')[1]!);
   write(passwordFile, `redis-${Math.random().toString(36).slice(2)}-password\n`);
 
-  // Redis: its container's command and its redis.conf, on a free loopback port.
-  const redisPort = await freePort();
-  const conf = (find(redisObjs, 'ConfigMap').data as Record<string, string>)['redis.conf']!;
-  write(join(dir, 'redis-config', 'redis.conf'), moved(conf).replace(/^port 6379$/m, `port ${redisPort}`).replace(/^bind .*$/m, 'bind 127.0.0.1').replace(/^dir \/data$/m, `dir ${join(dir, 'redis-data')}`));
-  mkdirSync(join(dir, 'redis-data'));
-  mkdirSync(join(dir, 'redis-run'));
-  const redisContainer = find(redisObjs, 'StatefulSet').spec.template.spec.containers[0];
-  const redis = run((redisContainer.command as string[]).map(moved), [], {});
-  await until('redis-server accepting connections', () => new Promise<true | undefined>((resolve) => {
-    const s = connect(redisPort, '127.0.0.1', () => (s.destroy(), resolve(true)));
-    s.once('error', () => resolve(undefined));
-  }), redis.output, t.signal);
-  assert.doesNotMatch(readFileSync(join(dir, 'redis-run', 'auth.conf'), 'utf8'), /\n.+/, 'one line: the password');
+  // Redis: the set's pods in order (OrderedReady), each its redis, then its sentinel container.
+  const sts = find(redisObjs, 'StatefulSet');
+  const replicas: number = sts.spec.replicas;
+  const redisPorts = await Promise.all(Array.from({ length: replicas }, freePort));
+  const sentinelPorts = await Promise.all(Array.from({ length: replicas }, freePort));
+  const files = (find(redisObjs, 'ConfigMap').data as Record<string, string>);
   const password = readFileSync(passwordFile, 'utf8').trim();
-  const cli = (...a: string[]) => spawnSync('redis-cli', ['-p', String(redisPort), '--no-auth-warning', ...a], { encoding: 'utf8' }).stdout.trim();
-  assert.match(cli('PING'), /NOAUTH/, 'Redis refuses a client without the password');
-  assert.equal(cli('-a', password, 'CONFIG', 'GET', 'appendonly'), 'appendonly\nyes');
-  assert.equal(cli('-a', password, 'CONFIG', 'GET', 'maxmemory-policy'), 'maxmemory-policy\nnoeviction');
+  const ask = (port: number, ...command: string[]) => redisAsk(port, command, { password });
+  /** A container's environment as the kubelet gives it to pod `i`, the pods' names and ports made local. */
+  const podEnv = (i: number, c: K8sObject): Record<string, string> => {
+    const local: Record<string, string> = {
+      POD_NAME: `${sts.metadata.name}-${i}`,
+      POD_NAMESPACE: 'kit',
+      SELF: '127.0.0.1',
+      FIRST_MASTER: `127.0.0.1 ${redisPorts[0]}`,
+      SENTINELS: sentinelPorts.map((p) => `127.0.0.1:${p}`).join(' '),
+      REDIS_PORT: String(redisPorts[i]),
+      SENTINEL_PORT: String(sentinelPorts[i]),
+    };
+    return Object.fromEntries((c.env as { name: string; value?: string }[]).map((e) => [e.name, local[e.name] ?? movedIn(i, e.value!)]));
+  };
+  const pods: { redis: ReturnType<typeof run>; sentinel: ReturnType<typeof run> }[] = [];
+  const containers = sts.spec.template.spec.containers as K8sObject[];
+  const startContainer = (i: number, name: string) => {
+    const c = containers.find((x) => x.name === name)!;
+    return run((c.command as string[]).map((a) => movedIn(i, a)), [], podEnv(i, c));
+  };
+  const accepting = (port: number) => () => new Promise<true | undefined>((resolve) => {
+    const s = connect(port, '127.0.0.1', () => (s.destroy(), resolve(true)));
+    s.once('error', () => resolve(undefined));
+  });
+  for (let i = 0; i < replicas; i++) {
+    for (const [name, text] of Object.entries(files)) write(join(podDir(i), 'config', name), movedIn(i, text).replace(/^bind .*$/m, 'bind 127.0.0.1'));
+    for (const d of ['run-redis', 'run-sentinel', 'data']) mkdirSync(join(podDir(i), d));
+    const redis = startContainer(i, 'redis');
+    await until(`pod ${i}: redis-server accepting connections`, accepting(redisPorts[i]!), redis.output, t.signal);
+    const sentinel = startContainer(i, 'sentinel');
+    await until(`pod ${i}: its sentinel accepting connections`, accepting(sentinelPorts[i]!), sentinel.output, t.signal);
+    pods.push({ redis, sentinel });
+  }
+  const output = () => pods.map((p, i) => `pod ${i}:\n${p.redis.output()}${p.sentinel.output()}`).join('\n');
+  const settledOn = (port: number) => until(`every sentinel naming 127.0.0.1:${port} the master, with its ${replicas - 1} replicas and ${replicas} sentinels`, async () => {
+    const infos = await Promise.all(sentinelPorts.map((p) => ask(p, 'INFO', 'sentinel').catch(() => '')));
+    return infos.every((info) => String(info).includes(`address=127.0.0.1:${port},slaves=${replicas - 1},sentinels=${replicas}`)) ? true : undefined;
+  }, output, t.signal);
+  await settledOn(redisPorts[0]!);
+  assert.doesNotMatch(readFileSync(join(podDir(0), 'run-redis', 'runtime.conf'), 'utf8'), /replicaof/, 'the first pod starts as the master');
+  assert.match(readFileSync(join(podDir(1), 'run-redis', 'runtime.conf'), 'utf8'), new RegExp(`^replicaof 127\\.0\\.0\\.1 ${redisPorts[0]}$`, 'm'), 'the others as its replicas');
+  const cli = (port: number, ...a: string[]) => spawnSync('redis-cli', ['-p', String(port), '--no-auth-warning', ...a], { encoding: 'utf8' }).stdout.trim();
+  assert.match(cli(redisPorts[0]!, 'PING'), /NOAUTH/, 'Redis refuses a client without the password');
+  assert.match(cli(sentinelPorts[0]!, 'PING'), /NOAUTH/, 'and so do the sentinels');
+  assert.equal(await ask(redisPorts[0]!, 'CONFIG', 'GET', 'appendonly').then(String), 'appendonly,yes');
+  assert.equal(await ask(redisPorts[0]!, 'CONFIG', 'GET', 'maxmemory-policy').then(String), 'maxmemory-policy,noeviction');
+  for (const p of pods) for (const c of [p.redis.child, p.sentinel.child]) assert.ok(!readFileSync(`/proc/${c.pid}/cmdline`, 'utf8').includes(password), 'no password in any argv');
 
   // The proxy: the container's command and args, listen addresses on loopback, Redis's address.
   const args = (container.args as string[]).map((a) => moved(a)
     .replace(/^--(git-auth|model-gateway|metrics)-listen=:\d+$/, '--$1-listen=127.0.0.1:0')
-    .replace(/^--limits-store=redis:\/\/[^:]+:6379$/, `--limits-store=redis://127.0.0.1:${redisPort}`));
+    .replace(/^--limits-store=redis\+sentinel:\/\/[^/]+\//, `--limits-store=redis+sentinel://${sentinelPorts.map((p) => `127.0.0.1:${p}`).join(',')}/`));
+  assert.ok(args.some((a) => a.startsWith('--limits-store=redis+sentinel://127.0.0.1:')), 'the proxy asks the set\'s sentinels');
   const env = Object.fromEntries((container.env as { name: string; value: string }[]).map((e) => [e.name, moved(e.value)]));
   const proxy = run((container.command as string[]).map(moved), args, env);
   const lines = () => proxy.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
@@ -136,8 +185,23 @@ test('deploy kit: the Redis example and the proxy container start as rendered, t
   assert.deepEqual(warnings.filter((w) => /cannot be read/.test(w)), [], 'every credential file the kit names is read');
   assert.ok(!proxy.output().includes('x'.repeat(40)), 'no secret in the output');
 
+  assert.equal(lines().find((r) => r.event === 'limits_store' && r.state === 'up')!.node, `127.0.0.1:${redisPorts[0]}`, 'on the first pod, the master');
+
+  // The master's pod lost: the sentinels promote a replica, the proxy follows without a restart.
+  pods[0]!.redis.child.kill('SIGKILL');
+  const up = await until('the proxy up on a promoted replica', () => lines().find((r) => r.event === 'limits_store' && r.state === 'up' && r.node !== `127.0.0.1:${redisPorts[0]}`), () => `${proxy.output()}\n${output()}`, t.signal);
+  const promoted = Number(String(up.node).split(':')[1]);
+  assert.ok(redisPorts.slice(1).includes(promoted));
+  // The pod started again once the sentinels agree on the failover (its container's command, as
+  // the kubelet runs it): a replica of the new master, found through them.
+  await until('every sentinel naming the promoted replica', async () => ((await Promise.all(sentinelPorts.map((p) => ask(p, 'INFO', 'sentinel').catch(() => '')))).every((info) => String(info).includes(`address=127.0.0.1:${promoted},`)) ? true : undefined), output, t.signal);
+  pods[0]!.redis = startContainer(0, 'redis');
+  await until('the first pod replicating the new master', async () => (/master_port:(\d+)\r\nmaster_link_status:up/.exec(String(await ask(redisPorts[0]!, 'INFO', 'replication').catch(() => '')))?.[1] === String(promoted) ? true : undefined), output, t.signal);
+  assert.match(readFileSync(join(podDir(0), 'run-redis', 'runtime.conf'), 'utf8'), new RegExp(`^replicaof 127\\.0\\.0\\.1 ${promoted}$`, 'm'), 'it started as the new master\'s replica, as its script found it');
+  await settledOn(promoted);
+  assert.ok(!proxy.output().includes(password), 'the Redis password in no output of the proxy');
+
   proxy.child.kill('SIGTERM');
   const code = await new Promise<number | null>((resolve) => proxy.child.once('exit', (c) => resolve(c)));
   assert.equal(code, 0, `SIGTERM to the container's process: a clean exit\n${proxy.output()}`);
-  redis.child.kill('SIGTERM');
 });

@@ -14,6 +14,7 @@ import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, test } from 'node:test';
 import { parseCommandLine } from '../../src/config/cli.ts';
+import { parseStoreUrl } from '../../src/store/config.ts';
 import { findKubectl, findValidator, INSTALL_COMMAND, prunePasses, renderKustomization, typecheckAgainstModels, type K8sObject } from '../../scripts/deploy-tools.ts';
 import { NODE_LINES } from '../../scripts/node-lines.ts';
 
@@ -78,6 +79,14 @@ const serveOptions = () => {
   return parseCommandLine(['serve', ...c.args]).options;
 };
 
+const redisSet = () => one(rendered.get('redis')!, 'StatefulSet');
+const redisContainers = (): Obj[] => redisSet().spec.template.spec.containers;
+const redisConfig = (): Record<string, string> => one(rendered.get('redis')!, 'ConfigMap').data as Record<string, string>;
+/** A container's environment as name -> value (a value from the downward API as its field path). */
+const envOf = (c: Obj): Record<string, string> => Object.fromEntries((c.env as { name: string; value?: string; valueFrom?: { fieldRef: { fieldPath: string } } }[]).map((e) => [e.name, e.value ?? e.valueFrom!.fieldRef.fieldPath]));
+/** A config file of the Redis example's ConfigMap as directive -> the rest of its line (a directive given twice: its last). */
+const confDirectives = (file: string) => new Map(redisConfig()[file]!.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#')).map((l) => [l.split(' ')[0]!, l.slice(l.indexOf(' ') + 1)]));
+
 /** kind -> the module of kubernetes-models (or its Prometheus Operator models) that describes it. */
 function modelModule(o: Obj): { pkg: string; path: string } {
   const [group, version] = o.apiVersion.includes('/') ? o.apiVersion.split('/') : [undefined, o.apiVersion];
@@ -88,7 +97,7 @@ function modelModule(o: Obj): { pkg: string; path: string } {
 test('deploy kit: kubectl kustomize renders the base, the Redis example and the overlays, with every kind the kit promises', () => {
   const kinds = (k: string) => new Set(rendered.get(k)!.map((o) => o.kind));
   for (const kind of ['Deployment', 'Service', 'ServiceAccount', 'ConfigMap', 'NetworkPolicy', 'PodDisruptionBudget']) assert.ok(kinds('base').has(kind), `base has a ${kind}`);
-  for (const kind of ['StatefulSet', 'Service', 'ConfigMap', 'NetworkPolicy']) assert.ok(kinds('redis').has(kind), `redis has a ${kind}`);
+  for (const kind of ['StatefulSet', 'Service', 'ConfigMap', 'NetworkPolicy', 'PodDisruptionBudget']) assert.ok(kinds('redis').has(kind), `redis has a ${kind}`);
   for (const kind of ['Namespace', 'ServiceMonitor', 'PrometheusRule', 'HorizontalPodAutoscaler']) assert.ok(kinds('overlays/example').has(kind), `the example overlay has a ${kind}`);
   for (const k of KUSTOMIZATIONS.filter((x) => x.startsWith('overlays/'))) {
     const overlay = rendered.get(k)!;
@@ -356,12 +365,21 @@ test('deploy kit: NetworkPolicies: 8447 and 8450 only from labelled workload pod
     assert.ok(block.except.includes(block.cidr === '0.0.0.0/0' ? '169.254.0.0/16' : 'fe80::/10'), 'never the link-local metadata server');
     if (block.cidr === '0.0.0.0/0') for (const r of ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']) assert.ok(block.except.includes(r), `not the private range ${r}`);
   }
-  assert.deepEqual(redis.ports, [{ port: 6379, protocol: 'TCP' }]);
+  // Redis and its sentinels: the ports the Redis example's containers and the proxy's --limits-store name.
+  const redisPorts = redisContainers().flatMap((c) => c.ports.map((p: { containerPort: number }) => ({ port: p.containerPort, protocol: 'TCP' })));
+  assert.deepEqual(redis.ports, redisPorts);
+  assert.deepEqual(redis.ports, [{ port: 6379, protocol: 'TCP' }, { port: 26379, protocol: 'TCP' }]);
   assert.deepEqual(redis.to, [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'credential-proxy-redis' } } }]);
-  assert.equal(new URL(opts.limitsStore).port, '6379');
+  const store = parseStoreUrl(opts.limitsStore);
+  assert.ok(store.kind === 'sentinel' && store.sentinels.every((s) => s.port === 26379));
   const redisPolicy = one(rendered.get('redis')!, 'NetworkPolicy');
-  assert.deepEqual(redisPolicy.spec.ingress[0].from, [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'credential-proxy' } } }]);
-  assert.deepEqual(redisPolicy.spec.egress, [], 'Redis opens no connection');
+  const own = { podSelector: { matchLabels: { 'app.kubernetes.io/name': 'credential-proxy-redis' } } };
+  assert.deepEqual(redisPolicy.spec.ingress, [{ from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'credential-proxy' } } }, own], ports: redisPorts }], 'from the proxy and the set itself, to Redis and the sentinels');
+  const [toSet, toDns] = redisPolicy.spec.egress;
+  assert.equal(redisPolicy.spec.egress.length, 2, 'the set opens connections to itself and to DNS alone');
+  assert.deepEqual(toSet, { to: [own], ports: redisPorts });
+  assert.deepEqual(toDns.to[0].podSelector.matchLabels, { 'k8s-app': 'kube-dns' });
+  assert.deepEqual(toDns.ports, [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }]);
 });
 
 test('deploy kit: secrets are mounted files, never env values: every key, token and password path lies in a Secret volume', () => {
@@ -380,10 +398,11 @@ test('deploy kit: secrets are mounted files, never env values: every key, token 
     ...JSON.parse(config['hosts.json']!).hosts.map((h: { tokenFile: string }) => h.tokenFile),
     ...JSON.parse(config['providers.json']!).providers.map((p: { keyFile: string }) => p.keyFile),
     serveOptions().limitsStorePasswordFile!,
+    serveOptions().limitsStoreAccess.sentinelPasswordFile!,
     // The signing keys: files named by MODEL_PROXY_SIGNING_KEY_FILE and GIT_PROXY_SIGNING_KEY_FILE.
     ...envFiles.map((e) => e.value),
   ];
-  assert.equal(paths.length, 1 + 2 + 1 + 2, "one git host token, two provider keys, the Redis password, two signing keys");
+  assert.equal(paths.length, 1 + 2 + 2 + 2, "one git host token, two provider keys, the Redis and the sentinels' password, two signing keys");
   for (const p of paths) assert.ok(inSecret(p), `${p} is in a mounted Secret`);
   for (const v of pod.volumes.filter((x: { secret?: unknown }) => x.secret !== undefined)) assert.equal(v.secret.defaultMode, 0o440, `${v.name}: readable by the group only`);
   for (const m of c.volumeMounts.filter((x: { mountPath: string }) => inSecret(`${x.mountPath}/`))) {
@@ -392,21 +411,73 @@ test('deploy kit: secrets are mounted files, never env values: every key, token 
   }
 });
 
-test('deploy kit: Redis keeps its state: appendonly yes, maxmemory-policy noeviction, data on a PersistentVolumeClaim, the password from the Secret file', () => {
-  const objs = rendered.get('redis')!;
-  const conf = (one(objs, 'ConfigMap').data as Record<string, string>)['redis.conf']!;
-  const directives = new Map(conf.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#')).map((l) => [l.split(' ')[0]!, l.slice(l.indexOf(' ') + 1)]));
+test('deploy kit: Redis keeps its state: appendonly yes, maxmemory-policy noeviction, a master refuses writes without a replica in sync, data on a PersistentVolumeClaim, the password from the Secret file', () => {
+  const directives = confDirectives('redis.conf');
   assert.equal(directives.get('appendonly'), 'yes');
   assert.equal(directives.get('maxmemory-policy'), 'noeviction');
+  assert.equal(directives.get('min-replicas-to-write'), '1');
+  assert.ok(Number(directives.get('min-replicas-max-lag')) > 0);
   assert.equal(directives.get('requirepass'), undefined, 'no password in the ConfigMap');
-  const sts = one(objs, 'StatefulSet');
+  const sts = redisSet();
   assert.equal(sts.spec.volumeClaimTemplates[0].metadata.name, 'data');
-  const redis = sts.spec.template.spec.containers[0];
+  const [redis] = redisContainers();
   assert.ok(redis.volumeMounts.some((m: { name: string; mountPath: string }) => m.name === 'data' && m.mountPath === directives.get('dir')));
   const passwordVolume = sts.spec.template.spec.volumes.find((v: { name: string }) => v.name === 'password');
   assert.equal(passwordVolume.secret.secretName, proxyPod().volumes.find((v: { name: string }) => v.name === 'redis-password').secret.secretName, 'the proxy and Redis read one Secret');
-  assert.match(redis.command.join('\n'), /printf 'requirepass "%s"\\n' "\$\(cat \/var\/run\/secrets\/credential-proxy\/redis\/password\)" > \/run\/redis\/auth\.conf/);
-  assert.equal(directives.get('include'), '/run/redis/auth.conf');
+  const script = redisConfig()['start-redis.sh']!;
+  assert.match(script, /printf 'requirepass "%s"\\nmasterauth "%s"\\n' "\$password" "\$password"/);
+  assert.match(script, /} > \/run\/redis\/runtime\.conf\n/);
+  assert.equal(directives.get('include'), '/run/redis/runtime.conf');
+});
+
+test('deploy kit: Redis with Sentinel: three pods, each a Redis and a Sentinel, a PodDisruptionBudget of one, and the proxy names every pod\'s sentinel and the master\'s name they watch', () => {
+  const sts = redisSet();
+  const { replicas, serviceName } = sts.spec;
+  assert.equal(replicas, 3, 'three copies, three sentinels: two agree a master is down, and elect the one that fails over');
+  assert.deepEqual(redisContainers().map((c) => c.name), ['redis', 'sentinel']);
+  const pdb = one(rendered.get('redis')!, 'PodDisruptionBudget');
+  assert.deepEqual(pdb.spec.selector.matchLabels, sts.spec.selector.matchLabels);
+  assert.equal(pdb.spec.maxUnavailable, 1, 'a drain leaves two copies and a majority of the sentinels');
+  const service = one(rendered.get('redis')!, 'Service');
+  assert.equal(service.metadata.name, serviceName);
+  assert.equal(service.spec.clusterIP, 'None', 'headless: each pod by name, none balanced over');
+  assert.equal(service.spec.publishNotReadyAddresses, true, 'pods find each other before they are ready');
+  // The proxy's --limits-store: every pod's sentinel by its name under the Service, and the master's name.
+  const env = envOf(redisContainers()[1]);
+  const store = parseStoreUrl(serveOptions().limitsStore);
+  assert.ok(store.kind === 'sentinel');
+  assert.deepEqual(store.sentinels, Array.from({ length: replicas }, (_, i) => ({ host: `${sts.metadata.name}-${i}.${serviceName}`, port: Number(env.SENTINEL_PORT) })));
+  assert.equal(store.master, env.MASTER_NAME);
+  assert.equal(serveOptions().limitsStoreAccess.sentinelPasswordFile, env.PASSWORD_FILE, 'the sentinels\' password is the Secret\'s file');
+  // The pods' own view of the set: the same names, the same ports, the same first pod.
+  assert.equal(env.SELF, `$(POD_NAME).${serviceName}.$(POD_NAMESPACE).svc`);
+  assert.equal(env.FIRST_POD, `${sts.metadata.name}-0`);
+  assert.equal(env.FIRST_MASTER, `${sts.metadata.name}-0.${serviceName}.$(POD_NAMESPACE).svc ${env.REDIS_PORT}`);
+  assert.deepEqual(env.SENTINELS.split(' '), Array.from({ length: replicas }, (_, i) => `${sts.metadata.name}-${i}.${serviceName}.$(POD_NAMESPACE).svc:${env.SENTINEL_PORT}`));
+  const ports: Record<string, number> = Object.fromEntries(redisContainers().flatMap((c) => c.ports.map((p: { name: string; containerPort: number }) => [p.name, p.containerPort])));
+  assert.deepEqual(service.spec.ports.map((p: { port: number; targetPort: string }) => [p.port, ports[p.targetPort]]), [[6379, 6379], [26379, 26379]]);
+  assert.deepEqual(ports, { redis: Number(env.REDIS_PORT), sentinel: Number(env.SENTINEL_PORT) });
+});
+
+test('deploy kit: Redis with Sentinel: the scripts read every variable from the containers\' environment, and the password only from its file, into config files and redis-cli\'s environment, never argv', () => {
+  const config = redisConfig();
+  for (const c of redisContainers()) {
+    const env = envOf(c);
+    assert.deepEqual(c.command, ['/bin/sh', `/etc/redis/start-${c.name}.sh`], `${c.name}: its script from the ConfigMap`);
+    const script = config[`start-${c.name}.sh`]!;
+    const used = new Set([...`${script}\n${config['find-master.sh']}`.matchAll(/\$\{?([A-Z][A-Z_]+)/g)].map((m) => m[1]!));
+    assert.deepEqual([...used].filter((name) => !(name in env) && name !== 'REDISCLI_AUTH'), [], `${c.name}: every variable its scripts read is set`);
+    assert.match(env.PASSWORD_FILE, /^\/var\/run\/secrets\/credential-proxy\/redis\//);
+  }
+  const scripts = ['find-master.sh', 'start-redis.sh', 'start-sentinel.sh'].map((f) => config[f]!).join('\n');
+  // The password: read from its file into a variable, then written to files only this user reads (umask 077) or given as REDISCLI_AUTH.
+  for (const line of scripts.split('\n').filter((l) => /password|PASSWORD_FILE/.test(l) && !l.trim().startsWith('#'))) {
+    assert.ok(/^\s*password="\$\(cat "\$PASSWORD_FILE"\)"$/.test(line) || /REDISCLI_AUTH="\$\(cat "\$PASSWORD_FILE"\)" timeout/.test(line) || /^\s*printf 'requirepass/.test(line) || /^(requirepass|sentinel sentinel-pass|sentinel auth-pass) /.test(line.trim()), `the password only into a file or REDISCLI_AUTH: ${line}`);
+  }
+  assert.ok(['start-redis.sh', 'start-sentinel.sh'].every((f) => config[f]!.includes('umask 077')));
+  assert.match(config['sentinel.conf']!, /^sentinel announce-hostnames yes$/m, 'sentinels give names, not addresses');
+  assert.match(config['sentinel.conf']!, /^sentinel resolve-hostnames yes$/m);
+  assert.match(config['start-sentinel.sh']!, /sentinel monitor \$MASTER_NAME \$master 2\n/);
 });
 
 test('deploy kit: the alert rules pass promtool check rules and promtool test rules, and name only metrics the proxy exports', () => {
