@@ -131,7 +131,7 @@ function parseLimits(value: unknown, where: string, fail: FieldFailure): RunLimi
 export function crossNamespaceGrants(policy: WorkloadPolicy): { readonly entry: string; readonly grants: readonly string[] }[] {
   return [...policy.entries.values()].flatMap((g) => {
     if (!g.entry.startsWith('*/')) return [];
-    const grants = [...(g.git ?? []).filter((scope) => scope.endsWith(':write')).map((scope) => `git ${scope}`), ...(g.models ? ['model calls'] : [])];
+    const grants = [...(g.git ?? []).filter((scope) => /:write(?::|$)/.test(scope)).map((scope) => `git ${scope}`), ...(g.models ? ['model calls'] : [])];
     return grants.length === 0 ? [] : [{ entry: g.entry, grants }];
   });
 }

@@ -11,7 +11,8 @@
 import type { WorkloadIdentity } from '../auth/identity.ts';
 import type { PresentedPeer, TokenVerifier, Verification } from '../auth/verifier.ts';
 import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';
-import { canonicalRepoPath, grantedAccess, parseScopeEntry, patternMatches, type GitAccess, type RepoPattern, type ScopeEntry } from './scope.ts';
+import type { PushPolicy, RefLayer, RefPattern } from './ref-rules.ts';
+import { canonicalRepoPath, formatRepoRule, grantedAccess, parseScopeEntry, patternMatches, scopeRefLayer, type GitAccess, type RepoRule, type ScopeEntry } from './scope.ts';
 
 /** Sent with every 401 of the git listener; git answers it from its credential helper. */
 export const WORKLOAD_CHALLENGE = 'Basic realm="git-proxy"';
@@ -63,15 +64,22 @@ export interface AccessRequest {
 
 export interface AccessPolicy {
   /** The host's `repos` from the hosts file; undefined: every repository. */
-  readonly repos: readonly RepoPattern[] | undefined;
+  readonly repos: readonly RepoRule[] | undefined;
   /** The host's `readOnly` from the hosts file. */
   readonly readOnly: boolean;
+  /** The host's `protectedRefs` from the hosts file (none when absent). */
+  readonly protectedRefs?: readonly RefPattern[];
   /** What the workload proved (proveWorkload); undefined: network-policy mode, no token asked for. */
   readonly workload: Verification | undefined;
 }
 
 export type AccessDecision =
-  | { readonly ok: true; readonly identity: WorkloadIdentity | undefined }
+  | {
+      readonly ok: true;
+      readonly identity: WorkloadIdentity | undefined;
+      /** A push's ref rules (ref-rules.ts), when any apply; absent: a push may change every ref, as before. */
+      readonly push?: PushPolicy;
+    }
   | {
       readonly ok: false;
       readonly error: ProxyError;
@@ -115,7 +123,8 @@ export function decideGitAccess(req: AccessRequest, policy: AccessPolicy): Acces
     }
     identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id, ...(verified.claims.jti === undefined ? {} : { tokenId: verified.claims.jti }) };
   }
-  if (policy.repos === undefined && !policy.readOnly && scope === undefined) return { ok: true, identity };
+  const protectedRefs = policy.protectedRefs ?? [];
+  if (policy.repos === undefined && !policy.readOnly && scope === undefined) return withPushPolicy({ ok: true, identity }, req, protectedRefs, []);
 
   // Matched as the host reads the path; one that does not decode matches nothing.
   const repo = canonicalRepoPath(req.repo);
@@ -134,5 +143,30 @@ export function decideGitAccess(req: AccessRequest, policy: AccessPolicy): Acces
       return refused(withMessage(ERRORS.pushNotInScope, `this workload may not push to ${where} (its token allows reading only)`), identity);
     }
   }
-  return { ok: true, identity };
+  return withPushPolicy({ ok: true, identity }, req, protectedRefs, repo === undefined || req.access !== 'write' ? [] : refLayers(req.hostKey, policy.repos, scope, repo));
+}
+
+/**
+ * The layers of ref rules on a push to this repository: the hosts file's matching `repos` entries,
+ * the workload's matching write entries. A layer with an entry that has no ref rules is every ref.
+ */
+function refLayers(hostKey: string, repos: readonly RepoRule[] | undefined, scope: readonly ScopeEntry[] | undefined, repo: readonly string[]): (RefLayer | { everyRef: string })[] {
+  const layers: (RefLayer | { everyRef: string })[] = [];
+  const hostRepos = repos?.filter((p) => patternMatches(p, repo)) ?? [];
+  const hostRules = hostRepos.flatMap((p) => (p.refs ? [p.refs] : []));
+  if (hostRepos.length > 0 && hostRules.length === hostRepos.length) layers.push({ source: `the hosts file's repos for ${hostKey}`, entries: hostRepos.map(formatRepoRule), rules: hostRules });
+  if (scope !== undefined) layers.push(scopeRefLayer(scope, hostKey, repo));
+  return layers;
+}
+
+/**
+ * A push's policy on an allowed write: the host's protected refs, the layers that have ref rules,
+ * and the scope entry that allows every ref when the workload's scope has no rules (said once).
+ */
+function withPushPolicy(decision: AccessDecision & { ok: true }, req: AccessRequest, protectedRefs: readonly RefPattern[], layers: readonly (RefLayer | { everyRef: string })[]): AccessDecision {
+  if (req.access !== 'write') return decision;
+  const ruled = layers.filter((l): l is RefLayer => !('everyRef' in l));
+  const everyRef = layers.find((l): l is { everyRef: string } => 'everyRef' in l)?.everyRef;
+  if (protectedRefs.length === 0 && ruled.length === 0 && everyRef === undefined) return decision;
+  return { ...decision, push: { host: req.hostKey, protectedRefs, layers: ruled, ...(everyRef ? { everyRef } : {}) } };
 }

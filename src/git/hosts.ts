@@ -6,7 +6,8 @@ import { isObject } from '../json/keys.ts';
 import type { SecretRef } from '../config/secret.ts';
 import { parseGitHubApp, type GitHubAppConfig } from './github-app-config.ts';
 import { parseHostKey } from './host-key.ts';
-import { parseRepoPattern, type RepoPattern } from './scope.ts';
+import { parseRefPattern, type RefPattern } from './ref-rules.ts';
+import { parseRepoRule, type RepoRule } from './scope.ts';
 
 /** `github-app`: the token is an installation token the proxy mints from the host's `githubApp`. */
 export type AuthType = 'bearer' | 'basic' | 'github-app';
@@ -26,10 +27,12 @@ export interface HostConfig {
   readonly username: UsernameRef | undefined;
   readonly caFile: string | undefined;
   readonly tlsInsecureSkipVerify: boolean;
-  /** Hosts file `repos`: the only repositories any workload may reach on this host; undefined: all. */
-  readonly repos: readonly RepoPattern[] | undefined;
+  /** Hosts file `repos`: the only repositories any workload may reach on this host (with the refs a push may change); undefined: all. */
+  readonly repos: readonly RepoRule[] | undefined;
   /** Hosts file `readOnly: true`: no workload may push to this host. */
   readonly readOnly: boolean;
+  /** Hosts file `protectedRefs`: refs no push through the proxy may change on this host. */
+  readonly protectedRefs: readonly RefPattern[];
 }
 
 function envHost(nameVar: string, name: string, authType: AuthType): HostConfig {
@@ -44,6 +47,7 @@ function envHost(nameVar: string, name: string, authType: AuthType): HostConfig 
     tlsInsecureSkipVerify: false,
     repos: undefined,
     readOnly: false,
+    protectedRefs: [],
   };
 }
 
@@ -81,6 +85,7 @@ export const HOST_FIELDS = new Set([
   'tlsInsecureSkipVerify',
   'repos',
   'readOnly',
+  'protectedRefs',
   'githubApp',
 ]);
 
@@ -129,15 +134,17 @@ export function parseHostsFile(text: string, fileName: string): HostConfig[] {
       return v === true;
     };
 
-    let repos: RepoPattern[] | undefined;
+    let repos: RepoRule[] | undefined;
     if (entry.repos !== undefined) {
       if (!Array.isArray(entry.repos) || entry.repos.length === 0) fail(at('repos'), 'must be a non-empty array of repository patterns (leave it out to allow every repository)');
       repos = (entry.repos as unknown[]).map((p, j) => {
-        if (typeof p !== 'string') return fail(at(`repos[${j}]`), 'must be a string such as "acme/widgets" or "acme/*"');
-        const pattern = parseRepoPattern(p);
-        return pattern.ok ? pattern.value : fail(at(`repos[${j}]`), pattern.reason);
+        if (typeof p !== 'string') return fail(at(`repos[${j}]`), 'must be a string such as "acme/widgets" or "acme/*" (with ref rules: "acme/widgets:refs/heads/agent/*")');
+        const rule = parseRepoRule(p);
+        return rule.ok ? rule.value : fail(at(`repos[${j}]`), rule.reason);
       });
     }
+    const protectedRefs = (entry.protectedRefs ?? []) as unknown[];
+    if (!Array.isArray(protectedRefs)) fail(at('protectedRefs'), 'must be an array of ref patterns such as "refs/heads/main" or "refs/tags/*"');
 
     return {
       ...parsed,
@@ -149,6 +156,10 @@ export function parseHostsFile(text: string, fileName: string): HostConfig[] {
       tlsInsecureSkipVerify: bool('tlsInsecureSkipVerify'),
       repos,
       readOnly: bool('readOnly'),
+      protectedRefs: protectedRefs.map((p, j) => {
+        const pattern = typeof p === 'string' ? parseRefPattern(p) : { ok: false as const, reason: 'must be a string such as "refs/heads/main" or "refs/tags/*"' };
+        return pattern.ok ? pattern.value : fail(at(`protectedRefs[${j}]`), pattern.reason);
+      }),
     };
   });
 }

@@ -12,6 +12,7 @@
 //   sign) stand for `k`. On a host that tells `Acme` from `acme` apart, a pattern also opens
 //   the names that differ from it only in ASCII case (SECURITY.md, known gaps).
 import { parseHostKey } from './host-key.ts';
+import { formatRefRules, parseRefRules, type RefLayer, type RefRules } from './ref-rules.ts';
 
 export type GitAccess = 'read' | 'write';
 
@@ -27,6 +28,13 @@ export interface ScopeEntry {
   readonly host: string;
   readonly pattern: RepoPattern;
   readonly access: GitAccess;
+  /** The refs a push may change (after `:write`, ref-rules.ts); absent: every ref. */
+  readonly refs?: RefRules;
+}
+
+/** A hosts file `repos` entry: a repository pattern, and the refs a push there may change (absent: every ref). */
+export interface RepoRule extends RepoPattern {
+  readonly refs?: RefRules;
 }
 
 export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly reason: string };
@@ -61,27 +69,47 @@ export function parseRepoPattern(text: string): Parsed<RepoPattern> {
   return { ok: true, value: { segments: fixed.map((seg, i) => canonicalSegment(seg, !wildcard && i === fixed.length - 1)), wildcard } };
 }
 
-/** `github.com/acme/widgets:write`, `git.corp:8443/group/*:read`. */
+/**
+ * `github.com/acme/widgets:write`, `git.corp:8443/group/*:read`, and with ref rules
+ * `github.com/acme/widgets:write:refs/heads/agent/run-42/*:delete`. A path and a ref name cannot
+ * hold `:`, so the parts after the host are split on it.
+ */
 export function parseScopeEntry(text: string): Parsed<ScopeEntry> {
-  const colon = text.lastIndexOf(':');
-  const access = colon < 0 ? '' : text.slice(colon + 1);
-  if (access !== 'read' && access !== 'write') return { ok: false, reason: 'must end in :read or :write' };
-  const location = text.slice(0, colon);
-  const slash = location.indexOf('/');
-  if (slash < 0) return { ok: false, reason: 'must be host/path:read|write' };
-  const host = parseHostKey(location.slice(0, slash));
-  if (!host) return { ok: false, reason: `"${location.slice(0, slash)}" is not a host (host or host:port)` };
-  const pattern = parseRepoPattern(location.slice(slash + 1));
+  const slash = text.indexOf('/');
+  const [path = '', access, ...refParts] = slash < 0 ? [] : text.slice(slash + 1).split(':');
+  if (access !== 'read' && access !== 'write') {
+    return { ok: false, reason: slash < 0 && /:(read|write)$/.test(text) ? 'must be host/path:read|write' : 'must end in :read or :write, or :write and ref rules (:refs/heads/agent/*)' };
+  }
+  const host = parseHostKey(text.slice(0, slash));
+  if (!host) return { ok: false, reason: `"${text.slice(0, slash)}" is not a host (host or host:port)` };
+  const pattern = parseRepoPattern(path);
   if (!pattern.ok) return pattern;
-  return { ok: true, value: { host: host.key, pattern: pattern.value, access } };
+  if (access === 'read' && refParts.length > 0) return { ok: false, reason: 'ref rules narrow a push: they follow :write' };
+  const refs = parseRefRules(refParts);
+  if (!refs.ok) return refs;
+  return { ok: true, value: { host: host.key, pattern: pattern.value, access, ...(refs.value ? { refs: refs.value } : {}) } };
+}
+
+/** A hosts file `repos` entry: `acme/widgets`, `acme/*`, `acme/widgets:refs/heads/agent/*:delete`. */
+export function parseRepoRule(text: string): Parsed<RepoRule> {
+  const [path = '', ...refParts] = text.split(':');
+  const pattern = parseRepoPattern(path);
+  if (!pattern.ok) return pattern;
+  const refs = parseRefRules(refParts);
+  if (!refs.ok) return refs;
+  return { ok: true, value: { ...pattern.value, ...(refs.value ? { refs: refs.value } : {}) } };
 }
 
 export function formatRepoPattern(pattern: RepoPattern): string {
   return [...pattern.segments, ...(pattern.wildcard ? ['*'] : [])].join('/');
 }
 
+export function formatRepoRule(rule: RepoRule): string {
+  return formatRepoPattern(rule) + formatRefRules(rule.refs);
+}
+
 export function formatScopeEntry(entry: ScopeEntry): string {
-  return `${entry.host}/${formatRepoPattern(entry.pattern)}:${entry.access}`;
+  return `${entry.host}/${formatRepoPattern(entry.pattern)}:${entry.access}${formatRefRules(entry.refs)}`;
 }
 
 /**
@@ -136,6 +164,17 @@ export function patternMatches(pattern: RepoPattern, repo: readonly string[]): b
   const n = pattern.segments.length;
   if (pattern.wildcard ? repo.length <= n : repo.length !== n) return false;
   return pattern.segments.every((seg, i) => seg === repo[i]);
+}
+
+/**
+ * The ref rules of a push the scope allows on this host's repository: its matching write entries
+ * as a layer of rules, or `every ref` (with the entry that allows it) when one of them has none.
+ */
+export function scopeRefLayer(scope: readonly ScopeEntry[], hostKey: string, repo: readonly string[]): RefLayer | { readonly everyRef: string } {
+  const writes = scope.filter((e) => e.access === 'write' && e.host === hostKey && patternMatches(e.pattern, repo));
+  const open = writes.find((e) => e.refs === undefined);
+  if (open) return { everyRef: formatScopeEntry(open) };
+  return { source: "this workload's scope", entries: writes.map(formatScopeEntry), rules: writes.map((e) => e.refs!) };
 }
 
 /** The most the scope grants on this host's repository: write, read, or nothing. */

@@ -13,7 +13,7 @@ import { isBasicUsername } from '../git/credentials.ts';
 import { appPrivateKey } from '../git/github-app.ts';
 import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from '../git/hosts.ts';
 import type { GitUpstream } from '../git/proxy.ts';
-import { formatRepoPattern } from '../git/scope.ts';
+import { formatRepoRule } from '../git/scope.ts';
 import { parseGatewayEnv, type GatewayConfig } from '../gateway/config.ts';
 import { parsePrices, type PriceTable } from '../limits/prices.ts';
 import { hostedToolsPolicy } from '../gateway/protocols/tools.ts';
@@ -140,8 +140,9 @@ export function loadServeConfig(options: ServeOptions, env: NodeJS.ProcessEnv): 
     // Presence only; a credential's value is never logged.
     credential: u.config.githubApp !== undefined || u.token?.read().ok ? 'present' : 'missing',
     tls_verify: !u.config.tlsInsecureSkipVerify,
-    repos: u.config.repos?.map(formatRepoPattern),
+    repos: u.config.repos?.map(formatRepoRule),
     read_only: u.config.readOnly,
+    ...(u.config.protectedRefs.length > 0 ? { protected_refs: u.config.protectedRefs.map((p) => p.text) } : {}),
     egress: tunnelRouteFor(egress, u.config.hostname, u.config.port)?.proxy.label ?? 'direct',
   }));
   const hosts = [...gitUpstreams.values()].map((u) => u.config);

@@ -22,6 +22,8 @@ export type HostState = {
   readonly tls_verify: boolean;
   readonly repos: string[] | undefined;
   readonly read_only: boolean | undefined;
+  /** The hosts file's protectedRefs, when it has any. */
+  readonly protected_refs?: string[];
   /** The egress proxy (host:port) the host is reached through, or `direct`. */
   readonly egress: string;
 };

@@ -72,10 +72,8 @@ test('a token in scope is admitted through either presentation, with its identit
   const t = token(['github.com/acme/widgets:write']);
   for (const authorization of [basic('workload', t), `Bearer ${t}`]) {
     for (const access of ['read', 'write'] as const) {
-      assert.deepEqual(decideGitAccess(request('acme/widgets.git', access, authorization), SIGNED), {
-        ok: true,
-        identity: { instanceId: 'bot-7', workflow: 'triage', runId: 'run-42' },
-      });
+      const decision = decideGitAccess(request('acme/widgets.git', access, authorization), SIGNED);
+      assert.deepEqual(decision.ok && decision.identity, { instanceId: 'bot-7', workflow: 'triage', runId: 'run-42' });
     }
   }
 });
@@ -148,4 +146,19 @@ test('with a token, the hosts file limits apply on top of its scope (both must a
   assert.equal(decideGitAccess(request('acme/widgets', 'read', t), policy).ok, true);
   // Authentication comes first: the hosts file's limits are not disclosed to a client without a token.
   assert.equal(refusal(decideGitAccess(request('acme/payments', 'read'), policy)).code, 'workload_token_missing');
+});
+
+test('ref rules, scope: a token\'s matching write entries with ref rules are a layer of the push policy; one without them lets a push change every ref, and names itself', () => {
+  const narrowed = basic('w', token(['github.com/acme/widgets:write:refs/heads/agent/run-42/*', 'github.com/acme/*:write:refs/tags/run-42/*:delete', 'github.com/acme/docs:read']));
+  const d = decideGitAccess(request('acme/widgets', 'write', narrowed), SIGNED);
+  assert.equal(d.ok, true);
+  const layers = d.ok ? d.push?.layers : undefined;
+  assert.deepEqual(layers?.map((l) => [l.source, l.entries]), [["this workload's scope", ['github.com/acme/widgets:write:refs/heads/agent/run-42/*', 'github.com/acme/*:write:refs/tags/run-42/*:delete']]]);
+  assert.equal(d.ok && d.push?.everyRef, undefined);
+  const open = basic('w', token(['github.com/acme/widgets:write:refs/heads/agent/*', 'github.com/acme/*:write']));
+  const o = decideGitAccess(request('acme/widgets', 'write', open), SIGNED);
+  assert.deepEqual(o.ok && o.push, { host: 'github.com', protectedRefs: [], layers: [], everyRef: 'github.com/acme/*:write' });
+  // A ref discovery or fetch carries no push policy.
+  const read = decideGitAccess(request('acme/widgets', 'read', narrowed), SIGNED);
+  assert.equal(read.ok && 'push' in read, false);
 });

@@ -82,6 +82,7 @@ test('a GIT_HOST_A_TOKEN without GIT_HOST_A registers github.com as the bearer h
       tlsInsecureSkipVerify: false,
       repos: undefined,
       readOnly: false,
+      protectedRefs: [],
     },
   ];
   assert.deepEqual(hostsFromEnv({ GIT_HOST_A_TOKEN: 'tok' }), expected);
@@ -140,6 +141,7 @@ test('GIT_HOST_B is a basic host reading GIT_HOST_B_TOKEN and GIT_HOST_B_USERNAM
     tlsInsecureSkipVerify: false,
     repos: undefined,
     readOnly: false,
+    protectedRefs: [],
   });
 });
 
@@ -191,6 +193,7 @@ test('a full valid hosts file parses into host configurations in file order', ()
       tlsInsecureSkipVerify: false,
       repos: undefined,
       readOnly: false,
+      protectedRefs: [],
     },
     {
       key: 'git.internal.example:8443',
@@ -203,6 +206,7 @@ test('a full valid hosts file parses into host configurations in file order', ()
       tlsInsecureSkipVerify: false,
       repos: undefined,
       readOnly: false,
+      protectedRefs: [],
     },
     {
       key: '127.0.0.1:9000',
@@ -215,6 +219,7 @@ test('a full valid hosts file parses into host configurations in file order', ()
       tlsInsecureSkipVerify: true,
       repos: undefined,
       readOnly: false,
+      protectedRefs: [],
     },
     {
       key: 'files.example',
@@ -230,9 +235,16 @@ test('a full valid hosts file parses into host configurations in file order', ()
         { segments: ['group', 'sub'], wildcard: true },
       ],
       readOnly: true,
+      protectedRefs: [],
     },
   ];
   assert.deepEqual(parseHostsFile(text, 'hosts.json'), expected);
+});
+
+test('ref rules, hosts file: protectedRefs and repos entries with ref rules are read into patterns, kept as written', () => {
+  const [host] = parseHostsFile(JSON.stringify({ hosts: [{ host: 'github.com', auth: 'bearer', tokenEnv: 'T', protectedRefs: ['refs/heads/main', 'refs/tags/*'], repos: ['acme/widgets:refs/heads/agent/*:delete', 'acme/*'] }] }), 'hosts.json');
+  assert.deepEqual(host!.protectedRefs.map((p) => [p.text, p.wildcard]), [['refs/heads/main', false], ['refs/tags/*', true]]);
+  assert.deepEqual(host!.repos!.map((r) => [r.segments, r.refs?.patterns.map((p) => p.text), r.refs?.delete]), [[['acme', 'widgets'], ['refs/heads/agent/*'], true], [['acme'], undefined, undefined]]);
 });
 
 test('a hosts file with an empty hosts array registers no host', () => {
@@ -268,6 +280,10 @@ test('each bad hosts file is rejected with an error naming the file and the offe
     ['repos-bad-pattern', 'hosts[0].repos[0]: "*" may only be the whole last segment'],
     ['repos-dot-segment', 'hosts[0].repos[0]: segment ".." is not a repository name'],
     ['read-only-not-boolean', 'hosts[0].readOnly: must be true or false'],
+    ['repos-bad-ref-rule', 'hosts[0].repos[0]: "refs/heads/agent-*" is not a ref name or a ref prefix ending in /*'],
+    ['protected-refs-not-array', 'hosts[0].protectedRefs: must be an array of ref patterns such as "refs/heads/main" or "refs/tags/*"'],
+    ['protected-refs-bad-pattern', 'hosts[0].protectedRefs[1]: "main" is not a ref name or a ref prefix ending in /* (it is not under refs/)'],
+    ['protected-refs-entry-not-string', 'hosts[0].protectedRefs[1]: must be a string such as "refs/heads/main" or "refs/tags/*"'],
   ];
   for (const [name, fieldAndWhy] of cases) {
     const file = join(FIXTURES, `${name}.json`);

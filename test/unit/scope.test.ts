@@ -160,7 +160,9 @@ test('grantedAccess is the most any matching entry for that host grants', () => 
 test('gitScopeClaim writes each --git-repo in canonical form and names a bad one', () => {
   assert.deepEqual(gitScopeClaim(['GitHub.com/Acme/Widgets.git:write', 'github.com/acme/*:read']), ['github.com/acme/widgets:write', 'github.com/acme/*:read']);
   assert.throws(() => gitScopeClaim(['github.com/acme/widgets:write', 'github.com/acme/*/x:read']), /^Error: mint-token: --git-repo "github\.com\/acme\/\*\/x:read": "\*" may only be the whole last segment$/);
-  for (const text of ['github.com/acme/widgets:write', 'git.corp.example:8443/g/*:read', 'github.com/*:read']) {
+  assert.deepEqual(gitScopeClaim(['GitHub.com/Acme/Widgets.git:write:refs/heads/Agent/*:delete']), ['github.com/acme/widgets:write:refs/heads/Agent/*:delete'], 'ref names keep their case');
+  assert.throws(() => gitScopeClaim(['github.com/acme/widgets:write:refs/heads/a b']), /^Error: mint-token: --git-repo "github\.com\/acme\/widgets:write:refs\/heads\/a b": "refs\/heads\/a b" is not a ref name/);
+  for (const text of ['github.com/acme/widgets:write', 'git.corp.example:8443/g/*:read', 'github.com/*:read', 'github.com/acme/widgets:write:refs/heads/agent/run-42/*:refs/tags/v1:delete']) {
     const e = parseScopeEntry(text);
     assert.ok(e.ok);
     assert.equal(formatScopeEntry(e.value), text, 'canonical text reads back to itself');
