@@ -4,12 +4,12 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { WorkloadIdentity } from '../auth/identity.ts';
 import type { KeyedCounts } from '../http/connection-caps.ts';
-import { ERRORS } from '../http/errors.ts';
+import { ERRORS, type ProxyError } from '../http/errors.ts';
 import { RequestLifecycle, type Outcome, type Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import type { HttpLogEvent } from '../http/log-events.ts';
 import { writeProxyError } from '../http/respond.ts';
-import { gitRecord, type GitCallState, type GitRequestRecord } from './record.ts';
+import { gitRecord, type GitCallState, type GitRequestRecord, type PushState } from './record.ts';
 import type { GitRouteName } from './route.ts';
 
 /**
@@ -36,6 +36,8 @@ export class GitCall extends RequestLifecycle implements GitCallState {
   tokenError: string | undefined;
   /** The 401 that asks for credentials, answered to a request that sent none: not an error. */
   challenge = false;
+  /** A push's ref updates, once its command list was read (or found unreadable). */
+  push: PushState | undefined;
   #slot: { readonly counts: KeyedCounts; readonly key: string } | undefined;
 
   constructor(
@@ -52,6 +54,20 @@ export class GitCall extends RequestLifecycle implements GitCallState {
     if (!counts.tryAcquire(key, max)) return false;
     this.#slot = { counts, key };
     return true;
+  }
+
+  /**
+   * Refuses a push the way receive-pack answers one a hook declined: 200 with its report
+   * (push-report.ts), which git shows as each ref's `[remote rejected]` line. Recorded with the
+   * error's code. The rest of the body is the caller's to read: git reads the answer only once
+   * it has sent its whole pack.
+   */
+  refusePush(report: Buffer, error: ProxyError): void {
+    if (!this.res.headersSent && !this.res.destroyed) {
+      this.res.writeHead(200, { 'content-type': 'application/x-git-receive-pack-result', 'content-length': report.length, 'cache-control': 'no-store' });
+      this.res.end(report);
+    }
+    this.end(200, error.code);
   }
 
   protected writeError(refusal: Refusal): void {

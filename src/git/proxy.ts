@@ -1,16 +1,18 @@
 // The git credential-injecting reverse proxy: one request handler over the shared forwarding
 // code. A request reads as its steps: route, access (the workload token and the hosts file),
-// the deny list, the workload's concurrency slot, the credential, the upstream (one re-send of a
-// ref discovery on a stale pooled connection), the answer relayed. Every decision is a pure
-// function (route, access, credential, headers); the per-request state is one GitCall, finished
-// (slot given back, record written) exactly once in the `finally`.
+// the deny list, the workload's concurrency slot, a push's command list read and decided, the
+// credential, the upstream (one re-send of a ref discovery on a stale pooled connection), the
+// answer relayed. Every decision is a pure function (route, access, ref rules, credential,
+// headers); the per-request state is one GitCall, finished (slot given back, record written)
+// exactly once in the `finally`.
 import type { Agent, IncomingMessage, ServerResponse } from 'node:http';
 import type { RevocationCheck, RevocationVerdict, WorkloadIdentity } from '../auth/identity.ts';
 import { peerOf, type TokenVerifier } from '../auth/verifier.ts';
 import type { SecretSource } from '../config/secret.ts';
 import { KeyedCounts } from '../http/connection-caps.ts';
 import { ERRORS, errorForUpstream, withMessage, type ProxyError, type UpstreamError } from '../http/errors.ts';
-import { openUpstream, relayResponse, staleSocketReset, type UpstreamTarget, type UpstreamTimeouts } from '../http/forward.ts';
+import { watchBodyIdle } from '../http/body-idle.ts';
+import { openUpstream, relayResponse, staleSocketReset, type ForwardBody, type UpstreamTarget, type UpstreamTimeouts } from '../http/forward.ts';
 import { relayRedactedBody } from '../http/error-body.ts';
 import { gitUpstreamHeaders, headerCount, scrubResponseHeaders } from '../http/headers.ts';
 import { isRelayableStatus, type Refusal } from '../http/lifecycle.ts';
@@ -21,7 +23,10 @@ import { GitCall } from './call.ts';
 import { hostCredential } from './credentials.ts';
 import type { InstallationTokens } from './github-app.ts';
 import type { HostConfig } from './hosts.ts';
+import { PushHeadReader, type PushHeadVerdict } from './push-commands.ts';
+import { HostReportReader, refusalExplanation, refusalReport } from './push-report.ts';
 import type { GitRequestRecord } from './record.ts';
+import { hasRefRules, refusalOf, type PushPolicy } from './ref-rules.ts';
 import { parseGitRoute } from './route.ts';
 
 export interface GitUpstream {
@@ -45,6 +50,8 @@ export interface GitProxyDeps {
   readonly maxConcurrentPerWorkload: number;
   /** Called once per request, when it is over. */
   readonly record: (rec: GitRequestRecord) => void;
+  /** A push went on under a workload scope without ref rules (the entry): start-up says so once. */
+  readonly onEveryRefPush?: (entry: string) => void;
   readonly log: LogSink<HttpLogEvent>;
 }
 
@@ -112,7 +119,7 @@ async function runGitRequest(deps: GitProxyDeps, inProgress: KeyedCounts, call: 
     workload = await workload;
     if (call.gone) return call.abandon();
   }
-  const access = decideGitAccess({ hostKey: parsed.hostKey, repo: parsed.repo, access: parsed.access }, { repos: upstream.config.repos, readOnly: upstream.config.readOnly, workload });
+  const access = decideGitAccess({ hostKey: parsed.hostKey, repo: parsed.repo, access: parsed.access }, { repos: upstream.config.repos, readOnly: upstream.config.readOnly, protectedRefs: upstream.config.protectedRefs, workload });
   call.identity = access.identity;
   if (!access.ok) {
     call.tokenError = access.tokenError;
@@ -123,6 +130,13 @@ async function runGitRequest(deps: GitProxyDeps, inProgress: KeyedCounts, call: 
   if (access.identity) {
     const refused = await admitWorkload(deps, inProgress, call, access.identity);
     if (refused) return;
+  }
+
+  let body: ForwardBody = call.method === 'POST' ? call.req : null;
+  if (parsed.route === 'receive-pack') {
+    const decided = await decidePush(deps, call, access.push ?? { host: parsed.hostKey, protectedRefs: [], layers: [] });
+    if (decided === undefined) return;
+    body = decided;
   }
 
   const credential = await hostCredential(upstream.config.key, { authType: upstream.config.authType, token: upstream.token, username: upstream.username, installation: upstream.installation }, Date.now());
@@ -137,7 +151,7 @@ async function runGitRequest(deps: GitProxyDeps, inProgress: KeyedCounts, call: 
     path: parsed.upstreamPath,
     headers: gitUpstreamHeaders(call.req.headers, upstream.config.key, credential.authorization),
   };
-  const answer = await sendGit(call, target, deps.timeouts);
+  const answer = await sendGit(call, target, deps.timeouts, body);
   if (answer === undefined) return;
   await relayGitAnswer(call, answer, credential.secrets, upstream.config.key);
 }
@@ -185,11 +199,11 @@ async function admitWorkload(deps: GitProxyDeps, inProgress: KeyedCounts, call: 
  * once more. A POST never is: a push may already be applied, and the body it streamed is gone.
  * Undefined when the request was ended here.
  */
-async function sendGit(call: GitCall, target: UpstreamTarget, timeouts: GitProxyDeps['timeouts']): Promise<IncomingMessage | undefined> {
+async function sendGit(call: GitCall, target: UpstreamTarget, timeouts: GitProxyDeps['timeouts'], body: ForwardBody): Promise<IncomingMessage | undefined> {
   const exchange = call.client;
   let resent = false;
   for (;;) {
-    const sent = openUpstream(target, timeouts, call.method === 'POST' && !resent ? call.req : null, exchange);
+    const sent = openUpstream(target, timeouts, resent ? null : body, exchange);
     call.attach(sent.request);
     try {
       return await sent.response;
@@ -224,11 +238,112 @@ async function relayGitAnswer(call: GitCall, upstream: IncomingMessage, secrets:
   }
   const headers = scrubResponseHeaders(upstream.rawHeaders, secrets);
   if (status >= 200 && status < 300) {
-    await relayResponse(call.res, upstream, headers, exchange);
+    // The host's report on a push, read for the record as it goes by, unchanged.
+    const caps = call.push?.head?.capabilities;
+    const reader = caps && (caps.reportStatus || caps.reportStatusV2) ? new HostReportReader(caps.sideBand) : undefined;
+    if (reader) call.push!.hostReport = () => reader.report;
+    await relayResponse(call.res, upstream, headers, exchange, reader && { onChunk: (chunk) => reader.push(chunk) });
     return call.end(status, exchange.failure);
   }
   const relayed = await relayRedactedBody(call.res, upstream, headers, secrets, exchange);
   if (relayed.ok) return call.end(status, exchange.failure);
   if (call.gone) return call.abandon();
   call.refuse({ error: ERRORS.upstreamProtocol });
+}
+
+/** A push's head as read off the client's body, before anything was sent anywhere: the bytes taken, and whether the body ended. */
+type ReadHead = { readonly verdict: Exclude<PushHeadVerdict, { kind: 'more' }>; readonly held: Buffer; readonly ended: boolean } | 'stalled' | 'gone';
+
+/**
+ * Reads a push's command list off the client's body (PushHeadReader: bounded, as git reads it),
+ * taking whole chunks as they come and pausing the body once the reader has decided. Nothing is
+ * sent upstream while it reads: the connection to the host is not even open.
+ */
+function readPushHead(call: GitCall, bodyIdleMs: number): Promise<ReadHead> {
+  const req = call.req;
+  const reader = new PushHeadReader();
+  const held: Buffer[] = [];
+  return new Promise((resolve) => {
+    let settled = false;
+    const done = (result: ReadHead) => {
+      if (settled) return;
+      settled = true;
+      req.pause();
+      req.off('data', onData).off('end', onEnd).off('close', onClose);
+      stopIdle();
+      resolve(result);
+    };
+    const onData = (chunk: Buffer) => {
+      held.push(chunk);
+      const verdict = reader.push(chunk);
+      if (verdict.kind !== 'more') done({ verdict, held: Buffer.concat(held), ended: false });
+    };
+    const onEnd = () => done({ verdict: reader.end(), held: Buffer.concat(held), ended: true });
+    const onClose = () => done('gone');
+    const stopIdle = watchBodyIdle(req, bodyIdleMs, () => done('stalled'));
+    req.on('data', onData).once('end', onEnd).once('close', onClose);
+  });
+}
+
+/**
+ * The step of a push: its command list read and decided before anything reaches the host. One
+ * command outside the rules refuses the whole push; a list that cannot be read as git reads it
+ * is refused too, when any rule applies (without one the push goes on as it always did, its
+ * record saying why its refs are not listed). Returns the body to send upstream (the bytes
+ * read, then the rest streamed), or undefined when the call was ended here.
+ */
+async function decidePush(deps: GitProxyDeps, call: GitCall, policy: PushPolicy): Promise<ForwardBody | undefined> {
+  const ruled = hasRefRules(policy);
+  if (call.req.headers['content-encoding'] !== undefined) {
+    // http-backend inflates a gzip body itself: the commands would be read one way here and another there.
+    if (ruled) return void call.refuse({ error: ERRORS.pushUnreadable, message: 'the push body has a Content-Encoding, so its ref updates cannot be checked; push without one', closeAfter: true });
+    call.push = { unread: 'the body has a Content-Encoding' };
+    return call.req;
+  }
+  const read = await readPushHead(call, deps.timeouts.bodyIdleMs);
+  if (read === 'gone') return void call.abandon();
+  if (read === 'stalled') return void call.refuse({ error: ERRORS.bodyTimeout, closeAfter: true });
+  const { verdict } = read;
+  if (verdict.kind === 'unreadable') {
+    call.push = { unread: verdict.reason };
+    if (!ruled) return pushBody(call, read);
+    const why = `the push's command list cannot be checked: ${verdict.reason}`;
+    return refusePush(deps, call, refusalReport(verdict.capabilities, [], [], `git-auth-proxy: ${why}`, refusalExplanation(policy.host, [why])), ERRORS.pushUnreadable, why);
+  }
+  const { commands, capabilities } = verdict.head;
+  const refusals = ruled ? commands.map((c) => refusalOf(policy, c)) : [];
+  call.push = { head: verdict.head, refusals };
+  const refused = refusals.filter((r) => r !== undefined);
+  if (refused.length === 0) {
+    if (policy.everyRef !== undefined && commands.length > 0) deps.onEveryRefPush?.(policy.everyRef);
+    return pushBody(call, read);
+  }
+  const whole = `the push is refused as a whole: ${refused.length} of its ${commands.length} ref updates are outside the rules`;
+  const declined = refusalReport(capabilities, commands, refusals.map((r) => r && `git-auth-proxy: ${r}`), `git-auth-proxy: ${whole}`, refusalExplanation(policy.host, refusals));
+  return refusePush(deps, call, declined, ERRORS.refNotAllowed, `${whole}; the first: ${refused[0]}`);
+}
+
+/** What goes upstream for a push let through: the bytes read, then (unless the body has ended) the rest as it streams. */
+function pushBody(call: GitCall, read: Exclude<ReadHead, string>): ForwardBody {
+  if (read.ended) return read.held;
+  if (read.held.length > 0) call.req.unshift(read.held);
+  return call.req;
+}
+
+/**
+ * Answers a refused push: with git's report when the client asked for one (git shows it, then
+ * reads our answer only once its pack is sent: the rest of the body is read and dropped, the
+ * body timeout still applying), else with the proxy's line (the connection closes after it).
+ */
+async function refusePush(deps: GitProxyDeps, call: GitCall, declined: Buffer | undefined, error: ProxyError, message: string): Promise<undefined> {
+  if (declined === undefined) return void call.refuse({ error, message, closeAfter: true });
+  call.refusePush(declined, error);
+  const req = call.req;
+  if (req.readableEnded || req.destroyed) return undefined;
+  await new Promise<void>((resolve) => {
+    req.once('end', resolve).once('close', resolve);
+    watchBodyIdle(req, deps.timeouts.bodyIdleMs, () => req.destroy());
+    req.resume();
+  });
+  return undefined;
 }

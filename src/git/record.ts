@@ -5,7 +5,53 @@ import type { Exchange } from '../http/forward.ts';
 import type { Outcome } from '../http/lifecycle.ts';
 import type { TraceContext } from '../http/trace-context.ts';
 import { elapsedMs, pathForLog } from '../http/log.ts';
+import type { PushHead } from './push-commands.ts';
+import type { HostReport } from './push-report.ts';
+import { refText } from './ref-rules.ts';
 import type { GitRouteName } from './route.ts';
+
+/** A push's ref updates in the record: what it asked, what the proxy decided, what the host reported. */
+export type PushRecord = {
+  /**
+   * Each ref update the push asked for, in its order: `refused` says why the proxy refused it
+   * (null: it did not), `result` is the host's report on it (`ok`, `ng <reason>`; null: none).
+   */
+  readonly refs: readonly { readonly ref: string; readonly old: string; readonly new: string; readonly refused: string | null; readonly result: string | null }[];
+  /** The updates came from a push certificate. */
+  readonly certified?: true;
+  /** Why the command list could not be read: refused under ref rules; without any, the push went on unread. */
+  readonly unread?: string;
+  /** The host's unpack status, when it reported. */
+  readonly unpack?: string;
+};
+
+/** What a push call knows of its ref updates. */
+export interface PushState {
+  readonly head?: PushHead;
+  /** Per command: why it was refused, or undefined. */
+  readonly refusals?: readonly (string | undefined)[];
+  readonly unread?: string;
+  /** The host's report, read from its answer (its value when the request is over). */
+  hostReport?: () => HostReport;
+}
+
+/** Pure: the record of a push's ref updates. */
+export function pushRecord(push: PushState): PushRecord {
+  const report = push.hostReport?.();
+  const reported = [...(report?.refs ?? [])];
+  const refs = (push.head?.commands ?? []).map((c, i) => {
+    const name = refText(c.ref);
+    const at = reported.findIndex((r) => r.ref === name);
+    const result = at < 0 ? null : reported.splice(at, 1)[0]!.status;
+    return { ref: name, old: c.old, new: c.new, refused: push.refusals?.[i] ?? null, result };
+  });
+  return {
+    refs,
+    ...(push.head?.certified ? { certified: true as const } : {}),
+    ...(push.unread !== undefined ? { unread: push.unread } : {}),
+    ...(report?.unpack !== undefined ? { unpack: report.unpack } : {}),
+  };
+}
 
 /** What one git request did: the access log line, and what the metrics count. */
 export type GitRequestRecord = {
@@ -36,6 +82,8 @@ export type GitRequestRecord = {
    * begins so, and its credential helper then sends the token. Not an error: counted apart.
    */
   readonly challenge: true | undefined;
+  /** A push (git-receive-pack): its ref updates; undefined for every other request. */
+  readonly push?: PushRecord;
 };
 
 /** What a git request knows about itself when it is over: the call object's state, read only. */
@@ -51,6 +99,7 @@ export interface GitCallState {
   readonly tokenError: string | undefined;
   readonly challenge: boolean;
   readonly exchange: Exchange;
+  readonly push?: PushState;
 }
 
 /** Pure: the record of a git request that is over. */
@@ -76,5 +125,6 @@ export function gitRecord(call: GitCallState, outcome: Outcome, nowMs: number): 
     run_id: call.identity?.runId ?? null,
     token_error: call.tokenError,
     challenge: call.challenge || undefined,
+    ...(call.push ? { push: pushRecord(call.push) } : {}),
   };
 }

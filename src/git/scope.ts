@@ -100,7 +100,7 @@ export function parseRepoRule(text: string): Parsed<RepoRule> {
   return { ok: true, value: { ...pattern.value, ...(refs.value ? { refs: refs.value } : {}) } };
 }
 
-export function formatRepoPattern(pattern: RepoPattern): string {
+function formatRepoPattern(pattern: RepoPattern): string {
   return [...pattern.segments, ...(pattern.wildcard ? ['*'] : [])].join('/');
 }
 

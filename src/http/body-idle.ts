@@ -9,10 +9,11 @@ import type { Readable } from 'node:stream';
  * Calls `onStall` once when no byte of `body` has arrived for `ms` while the proxy was reading
  * it. Time the proxy itself is not reading (a paused body: backpressure from a slow upstream)
  * never counts against the client. Stops by itself when the body ends or is destroyed; 0 turns
- * it off. Call it where the body starts to be consumed: it listens to 'data'.
+ * it off. Call it where the body starts to be consumed: it listens to 'data'. Returns what
+ * stops the watch before that (a reader that hands the body on to another).
  */
-export function watchBodyIdle(body: Readable, ms: number, onStall: () => void): void {
-  if (ms <= 0 || body.readableEnded) return;
+export function watchBodyIdle(body: Readable, ms: number, onStall: () => void): () => void {
+  if (ms <= 0 || body.readableEnded) return () => {};
   let lastByteAt = performance.now();
   const onData = () => {
     lastByteAt = performance.now();
@@ -42,4 +43,5 @@ export function watchBodyIdle(body: Readable, ms: number, onStall: () => void): 
   body.on('data', onData);
   body.once('end', stop);
   body.once('close', stop);
+  return stop;
 }

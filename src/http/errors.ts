@@ -30,6 +30,8 @@ export const ERRORS = {
   pushNotInScope: def('push_not_in_scope', 403, 'this workload may not push to that repository'),
   repoNotInHostRepos: def('repo_not_in_host_repos', 403, 'the proxy serves no such repository on that host'),
   hostReadOnly: def('host_read_only', 403, 'the proxy allows no pushes to that host'),
+  refNotAllowed: def('ref_not_allowed', 403, 'the push changes a ref outside the ref rules for this workload and repository; nothing was sent to the git host'),
+  pushUnreadable: def('push_unreadable', 400, "the push's command list is not one git reads, or passes the proxy's bounds; nothing was sent to the git host"),
   workloadBusy: def('workload_busy', 429, 'this workload already has as many git requests in progress as the proxy allows one workload (--git-max-concurrent-per-workload); retry when one has finished'),
   credentialMissing: def('credential_missing', 503, 'no credential is configured for that git host: the operator must set its token'),
   credentialInvalid: def('credential_invalid', 503, 'the credential configured for that git host is not a valid header value: the operator must fix it'),

@@ -41,10 +41,11 @@ const GATEWAY_REFUSALS: ReadonlySet<string> = new Set(
 /** A model call's record error when its provider refused the gateway's own credential (gateway/record.ts). */
 const MODEL_CREDENTIAL_REJECTED: ReadonlySet<string> = new Set(CREDENTIAL_REJECTED_STATUSES.map(credentialRejectedError));
 
-// Refusals by the workload token or the hosts file's limits. A request without a token is not
-// one: git's first request of every command is answered with the 401 challenge by design.
+// Refusals by the workload token or the hosts file's limits, ref rules included. A request
+// without a token is not one: git's first request of every command is answered with the 401
+// challenge by design.
 const SCOPE_REFUSALS: ReadonlySet<string> = new Set(
-  [ERRORS.workloadTokenInvalid, ERRORS.repoNotInScope, ERRORS.pushNotInScope, ERRORS.repoNotInHostRepos, ERRORS.hostReadOnly].map((e) => e.code),
+  [ERRORS.workloadTokenInvalid, ERRORS.repoNotInScope, ERRORS.pushNotInScope, ERRORS.repoNotInHostRepos, ERRORS.hostReadOnly, ERRORS.refNotAllowed, ERRORS.pushUnreadable].map((e) => e.code),
 );
 
 export interface ProxyMetricsOptions {

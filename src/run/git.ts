@@ -15,7 +15,7 @@ import type { ServeConfig } from './load.ts';
 import type { Egress } from '../http/tunnel.ts';
 import { notReadyReason, unusableFiles } from './readiness.ts';
 import type { Shared } from './shared.ts';
-import { startupWarnings } from './warnings.ts';
+import { everyRefPushWarning, startupWarnings } from './warnings.ts';
 
 /**
  * GitHub App hosts get their installation tokens: the first fetched at once, then each refreshed
@@ -46,7 +46,13 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
   const tlsOf = listenerTls(options, 'git', shared.workloadPolicy, log);
   const keys = openVerifier(config.gitKeys, config.maxTokenLifetimeSec, { log, onProblem: (listener) => metrics?.keyFileProblem(listener) });
   if (keys !== undefined) shared.atExit(keys.close);
+  let everyRefSaid = false;
   const gitDeps = {
+    onEveryRefPush: (entry: string) => {
+      if (everyRefSaid) return;
+      everyRefSaid = true;
+      log(everyRefPushWarning(entry));
+    },
     hosts: withInstallationTokens(config.gitUpstreams, config.egress, log, shared.atExit),
     revoked: shared.revoked,
     maxConcurrentPerWorkload: options.gitMaxConcurrentPerWorkload,

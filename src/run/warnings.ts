@@ -78,6 +78,14 @@ export function startupWarnings(facts: { git?: GitFacts; model?: ModelFacts; pol
   return out;
 }
 
+/** What a write scope without ref rules means: said at start-up for the policy's, at the first push for a token's. */
+const EVERY_REF = "lets a push change every branch and tag the host's credential may change, as before ref rules existed; to narrow it, add the refs after :write (:refs/heads/agent/<run>/*)";
+
+/** Pure: the one line said the first time a push goes through under a workload scope entry without ref rules. */
+export function everyRefPushWarning(entry: string): StartupWarning {
+  return { event: 'warning', listener: 'git', message: `a push went through under a write scope without ref rules (${entry}), which ${EVERY_REF}; said once` };
+}
+
 /**
  * Pure: the workload policy's warnings: an entry whose namespace is `*` granting git write or
  * model calls (any namespace with that account name gets it), and an entry whose limits are above
@@ -91,6 +99,8 @@ function policyWarnings({ policy, limits }: PolicyFacts): StartupWarning[] {
     const instead = account === '*' ? '"<namespace>/*"' : `"<namespace>/${account}"`;
     out.push({ event: 'warning', message: `workload policy ${policy.source}: the entry "${entry}" grants ${grants.join(' and ')} to ${who} that has no entry of its own: whoever may create a service account of that name in any namespace gets it; name the namespace (${instead}) unless every namespace is trusted` });
   }
+  const everyRef = [...policy.entries.values()].flatMap((g) => (g.git ?? []).filter((scope) => scope.endsWith(':write')).map((scope) => `"${g.entry}": ${scope}`));
+  if (everyRef.length > 0) out.push({ event: 'warning', listener: 'git', message: `workload policy ${policy.source}: write scopes without ref rules (${everyRef.length > 3 ? `${everyRef.slice(0, 3).join('; ')} and ${everyRef.length - 3} more` : everyRef.join('; ')}): each ${EVERY_REF}` });
   if (limits === undefined) return out;
   for (const grant of policy.entries.values()) {
     const l = grant.limits;

@@ -9,6 +9,7 @@ import type { RevocationVerdict } from '../../src/auth/identity.ts';
 import { signBotToken } from '../../src/auth/jwt.ts';
 import { eventually } from '../support/eventually.ts';
 import { send } from '../support/http-client.ts';
+import { commandLine, FLUSH, GIT_CAPS, oid, pkt, ZERO } from '../support/push-bodies.ts';
 import { startGitInProcess } from '../support/harness.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
@@ -153,11 +154,14 @@ function answerBeforeTheBody(): { closed: () => boolean; restore: () => void } {
   };
 }
 
+/** The first chunk of a push: its command list whole, then the start of its pack (the proxy reads up to there before it opens the upstream). */
+const FIRST_CHUNK = Buffer.concat([pkt(commandLine(ZERO, oid(1), 'refs/heads/x', GIT_CAPS)), FLUSH, Buffer.from('PACK\0\0\0\x02', 'latin1')]);
+
 /** A chunked push with its first chunk only; resolves with the socket once the whole answer ('0000') is read. */
 async function pushWithoutEnd(port: number): Promise<{ socket: ReturnType<typeof connect>; closed: Promise<void> }> {
   const path = `/${upstream.hostKey}/acme/widgets.git/git-receive-pack`;
   const socket = connect(port, '127.0.0.1', () =>
-    socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-receive-pack-request\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n0123456789abcdef\r\n`),
+    socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-receive-pack-request\r\nTransfer-Encoding: chunked\r\n\r\n${FIRST_CHUNK.length.toString(16)}\r\n${FIRST_CHUNK.toString('latin1')}\r\n`),
   );
   socket.on('error', () => {});
   const closed = new Promise<void>((r) => socket.once('close', () => r()));

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseWorkloadPolicy } from '../../src/auth/workload-policy.ts';
 import { parseLimitsFile } from '../../src/limits/policy.ts';
-import { startupWarnings, unenforcedPolicyLimits, type ModelFacts } from '../../src/run/warnings.ts';
+import { everyRefPushWarning, startupWarnings, unenforcedPolicyLimits, type ModelFacts } from '../../src/run/warnings.ts';
 
 const quietModel: ModelFacts = {
   limits: undefined,
@@ -115,7 +115,35 @@ test('workload policy wildcard namespace: a "*/<serviceaccount>" or "*/*" entry 
   assert.deepEqual(messages({ policy: { policy, limits: undefined } }), [
     'workload policy policy.json: the entry "*/deployer" grants git github.com/acme/prod-infra:write to a service account named deployer in any namespace that has no entry of its own: whoever may create a service account of that name in any namespace gets it; name the namespace ("<namespace>/deployer") unless every namespace is trusted',
     'workload policy policy.json: the entry "*/*" grants model calls to every service account in every namespace that has no entry of its own: whoever may create a service account of that name in any namespace gets it; name the namespace ("<namespace>/*") unless every namespace is trusted',
+    'workload policy policy.json: write scopes without ref rules ("*/deployer": github.com/acme/prod-infra:write; "agents/*": github.com/acme/widgets:write): each lets a push change every branch and tag the host\'s credential may change, as before ref rules existed; to narrow it, add the refs after :write (:refs/heads/agent/<run>/*)',
   ]);
+});
+
+test('ref rules, start-up: write scopes of the workload policy without ref rules are said once, at start-up, naming them; a scope with ref rules is not, and a push under a token\'s is said at the first one', () => {
+  const policy = parseWorkloadPolicy(
+    JSON.stringify({
+      serviceAccounts: {
+        'agents/a': { git: ['github.com/acme/widgets:write:refs/heads/agent/*', 'github.com/acme/*:read'] },
+        'agents/b': { git: ['github.com/acme/b:write', 'github.com/acme/c:write'] },
+        'agents/c': { git: ['github.com/acme/d:write'] },
+        'agents/d': { git: ['github.com/acme/e:write'] },
+      },
+    }),
+    'policy.json',
+  );
+  assert.deepEqual(messages({ policy: { policy, limits: undefined } }), [
+    'workload policy policy.json: write scopes without ref rules ("agents/b": github.com/acme/b:write; "agents/b": github.com/acme/c:write; "agents/c": github.com/acme/d:write and 1 more): each lets a push change every branch and tag the host\'s credential may change, as before ref rules existed; to narrow it, add the refs after :write (:refs/heads/agent/<run>/*)',
+  ]);
+  const narrowed = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'agents/a': { git: ['github.com/acme/widgets:write:refs/heads/agent/*'] } } }), 'policy.json');
+  assert.deepEqual(messages({ policy: { policy: narrowed, limits: undefined } }), []);
+  // A write scope with ref rules is still a write for the wildcard-namespace warning.
+  const wild = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { '*/bot': { git: ['github.com/acme/widgets:write:refs/heads/agent/*'] } } }), 'policy.json');
+  assert.match(messages({ policy: { policy: wild, limits: undefined } }).join('\n'), /the entry "\*\/bot" grants git github\.com\/acme\/widgets:write:refs\/heads\/agent\/\* to a service account named bot/);
+  assert.deepEqual(everyRefPushWarning('github.com/acme/*:write'), {
+    event: 'warning',
+    listener: 'git',
+    message: "a push went through under a write scope without ref rules (github.com/acme/*:write), which lets a push change every branch and tag the host's credential may change, as before ref rules existed; to narrow it, add the refs after :write (:refs/heads/agent/<run>/*); said once",
+  });
 });
 
 test('workload policy limits above the --limits ceilings: warned naming the entry, each limit and its ceiling, as mint-token refuses them; limits within are not', () => {
