@@ -21,7 +21,9 @@ export interface Ctx {
   proxyArgs: { args: string[]; listeners: string[] };
   proxy: ProxyRun;
   nginx: NginxRun | undefined;
-  git: { direct: Target; proxy: Target; nginx: Target | undefined };
+  git: { direct: Target; proxy: Target; nginx: Target | undefined; baseline: Target | undefined };
+  /** BENCH_BASELINE: another build of the proxy (its dist/proxy.js), for the pack scenario's before and after. */
+  baseline: ProxyRun | undefined;
   model: { direct: Target; proxy: Target };
   /** The Messages API: direct with the key in x-api-key, or through the gateway's anthropic provider. */
   messages: { direct: Target; proxy: Target };

@@ -4,7 +4,7 @@
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { serve } from './ipc.ts';
-import { chatAnswer, chatRequestBody, GIT_REPO_PATH, messagesRequestBody, messagesStream, MiB, monoUs, patternBlock, refAdvertisement, REFS_QUERY, Samples, streamRequestBody } from './shared.ts';
+import { chatAnswer, chatRequestBody, GIT_REPO_PATH, messagesRequestBody, messagesStream, MiB, monoUs, patternBlock, PUSH_HEAD, refAdvertisement, REFS_QUERY, Samples, streamRequestBody } from './shared.ts';
 
 export interface Target {
   /** 'direct', 'proxy' or 'nginx'. */
@@ -136,7 +136,7 @@ type Kind = keyof typeof KINDS;
 
 let patternBase: Buffer | undefined;
 
-/** One pack upload, chunked like git's, with backpressure; the upstream checks every byte. */
+/** One pack upload, chunked like git's (its command list first), with backpressure; the upstream checks every byte. */
 async function upload(a: { target: Target; mib: number; seed: string }): Promise<{ ms: number; bytes: number }> {
   patternBase ??= patternBlock(a.seed);
   const base = patternBase;
@@ -154,6 +154,7 @@ async function upload(a: { target: Target; mib: number; seed: string }): Promise
       res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(chunks)) : reject(new BenchError(`${a.target.name} upload: status ${res.statusCode}`))));
     });
     let i = 0;
+    req.write(PUSH_HEAD);
     const write = () => {
       while (i < a.mib) {
         const block = Buffer.allocUnsafe(MiB);

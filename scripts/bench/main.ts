@@ -3,7 +3,7 @@
 // turns so that machine noise hits them alike. Prints a table with every target and writes
 // bench-results/bench.json and bench-results/bench.svg. Loopback only; every loop is bounded.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { BUNDLE, ROOT } from '../../test/support/proxy-process.ts';
@@ -69,7 +69,7 @@ export async function main(): Promise<number> {
     cleanups.push(() => up.stop(), () => lg.stop());
     const { gitPort, modelPort } = await up.call<{ gitPort: number; modelPort: number }>('start', { keyPem: pki.keyPem, certPem: pki.certPem, token, seed });
     const hostKey = `127.0.0.1:${gitPort}`;
-    const proxyEnv = {
+    const proxyEnv: Record<string, string> = {
       GIT_HOST_A: hostKey,
       GIT_HOST_A_TOKEN: token,
       NODE_EXTRA_CA_CERTS: pki.caFile,
@@ -79,6 +79,22 @@ export async function main(): Promise<number> {
       ANTHROPIC_BENCH_KEY: token,
     };
     const pa = proxyArgs();
+    // Without BENCH_BASELINE the bench measures this build as before. With it (the path of
+    // another build's dist/proxy.js, say the commit before a change), that build runs beside this
+    // one, configured as it always was, and the pack scenario gives both a turn in every round.
+    // This build then registers the host from a hosts file with a protected ref, when it knows
+    // them, so that every pack upload is read and decided against a rule on its way.
+    const baselineBundle = process.env.BENCH_BASELINE || undefined;
+    const baselineEnv = { ...proxyEnv };
+    const baselineArgs = { args: [...pa.args], listeners: [...pa.listeners] };
+    if (baselineBundle && readFileSync(BUNDLE, 'latin1').includes('protectedRefs')) {
+      const hostsFile = join(pki.dir, 'bench-hosts.json');
+      writeFileSync(hostsFile, JSON.stringify({ hosts: [{ host: hostKey, auth: 'bearer', tokenEnv: 'BENCH_GIT_TOKEN', protectedRefs: ['refs/heads/main'] }] }));
+      delete proxyEnv.GIT_HOST_A;
+      delete proxyEnv.GIT_HOST_A_TOKEN;
+      proxyEnv.BENCH_GIT_TOKEN = token;
+      pa.args.push('--git-hosts', hostsFile);
+    }
     // An anthropic-kind provider beside the UPSTREAM_* one, on the same upstream process, for
     // the Messages scenario (a bundle without --providers runs without it).
     if (bundleHelp().includes('--providers')) {
@@ -120,6 +136,12 @@ export async function main(): Promise<number> {
         nginxNote = `nginx failed to start, nginx columns skipped: ${(e as Error).message.split('\n')[0]}`;
       }
     }
+    let baseline: ProxyRun | undefined;
+    if (baselineBundle) {
+      baseline = await launchProxy({ env: baselineEnv, ...baselineArgs, bundle: baselineBundle });
+      const b = baseline;
+      cleanups.push(() => b.stop());
+    }
     const ctx: Ctx = {
       cfg,
       pki,
@@ -137,7 +159,9 @@ export async function main(): Promise<number> {
         direct: { name: 'direct', scheme: 'https', port: gitPort, prefix: '', headers: { authorization: `Bearer ${token}` }, ca: pki.caPem },
         proxy: { name: 'proxy', scheme: 'http', port: proxy.ports.git!, prefix: `/${hostKey}`, headers: {} },
         nginx: nginx ? { name: 'nginx', scheme: 'http', port: nginx.port, prefix: `/${hostKey}`, headers: {} } : undefined,
+        baseline: baseline ? { name: 'baseline', scheme: 'http', port: baseline.ports.git!, prefix: `/${hostKey}`, headers: {} } : undefined,
       },
+      baseline,
       model: {
         direct: { name: 'direct', scheme: 'https', port: modelPort, prefix: '', headers: { authorization: `Bearer ${token}` }, ca: pki.caPem },
         proxy: { name: 'proxy', scheme: 'http', port: proxy.ports.model!, prefix: '', headers: {} },

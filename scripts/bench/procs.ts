@@ -92,13 +92,13 @@ export function proxyArgs(): { args: string[]; listeners: string[] } {
 }
 
 /**
- * Starts `node [nodeArgs] dist/proxy.js args` with only PATH and `env`, and resolves once every
+ * Starts `node [nodeArgs] dist/proxy.js args` (or another `bundle`) with only PATH and `env`, and resolves once every
  * listener in `listeners` has printed its `listening` line. Output is drained (a full pipe
  * would stall the proxy) and only counted after that.
  */
-export function launchProxy(o: { env: Record<string, string>; args: string[]; listeners: string[]; nodeArgs?: string[]; timeoutMs?: number }): Promise<ProxyRun> {
+export function launchProxy(o: { env: Record<string, string>; args: string[]; listeners: string[]; nodeArgs?: string[]; timeoutMs?: number; bundle?: string }): Promise<ProxyRun> {
   const t0 = performance.now();
-  const child = spawn(process.execPath, [...(o.nodeArgs ?? []), BUNDLE, ...o.args], {
+  const child = spawn(process.execPath, [...(o.nodeArgs ?? []), o.bundle ?? BUNDLE, ...o.args], {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...o.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -32,15 +32,35 @@ export function patternBlock(seed: string): Buffer {
   return block;
 }
 
-/** Checks, as it streams, that a body is exactly blocks 0, 1, 2, ... of the pattern (memcmp). */
+const pktText = (s: string) => (Buffer.byteLength(s) + 4).toString(16).padStart(4, '0') + s;
+
+/**
+ * What a pack upload begins with, as git's does: one command (a branch the proxy's rules allow),
+ * the flush, and the pack's signature, so that the proxy reads and decides a real command list
+ * before the pattern's blocks stream through.
+ */
+export const PUSH_HEAD = Buffer.from(
+  `${pktText(`${'0'.repeat(40)} ${'1'.repeat(40)} refs/heads/bench/upload\0report-status side-band-64k quiet object-format=sha1 agent=git/2.39.5\n`)}0000PACK`,
+  'latin1',
+);
+
+/** Checks, as it streams, that a body is PUSH_HEAD, then exactly blocks 0, 1, 2, ... of the pattern (memcmp). */
 export class PatternCheck {
   bytes = 0;
   ok = true;
+  #head = 0;
   private readonly block: Buffer;
   constructor(base: Buffer) {
     this.block = Buffer.from(base);
   }
-  update(chunk: Buffer): void {
+  update(whole: Buffer): void {
+    let chunk = whole;
+    if (this.#head < PUSH_HEAD.length) {
+      const n = Math.min(PUSH_HEAD.length - this.#head, chunk.length);
+      if (!chunk.subarray(0, n).equals(PUSH_HEAD.subarray(this.#head, this.#head + n))) this.ok = false;
+      this.#head += n;
+      chunk = chunk.subarray(n);
+    }
     let p = 0;
     while (p < chunk.length) {
       const inBlock = this.bytes % MiB;
