@@ -89,7 +89,7 @@ export interface MintOptions {
   readonly workflow: string | undefined;
   readonly runId: string | undefined;
   readonly ttlMs: number;
-  /** `--git-repo host/path:read|write`, repeatable: a token for the git proxy with this scope. */
+  /** `--git-repo host/path:read|write[:refs/...]`, repeatable: a token for the git proxy with this scope. */
   readonly gitRepos: readonly string[];
   /** Limits the token lowers for its run (the gateway applies the lower of these and --limits). */
   readonly budgetUsd: number | undefined;
@@ -203,7 +203,7 @@ const FLAGS = {
   'max-concurrent': { default: undefined, commands: ['mint-token'], help: "model calls the run's instance may have in progress (within --limits' perInstance.concurrent: at most its max, or its value)" },
   'requests-per-minute': { default: undefined, commands: ['mint-token'], help: "model calls the run's instance may make a minute (within --limits' perInstance.requestsPerMinute: at most its max, or its value)" },
   'tokens-per-minute': { default: undefined, commands: ['mint-token'], help: "tokens the run's instance may use a minute (within --limits' perInstance.tokensPerMinute: at most its max, or its value)" },
-  'git-repo': { default: undefined, commands: ['mint-token'], multiple: true, help: 'repeatable: host/path:read|write (* only as a whole last segment); makes a git proxy token (GIT_PROXY_SIGNING_KEY)' },
+  'git-repo': { default: undefined, commands: ['mint-token'], multiple: true, help: 'repeatable: host/path:read|write (* only as a whole last segment), :write then ref rules to narrow a push (:refs/heads/agent/run-42/*:delete); makes a git proxy token (GIT_PROXY_SIGNING_KEY)' },
   'signing-key': { default: undefined, commands: ['mint-token'], help: 'the key file to sign with: KID.pem (an Ed25519 or P-256 private key; the proxy holds the public key) or KID.hs256 (an HS256 secret); the token names KID. Default: MODEL_PROXY_SIGNING_KEY(_FILE), or GIT_PROXY_SIGNING_KEY(_FILE) with --git-repo' },
   agent: { default: 'opencode', commands: ['agent-config'], help: 'the agent to configure: opencode (opencode.json), codex (config.toml) or claude-code (settings.json)' },
   'proxy-host': { default: undefined, commands: ['git-config', 'agent-config'], help: 'the proxy host[:port] as workloads reach it (default $GIT_AUTH_PROXY_HOST / $MODEL_GATEWAY_PROXY_HOST)' },
