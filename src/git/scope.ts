@@ -76,26 +76,27 @@ export function parseRepoPattern(text: string): Parsed<RepoPattern> {
  */
 export function parseScopeEntry(text: string): Parsed<ScopeEntry> {
   const slash = text.indexOf('/');
-  const [path = '', access, ...refParts] = slash < 0 ? [] : text.slice(slash + 1).split(':');
+  const parts = slash < 0 ? [] : text.slice(slash + 1).split(':');
+  const access = parts[1];
   if (access !== 'read' && access !== 'write') {
     return { ok: false, reason: slash < 0 && /:(read|write)$/.test(text) ? 'must be host/path:read|write' : 'must end in :read or :write, or :write and ref rules (:refs/heads/agent/*)' };
   }
   const host = parseHostKey(text.slice(0, slash));
   if (!host) return { ok: false, reason: `"${text.slice(0, slash)}" is not a host (host or host:port)` };
-  const pattern = parseRepoPattern(path);
+  const pattern = parseRepoPattern(parts[0]!);
   if (!pattern.ok) return pattern;
-  if (access === 'read' && refParts.length > 0) return { ok: false, reason: 'ref rules narrow a push: they follow :write' };
-  const refs = parseRefRules(refParts);
+  if (access === 'read' && parts.length > 2) return { ok: false, reason: 'ref rules narrow a push: they follow :write' };
+  const refs = parseRefRules(parts.slice(2));
   if (!refs.ok) return refs;
   return { ok: true, value: { host: host.key, pattern: pattern.value, access, ...(refs.value ? { refs: refs.value } : {}) } };
 }
 
 /** A hosts file `repos` entry: `acme/widgets`, `acme/*`, `acme/widgets:refs/heads/agent/*:delete`. */
 export function parseRepoRule(text: string): Parsed<RepoRule> {
-  const [path = '', ...refParts] = text.split(':');
-  const pattern = parseRepoPattern(path);
+  const parts = text.split(':');
+  const pattern = parseRepoPattern(parts[0]!);
   if (!pattern.ok) return pattern;
-  const refs = parseRefRules(refParts);
+  const refs = parseRefRules(parts.slice(1));
   if (!refs.ok) return refs;
   return { ok: true, value: { ...pattern.value, ...(refs.value ? { refs: refs.value } : {}) } };
 }
