@@ -18,6 +18,7 @@ import { composeVerifier, keyRingSource, type TokenVerifier } from '../src/auth/
 import { medianNs, verifyRound } from './bench/ns-per-op.ts';
 import { keyRing } from '../src/auth/jwt.ts';
 import { parseWorkloadPolicy } from '../src/auth/workload-policy.ts';
+import { canonicalScope } from '../src/git/scope.ts';
 import { ecSigner, jwksOf, rsaSigner, saPayload, signSaToken, TEST_AUDIENCE, TEST_ISSUER, type SaSigner } from '../test/support/service-accounts.ts';
 
 const ROUNDS = 5;
@@ -31,7 +32,7 @@ const ec = ecSigner('bench-ec');
 const parsed = parseJwks(JSON.stringify(jwksOf(rsa, ec)));
 if (!parsed.ok) throw new Error(parsed.reason);
 const keySet: KeySetSource = { current: () => parsed.set.keys, refresh: async () => parsed.set.keys, close: () => undefined };
-const policy = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'bench/*': { models: true } } }), 'bench-policy.json');
+const policy = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'bench/*': { models: true } } }), 'bench-policy.json', canonicalScope);
 const ring = keyRing([{ kid: undefined, alg: 'HS256', key: secret }]);
 
 const ownKeys = (): TokenVerifier => composeVerifier([keyRingSource(() => ring, 86_400)]);

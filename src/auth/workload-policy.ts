@@ -16,7 +16,6 @@
 import { entryReader, parseConfigJson, type FieldFailure } from '../config/config-file.ts';
 import { suggestion } from '../config/suggest.ts';
 import { isObject } from '../json/keys.ts';
-import { formatScopeEntry, parseScopeEntry } from '../git/scope.ts';
 import { IDENTITY_VALUE, type RunLimits } from './jwt.ts';
 
 /** A Kubernetes namespace name: an RFC 1123 label. */
@@ -60,7 +59,13 @@ const LIMIT_FIELDS: ReadonlyMap<string, boolean> = new Map([
 const MAX_GIT_ENTRIES = 64;
 
 /** Pure: the policy file's entries; any mistake stops start-up naming the file, the entry and the field. */
-export function parseWorkloadPolicy(text: string, fileName: string): WorkloadPolicy {
+/**
+ * The git scope grammar (src/git/scope.ts) as the policy needs it: an entry's canonical form, or
+ * why it is not one. Start-up passes it in: identity sits below the git proxy, which owns the grammar.
+ */
+export type CanonicalScope = (text: string) => { readonly ok: true; readonly value: string } | { readonly ok: false; readonly reason: string };
+
+export function parseWorkloadPolicy(text: string, fileName: string, canonicalScope: CanonicalScope): WorkloadPolicy {
   const { doc, fail } = parseConfigJson(text, fileName);
   if (!isObject(doc)) return fail('(file)', 'must be an object: {"serviceAccounts": {"namespace/serviceaccount": {...}}}');
   for (const k of Object.keys(doc)) if (!TOP_FIELDS.has(k)) fail(k, `unknown field${suggestion(k, TOP_FIELDS)}`);
@@ -71,7 +76,7 @@ export function parseWorkloadPolicy(text: string, fileName: string): WorkloadPol
     const where = `serviceAccounts["${key}"]`;
     const keyProblem = policyKeyProblem(key);
     if (keyProblem) fail(where, keyProblem);
-    entries.set(key, parseGrant(key, raw, where, fail));
+    entries.set(key, parseGrant(key, raw, where, fail, canonicalScope));
   }
   return { source: fileName, entries };
 }
@@ -86,9 +91,9 @@ function policyKeyProblem(key: string): string | undefined {
   return undefined;
 }
 
-function parseGrant(key: string, raw: unknown, where: string, fail: FieldFailure): WorkloadGrant {
+function parseGrant(key: string, raw: unknown, where: string, fail: FieldFailure, canonicalScope: CanonicalScope): WorkloadGrant {
   const r = entryReader(raw, where, ENTRY_FIELDS, fail);
-  const git = r.entry.git === undefined ? undefined : parseGit(r.entry.git, r.at('git'), fail);
+  const git = r.entry.git === undefined ? undefined : parseGit(r.entry.git, r.at('git'), fail, canonicalScope);
   const models = r.entry.models;
   if (models !== undefined && typeof models !== 'boolean') fail(r.at('models'), 'must be true or false');
   const limits = r.entry.limits === undefined ? undefined : parseLimits(r.entry.limits, r.at('limits'), fail);
@@ -100,13 +105,13 @@ function parseGrant(key: string, raw: unknown, where: string, fail: FieldFailure
 }
 
 /** The git scopes, each as mint-token's --git-repo takes it, kept in canonical form. */
-function parseGit(value: unknown, where: string, fail: FieldFailure): string[] {
+function parseGit(value: unknown, where: string, fail: FieldFailure, canonicalScope: CanonicalScope): string[] {
   if (!Array.isArray(value) || value.length === 0 || value.length > MAX_GIT_ENTRIES) return fail(where, `must be a list of 1 to ${MAX_GIT_ENTRIES} scopes such as "github.com/acme/widgets:write"`);
   return value.map((text: unknown, i) => {
     if (typeof text !== 'string') return fail(`${where}[${i}]`, 'must be a string such as "github.com/acme/*:read"');
-    const entry = parseScopeEntry(text);
+    const entry = canonicalScope(text);
     if (!entry.ok) return fail(`${where}[${i}]`, `"${text}": ${entry.reason}`);
-    return formatScopeEntry(entry.value);
+    return entry.value;
   });
 }
 

@@ -109,6 +109,12 @@ export function formatRepoRule(rule: RepoRule): string {
   return formatRepoPattern(rule) + formatRefRules(rule.refs);
 }
 
+/** Pure: a scope entry's canonical form, or why the text is not one (the workload policy's grammar: src/auth/workload-policy.ts). */
+export function canonicalScope(text: string): { readonly ok: true; readonly value: string } | { readonly ok: false; readonly reason: string } {
+  const entry = parseScopeEntry(text);
+  return entry.ok ? { ok: true, value: formatScopeEntry(entry.value) } : { ok: false, reason: entry.reason };
+}
+
 export function formatScopeEntry(entry: ScopeEntry): string {
   return `${entry.host}/${formatRepoPattern(entry.pattern)}:${entry.access}${formatRefRules(entry.refs)}`;
 }

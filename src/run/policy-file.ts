@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { fileStamp } from '../config/file-stamp.ts';
 import { parseWorkloadPolicy, type WorkloadPolicy } from '../auth/workload-policy.ts';
+import { canonicalScope } from '../git/scope.ts';
 import type { LogSink } from '../http/log.ts';
 import type { LogEvent } from './log-events.ts';
 import { readTextFile } from './load.ts';
@@ -17,7 +18,7 @@ import { readTextFile } from './load.ts';
  */
 function workloadPolicyFile(path: string, log: LogSink<LogEvent>): () => WorkloadPolicy {
   let seen = fileStamp(path);
-  let policy = parseWorkloadPolicy(readTextFile(path, '--workload-policy'), path);
+  let policy = parseWorkloadPolicy(readTextFile(path, '--workload-policy'), path, canonicalScope);
   let lastProblem = '';
   return () => {
     let problem: string;
@@ -27,7 +28,7 @@ function workloadPolicyFile(path: string, log: LogSink<LogEvent>): () => Workloa
       const text = readFileSync(path, 'utf8');
       // Remembered before parsing: a broken file is parsed once, not at every request, until it changes.
       seen = now;
-      policy = parseWorkloadPolicy(text, path);
+      policy = parseWorkloadPolicy(text, path, canonicalScope);
       lastProblem = '';
       log({ event: 'workload_policy_reloaded', file: path, entries: policy.entries.size });
       return policy;

@@ -10,6 +10,7 @@ import { after, test } from 'node:test';
 import { fileKeySet, type KeySetEvent } from '../../src/auth/jwks-source.ts';
 import { serviceAccountSource } from '../../src/auth/service-account-source.ts';
 import { lookupWorkload, parseWorkloadPolicy } from '../../src/auth/workload-policy.ts';
+import { canonicalScope } from '../../src/git/scope.ts';
 import { sharedWorkloadPolicy } from '../../src/run/policy-file.ts';
 import { ecSigner, jwksOf, saPayload, signSaToken, TEST_AUDIENCE, TEST_ISSUER } from '../support/service-accounts.ts';
 
@@ -28,7 +29,7 @@ test('removed key set or policy refused: a --sa-jwks-file removed empties the ke
   const events: KeySetEvent[] = [];
   const keys = fileKeySet(path, (e) => events.push(e));
   const now = Math.floor(Date.now() / 1000);
-  const policy = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'agents/*': { models: true } } }), 'policy.json');
+  const policy = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'agents/*': { models: true } } }), 'policy.json', canonicalScope);
   const source = serviceAccountSource({ issuer: TEST_ISSUER, audience: TEST_AUDIENCE, maxLifetimeSec: 86_400, keys, policy: () => policy });
   const token = signSaToken(key, saPayload({ namespace: 'agents', serviceAccount: 'triage', pod: 'triage-0' }, now, 3600, { iss: TEST_ISSUER }));
   const verify = async () => {

@@ -10,13 +10,14 @@ import { fileKeySet, httpsGetter, jwksUriOf, remoteKeySet, type KeySetEvent, typ
 import { serviceAccountSource } from '../../src/auth/service-account-source.ts';
 import type { Verification } from '../../src/auth/verifier.ts';
 import { parseWorkloadPolicy } from '../../src/auth/workload-policy.ts';
+import { canonicalScope } from '../../src/git/scope.ts';
 import { HOSTILE, startFakeIssuer, type FakeIssuer } from '../support/oidc-issuer.ts';
 import { ecSigner, jwksOf, rsaSigner, saPayload, signSaToken, TEST_AUDIENCE, type SaSigner } from '../support/service-accounts.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const NOW = Math.floor(Date.now() / 1000);
 const WHO = { namespace: 'agents', serviceAccount: 'triage', pod: 'triage-0' };
-const POLICY = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'agents/*': { models: true } } }), 'policy.json');
+const POLICY = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'agents/*': { models: true } } }), 'policy.json', canonicalScope);
 const oldKey = rsaSigner('old-rsa');
 const newKey = ecSigner('new-ec');
 
@@ -248,7 +249,7 @@ test('service-account source asks the policy on every request: a cached token lo
   const source = serviceAccountSource({ issuer: issuer.issuer, audience: TEST_AUDIENCE, maxLifetimeSec: 86_400, keys, policy: () => policy });
   const token = tokenOf(oldKey);
   assert.equal(reasonOf((await source.verify('bot', { token }, NOW))!), 'accepted');
-  policy = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'other/*': { models: true } } }), 'policy.json');
+  policy = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'other/*': { models: true } } }), 'policy.json', canonicalScope);
   assert.match(reasonOf((await source.verify('bot', { token }, NOW))!), /^the service account agents\/triage is not in the workload policy policy\.json/);
   // Past its exp and the skew a cached token is verified again, and refused as expired.
   policy = POLICY;

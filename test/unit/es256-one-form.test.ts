@@ -15,6 +15,7 @@ import { serviceAccountSource } from '../../src/auth/service-account-source.ts';
 import { verifyServiceAccountToken } from '../../src/auth/service-account.ts';
 import { composeVerifier, keyRingSource, type Verification } from '../../src/auth/verifier.ts';
 import { parseWorkloadPolicy } from '../../src/auth/workload-policy.ts';
+import { canonicalScope } from '../../src/git/scope.ts';
 import { ecSigner, jwksOf, saPayload, signSaToken, TEST_AUDIENCE, TEST_ISSUER } from '../support/service-accounts.ts';
 
 const N = BigInt('0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551');
@@ -153,7 +154,7 @@ test('one string per token: the high-s twin of a verified token is the same cach
   const parsed = parseJwks(JSON.stringify(jwksOf(sa)));
   assert.ok(parsed.ok);
   const saKeys = { current: () => parsed.set.keys, refresh: async () => parsed.set.keys, close: () => undefined };
-  const policy = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'agents/*': { models: true } } }), 'policy.json');
+  const policy = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'agents/*': { models: true } } }), 'policy.json', canonicalScope);
   const verifier = composeVerifier([serviceAccountSource({ issuer: TEST_ISSUER, audience: TEST_AUDIENCE, maxLifetimeSec: 86_400, keys: saKeys, policy: () => policy }), keyRingSource(() => ring, 3600)]);
   const ask = async (token: string, nowSec: number) => why(await verifier.verify('bot', { token }, nowSec));
 

@@ -7,6 +7,7 @@ import { spiffeSource } from '../../src/auth/spiffe-source.ts';
 import { parseSpiffeId, spiffeWorkload, subjectAltNames } from '../../src/auth/spiffe.ts';
 import { peerOf } from '../../src/auth/verifier.ts';
 import { parseWorkloadPolicy } from '../../src/auth/workload-policy.ts';
+import { canonicalScope } from '../../src/git/scope.ts';
 import { botIdentity } from '../../src/gateway/authenticate.ts';
 import { decideGitAccess } from '../../src/git/access.ts';
 import { tlsServerOptions } from '../../src/http/tls-listener.ts';
@@ -15,8 +16,7 @@ import { tlsFlagsProblem } from '../../src/run/tls.ts';
 const TD = 'cluster.local';
 const POLICY = parseWorkloadPolicy(
   JSON.stringify({ serviceAccounts: { 'agents/triage-bot': { git: ['github.com/acme/*:read'], models: true, limits: { budget_usd: 2 } }, 'agents/*': { models: true, workflow: 'agents' }, 'ci/builder': { git: ['github.com/acme/widgets:write'] } } }),
-  'policy.json',
-);
+  'policy.json', canonicalScope);
 const NOW = Math.floor(Date.parse('2026-11-26T04:00:00Z') / 1000);
 const cert = (san: string | undefined, extra: Partial<{ ca: boolean; valid_from: string; valid_to: string }> = {}) => ({
   subjectaltname: san as string,
@@ -135,7 +135,7 @@ test('client-certificate source: a certificate read once (by its fingerprint) is
   const presented = { peer: { remoteAddress: '10.0.0.1', tls: { authorized: true, certificate: { ...cert('URI:spiffe://cluster.local/ns/agents/sa/triage-bot'), fingerprint256: 'AB:CD' } as never } } };
   const verify = (nowSec: number) => source.verify('git', presented, nowSec) as Exclude<ReturnType<typeof source.verify>, Promise<unknown> | undefined>;
   assert.equal(verify(NOW).ok, true);
-  policy = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'agents/other': { models: true } } }), 'policy.json');
+  policy = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'agents/other': { models: true } } }), 'policy.json', canonicalScope);
   const removed = verify(NOW);
   assert.ok(!removed.ok && /not in the workload policy/.test(removed.reason), 'the entry removed: refused from the next request');
   policy = POLICY;

@@ -3,6 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseWorkloadPolicy } from '../../src/auth/workload-policy.ts';
+import { canonicalScope } from '../../src/git/scope.ts';
 import { parseLimitsFile } from '../../src/limits/policy.ts';
 import { everyRefPushWarning, startupWarnings, unenforcedPolicyLimits, type ModelFacts } from '../../src/run/warnings.ts';
 
@@ -110,8 +111,7 @@ test('workload policy wildcard namespace: a "*/<serviceaccount>" or "*/*" entry 
         'agents/*': { git: ['github.com/acme/widgets:write'], models: true },
       },
     }),
-    'policy.json',
-  );
+    'policy.json', canonicalScope);
   assert.deepEqual(messages({ policy: { policy, limits: undefined } }), [
     'workload policy policy.json: the entry "*/deployer" grants git github.com/acme/prod-infra:write to a service account named deployer in any namespace that has no entry of its own: whoever may create a service account of that name in any namespace gets it; name the namespace ("<namespace>/deployer") unless every namespace is trusted',
     'workload policy policy.json: the entry "*/*" grants model calls to every service account in every namespace that has no entry of its own: whoever may create a service account of that name in any namespace gets it; name the namespace ("<namespace>/*") unless every namespace is trusted',
@@ -129,15 +129,14 @@ test('ref rules, start-up: write scopes of the workload policy without ref rules
         'agents/d': { git: ['github.com/acme/e:write'] },
       },
     }),
-    'policy.json',
-  );
+    'policy.json', canonicalScope);
   assert.deepEqual(messages({ policy: { policy, limits: undefined } }), [
     'workload policy policy.json: write scopes without ref rules ("agents/b": github.com/acme/b:write; "agents/b": github.com/acme/c:write; "agents/c": github.com/acme/d:write and 1 more): each lets a push change every branch and tag the host\'s credential may change, as before ref rules existed; to narrow it, add the refs after :write (:refs/heads/agent/<run>/*)',
   ]);
-  const narrowed = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'agents/a': { git: ['github.com/acme/widgets:write:refs/heads/agent/*'] } } }), 'policy.json');
+  const narrowed = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { 'agents/a': { git: ['github.com/acme/widgets:write:refs/heads/agent/*'] } } }), 'policy.json', canonicalScope);
   assert.deepEqual(messages({ policy: { policy: narrowed, limits: undefined } }), []);
   // A write scope with ref rules is still a write for the wildcard-namespace warning.
-  const wild = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { '*/bot': { git: ['github.com/acme/widgets:write:refs/heads/agent/*'] } } }), 'policy.json');
+  const wild = parseWorkloadPolicy(JSON.stringify({ serviceAccounts: { '*/bot': { git: ['github.com/acme/widgets:write:refs/heads/agent/*'] } } }), 'policy.json', canonicalScope);
   assert.match(messages({ policy: { policy: wild, limits: undefined } }).join('\n'), /the entry "\*\/bot" grants git github\.com\/acme\/widgets:write:refs\/heads\/agent\/\* to a service account named bot/);
   assert.deepEqual(everyRefPushWarning('github.com/acme/*:write'), {
     event: 'warning',
@@ -155,8 +154,7 @@ test('workload policy limits above the --limits ceilings: warned naming the entr
         'agents/small': { models: true, limits: { budget_usd: 20, max_concurrent: 4 } },
       },
     }),
-    'policy.json',
-  );
+    'policy.json', canonicalScope);
   const warnings = startupWarnings({ policy: { policy, limits: { policy: limits, file: 'limits.json' } } });
   assert.deepEqual(warnings, [
     {
@@ -169,7 +167,7 @@ test('workload policy limits above the --limits ceilings: warned naming the entr
 });
 
 test('unenforcedPolicyLimits: workload policy entries that set limits, with no --limits to enforce them, stop start-up naming the entries (three, then how many more) and the fix; entries without limits pass', () => {
-  const policy = (entries: Record<string, unknown>) => parseWorkloadPolicy(JSON.stringify({ serviceAccounts: entries }), 'workloads.json');
+  const policy = (entries: Record<string, unknown>) => parseWorkloadPolicy(JSON.stringify({ serviceAccounts: entries }), 'workloads.json', canonicalScope);
   assert.equal(unenforcedPolicyLimits(policy({ 'agents/*': { models: true } })), undefined);
   assert.equal(
     unenforcedPolicyLimits(policy({ 'agents/triage': { models: true, limits: { budget_usd: 5 } }, 'agents/*': { models: true } })),

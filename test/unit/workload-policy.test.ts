@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { lookupWorkload, parseWorkloadPolicy, type PolicyLookup } from '../../src/auth/workload-policy.ts';
+import { canonicalScope } from '../../src/git/scope.ts';
 
 const FILE = '/etc/proxy/workloads.json';
-const policyOf = (accounts: Record<string, unknown>) => parseWorkloadPolicy(JSON.stringify({ serviceAccounts: accounts }), FILE);
+const policyOf = (accounts: Record<string, unknown>) => parseWorkloadPolicy(JSON.stringify({ serviceAccounts: accounts }), FILE, canonicalScope);
 const entryOf = (found: PolicyLookup) => (found.ok ? found.grant.entry : `refused: ${found.reason}`);
 
 test('workload policy: an entry grants git scopes (canonical, as mint-token writes them), models, limits in the token claim\'s shape and a workflow', () => {
@@ -74,7 +75,7 @@ test('workload policy file mistakes stop start-up naming the file, the entry and
     [[], /must be an object/],
   ];
   for (const [doc, message] of cases) {
-    assert.throws(() => parseWorkloadPolicy(JSON.stringify(doc), FILE), (err: Error) => err.message.startsWith(`${FILE}: `) && message.test(err.message), JSON.stringify(doc));
+    assert.throws(() => parseWorkloadPolicy(JSON.stringify(doc), FILE, canonicalScope), (err: Error) => err.message.startsWith(`${FILE}: `) && message.test(err.message), JSON.stringify(doc));
   }
-  assert.throws(() => parseWorkloadPolicy('{"serviceAccounts":{"a/b":{"models":true},"a/b":{"models":true}}}', FILE), /the key "a\/b" appears twice/);
+  assert.throws(() => parseWorkloadPolicy('{"serviceAccounts":{"a/b":{"models":true},"a/b":{"models":true}}}', FILE, canonicalScope), /the key "a\/b" appears twice/);
 });
