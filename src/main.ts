@@ -4,12 +4,12 @@
 import { parseCommandLine, usage, UsageError } from './config/cli.ts';
 import { asyncLineWriter, jsonLineSink, type LogSink } from './http/log.ts';
 import type { LogEvent } from './run/log-events.ts';
+import { logLevel } from './run/log-levels.ts';
 import { runCommand, type CommandContext } from './run/commands.ts';
 import { serve } from './run/serve.ts';
 
 // Log lines never block the event loop; a reader 8 MiB behind loses lines, counted in metrics.
 const logWriter = asyncLineWriter(1, 8 * 1024 * 1024);
-const log: LogSink<LogEvent> = jsonLineSink((line) => logWriter.write(line));
 const context: CommandContext = {
   env: process.env,
   nowMs: () => Date.now(),
@@ -18,7 +18,10 @@ const context: CommandContext = {
 
 async function main(argv: readonly string[]): Promise<void> {
   const cli = parseCommandLine(argv);
-  if (cli.command === 'serve') return serve(cli.options, process.env, log, logWriter);
+  if (cli.command === 'serve') {
+    const log: LogSink<LogEvent> = jsonLineSink((line) => logWriter.write(line), { levelOf: logLevel, minimum: cli.options.logLevel });
+    return serve(cli.options, process.env, log, logWriter);
+  }
   process.stdout.write(await runCommand(cli, context));
 }
 

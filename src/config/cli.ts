@@ -2,7 +2,8 @@
 // options out; a mistake throws a UsageError whose message says what to type instead.
 import { parseArgs } from 'node:util';
 import { suggestion } from './suggest.ts';
-import { parseByteSize, parseByteSizeAtLeast, parseCount, parseDuration, parseListenAddressOrOff, parsePositiveAmount, type ListenAddress } from '../http/address.ts';
+import { LOG_LEVELS, type LogLevel } from '../http/log.ts';
+import { parseByteSize, parseByteSizeAtLeast, parseCount, parseDuration, parseListenAddressOrOff, parseOneOf, parsePositiveAmount, type ListenAddress } from '../http/address.ts';
 
 export class UsageError extends Error {
   override readonly name = 'UsageError';
@@ -42,6 +43,8 @@ export interface ServeOptions {
   readonly metricsMaxSeries: number;
   readonly metricsSeriesTtlMs: number;
   readonly metricsRunIdLabel: boolean;
+  readonly metricsDropInstanceId: boolean; // model metrics without instance_id (records and spans keep it)
+  readonly logLevel: LogLevel;
   /** --providers: the model gateway's providers file. */
   readonly providersFile: string | undefined;
   /** --limits: the model gateway's limits file (mint-token reads it too, for its ceilings). */
@@ -195,6 +198,8 @@ const FLAGS = {
   'metrics-max-series': { default: '2000', commands: SERVE, help: 'most series one metric family may hold; further label sets fold into an overflow series' },
   'metrics-series-ttl': { default: '1h', commands: SERVE, help: 'a metric series not updated for this long is dropped (0: never), so the cap bounds identities active at once' },
   'metrics-run-id-label': { default: undefined, commands: SERVE, type: 'boolean', help: 'add run_id as a label to model metrics (unbounded; still under --metrics-max-series)' },
+  'metrics-drop-instance-id': { default: undefined, commands: SERVE, type: 'boolean', help: 'leave instance_id out of the model metrics\' labels (a pod name churns: hundreds of pods fill --metrics-max-series); the log lines and spans keep it' },
+  'log-level': { default: 'info', commands: SERVE, help: 'the least level of the log lines written: debug, info, warn or error' },
   'instance-id': { default: undefined, commands: ['mint-token', 'revoke'], help: 'the workload instance (claim sub)' },
   workflow: { default: undefined, commands: ['mint-token'], help: 'the workflow (claim workflow)' },
   'run-id': { default: undefined, commands: ['mint-token', 'revoke'], help: 'the run (claim run_id)' },
@@ -305,6 +310,8 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       metricsMaxSeries: asUsageError(() => parseCount('metrics-max-series', str('metrics-max-series')!, 10, 1_000_000)),
       metricsSeriesTtlMs: duration('metrics-series-ttl'),
       metricsRunIdLabel: values['metrics-run-id-label'] === true,
+      metricsDropInstanceId: values['metrics-drop-instance-id'] === true,
+      logLevel: asUsageError(() => parseOneOf('log-level', str('log-level')!, LOG_LEVELS)),
       providersFile: str('providers'),
       limitsFile: str('limits'),
       allowUnpricedModels: values['allow-unpriced-models'] === true,
@@ -321,7 +328,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       spiffeTrustDomain: str('spiffe-trust-domain'),
       workloadPolicyFile: str('workload-policy'),
       serviceAccounts: { issuer: str('sa-issuer'), audience: str('sa-audience'), jwksFile: str('sa-jwks-file'), jwksUrl: str('sa-jwks-url'), jwksDiscovery: values['sa-jwks-discovery'] === true, caFile: str('sa-ca-file') },
-      limitsStoreFailure: asUsageError(() => oneOf('limits-store-failure', str('limits-store-failure')!, ['open', 'closed'] as const)),
+      limitsStoreFailure: asUsageError(() => parseOneOf('limits-store-failure', str('limits-store-failure')!, ['open', 'closed'] as const)),
       allowHostedTools: str('allow-hosted-tools')!.split(',').map((t) => t.trim()).filter((t) => t !== ''),
       egressProxyAuthFile: str('egress-proxy-auth-file'),
     },
@@ -381,11 +388,6 @@ function unknownFlagAsUsageError<T>(fn: () => T): T {
     const name = flag.replace(/^-+/, '').split('=')[0]!;
     throw new UsageError(`unknown flag ${flag}${suggestion(name, [...FLAG_NAMES, 'help', 'version'], '--')}`);
   }
-}
-
-function oneOf<T extends string>(flag: string, text: string, choices: readonly T[]): T {
-  if (!(choices as readonly string[]).includes(text)) throw new Error(`--${flag}: "${text}" must be ${choices.join(' or ')}`);
-  return text as T;
 }
 
 /** `fn`'s result; its error becomes a UsageError, so that the usage text follows the message. */

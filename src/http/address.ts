@@ -103,3 +103,9 @@ export function parseCount(flag: string, text: string, min: number, max: number)
   if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) throw new Error(`--${flag}: "${text}" must be a whole number from ${min} to ${max}`);
   return Number(text);
 }
+
+/** One of `choices`, exactly. */
+export function parseOneOf<T extends string>(flag: string, text: string, choices: readonly T[]): T {
+  if (!(choices as readonly string[]).includes(text)) throw new Error(`--${flag}: "${text}" must be ${choices.join(' or ')}`);
+  return text as T;
+}

@@ -11,12 +11,34 @@ export type LogRecord = { readonly [field: string]: LogValue };
 /** Where a module's log events go; E: the union of the named event types it may write. */
 export type LogSink<E extends LogRecord> = (event: E) => void;
 
-/** Writes records as JSON lines; `time` first so that lines sort and read naturally. */
-export function jsonLineSink(write: (line: string) => void, now: () => Date = () => new Date()): LogSink<LogRecord> {
+/** How much a line matters, least first: `--log-level` writes its level and those after it. */
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface LineOptions<E extends LogRecord> {
+  readonly now?: () => Date;
+  /** The level of each record (every line is `info` without it). */
+  readonly levelOf?: (record: E) => LogLevel;
+  /** Records below this level are not written. */
+  readonly minimum?: LogLevel;
+}
+
+// A field whose value is null, as JSON.stringify writes it. Inside a string every quote is
+// escaped, so `,"` before a bare name and `":null` after it only ever stand for a field.
+const NULL_FIELD = /,"[a-z_]+":null(?=[,}])/g;
+
+/**
+ * Writes records as JSON lines: `time` and `level` first, so that lines sort and read naturally;
+ * a field that is null or undefined is left out (what it means is in docs/operations.md).
+ */
+export function jsonLineSink<E extends LogRecord = LogRecord>(write: (line: string) => void, { now = () => new Date(), levelOf = () => 'info', minimum = 'debug' }: LineOptions<E> = {}): LogSink<E> {
+  const least = LOG_LEVELS.indexOf(minimum);
   return (record) => {
+    const level = levelOf(record);
+    if (LOG_LEVELS.indexOf(level) < least) return;
     // Spliced rather than spread into a new object: one copy less on every request.
-    const fields = JSON.stringify(record);
-    write(`{"time":"${now().toISOString()}"${fields === '{}' ? '' : ','}${fields.slice(1)}\n`);
+    const fields = JSON.stringify(record).replace(NULL_FIELD, '');
+    write(`{"time":"${now().toISOString()}","level":"${level}"${fields === '{}' ? '' : ','}${fields.slice(1)}\n`);
   };
 }
 

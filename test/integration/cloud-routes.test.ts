@@ -138,5 +138,5 @@ test('vertex: a token count goes to the provider\'s count-tokens path with the b
   assert.equal(res.status, 200);
   assert.equal(vertex.requests.at(-1)!.url, '/v1/projects/proj-1/locations/us-east5/publishers/anthropic/models/count-tokens:rawPredict');
   const record = await gw.waitForRecord((r) => r.event === 'request' && String(r.path).includes('count-tokens'));
-  assert.deepEqual([record.model, record.usage_complete], [MODEL, null]);
+  assert.deepEqual([record.model, record.usage_complete], [MODEL, undefined]);
 });

@@ -739,7 +739,7 @@ async function oneAttempt(f: Fault, p: ProxyProcess, id: string): Promise<void> 
   const rec = await recordOf(p, f, id);
   assert.equal(rec.status, f.log.status, `${where}: logged status`);
   assert.equal(rec.error, f.log.error, `${where}: logged error`);
-  if (f.log.interrupted !== undefined) assert.equal(rec.interrupted, f.log.interrupted, `${where}: logged interruption`);
+  if (f.log.interrupted !== undefined) assert.equal(rec.interrupted ?? null, f.log.interrupted, `${where}: logged interruption`);
   if (f.listener === 'model' && f.log.status === 200) assert.equal(rec.usage_complete, false, `${where}: usage is incomplete`);
 
   if (f.upstream === 'never reached') assert.equal(upstreamSaw(id), false, `${where}: no upstream saw the request`);

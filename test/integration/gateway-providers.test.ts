@@ -103,7 +103,7 @@ test('a token count is forwarded and recorded without usage', async () => {
   assert.equal(r.status, 200);
   assert.equal(anthropic.requests.at(-1)!.url, '/v1/messages/count_tokens?beta=true');
   const rec = await recordFor(gw, idOf(r));
-  assert.deepEqual([rec.api, rec.usage_complete, rec.input_tokens], ['messages', null, null]);
+  assert.deepEqual([rec.api, rec.usage_complete, rec.input_tokens], ['messages', undefined, undefined]);
 });
 
 test('each model reaches its own provider with its own key and account headers', async () => {
@@ -194,7 +194,7 @@ test('two different bot tokens in Authorization and x-api-key are refused, not c
   assert.match(error.message, /two different bot tokens/);
   assert.equal(anthropic.requests.length, before, 'nothing went upstream');
   const rec = await recordFor(gw, idOf(r));
-  assert.deepEqual([rec.status, rec.instance_id], [401, null], 'no identity was taken from either token');
+  assert.deepEqual([rec.status, rec.instance_id], [401, undefined], 'no identity was taken from either token');
   secondToken = other;
 });
 

@@ -69,7 +69,7 @@ test('POST /v1/responses: the key replaces the client credential, the bytes go u
   assert.match(String(rec.upstream_request_id), /^req_[0-9a-f]+$/);
   assert.equal(rec.upstream_request_id, r.headers['x-request-id'], 'the upstream request id reaches the client too');
   assert.deepEqual([rec.input_tokens, rec.output_tokens, rec.reasoning_tokens, rec.cached_tokens, rec.usage_complete], [1200, 18, 0, 1024, true]);
-  assert.deepEqual([rec.finish_reason, rec.stream, rec.interrupted, rec.error], ['completed', true, null, null]);
+  assert.deepEqual([rec.finish_reason, rec.stream, rec.interrupted, rec.error], ['completed', true, undefined, undefined]);
   assert.equal(typeof rec.ttft_ms, 'number');
 });
 
@@ -230,7 +230,7 @@ test('every gateway-made error carries a request id, the log names the path aske
   const refused = await post(port, '/v1/responses', body({ model: 'gpt-secret-model' }));
   assert.equal(refused.status, 400);
   const rec = await recordFor(gw, String(refused.headers['x-request-id']));
-  assert.deepEqual([rec.model, rec.refused_model, rec.api], [null, 'gpt-secret-model', 'responses']);
+  assert.deepEqual([rec.model, rec.refused_model, rec.api], [undefined, 'gpt-secret-model', 'responses']);
 });
 
 test('an unknown --allow-hosted-tools name stops start-up with exit 2, naming the flag', async () => {

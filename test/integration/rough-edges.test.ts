@@ -79,7 +79,7 @@ test('rough edge: a git workload token sent to the gateway (separate signing key
   assert.match(r.body.toString(), /meant for the git proxy/);
 });
 
-test('rough edge: a refused model is named in the error; an authenticated request refused for what it asks is recorded with its model and provider, and usage_complete null', async () => {
+test('rough edge: a refused model is named in the error; an authenticated request refused for what it asks is recorded with its model and provider, and no usage_complete (null: left out of the line)', async () => {
   const auth = { authorization: `Bearer ${botToken}` };
   const notAllowed = await gateway('/v1/chat/completions', { model: 'gpt-internal', messages: [] }, auth);
   assert.equal(notAllowed.status, 400);
@@ -87,10 +87,10 @@ test('rough edge: a refused model is named in the error; an authenticated reques
   const tool = await gateway('/v1/responses', { model: GPT, input: 'x', tools: [{ type: 'web_search' }] }, auth);
   assert.equal(tool.status, 400);
   const record = await recordOf(tool.headers['x-client-request-id']);
-  assert.deepEqual([record.error, record.model, record.provider, record.usage_complete], ['tool_not_allowed', GPT, 'openai', null]);
+  assert.deepEqual([record.error, record.model, record.provider, record.usage_complete], ['tool_not_allowed', GPT, 'openai', undefined]);
   const wrongRoute = await gateway('/v1/messages', { model: GPT, max_tokens: 1, messages: [] }, auth);
   const onRoute = await recordOf(wrongRoute.headers['x-client-request-id']);
-  assert.deepEqual([onRoute.error, onRoute.model, onRoute.provider, onRoute.usage_complete], ['model_not_on_route', GPT, 'openai', null]);
+  assert.deepEqual([onRoute.error, onRoute.model, onRoute.provider, onRoute.usage_complete], ['model_not_on_route', GPT, 'openai', undefined]);
   const ok = await gateway('/v1/chat/completions', { model: GPT, messages: [{ role: 'user', content: 'hi' }] }, auth);
   assert.equal(ok.status, 200);
   assert.equal((await recordOf(ok.headers['x-client-request-id'])).usage_complete, true, 'an answered call still says whether its usage came');

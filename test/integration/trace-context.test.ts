@@ -55,7 +55,7 @@ test('trace context on the model gateway: an invalid traceparent is dropped with
   const seen = model.requests.at(-1)!.headers;
   assert.deepEqual([seen.traceparent, seen.tracestate], [undefined, undefined]);
   const rec = await recordOf('model', (x) => x.request_id === 'trace-invalid');
-  assert.deepEqual([rec.trace_id, rec.parent_id], [null, null]);
+  assert.deepEqual([rec.trace_id, rec.parent_id], [undefined, undefined]);
 });
 
 test('trace context on the git proxy: a valid traceparent reaches the git host, an invalid tracestate does not (the traceparent still does); the record holds the ids', async () => {
@@ -75,5 +75,5 @@ test('trace context on the git proxy: without a valid traceparent nothing is for
   assert.deepEqual([seen.traceparent, seen.tracestate], [undefined, undefined]);
   let n = 0;
   const rec = await recordOf('git', () => ++n > recordsBefore);
-  assert.deepEqual([rec.trace_id, rec.parent_id], [null, null]);
+  assert.deepEqual([rec.trace_id, rec.parent_id], [undefined, undefined]);
 });

@@ -13,6 +13,8 @@
 import { readFileSync } from 'node:fs';
 import { parseCommandLine, type ServeOptions } from '../../src/config/cli.ts';
 import { jsonLineSink, type LineWriter } from '../../src/http/log.ts';
+import type { LogEvent } from '../../src/run/log-events.ts';
+import { logLevel } from '../../src/run/log-levels.ts';
 import { startServing } from '../../src/run/serve.ts';
 import { shutdownOrder } from '../../src/run/shutdown.ts';
 import { proxyEnv, Records, serveArgs, startProxy, type LogRecord, type ProxyProcess, type StartOptions } from './proxy-process.ts';
@@ -62,7 +64,7 @@ export interface ServingHere {
 
 export function serveHere(options: ServeOptions, env: NodeJS.ProcessEnv, write: (line: string) => void): ServingHere {
   const lines = linesAsTheyCome(write);
-  const log = jsonLineSink(write);
+  const log = jsonLineSink<LogEvent>(write, { levelOf: logLevel, minimum: options.logLevel });
   let running = true;
   let exit!: (code: number) => void;
   const exited = new Promise<number>((resolve) => (exit = resolve));

@@ -42,6 +42,8 @@ const DEFAULTS = {
   metricsMaxSeries: 2000,
   metricsSeriesTtlMs: 3_600_000,
   metricsRunIdLabel: false,
+  metricsDropInstanceId: false,
+  logLevel: 'info',
   providersFile: undefined,
   limitsFile: undefined,
   allowUnpricedModels: false,
@@ -349,6 +351,9 @@ test('usage() lists the model gateway, mint-token and agent-config flags, with t
 test('--metrics-run-id-label is a boolean flag, off unless given', () => {
   assert.equal(parseCommandLine([]).options.metricsRunIdLabel, false);
   assert.equal(parseCommandLine(['--metrics-run-id-label']).options.metricsRunIdLabel, true);
+  assert.equal(parseCommandLine(['--metrics-drop-instance-id']).options.metricsDropInstanceId, true);
+  assert.equal(parseCommandLine(['--log-level', 'warn']).options.logLevel, 'warn');
+  assert.throws(() => parseCommandLine(['--log-level', 'verbose']), /--log-level: "verbose" must be debug or info or warn or error/);
   assert.throws(() => parseCommandLine(['--metrics-max-series', '5']), /--metrics-max-series: "5" must be a whole number from 10/);
 });
 

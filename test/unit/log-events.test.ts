@@ -6,8 +6,12 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { test } from 'node:test';
-import { jsonLineSink, type LogSink } from '../../src/http/log.ts';
+import { jsonLineSink, type LogLevel, type LogSink } from '../../src/http/log.ts';
 import type { LogEvent } from '../../src/run/log-events.ts';
+import { logLevel, requestLevel } from '../../src/run/log-levels.ts';
+import { modelRecord } from '../support/records.ts';
+import { gitRecord } from '../../src/git/record.ts';
+import { newExchange } from '../../src/http/forward.ts';
 import { LOG_EVENT_NAMES } from './log-events.types.ts';
 
 const ROOT = join(__dirname, '..', '..');
@@ -50,13 +54,59 @@ test('log events: docs/operations.md lists exactly the events of LogEvent, in th
 
 test('log events: the sink writes time, then the event\'s fields as given, and leaves out a field whose value is undefined', () => {
   const lines: string[] = [];
-  const log: LogSink<LogEvent> = jsonLineSink((l) => lines.push(l), () => new Date('2026-11-26T06:00:00.000Z'));
+  const log: LogSink<LogEvent> = jsonLineSink((l) => lines.push(l), { now: () => new Date('2026-11-26T06:00:00.000Z') });
   log({ event: 'sa_keys_loaded', from: 'https://issuer.example/keys', kids: ['a'], skipped: undefined });
   log({ event: 'limits_store', state: 'up', store: '127.0.0.1:6379', reason: undefined, failure_policy: 'closed' });
   log({ event: 'shutdown', signal: 'SIGTERM', phase: 'draining', grace_ms: 25000 });
   assert.deepEqual(lines, [
-    '{"time":"2026-11-26T06:00:00.000Z","event":"sa_keys_loaded","from":"https://issuer.example/keys","kids":["a"]}\n',
-    '{"time":"2026-11-26T06:00:00.000Z","event":"limits_store","state":"up","store":"127.0.0.1:6379","failure_policy":"closed"}\n',
-    '{"time":"2026-11-26T06:00:00.000Z","event":"shutdown","signal":"SIGTERM","phase":"draining","grace_ms":25000}\n',
+    '{"time":"2026-11-26T06:00:00.000Z","level":"info","event":"sa_keys_loaded","from":"https://issuer.example/keys","kids":["a"]}\n',
+    '{"time":"2026-11-26T06:00:00.000Z","level":"info","event":"limits_store","state":"up","store":"127.0.0.1:6379","failure_policy":"closed"}\n',
+    '{"time":"2026-11-26T06:00:00.000Z","level":"info","event":"shutdown","signal":"SIGTERM","phase":"draining","grace_ms":25000}\n',
   ]);
+});
+
+test('log levels: every line carries its level, and --log-level writes that level and the ones above it, nothing below', () => {
+  const written = (minimum: LogLevel) => {
+    const lines: string[] = [];
+    const log = jsonLineSink<LogEvent>((l) => lines.push(l), { levelOf: logLevel, minimum });
+    log({ event: 'pipelined_dropped', listener: 'git', requests: 2 });
+    log(modelRecord());
+    log(modelRecord({ status: 400, error: 'model_not_allowed' }));
+    log(modelRecord({ status: 502, error: 'connect_refused' }));
+    return lines.map((l) => (JSON.parse(l) as { level: string }).level);
+  };
+  assert.deepEqual(written('debug'), ['debug', 'info', 'warn', 'error']);
+  assert.deepEqual(written('info'), ['info', 'warn', 'error']);
+  assert.deepEqual(written('warn'), ['warn', 'error']);
+  assert.deepEqual(written('error'), ['error']);
+});
+
+test('log levels: a request record is info; refused (4xx), left by its client (status 0, client_aborted) or cut by a shutdown is warn; a 5xx, or a 2xx the upstream then cut or failed, is error', () => {
+  assert.equal(requestLevel({ status: 200, error: null }), 'info');
+  assert.equal(requestLevel({ status: 401, error: undefined }), 'info', "git's credential challenge: no error");
+  for (const [status, error] of [[400, 'model_not_allowed'], [429, 'rate_limited'], [403, 'repo_not_in_scope'], [0, 'client_aborted'], [200, 'client_aborted'], [200, 'shutdown'], [0, 'shutdown']] as const) assert.equal(requestLevel({ status, error }), 'warn', `${status} ${error}`);
+  for (const [status, error] of [[502, 'connect_refused'], [504, 'response_timeout'], [500, 'internal_error'], [503, 'request_bodies_full'], [200, 'truncated'], [200, 'idle_timeout'], [200, 'overloaded_error']] as const) assert.equal(requestLevel({ status, error }), 'error', `${status} ${error}`);
+  assert.equal(logLevel({ event: 'limits_store', state: 'down', store: 's', failure_policy: 'closed' }), 'error');
+  assert.equal(logLevel({ event: 'limits_store', state: 'up', store: 's', failure_policy: 'closed' }), 'info');
+});
+
+test('log lines: a field whose value is null is left out (a request line loses its empty fields); a string that spells ,"x":null is written as it is', () => {
+  const lines: string[] = [];
+  const log = jsonLineSink<LogEvent>((l) => lines.push(l), { now: () => new Date('2026-11-26T06:00:00.000Z'), levelOf: logLevel });
+  const rec = modelRecord({ refused_model: ',"x":null}', finish_reason: 'stop' });
+  log(rec);
+  const line = JSON.parse(lines[0]!) as Record<string, unknown>;
+  assert.equal(line.refused_model, ',"x":null}');
+  assert.equal(line.finish_reason, 'stop');
+  for (const [field, value] of Object.entries(rec)) assert.equal(field in line, value !== null, field);
+  assert.ok(!lines[0]!.replace(JSON.stringify(',"x":null}'), '').includes(':null'), lines[0]);
+});
+
+test('log records: the Logs section of docs/operations.md names every field of the model and the git record (a line leaves out its null fields, so the docs keep the whole schema)', () => {
+  const doc = readFileSync(join(ROOT, 'docs', 'operations.md'), 'utf8');
+  const start = doc.indexOf('\n## Logs\n');
+  const section = doc.slice(start, doc.indexOf('\n## ', start + 1));
+  const git = gitRecord({ requestId: 'r', method: 'GET', target: '/', startedAt: 0, trace: undefined, host: 'h', route: 'info-refs', identity: undefined, tokenError: undefined, challenge: false, exchange: newExchange() }, { status: 200, error: undefined }, 1);
+  const undocumented = [...Object.keys(modelRecord()), ...Object.keys(git)].filter((field) => !section.includes(`\`${field}\``));
+  assert.deepEqual(undocumented, []);
 });

@@ -52,8 +52,8 @@ test('flushSync writes pending lines at once, for an immediate exit', () => {
 
 test('a JSON log line starts with the time and ends with a newline', () => {
   const lines: string[] = [];
-  jsonLineSink((l) => lines.push(l), () => new Date('2026-01-02T03:04:05.678Z'))({ event: 'request', status: 200 });
-  assert.equal(lines[0], '{"time":"2026-01-02T03:04:05.678Z","event":"request","status":200}\n');
+  jsonLineSink((l) => lines.push(l), { now: () => new Date('2026-01-02T03:04:05.678Z') })({ event: 'request', status: 200 });
+  assert.equal(lines[0], '{"time":"2026-01-02T03:04:05.678Z","level":"info","event":"request","status":200}\n');
   assert.equal(elapsedMs(1, 2.0004567), 1);
   assert.equal(elapsedMs(0, 1.23456789), 1.235);
 });
