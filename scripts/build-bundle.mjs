@@ -103,6 +103,8 @@ export async function buildBundle({ root, outfile }) {
     sourcemap: false,
     legalComments: 'inline',
     banner: { js: header },
+    // The commit the header names, for proxy_build_info (src/config/version.ts).
+    define: { PROXY_COMMIT: JSON.stringify(p.commit) },
     metafile: true,
     plugins: [onlySrcAndBuiltins(path.join(root, 'src') + path.sep, root)],
     logLevel: 'warning',

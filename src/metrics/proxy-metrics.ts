@@ -54,13 +54,17 @@ export interface ProxyMetricsOptions {
   readonly seriesTtlMs: number;
   /** run_id as a label: unbounded by nature, so only when the operator asks. */
   readonly runIdLabel: boolean;
+  /** --metrics-drop-instance-id: no instance_id label (a pod name churns); the records keep it. */
+  readonly dropInstanceId?: boolean;
+  /** proxy_build_info's labels: the version, the commit the bundle was built from, Node's version. */
+  readonly build?: { readonly version: string; readonly commit: string; readonly node: string };
   readonly prices: PriceTable;
 }
 
 /** Every family, registered once: the names, help texts and labels a scrape shows. */
-function registerFamilies(registry: Registry, runIdLabel: boolean) {
+function registerFamilies(registry: Registry, opts: Pick<ProxyMetricsOptions, 'runIdLabel' | 'dropInstanceId'>) {
   // Counters carry the identity: who made the request, down to the bot instance (and run).
-  const who = runIdLabel ? ['provider', 'model', 'instance_id', 'workflow', 'run_id'] : ['provider', 'model', 'instance_id', 'workflow'];
+  const who = whoLabels(opts);
   // Latency histograms carry only labels bounded by configuration. A histogram series is 17 to
   // 19 lines (one per bucket), so a label per bot instance made them 84% of a scrape at the
   // cap (86,000 lines, 11 MiB). `api` is the wire protocol (chat_completions, responses,
@@ -88,6 +92,7 @@ function registerFamilies(registry: Registry, runIdLabel: boolean) {
     gitChallenges: registry.counter('git_proxy_auth_challenges_total', 'Requests without credentials answered with the 401 that makes git ask its credential helper (how every git command begins with workload tokens); not in git_proxy_requests_total.', ['host']),
     gitScopeRefusals: registry.counter('git_proxy_scope_refusals_total', 'Git requests refused by the workload token or the hosts file limits, by reason (the error code).', ['host', 'reason']),
     gitClientAborts: registry.counter('git_proxy_client_aborts_total', 'Requests whose client went away before the response was complete.', ['host', 'route']),
+    buildInfo: registry.gauge('proxy_build_info', 'Always 1: the proxy\'s version, the source commit its bundle was built from, and the Node.js version it runs on.', ['version', 'commit', 'node']),
     rss: registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.'),
     fds: registry.gauge('process_open_fds', 'Number of open file descriptors.'),
     startTime: registry.gauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.'),
@@ -115,9 +120,14 @@ function registerFamilies(registry: Registry, runIdLabel: boolean) {
 
 type Families = ReturnType<typeof registerFamilies>;
 
+/** The identity labels of the model counters: instance_id unless dropped, run_id when asked for. */
+function whoLabels({ runIdLabel, dropInstanceId }: Pick<ProxyMetricsOptions, 'runIdLabel' | 'dropInstanceId'>): string[] {
+  return ['provider', 'model', ...(dropInstanceId ? [] : ['instance_id']), 'workflow', ...(runIdLabel ? ['run_id'] : [])];
+}
+
 /** A finished model call's record, as metrics (the same record the access log line is). */
 function recordModelCall(m: Families, opts: ProxyMetricsOptions, r: ModelRequestRecord): void {
-  const w = [r.provider ?? NONE, r.model ?? NONE, r.instance_id ?? NONE, r.workflow ?? NONE];
+  const w = opts.dropInstanceId ? [r.provider ?? NONE, r.model ?? NONE, r.workflow ?? NONE] : [r.provider ?? NONE, r.model ?? NONE, r.instance_id ?? NONE, r.workflow ?? NONE];
   if (opts.runIdLabel) w.push(r.run_id ?? NONE);
   m.requests.inc([...w, r.api ?? NONE, String(r.status)]);
   const latency = [r.provider ?? NONE, r.model ?? NONE, r.workflow ?? NONE, r.api ?? NONE];
@@ -196,8 +206,9 @@ function watchProcessGauges(registry: Registry, m: Families, { connections, logL
 
 export function createProxyMetrics(opts: ProxyMetricsOptions) {
   const registry = new Registry(opts.maxSeriesPerFamily, opts.seriesTtlMs);
-  const m = registerFamilies(registry, opts.runIdLabel);
+  const m = registerFamilies(registry, opts);
   m.startTime.set([], Math.round(Date.now() / 1000 - process.uptime()));
+  if (opts.build) m.buildInfo.set([opts.build.version, opts.build.commit, opts.build.node], 1);
 
   return {
     registry,

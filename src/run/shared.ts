@@ -2,6 +2,7 @@
 // connection caps, the count of request bodies held and the timeouts; and the limits the gateway applies.
 import type { ServeOptions } from '../config/cli.ts';
 import { asUsageError } from '../config/cli.ts';
+import { COMMIT, VERSION } from '../config/version.ts';
 import { HeldBodies } from '../http/held-bodies.ts';
 import type { LogSink } from '../http/log.ts';
 import type { LogEvent } from './log-events.ts';
@@ -76,7 +77,7 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress
   const metrics =
     options.metricsListen === undefined
       ? undefined
-      : createProxyMetrics({ maxSeriesPerFamily: options.metricsMaxSeries, seriesTtlMs: options.metricsSeriesTtlMs, runIdLabel: options.metricsRunIdLabel, prices });
+      : createProxyMetrics({ maxSeriesPerFamily: options.metricsMaxSeries, seriesTtlMs: options.metricsSeriesTtlMs, runIdLabel: options.metricsRunIdLabel, dropInstanceId: options.metricsDropInstanceId, prices, build: { version: VERSION, commit: COMMIT, node: process.version } });
   // Series expiry runs on a coarse clock, so that recording a request never reads the time.
   const clock = metrics && options.metricsSeriesTtlMs > 0 ? runCoarseClock(metrics.registry, () => performance.now()) : undefined;
   const listenerTimeouts = { headerMs: options.headerTimeoutMs, keepAliveMs: options.idleTimeoutMs };

@@ -141,7 +141,7 @@ test('a real Prometheus scraping the metrics listener returns the token totals a
   let queries = 0;
   for (const panel of dashboard.panels) {
     for (const { expr } of panel.targets) {
-      const concrete = expr.replaceAll('$__rate_interval', '1m').replaceAll('$provider', '.*').replaceAll('$model', '.*').replaceAll('$workflow', '.*');
+      const concrete = expr.replaceAll('$__rate_interval', '1m').replaceAll('$provider', '.*').replaceAll('$model', '.*').replaceAll('$workflow', '.*').replaceAll('$namespace', '.*').replaceAll('$replica', '.*');
       const r = await prom.query(concrete);
       queries++;
       if (r.status !== 'success') failures.push(`${panel.title}: ${r.error}`);

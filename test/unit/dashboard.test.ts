@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createProxyMetrics } from '../../src/metrics/proxy-metrics.ts';
+import { modelRecord } from '../support/records.ts';
 
 interface Dashboard {
   templating: { list: { name: string; query?: string }[] };
@@ -81,4 +82,27 @@ test('dashboard: a workflow variable filters every model panel whose metric carr
       if (metricNames(expr).some((n) => withWorkflowLabel.includes(n))) assert.match(expr, /workflow=~"\$workflow"/, `${panel.title}: ${expr}`);
     }
   }
+});
+
+test('dashboard: namespace and replica variables (from proxy_build_info) filter every query, so one replica or one namespace of a fleet can be looked at alone', () => {
+  const byName = new Map(dashboard.templating.list.map((v) => [v.name, v.query]));
+  assert.equal(byName.get('namespace'), 'label_values(proxy_build_info, namespace)');
+  assert.equal(byName.get('replica'), 'label_values(proxy_build_info{namespace=~"$namespace"}, pod)');
+  const unfiltered: string[] = [];
+  for (const panel of dashboard.panels) {
+    for (const { expr } of panel.targets) {
+      const selectors = [...expr.matchAll(/\b(?:model_gateway|git_proxy|proxy|process|nodejs)_[a-z0-9_]+(\{[^}]*\})?/g)];
+      for (const s of selectors) if (!(s[1] ?? '').includes('namespace=~"$namespace", pod=~"$replica"')) unfiltered.push(`${panel.title}: ${s[0]}`);
+    }
+  }
+  assert.deepEqual(unfiltered, []);
+});
+
+test('metrics: proxy_build_info is 1 with the version, commit and Node.js version; --metrics-drop-instance-id leaves instance_id out of every model family (the record keeps it)', () => {
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 10, seriesTtlMs: 0, runIdLabel: false, dropInstanceId: true, prices: { get: () => undefined }, build: { version: '0.1.0', commit: 'abc123', node: 'v20.20.2' } });
+  assert.match(metrics.registry.expose(), /^proxy_build_info\{version="0\.1\.0",commit="abc123",node="v20\.20\.2"\} 1$/m);
+  metrics.model(modelRecord({ instance_id: 'ns-a/pod-1', retries: 1, rate_limited: 1, input_tokens: 5 }));
+  const text = metrics.registry.expose();
+  assert.ok(!text.includes('instance_id'), 'no series names instance_id');
+  assert.match(text, /^model_gateway_requests_total\{provider="openai",model="gpt-4o",workflow="triage",api="chat_completions",status="200"\} 1$/m);
 });

@@ -410,3 +410,21 @@ test('latency histograms carry only labels bounded by configuration (provider, m
   assert.equal(series.get('model_gateway_tokens_total'), 1000);
   assert.ok(samples.some((s) => s.family === 'model_gateway_requests_total' && s.labels.get('instance_id') === 'bot-7' && s.labels.get('run_id') === 'run-7'));
 });
+
+test('metrics: every histogram\'s buckets are the ones docs/operations.md states (Histogram buckets)', () => {
+  const metrics = createProxyMetrics({ maxSeriesPerFamily: 10, seriesTtlMs: 0, runIdLabel: false, prices: { get: () => undefined } });
+  metrics.model(modelRecord({ ttft_ms: 5 }));
+  metrics.git(gitRecord({}));
+  metrics.limitsStoreRoundTrip('admit', 0.001);
+  const buckets = new Map<string, string[]>();
+  for (const m of metrics.registry.expose().matchAll(/^(\w+)_bucket\{.*le="([^"]+)"\} /gm)) {
+    const les = buckets.get(m[1]!) ?? [];
+    if (m[2] !== '+Inf' && !les.includes(m[2]!)) les.push(m[2]!);
+    buckets.set(m[1]!, les);
+  }
+  const doc = readFileSync(join(__dirname, '..', '..', 'docs', 'operations.md'), 'utf8');
+  const table = doc.slice(doc.indexOf('### Histogram buckets'), doc.indexOf('**OpenTelemetry GenAI names.**'));
+  const stated = new Map([...table.matchAll(/^\| `(\w+)` \| ([0-9., ]+)/gm)].map((m) => [m[1]!, m[2]!.trim().split(', ')]));
+  assert.equal(buckets.size, 4);
+  assert.deepEqual(stated, buckets);
+});
