@@ -28,7 +28,7 @@ export async function sendWithRetries(call: GatewayCall, target: UpstreamTarget,
     call.lastAttempt = attempt;
     call.attempts++;
     call.waitingAfterUnbilled = false;
-    const sent = openUpstream(target, policy.timeouts, body.bytes!, attempt);
+    const sent = openUpstream(call.traced(target), policy.timeouts, body.bytes!, attempt);
     call.attach(sent.request);
     let res: IncomingMessage;
     try {
@@ -37,6 +37,7 @@ export async function sendWithRetries(call: GatewayCall, target: UpstreamTarget,
       if (call.gone) return ended(call);
       const failed = err as UpstreamError;
       const kind = failed.kind;
+      call.attemptEnded(kind);
       const delay = retryableFailure(kind) ? nextRetryDelay(policy.retry, call.retries, waited, undefined, policy.random) : undefined;
       if (delay === undefined) {
         call.refuse({ error: errorForUpstream(failed) }, kind);
@@ -47,12 +48,14 @@ export async function sendWithRetries(call: GatewayCall, target: UpstreamTarget,
       continue;
     }
     const status = res.statusCode ?? 502;
+    call.attemptAnswered(status);
     const upstreamId = res.headers[protocol.upstreamRequestIdHeader];
     call.upstreamRequestId = typeof upstreamId === 'string' ? upstreamId.slice(0, 128) : undefined;
     if (protocol.retryStatuses.has(status)) {
       if (status === 429) call.rateLimited++;
       const delay = nextRetryDelay(policy.retry, call.retries, waited, retryHintMs(res.headers, Date.now()), policy.random);
       if (delay !== undefined) {
+        call.attemptEnded(undefined);
         res.resume();
         if (!(await backOff(call, delay))) return ended(call);
         waited += delay;

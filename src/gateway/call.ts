@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { NO_IDENTITY, type WorkloadIdentity } from '../auth/identity.ts';
 import type { Exchange } from '../http/forward.ts';
 import type { BodyHold } from '../http/held-bodies.ts';
-import { RequestLifecycle, type Outcome, type Refusal } from '../http/lifecycle.ts';
+import { RequestLifecycle, type Outcome, type Refusal, type SpanSink } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import type { GatewayLogEvent } from './log-events.ts';
 import { writeProxyError } from '../http/respond.ts';
@@ -18,7 +18,7 @@ import type { PriceTable } from '../limits/prices.ts';
 import { openAiErrorBody } from './protocols/openai.ts';
 import type { ApiName, CallSummary, WireProtocol } from './protocols/protocol.ts';
 import type { Provider } from './providers.ts';
-import { callFailure, modelRecord, type ModelCallState, type ModelRequestRecord } from './record.ts';
+import { callFailure, modelRecord, type ModelCallState, type ModelRequestRecord, type ModelSpanFacts } from './record.ts';
 import { clientRequestId, routeGatewayRequest, type GatewayRoute } from './route.ts';
 
 /** What a call needs from the gateway to begin and to finish. */
@@ -27,9 +27,11 @@ export interface CallContext {
   readonly prices?: PriceTable;
   readonly record: (rec: ModelRequestRecord) => void;
   readonly log: LogSink<GatewayLogEvent>;
+  /** Tracing (OTEL_EXPORTER_OTLP_*): each sampled call's spans, built from its record. */
+  readonly trace?: SpanSink<ModelRequestRecord, ModelSpanFacts>;
 }
 
-export class GatewayCall extends RequestLifecycle implements ModelCallState {
+export class GatewayCall extends RequestLifecycle implements ModelCallState, ModelSpanFacts {
   readonly route: GatewayRoute;
   /** The protocol whose clients are talking (also when its route refused them): its error format and request-id header. */
   readonly errorProtocol: WireProtocol | undefined;
@@ -50,6 +52,8 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState {
   upstreamRequestId: string | undefined;
   bytesIn = 0;
   limit: string | null = null;
+  maxOutputTokens: number | undefined;
+  secrets: readonly string[] = [];
   /** Its body's bytes in the process's count (--max-held-request-bytes), from before the body is read until the body is let go or finish(). */
   heldBody: BodyHold | undefined;
   /** The limits slot, held from admission until finish() gives it back with the charge. */
@@ -69,7 +73,7 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState {
     req: IncomingMessage,
     res: ServerResponse,
   ) {
-    super(req, res, ctx.log, 'model');
+    super(req, res, ctx.log, 'model', ctx.trace?.tracing);
     this.route = routeGatewayRequest(this.method, this.target, ctx.protocols);
     const route = this.route;
     this.errorProtocol = route.ok ? (route.kind === 'protocol' ? route.protocol : undefined) : route.protocol;
@@ -118,7 +122,9 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState {
         this.reservation.release({ tokens: this.charge.tokens, costUsd: this.charge.costUsd });
       }
     } finally {
-      this.ctx.record(modelRecord(this, outcome, this.charge, performance.now()));
+      const rec = modelRecord(this, outcome, this.charge, performance.now());
+      this.ctx.record(rec);
+      if (this.span?.sampled) this.ctx.trace?.span(rec, this);
     }
   }
 }

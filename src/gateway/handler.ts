@@ -56,6 +56,8 @@ export interface GatewayDeps {
   readonly log: LogSink<GatewayLogEvent>;
   /** The jitter of retry waits (Math.random; a test may fix it). */
   readonly random?: () => number;
+  /** Tracing (OTEL_EXPORTER_OTLP_*): each call's span and its attempts', from its record. */
+  readonly trace?: CallContext['trace'];
 }
 
 /** Everything a call's steps read, built once from the dependencies. */
@@ -79,6 +81,7 @@ function gatewayContext(deps: GatewayDeps): GatewayContext {
     prices: deps.prices,
     record: deps.record,
     log: deps.log,
+    trace: deps.trace,
     streams: deps.streams,
     auth: { verifier: deps.verifier, revoked: deps.revoked },
     policy: { request: { allowedModels: new Set(byModel.keys()), hostedTools: deps.hostedTools }, byModel, protocols: deps.protocols, prices: deps.prices },
@@ -114,7 +117,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
  * a body, a handler that threw synchronously): answered in the gateway's error format and
  * recorded like every other refusal.
  */
-export function refuseAtGateway(deps: Pick<GatewayDeps, 'protocols' | 'record' | 'log' | 'prices'>): (req: IncomingMessage, res: ServerResponse, refusal: Refusal) => void {
+export function refuseAtGateway(deps: Pick<GatewayDeps, 'protocols' | 'record' | 'log' | 'prices' | 'trace'>): (req: IncomingMessage, res: ServerResponse, refusal: Refusal) => void {
   return (req, res, refusal) => {
     const call = new GatewayCall(deps, req, res);
     call.refuse(refusal);
@@ -148,6 +151,7 @@ async function runCall(ctx: GatewayContext, call: GatewayCall): Promise<void> {
     return call.refuse(checked.refusal);
   }
   call.stream = checked.stream;
+  call.maxOutputTokens = checked.maxOutputTokens;
 
   const admitted = await admitCall(ctx.limits, call.identity, checked, call.req.headers['anthropic-beta'], body.size, route.protocol, Date.now());
   // Held before anything else is looked at: finish() gives it back, whatever follows.
@@ -165,6 +169,7 @@ async function runCall(ctx: GatewayContext, call: GatewayCall): Promise<void> {
   const upstream = await prepareUpstream(shape, call.req.headers, body.bytes!, ctx.log, Date.now());
   if (call.gone) return call.abandon();
   if (!upstream.ok) return call.refuse(upstream.refusal);
+  call.secrets = upstream.secrets;
 
   const answer = await sendWithRetries(call, upstream.target, body, route.protocol, ctx.send);
   if (answer.kind !== 'response') return;

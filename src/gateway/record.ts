@@ -3,8 +3,8 @@
 // the pure modelRecord from the call's state.
 import type { WorkloadIdentity } from '../auth/identity.ts';
 import type { Exchange } from '../http/forward.ts';
-import type { Outcome } from '../http/lifecycle.ts';
-import type { TraceContext } from '../http/trace-context.ts';
+import type { Outcome, TracedRequest } from '../http/lifecycle.ts';
+import type { SpanContext, TraceContext } from '../http/trace-context.ts';
 import { elapsedMs, pathForLog } from '../http/log.ts';
 import type { Charge, ChargeBasis } from '../limits/charge.ts';
 import type { CredentialSource } from './credentials/source.ts';
@@ -26,9 +26,11 @@ export type ModelRequestRecord = {
   readonly listener: 'model';
   readonly request_id: string;
   readonly upstream_request_id: string | null;
-  /** The W3C trace context's trace-id and parent-id the client sent (null without a valid traceparent). */
+  /** The trace (the client's, or with tracing on one the proxy started; null without either) and the client's span (its traceparent's parent-id). */
   readonly trace_id: string | null;
   readonly parent_id: string | null;
+  /** With tracing on: the proxy's span for this request (the span built from this record). */
+  readonly span_id: string | null;
   /** The provider the model belongs to (null when refused before the model was known). */
   readonly provider: string | null;
   /** The cloud whose credential the provider uses (`aws`, `google`; null for a key or none). */
@@ -86,6 +88,7 @@ export interface ModelCallState {
   readonly target: string;
   readonly startedAt: number;
   readonly trace: TraceContext | undefined;
+  readonly span: SpanContext | undefined;
   readonly api: ApiName | null;
   readonly identity: WorkloadIdentity;
   readonly provider: Provider | undefined;
@@ -105,6 +108,18 @@ export interface ModelCallState {
   readonly limit: string | null;
   /** The exchange of the last attempt, or the client's when none was made. */
   readonly exchange: Exchange;
+}
+
+/** What a call's spans are built from besides its record (src/telemetry/spans.ts): read only. */
+export interface ModelSpanFacts extends TracedRequest {
+  readonly provider: Provider | undefined;
+  readonly summary: CallSummary | undefined;
+  /** The route's answer carries usage: false for a token count and the catalog. */
+  readonly usageExpected: boolean;
+  /** The most output the body allows (max_tokens and its kin), when it names one. */
+  readonly maxOutputTokens: number | undefined;
+  /** The credential the call sent upstream: no attribute may carry it in any form. */
+  readonly secrets: readonly string[];
 }
 
 /** Pure: the cloud a credential source belongs to, for the record. */
@@ -147,8 +162,9 @@ export function modelRecord(call: ModelCallState, outcome: Outcome, charge: Char
     listener: 'model',
     request_id: call.requestId,
     upstream_request_id: call.upstreamRequestId ?? null,
-    trace_id: call.trace?.traceId ?? null,
+    trace_id: call.span?.traceId ?? call.trace?.traceId ?? null,
     parent_id: call.trace?.parentId ?? null,
+    span_id: call.span?.spanId ?? null,
     provider: call.provider?.config.name ?? null,
     cloud: call.provider ? cloudOf(call.provider.credential.type) : null,
     api: call.api,

@@ -5,12 +5,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { WorkloadIdentity } from '../auth/identity.ts';
 import type { KeyedCounts } from '../http/connection-caps.ts';
 import { ERRORS, type ProxyError } from '../http/errors.ts';
-import { RequestLifecycle, type Outcome, type Refusal } from '../http/lifecycle.ts';
+import { RequestLifecycle, type Outcome, type Refusal, type SpanSink } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import type { HttpLogEvent } from '../http/log-events.ts';
 import { writeProxyError } from '../http/respond.ts';
-import { gitRecord, type GitCallState, type GitRequestRecord, type PushState } from './record.ts';
+import { gitRecord, type GitCallState, type GitRequestRecord, type GitSpanFacts, type PushState } from './record.ts';
 import type { GitRouteName } from './route.ts';
+import type { GitAccess } from './scope.ts';
 
 /**
  * Proxy-made errors are one text/plain line: git shows it, and it never holds a credential.
@@ -28,7 +29,7 @@ function sendGitError(req: IncomingMessage, res: ServerResponse, refusal: Refusa
   writeProxyError(req, res, error.status, 'text/plain; charset=utf-8', `${line}\n`, refusal.allow);
 }
 
-export class GitCall extends RequestLifecycle implements GitCallState {
+export class GitCall extends RequestLifecycle implements GitCallState, GitSpanFacts {
   readonly requestId = randomUUID();
   host: string | undefined;
   route: GitRouteName | undefined;
@@ -38,6 +39,9 @@ export class GitCall extends RequestLifecycle implements GitCallState {
   challenge = false;
   /** A push's ref updates, once its command list was read (or found unreadable). */
   push: PushState | undefined;
+  repo: readonly string[] | undefined;
+  access: GitAccess | undefined;
+  secrets: readonly string[] = [];
   #slot: { readonly counts: KeyedCounts; readonly key: string } | undefined;
 
   constructor(
@@ -45,8 +49,9 @@ export class GitCall extends RequestLifecycle implements GitCallState {
     res: ServerResponse,
     log: LogSink<HttpLogEvent>,
     private readonly record: (rec: GitRequestRecord) => void,
+    private readonly spans?: SpanSink<GitRequestRecord, GitSpanFacts>,
   ) {
-    super(req, res, log, 'git');
+    super(req, res, log, 'git', spans?.tracing);
   }
 
   /** Takes one of the workload's concurrency slots (0: no cap); held until finish(). */
@@ -78,7 +83,9 @@ export class GitCall extends RequestLifecycle implements GitCallState {
     try {
       this.#slot?.counts.release(this.#slot.key);
     } finally {
-      this.record(gitRecord(this, outcome, performance.now()));
+      const rec = gitRecord(this, outcome, performance.now());
+      this.record(rec);
+      if (this.span?.sampled) this.spans?.span(rec, this);
     }
   }
 }

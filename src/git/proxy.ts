@@ -15,7 +15,7 @@ import { watchBodyIdle } from '../http/body-idle.ts';
 import { openUpstream, relayResponse, staleSocketReset, type ForwardBody, type UpstreamTarget, type UpstreamTimeouts } from '../http/forward.ts';
 import { relayRedactedBody } from '../http/error-body.ts';
 import { gitUpstreamHeaders, headerCount, scrubResponseHeaders } from '../http/headers.ts';
-import { isRelayableStatus, type Refusal } from '../http/lifecycle.ts';
+import { isRelayableStatus, type Refusal, type SpanSink } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import type { HttpLogEvent } from '../http/log-events.ts';
 import { decideGitAccess, proveWorkload, WORKLOAD_CHALLENGE, type AccessDecision } from './access.ts';
@@ -25,7 +25,7 @@ import type { InstallationTokens } from './github-app.ts';
 import type { HostConfig } from './hosts.ts';
 import { PushHeadReader, type PushHeadVerdict } from './push-commands.ts';
 import { HostReportReader, refusalExplanation, refusalReport } from './push-report.ts';
-import type { GitRequestRecord } from './record.ts';
+import type { GitRequestRecord, GitSpanFacts } from './record.ts';
 import { hasRefRules, refusalOf, type PushPolicy } from './ref-rules.ts';
 import { parseGitRoute } from './route.ts';
 
@@ -53,6 +53,8 @@ export interface GitProxyDeps {
   /** A push went on under a workload scope without ref rules (the entry): start-up says so once. */
   readonly onEveryRefPush?: (entry: string) => void;
   readonly log: LogSink<HttpLogEvent>;
+  /** Tracing (OTEL_EXPORTER_OTLP_*): each request's span and its upstream's, from its record. */
+  readonly trace?: SpanSink<GitRequestRecord, GitSpanFacts>;
 }
 
 /**
@@ -86,7 +88,7 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
   // bound it, one request at a time per connection).
   const inProgress = new KeyedCounts();
   return async (req, res) => {
-    const call = new GitCall(req, res, deps.log, deps.record);
+    const call = new GitCall(req, res, deps.log, deps.record, deps.trace);
     try {
       await runGitRequest(deps, inProgress, call);
     } catch (err) {
@@ -98,9 +100,9 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
 }
 
 /** A request the listener refuses before any handler runs: answered as git shows it, and recorded. */
-export function refuseAtGit(deps: Pick<GitProxyDeps, 'record' | 'log'>): (req: IncomingMessage, res: ServerResponse, refusal: Refusal) => void {
+export function refuseAtGit(deps: Pick<GitProxyDeps, 'record' | 'log' | 'trace'>): (req: IncomingMessage, res: ServerResponse, refusal: Refusal) => void {
   return (req, res, refusal) => {
-    const call = new GitCall(req, res, deps.log, deps.record);
+    const call = new GitCall(req, res, deps.log, deps.record, deps.trace);
     call.refuse(refusal);
     call.finish();
   };
@@ -111,6 +113,8 @@ async function runGitRequest(deps: GitProxyDeps, inProgress: KeyedCounts, call: 
   if (!parsed.ok) return call.refuse({ error: parsed.error, ...(parsed.allow ? { allow: parsed.allow } : {}) });
   call.host = parsed.hostKey;
   call.route = parsed.route;
+  call.repo = parsed.repo;
+  call.access = parsed.access;
   const upstream = deps.hosts.get(parsed.hostKey)!;
 
   if (headerCount(call.req.rawHeaders, 'authorization') > 1) return call.refuse({ error: ERRORS.twoAuthorizations });
@@ -142,6 +146,7 @@ async function runGitRequest(deps: GitProxyDeps, inProgress: KeyedCounts, call: 
   const credential = await hostCredential(upstream.config.key, { authType: upstream.config.authType, token: upstream.token, username: upstream.username, installation: upstream.installation }, Date.now());
   if (call.gone) return call.abandon();
   if (!credential.ok) return call.refuse({ error: credential.error });
+  call.secrets = credential.secrets;
   if (!(await parserDoneWithRead(call))) return call.abandon();
   const target: UpstreamTarget = {
     agent: upstream.agent,
@@ -203,13 +208,16 @@ async function sendGit(call: GitCall, target: UpstreamTarget, timeouts: GitProxy
   const exchange = call.client;
   let resent = false;
   for (;;) {
-    const sent = openUpstream(target, timeouts, resent ? null : body, exchange);
+    const sent = openUpstream(call.traced(target), timeouts, resent ? null : body, exchange);
     call.attach(sent.request);
     try {
-      return await sent.response;
+      const res = await sent.response;
+      call.attemptAnswered(res.statusCode ?? 502);
+      return res;
     } catch (err) {
       const failed = err as UpstreamError;
       const kind = failed.kind;
+      call.attemptEnded(kind);
       if (call.method === 'GET' && staleSocketReset(kind, sent.request) && !resent && !call.gone) {
         resent = true;
         exchange.failure = undefined;

@@ -2,13 +2,14 @@
 // both made from it. Built once, when the request is over (GitCall.finish), by the pure gitRecord.
 import type { WorkloadIdentity } from '../auth/identity.ts';
 import type { Exchange } from '../http/forward.ts';
-import type { Outcome } from '../http/lifecycle.ts';
-import type { TraceContext } from '../http/trace-context.ts';
+import type { Outcome, TracedRequest } from '../http/lifecycle.ts';
+import type { SpanContext, TraceContext } from '../http/trace-context.ts';
 import { elapsedMs, pathForLog } from '../http/log.ts';
 import type { PushHead } from './push-commands.ts';
 import type { HostReport } from './push-report.ts';
 import { refText } from './ref-rules.ts';
 import type { GitRouteName } from './route.ts';
+import type { GitAccess } from './scope.ts';
 
 /** A push's ref updates in the record: what it asked, what the proxy decided, what the host reported. */
 export type PushRecord = {
@@ -58,9 +59,11 @@ export type GitRequestRecord = {
   readonly event: 'request';
   readonly listener: 'git';
   readonly request_id: string;
-  /** The W3C trace context's trace-id and parent-id the client sent (null without a valid traceparent). */
+  /** The trace (the client's, or with tracing on one the proxy started; null without either) and the client's span (its traceparent's parent-id). */
   readonly trace_id: string | null;
   readonly parent_id: string | null;
+  /** With tracing on: the proxy's span for this request (the span built from this record). */
+  readonly span_id: string | null;
   readonly method: string;
   /** A registered host key, or undefined when the request was refused before routing. */
   readonly host: string | undefined;
@@ -93,6 +96,7 @@ export interface GitCallState {
   readonly target: string;
   readonly startedAt: number;
   readonly trace: TraceContext | undefined;
+  readonly span: SpanContext | undefined;
   readonly host: string | undefined;
   readonly route: GitRouteName | undefined;
   readonly identity: WorkloadIdentity | undefined;
@@ -102,14 +106,25 @@ export interface GitCallState {
   readonly push?: PushState;
 }
 
+/** What a git request's spans are built from besides its record (src/telemetry/spans.ts). */
+export interface GitSpanFacts extends TracedRequest {
+  /** The repository path's validated segments (undefined when refused before routing). */
+  readonly repo: readonly string[] | undefined;
+  /** What the request does: read (git-upload-pack, and its ref discovery) or write (git-receive-pack). */
+  readonly access: GitAccess | undefined;
+  /** The host credential sent upstream: no attribute may carry it in any form. */
+  readonly secrets: readonly string[];
+}
+
 /** Pure: the record of a git request that is over. */
 export function gitRecord(call: GitCallState, outcome: Outcome, nowMs: number): GitRequestRecord {
   return {
     event: 'request',
     listener: 'git',
     request_id: call.requestId,
-    trace_id: call.trace?.traceId ?? null,
+    trace_id: call.span?.traceId ?? call.trace?.traceId ?? null,
     parent_id: call.trace?.parentId ?? null,
+    span_id: call.span?.spanId ?? null,
     method: call.method,
     host: call.host,
     route: call.route,

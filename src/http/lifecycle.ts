@@ -5,12 +5,12 @@
 // status, or find the client gone, and return.
 import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
 import { ERRORS, type ProxyError } from './errors.ts';
-import { newExchange, type Exchange } from './forward.ts';
+import { newExchange, type Exchange, type UpstreamTarget } from './forward.ts';
 import { assertHeaderValue, requestTraceContext } from './headers.ts';
 import type { LogSink } from './log.ts';
 import type { HttpLogEvent } from './log-events.ts';
 import { wasCutByShutdown } from './sockets.ts';
-import type { TraceContext } from './trace-context.ts';
+import { traceparentOf, type SpanContext, type TraceContext, type Tracing } from './trace-context.ts';
 
 /** How a request ended, for its record: the status sent (0: none) and the error class, if any. */
 export interface Outcome {
@@ -66,7 +66,33 @@ export function leftoverUpstream(request: UpstreamLeftover): 'none' | 'cut' | 'f
   return request.writableEnded ? 'flush' : 'cut';
 }
 
-export abstract class RequestLifecycle {
+/** One upstream attempt as its span shows it: when it began and ended, where it went, how it ended. */
+export interface AttemptSpan {
+  readonly spanId: string;
+  readonly startedAt: number;
+  readonly method: string;
+  readonly host: string;
+  readonly port: number;
+  /** Undefined for the last attempt until the request ends (its answer is the relay). */
+  endedAt: number | undefined;
+  status: number | undefined;
+  failure: string | undefined;
+}
+
+/** What a request's spans are built from besides its record (src/telemetry/spans.ts). */
+export interface TracedRequest {
+  readonly startedAt: number;
+  readonly span: SpanContext | undefined;
+  readonly attemptSpans: readonly AttemptSpan[];
+}
+
+/** Tracing on a listener: the ids and sampling of each request's span, and where its finished spans go with its record. */
+export interface SpanSink<R, F> {
+  readonly tracing: Tracing;
+  span(record: R, call: F): void;
+}
+
+export abstract class RequestLifecycle implements TracedRequest {
   readonly startedAt = performance.now();
   readonly method: string;
   /** The request target as received (only ever logged through pathForLog). */
@@ -77,6 +103,9 @@ export abstract class RequestLifecycle {
   readonly client: Exchange = newExchange();
   /** The upstream attempt in flight, with its own bytes and failure (a retried one never mixes into the next). */
   attempt: Exchange | undefined;
+  /** With tracing on: the proxy's span, the upstream's parent (undefined with tracing off: the client's traceparent crosses as sent). */
+  readonly span: SpanContext | undefined;
+  readonly attemptSpans: AttemptSpan[] = [];
   #upstream: ClientRequest | undefined;
   #outcome: Outcome | undefined;
   #finished = false;
@@ -88,10 +117,12 @@ export abstract class RequestLifecycle {
     readonly res: ServerResponse,
     protected readonly log: LogSink<HttpLogEvent>,
     readonly listener: string,
+    private readonly tracing?: Tracing,
   ) {
     this.method = req.method ?? '';
     this.target = req.url ?? '';
     this.trace = requestTraceContext(req.headers);
+    this.span = tracing?.start(this.trace);
     // First thing, before any await: a client that leaves at any instant after this is seen.
     res.once('close', () => this.#clientClosed());
   }
@@ -112,6 +143,33 @@ export abstract class RequestLifecycle {
     if (this.#upstream !== undefined && this.#upstream !== request) this.#letGoOf(this.#upstream, 'now');
     this.#upstream = request;
     if (request && this.gone) request.destroy();
+  }
+
+  /**
+   * The target of the next upstream attempt. With tracing on, the attempt is a span of its own,
+   * the child of the request's, and the upstream gets it as its parent in `traceparent` (the
+   * client's tracestate as judged, unchanged): the previous attempt's span ends here if it has not.
+   */
+  traced(target: UpstreamTarget): UpstreamTarget {
+    if (this.span === undefined || this.tracing === undefined) return target;
+    this.attemptEnded(undefined);
+    const spanId = this.tracing.newSpanId();
+    this.attemptSpans.push({ spanId, startedAt: performance.now(), method: target.method, host: target.hostname, port: target.port, endedAt: undefined, status: undefined, failure: undefined });
+    return { ...target, headers: { ...target.headers, traceparent: traceparentOf(this.span, spanId) } };
+  }
+
+  /** The current attempt's answer began: its status (its span goes on while the answer is relayed). */
+  attemptAnswered(status: number): void {
+    const last = this.attemptSpans[this.attemptSpans.length - 1];
+    if (last !== undefined && last.endedAt === undefined) last.status = status;
+  }
+
+  /** The current attempt's span ends now: retried, or failed with `failure`. */
+  attemptEnded(failure: string | undefined): void {
+    const last = this.attemptSpans[this.attemptSpans.length - 1];
+    if (last === undefined || last.endedAt !== undefined) return;
+    last.endedAt = performance.now();
+    last.failure = failure;
   }
 
   /** Waits `ms`, or less when the client leaves first: true if the full wait passed with the client still there. */

@@ -12,11 +12,13 @@ export interface TraceContext {
   readonly tracestate: string | undefined;
   readonly traceId: string;
   readonly parentId: string;
+  /** The trace-flags' sampled bit: the caller records this trace (a parent-based sampler follows it). */
+  readonly sampled: boolean;
 }
 
 // Version 00, the only version this proxy forwards: version, trace-id (32 lowercase hex),
 // parent-id (16), trace-flags (2), dash-separated, exactly 55 characters, nothing after.
-const TRACEPARENT_00 = /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
+const TRACEPARENT_00 = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 const ALL_ZERO = /^0+$/;
 
 /**
@@ -25,14 +27,14 @@ const ALL_ZERO = /^0+$/;
  * proxy does not understand is passed on. Rules "lowercase hex ids" and "no all-zero id": the
  * spec makes a trace-id or parent-id of zeros, or with any other character, invalid.
  */
-export function parseTraceparent(value: unknown): { readonly traceId: string; readonly parentId: string } | undefined {
+export function parseTraceparent(value: unknown): { readonly traceId: string; readonly parentId: string; readonly sampled: boolean } | undefined {
   if (typeof value !== 'string') return undefined;
   const m = TRACEPARENT_00.exec(value);
   if (m === null) return undefined;
   const traceId = m[1]!;
   const parentId = m[2]!;
   if (ALL_ZERO.test(traceId) || ALL_ZERO.test(parentId)) return undefined;
-  return { traceId, parentId };
+  return { traceId, parentId, sampled: (parseInt(m[3]!, 16) & 1) === 1 };
 }
 
 /** The spec's cap on a combined tracestate value (commas and optional whitespace included). */
@@ -85,5 +87,30 @@ export function parseTracestate(value: unknown): string | undefined {
 export function readTraceContext(traceparent: unknown, tracestate: unknown): TraceContext | undefined {
   const parent = parseTraceparent(traceparent);
   if (parent === undefined) return undefined;
-  return { traceparent: traceparent as string, tracestate: parseTracestate(tracestate), traceId: parent.traceId, parentId: parent.parentId };
+  return { traceparent: traceparent as string, tracestate: parseTracestate(tracestate), ...parent };
+}
+
+/**
+ * The proxy's own span in a trace (with tracing on, src/telemetry/): the trace it continues (the
+ * client's, or one it started), its span id, the client's span as its parent, whether it is
+ * sampled (recorded and exported), and the tracestate to pass on.
+ */
+export interface SpanContext {
+  readonly traceId: string;
+  readonly spanId: string;
+  /** The client's span (traceparent's parent-id); undefined when the proxy started the trace. */
+  readonly parentId: string | undefined;
+  readonly sampled: boolean;
+  readonly tracestate: string | undefined;
+}
+
+/** What a request asks of tracing (src/telemetry/tracer.ts): its span, and span ids for its upstream attempts. */
+export interface Tracing {
+  start(client: TraceContext | undefined): SpanContext;
+  newSpanId(): string;
+}
+
+/** Pure: the traceparent that names `spanId` of this trace as the parent, for the upstream. */
+export function traceparentOf(span: SpanContext, spanId: string): string {
+  return `00-${span.traceId}-${spanId}-${span.sampled ? '01' : '00'}`;
 }

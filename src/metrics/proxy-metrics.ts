@@ -92,6 +92,8 @@ function registerFamilies(registry: Registry, opts: Pick<ProxyMetricsOptions, 'r
     gitChallenges: registry.counter('git_proxy_auth_challenges_total', 'Requests without credentials answered with the 401 that makes git ask its credential helper (how every git command begins with workload tokens); not in git_proxy_requests_total.', ['host']),
     gitScopeRefusals: registry.counter('git_proxy_scope_refusals_total', 'Git requests refused by the workload token or the hosts file limits, by reason (the error code).', ['host', 'reason']),
     gitClientAborts: registry.counter('git_proxy_client_aborts_total', 'Requests whose client went away before the response was complete.', ['host', 'route']),
+    spansExported: registry.counter('proxy_trace_spans_exported_total', 'Spans the OpenTelemetry collector took (OTEL_EXPORTER_OTLP_*).'),
+    spansDropped: registry.counter('proxy_trace_spans_dropped_total', 'Spans not exported, by reason: queue_full (the bounded queue was full: the collector slow, down or throttling), export_failed (refused, or never taken after the retries), shutdown (no time left in the grace).', ['reason']),
     buildInfo: registry.gauge('proxy_build_info', 'Always 1: the proxy\'s version, the source commit its bundle was built from, and the Node.js version it runs on.', ['version', 'commit', 'node']),
     rss: registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.'),
     fds: registry.gauge('process_open_fds', 'Number of open file descriptors.'),
@@ -172,11 +174,24 @@ export interface ProcessReadings {
   readonly logLinesDropped: () => number;
   /** Request body bytes held right now (src/http/held-bodies.ts). */
   readonly requestBodyBytesHeld: () => number;
+  /** With tracing on: spans exported and dropped so far (src/telemetry/exporter.ts). */
+  readonly spans?: () => { readonly exported: number; readonly dropped: Readonly<Record<string, number>> };
+}
+
+/** The exporter's totals since the last scrape, added to the span counters. */
+function countSpans(m: Families, now: ReturnType<NonNullable<ProcessReadings['spans']>>, seen: { exported: number; dropped: Record<string, number> }): void {
+  if (now.exported > seen.exported) m.spansExported.inc([], now.exported - seen.exported);
+  seen.exported = now.exported;
+  for (const [reason, n] of Object.entries(now.dropped)) {
+    if (n > (seen.dropped[reason] ?? 0)) m.spansDropped.inc([reason], n - (seen.dropped[reason] ?? 0));
+    seen.dropped[reason] = n;
+  }
 }
 
 /** Process and listener gauges, read when scraped. */
-function watchProcessGauges(registry: Registry, m: Families, { connections, logLinesDropped, requestBodyBytesHeld }: ProcessReadings): () => void {
+function watchProcessGauges(registry: Registry, m: Families, { connections, logLinesDropped, requestBodyBytesHeld, spans }: ProcessReadings): () => void {
   let droppedSeen = 0;
+  const spansSeen = { exported: 0, dropped: {} as Record<string, number> };
   // The histogram measures each sampling timer's delay including the interval itself.
   const LAG_RESOLUTION_MS = 10;
   const lag = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
@@ -200,6 +215,7 @@ function watchProcessGauges(registry: Registry, m: Families, { connections, logL
     const dropped = logLinesDropped();
     if (dropped > droppedSeen) m.logDropped.inc([], dropped - droppedSeen);
     droppedSeen = dropped;
+    if (spans !== undefined) countSpans(m, spans(), spansSeen);
   });
   return () => lag.disable();
 }

@@ -65,6 +65,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     limits: limits?.store,
     prices,
     log,
+    trace: shared.telemetry?.model,
   };
   const model = await startListener({
     name: 'model',

@@ -63,6 +63,7 @@ export async function startGit(options: ServeOptions, config: ServeConfig, share
       metrics?.git(rec);
     },
     log,
+    trace: shared.telemetry?.git,
   };
   const git = await startListener({
     name: 'git',

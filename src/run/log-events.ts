@@ -107,6 +107,12 @@ export type LimitsStoreEvent =
 /** Charges the store could not take yet: waiting (and how many were dropped), or all settled. */
 export type LimitsChargesEvent = { readonly event: 'limits_charges'; readonly state: 'waiting' | 'settled'; readonly pending: number; readonly settled: number; readonly dropped: number };
 
+/** Tracing is on (telemetry.ts): the collector, the sampler, the names of the headers sent (never their values), the egress. */
+export type TracingEvent = { readonly event: 'tracing'; readonly endpoint: string; readonly parent_based: boolean; readonly ratio: number; readonly headers: readonly string[]; readonly egress: string };
+
+/** Span exports began failing (the reason: a status or a connection error), or are taken again. */
+export type TracesExportEvent = { readonly event: 'traces_export'; readonly endpoint: string; readonly state: 'failing'; readonly reason: string } | { readonly event: 'traces_export'; readonly endpoint: string; readonly state: 'recovered' };
+
 /** The service-account issuer's key set was read (its kids; keys of other types skipped), or could not be: the last good set kept. */
 export type ServiceAccountKeysEvent =
   | { readonly event: 'sa_keys_loaded'; readonly from: string; readonly kids: readonly string[]; readonly skipped?: readonly string[] }
@@ -135,6 +141,8 @@ export type LogEvent =
   | WorkloadPolicyReloadedEvent
   | LimitsStoreEvent
   | LimitsChargesEvent
+  | TracingEvent
+  | TracesExportEvent
   | ServiceAccountKeysEvent
   | ProcessFaultEvent
   | ShutdownEvent

@@ -38,6 +38,8 @@ const LEVELS: { readonly [K in LogEvent['event']]: Leveled<K> } = {
   credential_error: 'error',
   limits_store: (e) => (e.state === 'down' || e.state === 'lost' ? 'error' : 'info'),
   limits_charges: (e) => (e.state === 'waiting' ? 'warn' : 'info'),
+  tracing: 'info',
+  traces_export: (e) => (e.state === 'failing' ? 'warn' : 'info'),
   handler_error: 'error',
   uncaught_exception: 'error',
   unhandled_rejection: 'error',

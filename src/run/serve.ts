@@ -35,6 +35,7 @@ export async function startServing(options: ServeOptions, env: NodeJS.ProcessEnv
   for (const warning of credentialFileWarnings(unusableFiles(needed))) log(warning);
   const shared = openShared(options, env, config.egress, log, shutdown.onExit);
   shutdown.onExit(shared.release);
+  if (shared.telemetry !== undefined) shutdown.onDrained(shared.telemetry.flush);
   if (config.gitEnabled) shutdown.addProxy(await startGit(options, config, shared, log));
   if (config.gateway.enabled) shutdown.addProxy(await startGateway(options, env, config, shared, log));
   const facts = { openFilesLimit: openFilesLimit(), proxyListeners: shutdown.proxies.length, caps: shared.caps, metricsCaps: options.metricsListen === undefined ? undefined : METRICS_LISTENER_CAPS };
@@ -68,6 +69,7 @@ async function startMetrics(address: NonNullable<ServeOptions['metricsListen']>,
       connections: () => new Map(proxies.map((l) => [l.name, l.connections()])),
       logLinesDropped: () => lines.dropped(),
       requestBodyBytesHeld: () => shared.heldBodies.held,
+      spans: shared.telemetry?.counts,
     }),
   );
   const listener = await startListener({

@@ -27,6 +27,7 @@ import type { WorkloadPolicy } from '../auth/workload-policy.ts';
 import { sharedWorkloadPolicy } from './policy-file.ts';
 import { loadPrices, type LimitsFile } from './load.ts';
 import { openServiceAccounts } from './service-accounts.ts';
+import { openTelemetry, type Telemetry } from './telemetry.ts';
 
 type ProxyMetrics = ReturnType<typeof createProxyMetrics>;
 type StoreMetrics = { limitsStore(up: boolean): void; limitsStoreError(): void; limitsStoreRoundTrip(op: 'admit' | 'charge', seconds: number): void; limitsStoreStateLost(): void; revokedTokenRefused(): void };
@@ -65,6 +66,8 @@ export interface Shared {
    * anyway; a proxy served in a test's process is stopped whole.
    */
   readonly atExit: (stop: () => void) => void;
+  /** Tracing (OTEL_EXPORTER_OTLP_*), when a collector is named. */
+  readonly telemetry: Telemetry | undefined;
   /** Closes the store's connection and stops the series clock (the shutdown order's end). */
   readonly release: () => void;
 }
@@ -93,7 +96,9 @@ export function openShared(options: ServeOptions, env: NodeJS.ProcessEnv, egress
     store?.client.close();
     clearInterval(clock);
   };
-  return { prices, metrics, store, revoked, serviceAccounts, workloadPolicy, caps, capped, heldBodies, listenerTimeouts, upstreamTimeouts, atExit, release };
+  const telemetry = openTelemetry(env, egress, log);
+  if (telemetry !== undefined) atExit(telemetry.stop);
+  return { prices, metrics, store, revoked, serviceAccounts, workloadPolicy, caps, capped, heldBodies, listenerTimeouts, upstreamTimeouts, atExit, release, telemetry };
 }
 
 /**

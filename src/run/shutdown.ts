@@ -27,6 +27,8 @@ export interface Shutdown {
    * in a process that goes on (a test's): the store's connection, timers, the lag monitor.
    */
   onExit(release: () => void): void;
+  /** Runs `flush` once the proxy listeners have drained, with what is left of the grace (the spans' last export). */
+  onDrained(flush: (withinMs: number) => Promise<void>): void;
   /**
    * The first call drains (the proxy listeners stop accepting and get the grace period to finish,
    * then the metrics listener closes, then `exit(0)`); the second is a forced cut.
@@ -41,6 +43,7 @@ export interface Shutdown {
 export function shutdownOrder(graceMs: number, log: LogSink<LogEvent>, lines: LineWriter, exit: (code: number) => void): Shutdown {
   const proxies: Listener[] = [];
   const releases: (() => void)[] = [];
+  const flushes: ((withinMs: number) => Promise<void>)[] = [];
   let metricsListener: Listener | undefined;
   let stopping = false;
   const end = () => {
@@ -65,6 +68,7 @@ export function shutdownOrder(graceMs: number, log: LogSink<LogEvent>, lines: Li
       return;
     }
     stopping = true;
+    const began = performance.now();
     // The proxy listeners stop accepting at once (closed first, announced after: whoever reads
     // "draining" can no longer get a connection in). The metrics listener stays up until they
     // have drained, answering /healthz with 503, so probes and scrapes see the drain.
@@ -72,6 +76,7 @@ export function shutdownOrder(graceMs: number, log: LogSink<LogEvent>, lines: Li
     metricsListener?.markDraining();
     log({ event: 'shutdown', signal, phase: 'draining', grace_ms: graceMs });
     Promise.all(closing)
+      .then(() => Promise.all(flushes.map((flush) => flush(graceMs - (performance.now() - began)).catch(() => {}))))
       .then(() => metricsListener?.close(0))
       .then(() => {
         log({ event: 'shutdown', signal, phase: 'done' });
@@ -84,6 +89,7 @@ export function shutdownOrder(graceMs: number, log: LogSink<LogEvent>, lines: Li
     setMetrics: (listener) => void (metricsListener = listener),
     proxies,
     onExit: (release) => void releases.push(release),
+    onDrained: (flush) => void flushes.push(flush),
     stop,
   };
 }

@@ -11,6 +11,7 @@ export function modelRecord(over: Partial<ModelRequestRecord> = {}): ModelReques
     upstream_request_id: null,
     trace_id: null,
     parent_id: null,
+    span_id: null,
     provider: 'openai',
     cloud: null,
     api: 'chat_completions',

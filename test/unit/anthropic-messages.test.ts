@@ -176,5 +176,6 @@ test('messages: summarizeJson reads usage, model and stop_reason from the JSON a
     firstTokenAt: null,
     terminated: false,
     streamError: null,
+    responseId: 'msg_1',
   });
 });

@@ -90,7 +90,7 @@ test('cloudOf: the cloud of a credential source, for the record', () => {
 
 function state(over: Partial<ModelCallState> = {}): ModelCallState {
   return {
-    requestId: 'r-1', method: 'POST', target: '/v1/chat/completions?x=secret', startedAt: 0, trace: undefined, api: 'chat_completions',
+    requestId: 'r-1', method: 'POST', target: '/v1/chat/completions?x=secret', startedAt: 0, trace: undefined, span: undefined, api: 'chat_completions',
     identity: { instanceId: 'bot-1', workflow: 'wf', runId: 'run-1' }, provider: undefined, model: 'gpt-test', refusedModel: null,
     usageExpected: true, stream: false, relaying: false, summary: undefined, attempts: 0, retries: 0, rateLimited: 0,
     upstreamRequestId: undefined, bytesIn: 10, limit: null, exchange: newExchange(), ...over,

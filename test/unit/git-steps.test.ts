@@ -21,7 +21,7 @@ test('gitRevocationRefusal: a revoked workload token is 401 with the challenge, 
 });
 
 test('gitRecord: the challenge every git command begins with is recorded without an error; any other refusal with its code; a failure when nothing else said', () => {
-  const base = { requestId: 'r', method: 'GET', target: '/h/o/r.git/info/refs?service=git-upload-pack', startedAt: 0, trace: undefined, host: 'h', route: 'info-refs' as const, identity: undefined, tokenError: undefined, challenge: false, exchange: newExchange() };
+  const base = { requestId: 'r', method: 'GET', target: '/h/o/r.git/info/refs?service=git-upload-pack', startedAt: 0, trace: undefined, span: undefined, host: 'h', route: 'info-refs' as const, identity: undefined, tokenError: undefined, challenge: false, exchange: newExchange() };
   const challenge = gitRecord({ ...base, challenge: true }, { status: 401, error: 'workload_token_missing' }, 1);
   assert.deepEqual([challenge.error, challenge.challenge, challenge.path], [undefined, true, '/h/o/r.git/info/refs']);
   assert.equal(gitRecord(base, { status: 403, error: 'repo_not_in_scope' }, 1).error, 'repo_not_in_scope');

@@ -106,7 +106,7 @@ test('log records: the Logs section of docs/operations.md names every field of t
   const doc = readFileSync(join(ROOT, 'docs', 'operations.md'), 'utf8');
   const start = doc.indexOf('\n## Logs\n');
   const section = doc.slice(start, doc.indexOf('\n## ', start + 1));
-  const git = gitRecord({ requestId: 'r', method: 'GET', target: '/', startedAt: 0, trace: undefined, host: 'h', route: 'info-refs', identity: undefined, tokenError: undefined, challenge: false, exchange: newExchange() }, { status: 200, error: undefined }, 1);
+  const git = gitRecord({ requestId: 'r', method: 'GET', target: '/', startedAt: 0, trace: undefined, span: undefined, host: 'h', route: 'info-refs', identity: undefined, tokenError: undefined, challenge: false, exchange: newExchange() }, { status: 200, error: undefined }, 1);
   const undocumented = [...Object.keys(modelRecord()), ...Object.keys(git)].filter((field) => !section.includes(`\`${field}\``));
   assert.deepEqual(undocumented, []);
 });

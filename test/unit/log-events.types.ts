@@ -24,6 +24,8 @@ export const LOG_EVENT_NAMES = [
   'credential_error',
   'limits_store',
   'limits_charges',
+  'tracing',
+  'traces_export',
   'handler_error',
   'uncaught_exception',
   'unhandled_rejection',

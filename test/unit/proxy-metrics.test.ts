@@ -30,6 +30,7 @@ function gitRecord(over: Partial<GitRequestRecord>): GitRequestRecord {
     event: 'request',
     listener: 'git',
     request_id: 'git-0001',
+    span_id: null,
     trace_id: null,
     parent_id: null,
     method: 'GET',

@@ -329,6 +329,7 @@ test('responses: summarizeJson reads usage, model, status and a failure from the
     firstTokenAt: null,
     terminated: false,
     streamError: null,
+    responseId: completed.id,
   });
   const failed = responses.summarizeJson(Buffer.from(JSON.stringify(jsonBodyOf(failedTranscript('x', { model: MODEL })))));
   assert.deepEqual([failed.usage, failed.finishReason, failed.streamError], [null, 'failed', 'server_error']);

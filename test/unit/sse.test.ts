@@ -74,6 +74,7 @@ const EXPECTED_TRANSCRIPT_SUMMARY: CompletionSummary = {
   firstTokenAt: 1000,
   terminated: true,
   streamError: null,
+  responseId: 'chatcmpl-abc123',
   events: TRANSCRIPT_EVENTS.length,
   oversized: false,
 };
@@ -308,6 +309,7 @@ test('does not JSON.parse events that cannot carry usage', () => {
     firstTokenAt: 1000,
     terminated: true,
     streamError: null,
+    responseId: 'chatcmpl-abc123',
     events: stream.length,
     oversized: false,
   });
@@ -335,6 +337,7 @@ test('summarizeJsonCompletion reads usage, model and finish reason', () => {
     firstTokenAt: null,
     terminated: false,
     streamError: null,
+    responseId: 'chatcmpl-1',
   });
 });
 

@@ -10,8 +10,8 @@ const PARENT_ID = '00f067aa0ba902b7';
 const VALID = `00-${TRACE_ID}-${PARENT_ID}-01`;
 
 test('traceparent: the spec\'s own examples parse, sampled or not, into the trace-id and parent-id', () => {
-  assert.deepEqual(parseTraceparent(VALID), { traceId: TRACE_ID, parentId: PARENT_ID });
-  assert.deepEqual(parseTraceparent(`00-${TRACE_ID}-${PARENT_ID}-00`), { traceId: TRACE_ID, parentId: PARENT_ID });
+  assert.deepEqual(parseTraceparent(VALID), { traceId: TRACE_ID, parentId: PARENT_ID, sampled: true });
+  assert.deepEqual(parseTraceparent(`00-${TRACE_ID}-${PARENT_ID}-00`), { traceId: TRACE_ID, parentId: PARENT_ID, sampled: false });
 });
 
 test('traceparent version 00 only: another version, the forbidden ff, or a 00 value with more after it is dropped', () => {
@@ -93,8 +93,8 @@ test('tracestate at most 512 characters: 512 pass, 513 (optional whitespace coun
 test('tracestate only with a valid traceparent: with an invalid traceparent neither is kept; an invalid tracestate leaves the traceparent', () => {
   assert.equal(readTraceContext('garbage', 'congo=1'), undefined);
   assert.equal(readTraceContext(undefined, 'congo=1'), undefined);
-  assert.deepEqual(readTraceContext(VALID, 'BAD=1'), { traceparent: VALID, tracestate: undefined, traceId: TRACE_ID, parentId: PARENT_ID });
-  assert.deepEqual(readTraceContext(VALID, 'congo=1'), { traceparent: VALID, tracestate: 'congo=1', traceId: TRACE_ID, parentId: PARENT_ID });
+  assert.deepEqual(readTraceContext(VALID, 'BAD=1'), { traceparent: VALID, tracestate: undefined, traceId: TRACE_ID, parentId: PARENT_ID, sampled: true });
+  assert.deepEqual(readTraceContext(VALID, 'congo=1'), { traceparent: VALID, tracestate: 'congo=1', traceId: TRACE_ID, parentId: PARENT_ID, sampled: true });
 });
 
 test('trace headers forwarded only as judged: valid ones go upstream normalised, invalid ones not at all, on any allowlist', () => {

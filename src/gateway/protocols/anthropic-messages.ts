@@ -16,7 +16,7 @@ import { ERRORS } from '../../http/errors.ts';
 import type { ProxyError } from '../../http/errors.ts';
 import { isObject, type JsonObject } from '../../json/keys.ts';
 import { mayHaveValue, parseObjectLoose, quotedKey, startsNonEmptyString, startsWithOneOf, tokenCount } from './peek.ts';
-import { errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type WireProtocol } from './protocol.ts';
+import { errorClass, refuse, responseIdOf, type CallSummary, type RequestRefusal, type StreamReader, type WireProtocol } from './protocol.ts';
 import type { TokenUsage } from '../../limits/prices.ts';
 import { checkContent, refuseStoredState } from './content.ts';
 import { checkToolList, refuseHostedTool, refuseUnknownTool, type HostedTool } from './tools.ts';
@@ -116,6 +116,7 @@ class MessagesStreamReader implements StreamReader {
   private usage: TokenUsage | null = null;
   private usageFinal = false;
   private model: string | null = null;
+  private id: unknown;
   private stopReason: string | null = null;
   private firstTokenAt: number | null = null;
   private stopped = false;
@@ -138,6 +139,7 @@ class MessagesStreamReader implements StreamReader {
         const message = event.message;
         if (isObject(message)) {
           if (typeof message.model === 'string') this.model = message.model;
+          this.id ??= message.id;
           this.usage = mergeUsage(this.usage, readUsage(message.usage));
         }
         break;
@@ -176,6 +178,7 @@ class MessagesStreamReader implements StreamReader {
       firstTokenAt: this.firstTokenAt,
       terminated: this.stopped,
       streamError: this.error,
+      ...responseIdOf(this.id),
     };
   }
 }
@@ -237,6 +240,7 @@ export const anthropicMessages: WireProtocol = {
       firstTokenAt: null,
       terminated: false,
       streamError: null,
+      ...responseIdOf(message?.id),
     };
   },
 

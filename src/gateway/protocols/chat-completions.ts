@@ -5,7 +5,7 @@ import { ERRORS } from '../../http/errors.ts';
 import { isObject, type JsonObject } from '../../json/keys.ts';
 import { mayHaveValue, parseObjectLoose, quotedKey, startsNonEmptyArray, startsNonEmptyString, startsObject, startsString, tokenCount } from './peek.ts';
 import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
-import { refuse, type CallSummary, type StreamReader, type WireProtocol } from './protocol.ts';
+import { refuse, responseIdOf, type CallSummary, type StreamReader, type WireProtocol } from './protocol.ts';
 import type { TokenUsage } from '../../limits/prices.ts';
 import { checkContent, checkStore } from './content.ts';
 import { checkToolList, refuseHostedTool } from './tools.ts';
@@ -66,6 +66,7 @@ class ChatStreamReader implements StreamReader {
   private finishReason: string | null = null;
   private firstTokenAt: number | null = null;
   private done = false;
+  private id: unknown;
 
   constructor(private readonly now: () => number) {}
 
@@ -85,6 +86,7 @@ class ChatStreamReader implements StreamReader {
     if (chunk === null) return;
     this.usage = readUsage(chunk) ?? this.usage;
     this.model = readModel(chunk) ?? this.model;
+    this.id ??= chunk.id;
     this.finishReason = readFinishReason(chunk) ?? this.finishReason;
     if (mayHaveFirstOutput && carriesOutput(chunk)) this.firstTokenAt = this.now();
   }
@@ -95,7 +97,7 @@ class ChatStreamReader implements StreamReader {
   }
 
   summary(): CallSummary {
-    return { usage: this.usage, usageComplete: this.usage !== null, model: this.model, finishReason: this.finishReason, firstTokenAt: this.firstTokenAt, terminated: this.done, streamError: null };
+    return { usage: this.usage, usageComplete: this.usage !== null, model: this.model, finishReason: this.finishReason, firstTokenAt: this.firstTokenAt, terminated: this.done, streamError: null, ...responseIdOf(this.id) };
   }
 }
 
@@ -138,6 +140,7 @@ export const chatCompletions: WireProtocol = {
       firstTokenAt: null,
       terminated: false,
       streamError: null,
+      ...responseIdOf(response?.id),
     };
   },
 

@@ -51,6 +51,13 @@ export interface CallSummary {
   readonly terminated: boolean;
   /** An error the upstream reported inside a successful answer (a failed response, an error event). */
   readonly streamError: string | null;
+  /** The answer's own id (chatcmpl-..., resp_..., msg_...), when it named one: the span's gen_ai.response.id. */
+  readonly responseId?: string;
+}
+
+/** Pure: `{ responseId }` when `id` is a string, else nothing (a summary without an id has no such field). */
+export function responseIdOf(id: unknown): { readonly responseId?: string } {
+  return typeof id === 'string' ? { responseId: id.slice(0, 128) } : {};
 }
 
 export interface StreamReader extends EventReader {

@@ -27,7 +27,7 @@ import { mayHaveValue, parseObjectLoose, quotedKey, startsNonEmptyString, starts
 import { checkToolType, OPENAI_REQUEST_HEADER_PREFIXES, OPENAI_REQUEST_HEADERS, OPENAI_RETRY_STATUSES, openAiErrorBody } from './openai.ts';
 import { checkContent, checkStore, refuseStoredState } from './content.ts';
 import { checkToolList, refuseHostedTool } from './tools.ts';
-import { errorClass, refuse, type CallSummary, type RequestRefusal, type StreamReader, type WireProtocol } from './protocol.ts';
+import { errorClass, refuse, responseIdOf, type CallSummary, type RequestRefusal, type StreamReader, type WireProtocol } from './protocol.ts';
 import type { TokenUsage } from '../../limits/prices.ts';
 
 const RESPONSES_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant']);
@@ -151,6 +151,7 @@ class ResponsesStreamReader implements StreamReader {
   private firstTokenAt: number | null = null;
   private terminated = false;
   private streamError: string | null = null;
+  private id: unknown;
 
   constructor(private readonly now: () => number) {}
 
@@ -189,6 +190,7 @@ class ResponsesStreamReader implements StreamReader {
     const response = event.response;
     if (!isObject(response)) return;
     if (typeof response.model === 'string') this.model = response.model;
+    this.id ??= response.id;
     if (!TERMINAL_TYPES.has(type)) return;
     this.terminated = true;
     this.usage = readUsage(response.usage) ?? this.usage;
@@ -197,7 +199,7 @@ class ResponsesStreamReader implements StreamReader {
   }
 
   summary(): CallSummary {
-    return { usage: this.usage, usageComplete: this.usage !== null, model: this.model, finishReason: this.finishReason, firstTokenAt: this.firstTokenAt, terminated: this.terminated, streamError: this.streamError };
+    return { usage: this.usage, usageComplete: this.usage !== null, model: this.model, finishReason: this.finishReason, firstTokenAt: this.firstTokenAt, terminated: this.terminated, streamError: this.streamError, ...responseIdOf(this.id) };
   }
 }
 
@@ -244,6 +246,7 @@ export const responses: WireProtocol = {
       firstTokenAt: null,
       terminated: false,
       streamError: response.status === 'failed' ? (errorClass(isObject(response.error) ? response.error.code : undefined) ?? 'failed') : null,
+      ...responseIdOf(response.id),
     };
   },
 
