@@ -117,14 +117,15 @@ export class SpanExporter {
         this.#dropped.export_failed += Math.min(outcome.rejected, batch.length);
         return this.#state(undefined);
       }
-      const delay = outcome.kind === 'retry' ? (outcome.afterMs ?? wait * (0.5 + random() / 2)) : Infinity;
-      if (sent >= maxSends || performance.now() + delay >= this.#deadline || outcome.kind === 'drop') {
+      // While the shutdown flushes, a batch is sent again at once, within the time left.
+      const delay = this.#stopped ? 0 : outcome.kind === 'retry' ? (outcome.afterMs ?? wait * (0.5 + random() / 2)) : Infinity;
+      if (sent >= maxSends || outcome.kind === 'drop') {
         if (outcome.reason === 'shutdown') this.#dropped.shutdown += batch.length;
         else this.#dropped.export_failed += batch.length;
         return this.#state(outcome.reason);
       }
       this.#state(outcome.reason);
-      await new Promise<void>((resolve) => {
+      if (delay > 0) await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, delay);
         timer.unref();
         this.#wake = () => (clearTimeout(timer), resolve());

@@ -53,9 +53,10 @@ function anyValue(v: Exclude<AttributeValue, null | undefined>): OtlpValue {
  * apart, so that no digit is lost to a double's precision.
  */
 export function unixNano(monotonicMs: number, timeOrigin = performance.timeOrigin): string {
-  const ms = timeOrigin + monotonicMs;
-  const whole = Math.floor(ms);
-  const nanos = Math.min(999_999, Math.round((ms - whole) * 1e6));
+  const [originWhole, nowWhole] = [Math.floor(timeOrigin), Math.floor(monotonicMs)];
+  let whole = originWhole + nowWhole;
+  let nanos = Math.round((timeOrigin - originWhole + (monotonicMs - nowWhole)) * 1e6);
+  if (nanos >= 1e6) [whole, nanos] = [whole + 1, nanos - 1e6];
   return `${whole}${String(nanos).padStart(6, '0')}`;
 }
 

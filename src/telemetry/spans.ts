@@ -9,15 +9,16 @@
 //
 // What is never exported: a prompt, a completion, a tool's arguments, a header's value, a query
 // string, a credential. The attributes are the record's fields and names from configuration;
-// every string value is checked for the call's credential in every form the redactor knows
-// (src/http/redact.ts), and one that carries it is replaced whole.
+// every string (attribute values, the name, the status message) is checked for the call's
+// credential in every form the redactor knows (src/http/redact.ts), and one that carries it is
+// replaced whole.
 import type { ModelRequestRecord, ModelSpanFacts } from '../gateway/record.ts';
 import type { GitRequestRecord, GitSpanFacts } from '../git/record.ts';
 import type { AttemptSpan, TracedRequest } from '../http/lifecycle.ts';
 import { headerCarriesSecret } from '../http/redact.ts';
 import type { SpanContext } from '../http/trace-context.ts';
 import type { ProviderKind } from '../gateway/protocols/protocol.ts';
-import { attributes, SPAN_KIND, STATUS_CODE, unixNano, type AttributeValue, type OtlpSpan } from './otlp.ts';
+import { attributes, SPAN_KIND, STATUS_CODE, unixNano, type AttributeValue, type OtlpSpan, type OtlpValue } from './otlp.ts';
 
 /** What replaces an attribute value that carries a credential. */
 const REDACTED = '[REDACTED]';
@@ -28,16 +29,20 @@ const GENAI_PROVIDER: Readonly<Record<ProviderKind, string>> = { openai: 'openai
 /** Errors that are the client's doing, or the shutdown's: the proxy's SERVER span is not in error. */
 const NOT_OURS: ReadonlySet<string> = new Set(['client_aborted', 'shutdown']);
 
-/** Pure: `values` with every string (and string in a list) that carries one of `secrets` replaced. */
-function redacted(values: Readonly<Record<string, AttributeValue>>, secrets: readonly string[]): Record<string, AttributeValue> {
+/**
+ * Pure: the spans with every string that carries one of `secrets` replaced whole: each attribute's
+ * value (a list's items too), the name and the status message.
+ */
+function redacted(spans: readonly OtlpSpan[], secrets: readonly string[]): OtlpSpan[] {
   const holds = headerCarriesSecret(secrets);
-  const out: Record<string, AttributeValue> = {};
-  for (const [key, v] of Object.entries(values)) {
-    if (typeof v === 'string') out[key] = holds(v) ? REDACTED : v;
-    else if (Array.isArray(v)) out[key] = v.map((s: string) => (holds(s) ? REDACTED : s));
-    else out[key] = v;
-  }
-  return out;
+  const clean = (s: string): string => (holds(s) ? REDACTED : s);
+  const value = (v: OtlpValue): OtlpValue => ('stringValue' in v ? { stringValue: clean(v.stringValue) } : 'arrayValue' in v ? { arrayValue: { values: v.arrayValue.values.map(value) } } : v);
+  return spans.map((span) => ({
+    ...span,
+    name: clean(span.name),
+    attributes: span.attributes.map((a) => ({ key: a.key, value: value(a.value) })),
+    status: span.status.message === undefined ? span.status : { ...span.status, message: clean(span.status.message) },
+  }));
 }
 
 /** W3C trace flags in the low byte; bit 8 says bit 9 is known, bit 9 that the parent is remote (the client's). */
@@ -46,7 +51,7 @@ function flagsOf(span: SpanContext, remoteParent: boolean): number {
 }
 
 /** The SERVER span of a request: times from its call, the status an error only when the failure is the proxy's or the upstream's. */
-function serverSpan(call: TracedRequest, span: SpanContext, name: string, durationMs: number, error: string | null | undefined, status: number, values: Record<string, AttributeValue>, secrets: readonly string[]): OtlpSpan {
+function serverSpan(call: TracedRequest, span: SpanContext, name: string, durationMs: number, error: string | null | undefined, status: number, values: Record<string, AttributeValue>): OtlpSpan {
   const failed = error != null && !NOT_OURS.has(error) && (status >= 500 || status < 400);
   return {
     traceId: span.traceId,
@@ -58,13 +63,13 @@ function serverSpan(call: TracedRequest, span: SpanContext, name: string, durati
     kind: SPAN_KIND.server,
     startTimeUnixNano: unixNano(call.startedAt),
     endTimeUnixNano: unixNano(call.startedAt + durationMs),
-    attributes: attributes(redacted({ ...values, 'error.type': error ?? undefined }, secrets)),
+    attributes: attributes({ ...values, 'error.type': error ?? undefined }),
     status: failed ? { code: STATUS_CODE.error, message: error } : { code: STATUS_CODE.unset },
   };
 }
 
 /** One CLIENT span per upstream attempt: the last one ends with the request, failing as it failed. */
-function attemptSpans(call: TracedRequest, span: SpanContext, endMs: number, lastError: string | null | undefined, extra: Record<string, AttributeValue>, secrets: readonly string[]): OtlpSpan[] {
+function attemptSpans(call: TracedRequest, span: SpanContext, endMs: number, lastError: string | null | undefined, extra: Record<string, AttributeValue>): OtlpSpan[] {
   return call.attemptSpans.map((a: AttemptSpan, i) => {
     const last = i === call.attemptSpans.length - 1 && a.endedAt === undefined;
     const error = a.failure ?? (last ? (lastError ?? undefined) : undefined) ?? (a.status !== undefined && a.status >= 400 ? String(a.status) : undefined);
@@ -77,9 +82,7 @@ function attemptSpans(call: TracedRequest, span: SpanContext, endMs: number, las
       kind: SPAN_KIND.client,
       startTimeUnixNano: unixNano(a.startedAt),
       endTimeUnixNano: unixNano(a.endedAt ?? endMs),
-      attributes: attributes(
-        redacted({ 'http.request.method': a.method, 'server.address': a.host, 'server.port': a.port, 'http.response.status_code': a.status, 'http.request.resend_count': i > 0 ? i : undefined, 'error.type': error, ...extra }, secrets),
-      ),
+      attributes: attributes({ 'http.request.method': a.method, 'server.address': a.host, 'server.port': a.port, 'http.response.status_code': a.status, 'http.request.resend_count': i > 0 ? i : undefined, 'error.type': error, ...extra }),
       status: error === undefined ? { code: STATUS_CODE.unset } : { code: STATUS_CODE.error, message: error },
     };
   });
@@ -139,10 +142,10 @@ export function modelSpans(rec: ModelRequestRecord, call: ModelSpanFacts): OtlpS
     'credential_proxy.bytes_in': rec.bytes_in,
     'credential_proxy.bytes_out': rec.bytes_out,
   };
-  const server = serverSpan(call, span, name, rec.duration_ms, rec.error, rec.status, { ...genAi, ...own }, call.secrets);
+  const server = serverSpan(call, span, name, rec.duration_ms, rec.error, rec.status, { ...genAi, ...own });
   const firstToken = rec.ttft_ms === null ? undefined : [{ timeUnixNano: unixNano(call.startedAt + rec.ttft_ms), name: 'gen_ai.first_token' }];
   const attemptValues = { 'gen_ai.operation.name': operation, 'gen_ai.provider.name': genAi['gen_ai.provider.name'], 'gen_ai.request.model': rec.model };
-  return [{ ...server, ...(firstToken ? { events: firstToken } : {}) }, ...attemptSpans(call, span, call.startedAt + rec.duration_ms, rec.error, attemptValues, call.secrets)];
+  return redacted([{ ...server, ...(firstToken ? { events: firstToken } : {}) }, ...attemptSpans(call, span, call.startedAt + rec.duration_ms, rec.error, attemptValues)], call.secrets);
 }
 
 /** http.route by git route: the template every request of the route matches. */
@@ -171,6 +174,6 @@ export function gitSpans(rec: GitRequestRecord, call: GitSpanFacts): OtlpSpan[] 
     'credential_proxy.bytes_in': rec.bytes_in,
     'credential_proxy.bytes_out': rec.bytes_out,
   };
-  const server = serverSpan(call, span, route === undefined ? rec.method : `${rec.method} ${route}`, rec.duration_ms, rec.error, rec.status, values, call.secrets);
-  return [server, ...attemptSpans(call, span, call.startedAt + rec.duration_ms, rec.error, {}, call.secrets)];
+  const server = serverSpan(call, span, route === undefined ? rec.method : `${rec.method} ${route}`, rec.duration_ms, rec.error, rec.status, values);
+  return redacted([server, ...attemptSpans(call, span, call.startedAt + rec.duration_ms, rec.error, {})], call.secrets);
 }

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { cutWire, startAnthropicUpstream, streamHandler as messagesStream, type AnthropicUpstream } from '../support/anthropic-upstream.ts';
 import { send } from '../support/http-client.ts';
-import { defaultCompletion, startModelUpstream, type ModelRequest, type ModelUpstream } from '../support/model-upstream.ts';
+import { defaultCompletion, startModelUpstream, STREAM_WORDS, type ModelRequest, type ModelUpstream } from '../support/model-upstream.ts';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.ts';
 import type { ProxyProcess } from '../support/proxy-process.ts';
 import { defaultResponses } from '../support/responses-upstream.ts';
@@ -195,6 +195,18 @@ test('tracing, git: a request is a SERVER span with the HTTP server conventions,
   assert.equal(client.parentSpanId, server.spanId);
   assert.equal(git.requests.at(-1)!.headers.traceparent, `00-${traceId}-${client.spanId}-01`);
   assert.deepEqual(receiver.problems, []);
+});
+
+test('tracing: no prompt, completion, tool argument, header value or query string reaches a span', async () => {
+  const marker = (what: string) => `${what}-${randomBytes(6).toString('hex')}`;
+  const [prompt, toolArgs, header, query, agent] = ['PROMPT', 'TOOLARGS', 'HEADERVALUE', 'QUERY', 'AGENT'].map(marker);
+  const body = { model: GPT, messages: [{ role: 'user', content: prompt }, { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'run', arguments: JSON.stringify({ cmd: toolArgs }) } }] }, { role: 'tool', tool_call_id: 'c1', content: 'ok' }], tools: [{ type: 'function', function: { name: 'run', parameters: { type: 'object' } } }], stream: true };
+  const { traceId, parentId } = traceparentFor();
+  const r = await send(proxy.ports.model!, 'POST', `/v1/chat/completions?${query}=1`, { headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${parentId}-01`, 'x-custom': header, 'user-agent': agent }, body: JSON.stringify(body) });
+  assert.ok(r.status === 200 || r.status === 404, String(r.status));
+  await traceOf(traceId, 1);
+  const exported = receiver.requests.map((x) => x.body).join('\n');
+  for (const m of [prompt, toolArgs, header, query, agent, STREAM_WORDS.join(''), 'fake']) assert.ok(!exported.includes(m!), m);
 });
 
 test('tracing: no key, token or collector header reaches a span, and the collector got its header on every export', async () => {

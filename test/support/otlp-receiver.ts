@@ -6,6 +6,7 @@
 // 429 or 503 (with Retry-After), to answer slowly, or to hang up, and it stops and starts on the
 // same port to stand for a collector that is down.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -189,7 +190,8 @@ export interface OtlpReceiver {
   close(): Promise<void>;
 }
 
-export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+/** Starts the receiver on loopback: plain HTTP, or HTTPS with `tls` (a test PKI's key and certificate). */
+export async function startOtlpReceiver(tls?: { readonly keyPem: string; readonly certPem: string }): Promise<OtlpReceiver> {
   const waiters: { n: number; resolve: () => void }[] = [];
   const open = new Set<import('node:net').Socket>();
   const receiver: OtlpReceiver = {
@@ -233,13 +235,13 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       else answer();
     });
   };
-  const server: Server = createServer(handle);
+  const server: Server = tls === undefined ? createServer(handle) : createHttpsServer({ key: tls.keyPem, cert: tls.certPem }, handle);
   server.on('connection', (s) => {
     open.add(s);
     s.on('close', () => open.delete(s));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   const port = (server.address() as AddressInfo).port;
-  (receiver as { url: string }).url = `http://127.0.0.1:${port}`;
+  (receiver as { url: string }).url = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${port}`;
   return receiver;
 }
