@@ -4,6 +4,8 @@
 // bench-results/bench.json and bench-results/bench.svg. Loopback only; every loop is bounded.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { BUNDLE, ROOT } from '../../test/support/proxy-process.ts';
@@ -24,6 +26,36 @@ import { streams } from './scenarios/streams.ts';
 import { CLAUDE_MODEL, MODEL } from './shared.ts';
 
 export const OUT_DIR = join(ROOT, 'bench-results');
+
+/** BENCH_OTEL: tracing off, or on (every call sampled) to a collector that answers, throttles, is down or is slow. */
+const COLLECTOR_MODES: Readonly<Record<string, string>> = {
+  on: 'answers 200 at once',
+  '429': 'answers every export 429 with Retry-After: 1',
+  down: 'refuses every connection (nothing listens)',
+  slow: 'answers each export after 20 s (past the 10 s export timeout)',
+};
+
+/** A collector on loopback for BENCH_OTEL, and the OTEL_* variables that point the proxy at it. */
+async function startCollector(mode: string): Promise<{ env: Record<string, string>; close: () => Promise<void> } | undefined> {
+  if (mode === 'off') return undefined;
+  if (COLLECTOR_MODES[mode] === undefined) throw new Error(`BENCH_OTEL: unknown mode ${mode} (off, ${Object.keys(COLLECTOR_MODES).join(', ')})`);
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      if (mode === '429') return void res.writeHead(429, { 'retry-after': '1', 'content-type': 'application/json' }).end('{}');
+      const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      if (mode === 'slow') setTimeout(answer, 20_000).unref();
+      else answer();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  if (mode === 'down') await new Promise<void>((resolve) => server.close(() => resolve()));
+  return {
+    env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_TRACES_SAMPLER: 'always_on' },
+    close: () => new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve())).then(() => server.closeAllConnections()),
+  };
+}
 
 export async function main(): Promise<number> {
   const cfg = loadConfig();
@@ -69,7 +101,10 @@ export async function main(): Promise<number> {
     cleanups.push(() => up.stop(), () => lg.stop());
     const { gitPort, modelPort } = await up.call<{ gitPort: number; modelPort: number }>('start', { keyPem: pki.keyPem, certPem: pki.certPem, token, seed });
     const hostKey = `127.0.0.1:${gitPort}`;
+    const collector = await startCollector(process.env.BENCH_OTEL ?? 'off');
+    cleanups.push(() => collector?.close());
     const proxyEnv: Record<string, string> = {
+      ...collector?.env,
       GIT_HOST_A: hostKey,
       GIT_HOST_A_TOKEN: token,
       NODE_EXTRA_CA_CERTS: pki.caFile,
@@ -203,6 +238,7 @@ function report(o: {
   const rows: Row[] = Object.values(o.results).flatMap((r) => r!.rows);
   const cpu = cpus();
   const when = new Date().toISOString();
+  const otel = process.env.BENCH_OTEL ?? 'off';
   const header = [
     `credential-proxy bench (${o.cfg.smoke ? 'SMOKE mode: every scenario at its smallest, figures not meaningful' : o.cfg.quick ? 'QUICK mode: small sizes, short runs' : 'full'}), ${when}, ${o.seconds.toFixed(0)} s`,
     `machine: ${cpu[0]?.model ?? '?'} x ${cpu.length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB; node ${process.version}`,
@@ -212,6 +248,7 @@ function report(o: {
     '  load gen      one node process: node:http/https clients, the same code for every path',
     '  proxy         node dist/proxy.js (its stdout, one JSON line per request, to a pipe)',
     `  nginx         ${o.nginxNote}`,
+    `tracing (BENCH_OTEL): ${otel === 'off' ? 'off' : `on, every call sampled, to a collector that ${COLLECTOR_MODES[otel]}`}`,
     'direct = the load generator straight to the HTTPS upstream, sending the credential itself; added = proxy - direct',
   ];
   const lines = [...header, '', table(rows, o.nginx)];

@@ -31,10 +31,11 @@ const NULL_FIELD = /,"[a-z_]+":null(?=[,}])/g;
  * Writes records as JSON lines: `time` and `level` first, so that lines sort and read naturally;
  * a field that is null or undefined is left out (what it means is in docs/operations.md).
  */
-export function jsonLineSink<E extends LogRecord = LogRecord>(write: (line: string) => void, { now = () => new Date(), levelOf = () => 'info', minimum = 'debug' }: LineOptions<E> = {}): LogSink<E> {
+export function jsonLineSink<E extends LogRecord = LogRecord>(write: (line: string) => void, options: LineOptions<E> = {}): LogSink<E> {
+  const { now = () => new Date(), levelOf: levelOfRecord = () => 'info', minimum = 'debug' } = options;
   const least = LOG_LEVELS.indexOf(minimum);
   return (record) => {
-    const level = levelOf(record);
+    const level = levelOfRecord(record);
     if (LOG_LEVELS.indexOf(level) < least) return;
     // Spliced rather than spread into a new object: one copy less on every request.
     const fields = JSON.stringify(record).replace(NULL_FIELD, '');

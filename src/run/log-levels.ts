@@ -20,7 +20,7 @@ export function requestLevel(record: { readonly status: number; readonly error: 
 }
 
 /** Every event's level: a missing event name is a type error. */
-const LEVELS: { readonly [K in LogEvent['event']]: Leveled<K> } = {
+const EVENT_LEVELS: { readonly [K in LogEvent['event']]: Leveled<K> } = {
   request: (e) => requestLevel(e),
   listening: 'info',
   warning: 'warn',
@@ -48,6 +48,6 @@ const LEVELS: { readonly [K in LogEvent['event']]: Leveled<K> } = {
 
 /** Pure: the level of a line. */
 export function logLevel(event: LogEvent): LogLevel {
-  const level = LEVELS[event.event] as Leveled<LogEvent['event']>;
+  const level = EVENT_LEVELS[event.event] as Leveled<LogEvent['event']>;
   return typeof level === 'string' ? level : level(event as never);
 }

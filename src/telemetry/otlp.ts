@@ -29,10 +29,13 @@ export interface OtlpSpan {
 /** What an attribute list is built from: a missing or null value is left out. */
 export type AttributeValue = string | number | boolean | readonly string[] | { readonly double: number } | null | undefined;
 
+/** A list of attributes to build: key and value pairs (an array, not an object: cheaper by far to make per request). */
+export type AttributePairs = readonly (readonly [string, AttributeValue])[];
+
 /** Pure: the attributes, each value in its AnyValue form (a whole number is an intValue: tokens, counts, ports). */
-export function attributes(values: Readonly<Record<string, AttributeValue>>): OtlpAttribute[] {
+export function attributes(pairs: AttributePairs | Readonly<Record<string, AttributeValue>>): OtlpAttribute[] {
   const out: OtlpAttribute[] = [];
-  for (const [key, v] of Object.entries(values)) {
+  for (const [key, v] of Array.isArray(pairs) ? (pairs as AttributePairs) : Object.entries(pairs)) {
     if (v === null || v === undefined) continue;
     out.push({ key, value: anyValue(v) });
   }

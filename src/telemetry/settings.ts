@@ -28,8 +28,8 @@ const SAMPLERS: Readonly<Record<string, (ratio: number) => Sampler>> = {
 };
 
 // A header name is an RFC 9110 token; a value printable ASCII (no CR, LF, NUL or other control).
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const HEADER_VALUE = /^[\x20-\x7e]*$/;
+const OTLP_HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const OTLP_HEADER_VALUE = /^[\x20-\x7e]*$/;
 
 /** Pure: `key=value,key=value` (the W3C Baggage form the OTEL_* lists use), values percent-decoded. */
 function keyValues(text: string, variable: string, check?: (key: string, value: string) => boolean): Record<string, string> {
@@ -59,7 +59,7 @@ function wholeNumber(env: NodeJS.ProcessEnv, name: string, fallback: number, min
 }
 
 /** Pure: the collector's URL: http(s), no user name or password (a collector's key goes in the headers variable). */
-function endpoint(text: string, variable: string, appendPath: boolean): URL {
+function collectorUrl(text: string, variable: string, appendPath: boolean): URL {
   let url: URL;
   try {
     url = new URL(text.trim());
@@ -88,8 +88,8 @@ export function parseTracingEnv(env: NodeJS.ProcessEnv, version: string): Tracin
   const protocolVariable = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
   const protocol = env[protocolVariable]?.trim() || 'http/json';
   if (protocol !== 'http/json') throw new Error(`${protocolVariable}: "${protocol}" is not supported: this proxy exports OTLP over HTTP with JSON bodies (http/json), which every OpenTelemetry Collector's otlp receiver takes on its HTTP port (4318)`);
-  const url = tracesEndpoint !== undefined ? endpoint(tracesEndpoint, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', false) : endpoint(baseEndpoint!, 'OTEL_EXPORTER_OTLP_ENDPOINT', true);
-  const headerCheck = (k: string, v: string) => HEADER_NAME.test(k) && HEADER_VALUE.test(v);
+  const url = tracesEndpoint !== undefined ? collectorUrl(tracesEndpoint, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', false) : collectorUrl(baseEndpoint!, 'OTEL_EXPORTER_OTLP_ENDPOINT', true);
+  const headerCheck = (k: string, v: string) => OTLP_HEADER_NAME.test(k) && OTLP_HEADER_VALUE.test(v);
   const headers = { ...keyValues(env.OTEL_EXPORTER_OTLP_HEADERS ?? '', 'OTEL_EXPORTER_OTLP_HEADERS', headerCheck), ...keyValues(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS ?? '', 'OTEL_EXPORTER_OTLP_TRACES_HEADERS', headerCheck) };
   const samplerName = env.OTEL_TRACES_SAMPLER?.trim() || 'parentbased_always_on';
   const sampler = SAMPLERS[samplerName];

@@ -18,10 +18,10 @@ import type { AttemptSpan, TracedRequest } from '../http/lifecycle.ts';
 import { headerCarriesSecret } from '../http/redact.ts';
 import type { SpanContext } from '../http/trace-context.ts';
 import type { ProviderKind } from '../gateway/protocols/protocol.ts';
-import { attributes, SPAN_KIND, STATUS_CODE, unixNano, type AttributeValue, type OtlpSpan, type OtlpValue } from './otlp.ts';
+import { attributes, SPAN_KIND, STATUS_CODE, unixNano, type AttributePairs, type OtlpSpan, type OtlpValue } from './otlp.ts';
 
 /** What replaces an attribute value that carries a credential. */
-const REDACTED = '[REDACTED]';
+const REDACTED_VALUE = '[REDACTED]';
 
 /** gen_ai.provider.name by the provider's kind: the conventions' well-known values. */
 const GENAI_PROVIDER: Readonly<Record<ProviderKind, string>> = { openai: 'openai', anthropic: 'anthropic', 'anthropic-vertex': 'gcp.vertex_ai', 'anthropic-bedrock': 'aws.bedrock' };
@@ -35,7 +35,7 @@ const NOT_OURS: ReadonlySet<string> = new Set(['client_aborted', 'shutdown']);
  */
 function redacted(spans: readonly OtlpSpan[], secrets: readonly string[]): OtlpSpan[] {
   const holds = headerCarriesSecret(secrets);
-  const clean = (s: string): string => (holds(s) ? REDACTED : s);
+  const clean = (s: string): string => (holds(s) ? REDACTED_VALUE : s);
   const value = (v: OtlpValue): OtlpValue => ('stringValue' in v ? { stringValue: clean(v.stringValue) } : 'arrayValue' in v ? { arrayValue: { values: v.arrayValue.values.map(value) } } : v);
   return spans.map((span) => ({
     ...span,
@@ -51,7 +51,7 @@ function flagsOf(span: SpanContext, remoteParent: boolean): number {
 }
 
 /** The SERVER span of a request: times from its call, the status an error only when the failure is the proxy's or the upstream's. */
-function serverSpan(call: TracedRequest, span: SpanContext, name: string, durationMs: number, error: string | null | undefined, status: number, values: Record<string, AttributeValue>): OtlpSpan {
+function serverSpan(call: TracedRequest, span: SpanContext, name: string, durationMs: number, error: string | null | undefined, status: number, values: AttributePairs): OtlpSpan {
   const failed = error != null && !NOT_OURS.has(error) && (status >= 500 || status < 400);
   return {
     traceId: span.traceId,
@@ -63,13 +63,13 @@ function serverSpan(call: TracedRequest, span: SpanContext, name: string, durati
     kind: SPAN_KIND.server,
     startTimeUnixNano: unixNano(call.startedAt),
     endTimeUnixNano: unixNano(call.startedAt + durationMs),
-    attributes: attributes({ ...values, 'error.type': error ?? undefined }),
+    attributes: attributes([...values, ['error.type', error]]),
     status: failed ? { code: STATUS_CODE.error, message: error } : { code: STATUS_CODE.unset },
   };
 }
 
 /** One CLIENT span per upstream attempt: the last one ends with the request, failing as it failed. */
-function attemptSpans(call: TracedRequest, span: SpanContext, endMs: number, lastError: string | null | undefined, extra: Record<string, AttributeValue>): OtlpSpan[] {
+function attemptSpans(call: TracedRequest, span: SpanContext, endMs: number, lastError: string | null | undefined, extra: AttributePairs): OtlpSpan[] {
   return call.attemptSpans.map((a: AttemptSpan, i) => {
     const last = i === call.attemptSpans.length - 1 && a.endedAt === undefined;
     const error = a.failure ?? (last ? (lastError ?? undefined) : undefined) ?? (a.status !== undefined && a.status >= 400 ? String(a.status) : undefined);
@@ -82,7 +82,7 @@ function attemptSpans(call: TracedRequest, span: SpanContext, endMs: number, las
       kind: SPAN_KIND.client,
       startTimeUnixNano: unixNano(a.startedAt),
       endTimeUnixNano: unixNano(a.endedAt ?? endMs),
-      attributes: attributes({ 'http.request.method': a.method, 'server.address': a.host, 'server.port': a.port, 'http.response.status_code': a.status, 'http.request.resend_count': i > 0 ? i : undefined, 'error.type': error, ...extra }),
+      attributes: attributes([['http.request.method', a.method], ['server.address', a.host], ['server.port', a.port], ['http.response.status_code', a.status], ['http.request.resend_count', i > 0 ? i : undefined], ['error.type', error], ...extra]),
       status: error === undefined ? { code: STATUS_CODE.unset } : { code: STATUS_CODE.error, message: error },
     };
   });
@@ -102,49 +102,49 @@ export function modelSpans(rec: ModelRequestRecord, call: ModelSpanFacts): OtlpS
   const summary = call.summary;
   const last = call.attemptSpans[call.attemptSpans.length - 1];
   const name = operation === undefined ? `${rec.method} ${rec.path}` : rec.model === null ? operation : `${operation} ${rec.model}`;
-  const genAi: Record<string, AttributeValue> = {
-    'gen_ai.operation.name': operation,
-    'gen_ai.provider.name': call.provider === undefined ? undefined : GENAI_PROVIDER[call.provider.config.kind],
-    'gen_ai.request.model': rec.model,
-    'gen_ai.request.max_tokens': call.maxOutputTokens,
-    'gen_ai.request.stream': rec.stream || undefined,
-    'gen_ai.response.model': rec.response_model,
-    'gen_ai.response.id': summary?.responseId,
-    'gen_ai.response.finish_reasons': rec.finish_reason === null ? undefined : [rec.finish_reason],
-    'gen_ai.response.time_to_first_chunk': rec.ttft_ms === null ? undefined : { double: rec.ttft_ms / 1000 },
-    'gen_ai.usage.input_tokens': rec.input_tokens,
-    'gen_ai.usage.output_tokens': rec.output_tokens,
-    'gen_ai.usage.cache_read.input_tokens': rec.cached_tokens,
-    'gen_ai.usage.cache_creation.input_tokens': rec.cache_write_tokens,
-    'gen_ai.usage.reasoning.output_tokens': rec.reasoning_tokens,
-    'openai.api.type': rec.api === 'chat_completions' || rec.api === 'responses' ? rec.api : undefined,
-    'server.address': last?.host,
-    'server.port': last?.port,
-  };
-  const own: Record<string, AttributeValue> = {
-    'http.request.method': rec.method,
-    'http.response.status_code': rec.status === 0 ? undefined : rec.status,
-    'url.path': rec.path,
-    'credential_proxy.request_id': rec.request_id,
-    'credential_proxy.upstream_request_id': rec.upstream_request_id,
-    'credential_proxy.provider': rec.provider,
-    'credential_proxy.api': rec.api,
-    'credential_proxy.instance_id': rec.instance_id,
-    'credential_proxy.workflow': rec.workflow,
-    'credential_proxy.run_id': rec.run_id,
-    'credential_proxy.attempts': rec.attempts,
-    'credential_proxy.retries': rec.retries,
-    'credential_proxy.rate_limited': rec.rate_limited,
-    'credential_proxy.interrupted': rec.interrupted,
-    'credential_proxy.usage_complete': rec.usage_complete,
-    'credential_proxy.limit': rec.limit,
-    'credential_proxy.charged_usd': rec.charged_usd === null ? undefined : { double: rec.charged_usd },
-    'credential_proxy.bytes_in': rec.bytes_in,
-    'credential_proxy.bytes_out': rec.bytes_out,
-  };
-  const server = serverSpan(call, span, name, rec.duration_ms, rec.error, rec.status, { ...genAi, ...own });
+  const genAi: AttributePairs = [
+    ['gen_ai.operation.name', operation],
+    ['gen_ai.provider.name', call.provider === undefined ? undefined : GENAI_PROVIDER[call.provider.config.kind]],
+    ['gen_ai.request.model', rec.model],
+    ['gen_ai.request.max_tokens', call.maxOutputTokens],
+    ['gen_ai.request.stream', rec.stream || undefined],
+    ['gen_ai.response.model', rec.response_model],
+    ['gen_ai.response.id', summary?.responseId],
+    ['gen_ai.response.finish_reasons', rec.finish_reason === null ? undefined : [rec.finish_reason]],
+    ['gen_ai.response.time_to_first_chunk', rec.ttft_ms === null ? undefined : { double: rec.ttft_ms / 1000 }],
+    ['gen_ai.usage.input_tokens', rec.input_tokens],
+    ['gen_ai.usage.output_tokens', rec.output_tokens],
+    ['gen_ai.usage.cache_read.input_tokens', rec.cached_tokens],
+    ['gen_ai.usage.cache_creation.input_tokens', rec.cache_write_tokens],
+    ['gen_ai.usage.reasoning.output_tokens', rec.reasoning_tokens],
+    ['openai.api.type', rec.api === 'chat_completions' || rec.api === 'responses' ? rec.api : undefined],
+    ['server.address', last?.host],
+    ['server.port', last?.port],
+  ];
+  const own: AttributePairs = [
+    ['http.request.method', rec.method],
+    ['http.response.status_code', rec.status === 0 ? undefined : rec.status],
+    ['url.path', rec.path],
+    ['credential_proxy.request_id', rec.request_id],
+    ['credential_proxy.upstream_request_id', rec.upstream_request_id],
+    ['credential_proxy.provider', rec.provider],
+    ['credential_proxy.api', rec.api],
+    ['credential_proxy.instance_id', rec.instance_id],
+    ['credential_proxy.workflow', rec.workflow],
+    ['credential_proxy.run_id', rec.run_id],
+    ['credential_proxy.attempts', rec.attempts],
+    ['credential_proxy.retries', rec.retries],
+    ['credential_proxy.rate_limited', rec.rate_limited],
+    ['credential_proxy.interrupted', rec.interrupted],
+    ['credential_proxy.usage_complete', rec.usage_complete],
+    ['credential_proxy.limit', rec.limit],
+    ['credential_proxy.charged_usd', rec.charged_usd === null ? undefined : { double: rec.charged_usd }],
+    ['credential_proxy.bytes_in', rec.bytes_in],
+    ['credential_proxy.bytes_out', rec.bytes_out],
+  ];
+  const server = serverSpan(call, span, name, rec.duration_ms, rec.error, rec.status, [...genAi, ...own]);
   const firstToken = rec.ttft_ms === null ? undefined : [{ timeUnixNano: unixNano(call.startedAt + rec.ttft_ms), name: 'gen_ai.first_token' }];
-  const attemptValues = { 'gen_ai.operation.name': operation, 'gen_ai.provider.name': genAi['gen_ai.provider.name'], 'gen_ai.request.model': rec.model };
+  const attemptValues: AttributePairs = [genAi[0]!, genAi[1]!, genAi[2]!];
   return redacted([{ ...server, ...(firstToken ? { events: firstToken } : {}) }, ...attemptSpans(call, span, call.startedAt + rec.duration_ms, rec.error, attemptValues)], call.secrets);
 }
 
@@ -157,23 +157,23 @@ export function gitSpans(rec: GitRequestRecord, call: GitSpanFacts): OtlpSpan[] 
   if (span === undefined || !span.sampled) return [];
   const route = rec.route === undefined ? undefined : GIT_ROUTES[rec.route];
   const repo = call.repo?.join('/');
-  const values: Record<string, AttributeValue> = {
-    'http.request.method': rec.method,
-    'http.route': route,
-    'http.response.status_code': rec.status === 0 ? undefined : rec.status,
-    'url.path': rec.path,
-    'vcs.repository.url.full': rec.host === undefined || repo === undefined ? undefined : `https://${rec.host}/${repo}`,
-    'vcs.repository.name': call.repo?.[call.repo.length - 1]?.replace(/\.git$/, ''),
-    'credential_proxy.git.service': call.access === undefined ? undefined : call.access === 'read' ? 'git-upload-pack' : 'git-receive-pack',
-    'credential_proxy.git.host': rec.host,
-    'credential_proxy.request_id': rec.request_id,
-    'credential_proxy.instance_id': rec.instance_id,
-    'credential_proxy.workflow': rec.workflow,
-    'credential_proxy.run_id': rec.run_id,
-    'credential_proxy.token_error': rec.token_error,
-    'credential_proxy.bytes_in': rec.bytes_in,
-    'credential_proxy.bytes_out': rec.bytes_out,
-  };
+  const values: AttributePairs = [
+    ['http.request.method', rec.method],
+    ['http.route', route],
+    ['http.response.status_code', rec.status === 0 ? undefined : rec.status],
+    ['url.path', rec.path],
+    ['vcs.repository.url.full', rec.host === undefined || repo === undefined ? undefined : `https://${rec.host}/${repo}`],
+    ['vcs.repository.name', call.repo?.[call.repo.length - 1]?.replace(/\.git$/, '')],
+    ['credential_proxy.git.service', call.access === undefined ? undefined : call.access === 'read' ? 'git-upload-pack' : 'git-receive-pack'],
+    ['credential_proxy.git.host', rec.host],
+    ['credential_proxy.request_id', rec.request_id],
+    ['credential_proxy.instance_id', rec.instance_id],
+    ['credential_proxy.workflow', rec.workflow],
+    ['credential_proxy.run_id', rec.run_id],
+    ['credential_proxy.token_error', rec.token_error],
+    ['credential_proxy.bytes_in', rec.bytes_in],
+    ['credential_proxy.bytes_out', rec.bytes_out],
+  ];
   const server = serverSpan(call, span, route === undefined ? rec.method : `${rec.method} ${route}`, rec.duration_ms, rec.error, rec.status, values);
-  return redacted([server, ...attemptSpans(call, span, call.startedAt + rec.duration_ms, rec.error, {})], call.secrets);
+  return redacted([server, ...attemptSpans(call, span, call.startedAt + rec.duration_ms, rec.error, [])], call.secrets);
 }

@@ -15,7 +15,7 @@ const RANDOM_SPAN = 2 ** 52;
  * a ratio is sampled at every larger one. A parent-based sampler follows the client's sampled
  * flag when the client sent a traceparent, and uses the ratio only for a trace it starts.
  */
-function sampled(sampler: Sampler, traceId: string, client: TraceContext | undefined): boolean {
+function isSampled(sampler: Sampler, traceId: string, client: TraceContext | undefined): boolean {
   if (sampler.parentBased && client !== undefined) return client.sampled;
   if (sampler.ratio >= 1) return true;
   return parseInt(traceId.slice(-13), 16) < sampler.ratio * RANDOM_SPAN;
@@ -42,7 +42,7 @@ export function tracer(sampler: Sampler, ids = idSource()): Tracing {
   return {
     start(client): SpanContext {
       const traceId = client?.traceId ?? ids(16);
-      return { traceId, spanId: ids(8), parentId: client?.parentId, sampled: sampled(sampler, traceId, client), tracestate: client?.tracestate };
+      return { traceId, spanId: ids(8), parentId: client?.parentId, sampled: isSampled(sampler, traceId, client), tracestate: client?.tracestate };
     },
     newSpanId: () => ids(8),
   };

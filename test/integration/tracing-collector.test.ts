@@ -47,7 +47,7 @@ async function callsAnswered(): Promise<void> {
   assert.ok(replies.filter((_, i) => i % 2 === 0).every((r) => r.body.toString().includes('[DONE]')), 'every stream to its end');
 }
 
-test('a collector answering 429 with Retry-After costs the calls nothing: all answered, the spans beyond the bounded queue dropped and counted (queue_full); exports failing and recovering are each logged once', async (t) => {
+test('tracing never delays a request: a collector answering 429 with Retry-After costs the calls nothing: all answered, the spans beyond the bounded queue dropped and counted (queue_full); exports failing and recovering are each logged once', async (t) => {
   receiver.mode = { kind: 'status', status: 429, retryAfter: '1' };
   await callsAnswered();
   await eventually('spans dropped with the queue full', async () => (await metric('proxy_trace_spans_dropped_total{reason="queue_full"}')) > 0, t.signal);
@@ -61,7 +61,7 @@ test('a collector answering 429 with Retry-After costs the calls nothing: all an
   assert.deepEqual(receiver.problems, []);
 });
 
-test('a collector that is down, or that hangs past the export timeout, costs the calls nothing', async (t) => {
+test('tracing never delays a request: a collector that is down, or that hangs past the export timeout, costs the calls nothing', async (t) => {
   await receiver.down();
   await callsAnswered();
   await receiver.up();
@@ -74,7 +74,7 @@ test('a collector that is down, or that hangs past the export timeout, costs the
   assert.ok(failing.length >= 2, `failing logged again after the recovery: ${JSON.stringify(failing)}`);
 });
 
-test('an https collector is reached through the egress proxy (CONNECT to the collector, the spans inside TLS); at shutdown the spans still queued are sent before the process ends', async () => {
+test('collector through the egress proxy: an https collector is reached by a CONNECT tunnel, the spans inside TLS; at shutdown the spans still queued are sent before the process ends', async () => {
   const egress = await startConnectProxy();
   const tlsReceiver = await startOtlpReceiver(both.pki);
   const other = await startBothListeners({

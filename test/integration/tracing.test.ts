@@ -172,7 +172,7 @@ test('tracing: a retried 429 is two attempt spans under the call, the first endi
   assert.equal(spans.find((s) => s.kind === 2)!.attributes['credential_proxy.retries'], 1);
 });
 
-test('tracing: a call without a traceparent starts a trace, and the upstream is its child all the same', async () => {
+test('the upstream\'s parent is the proxy\'s span: a call without a traceparent starts a trace, and the upstream is its child all the same', async () => {
   const r = await send(proxy.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', 'x-client-request-id': 'no-parent' }, body: JSON.stringify({ model: GPT, messages: [{ role: 'user', content: 'hi' }] }) });
   assert.equal(r.status, 200);
   const rec = await proxy.waitForRecord((x) => x.event === 'request' && x.request_id === 'no-parent');
@@ -197,7 +197,7 @@ test('tracing, git: a request is a SERVER span with the HTTP server conventions,
   assert.deepEqual(receiver.problems, []);
 });
 
-test('tracing: no prompt, completion, tool argument, header value or query string reaches a span', async () => {
+test('no request content in a span: no prompt, completion, tool argument, header value or query string reaches one', async () => {
   const marker = (what: string) => `${what}-${randomBytes(6).toString('hex')}`;
   const [prompt, toolArgs, header, query, agent] = ['PROMPT', 'TOOLARGS', 'HEADERVALUE', 'QUERY', 'AGENT'].map(marker);
   const body = { model: GPT, messages: [{ role: 'user', content: prompt }, { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'run', arguments: JSON.stringify({ cmd: toolArgs }) } }] }, { role: 'tool', tool_call_id: 'c1', content: 'ok' }], tools: [{ type: 'function', function: { name: 'run', parameters: { type: 'object' } } }], stream: true };
@@ -209,14 +209,14 @@ test('tracing: no prompt, completion, tool argument, header value or query strin
   for (const m of [prompt, toolArgs, header, query, agent, STREAM_WORDS.join(''), 'fake']) assert.ok(!exported.includes(m!), m);
 });
 
-test('tracing: no key, token or collector header reaches a span, and the collector got its header on every export', async () => {
+test('no credential in a span, end to end: no key, token or collector header reaches a span, and the collector got its header on every export', async () => {
   const exported = receiver.requests.map((r) => r.body).join('\n');
   for (const secret of [OPENAI_KEY, ANTHROPIC_KEY, GIT_TOKEN, 'collector-secret']) assert.ok(!exported.includes(secret) && !exported.includes(secret.slice(-20)), secret.slice(0, 8));
   assert.ok(receiver.requests.length > 0 && receiver.requests.every((r) => r.headers['x-collector-key'] === 'collector-secret'));
   assert.ok(!proxy.output().includes('collector-secret'), 'the header value is never logged');
 });
 
-test('tracing: an unsampled client trace (flags 00) is followed: nothing exported, the upstream still gets the proxy as its parent, unsampled', async () => {
+test('the upstream\'s parent is the proxy\'s span, unsampled too: a client trace with flags 00 is followed, nothing exported, the upstream still gets the proxy as its parent', async () => {
   const { traceId, parentId } = traceparentFor();
   const r = await send(proxy.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${parentId}-00` }, body: JSON.stringify({ model: GPT, messages: [{ role: 'user', content: 'hi' }] }) });
   assert.equal(r.status, 200);

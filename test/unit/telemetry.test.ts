@@ -118,7 +118,7 @@ function manualSend() {
 
 const encode = (spans: readonly OtlpSpan[]) => spans.map((s) => s.name).join(',');
 
-test('exporter: add never waits; past the bounded queue spans are dropped and counted (queue_full) while the collector holds an export', async (t) => {
+test('tracing never delays a request: the exporter\'s add never waits; past the bounded queue spans are dropped and counted (queue_full) while the collector holds an export', async (t) => {
   const { calls, send } = manualSend();
   const exporter = new SpanExporter(encode, send, { maxQueue: 3, maxBatch: 2, delayMs: 0, exportTimeoutMs: 1000 });
   exporter.add([span(1), span(2)]);
@@ -208,7 +208,7 @@ const KEY_FORMS: Readonly<Record<string, string>> = {
   'without its public prefix': KEY.slice('sk-proj-'.length),
 };
 
-test('span redaction: a response model, response id, finish reason, error or identity that carries the call\'s credential, in every form the redactor looks for, is exported as [REDACTED]; nothing of the key can be read back from the span', () => {
+test('no credential in a span: a response model, response id, finish reason, error or identity that carries the call\'s credential, in every form the redactor looks for, is exported as [REDACTED]; nothing of the key can be read back from the span', () => {
   for (const [name, form] of Object.entries(KEY_FORMS)) {
     const rec = modelRecord({ response_model: `gpt-${form}`, finish_reason: form, error: `e-${form}`, status: 200, upstream_request_id: form, workflow: form });
     const spans = modelSpans(rec, facts({ secrets: [KEY], summary: { usage: null, usageComplete: false, model: null, finishReason: null, firstTokenAt: null, terminated: true, streamError: null, responseId: form } }));
