@@ -143,7 +143,7 @@ export function modelSpans(rec: ModelRequestRecord, call: ModelSpanFacts): OtlpS
     ['credential_proxy.bytes_out', rec.bytes_out],
   ];
   const server = serverSpan(call, span, name, rec.duration_ms, rec.error, rec.status, [...genAi, ...own]);
-  const firstToken = rec.ttft_ms === null ? undefined : [{ timeUnixNano: unixNano(call.startedAt + rec.ttft_ms), name: 'gen_ai.first_token' }];
+  const firstToken = rec.ttft_ms === null ? undefined : [{ timeUnixNano: unixNano(call.startedAt + rec.ttft_ms), name: 'credential_proxy.first_token' }];
   const attemptValues: AttributePairs = [genAi[0]!, genAi[1]!, genAi[2]!];
   return redacted([{ ...server, ...(firstToken ? { events: firstToken } : {}) }, ...attemptSpans(call, span, call.startedAt + rec.duration_ms, rec.error, attemptValues)], call.secrets);
 }

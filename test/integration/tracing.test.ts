@@ -128,7 +128,7 @@ for (const c of CASES) {
       assert.equal(server.resource['k8s.pod.name'], 'proxy-0');
       assert.equal(server.resource['service.name'], 'credential-proxy');
       if (stream) {
-        const first = server.events.find((e) => e.name === 'gen_ai.first_token');
+        const first = server.events.find((e) => e.name === 'credential_proxy.first_token');
         assert.ok(first !== undefined && first.time >= server.start && first.time <= server.end, 'the first token is an event inside the span');
         assert.equal(typeof a['gen_ai.response.time_to_first_chunk'], 'number');
       }
