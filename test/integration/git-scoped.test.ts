@@ -177,7 +177,7 @@ test('clone and push inside the scope work through the credential-helper flow', 
   await proxy.waitForRecord(() => requestRecords().slice(logBefore).some((r) => r.route === 'receive-pack'), 'the push log line');
   const records = requestRecords().slice(logBefore);
   const challenged = records.filter((r) => r.status === 401);
-  assert.ok(challenged.length >= 2 && challenged.every((r) => r.challenge === true && r.error === undefined && r.instance_id === null), JSON.stringify(challenged));
+  assert.ok(challenged.length >= 2 && challenged.every((r) => r.challenge === true && r.error === undefined && r.instance_id === undefined), JSON.stringify(challenged));
   const served = records.filter((r) => r.status === 200);
   assert.deepEqual(new Set(served.map((r) => r.route)), new Set(['info-refs', 'upload-pack', 'receive-pack']));
   for (const r of served) assert.deepEqual([r.instance_id, r.workflow, r.run_id], ['bot-7', 'triage', 'run-42']);

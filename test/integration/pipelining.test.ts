@@ -21,7 +21,8 @@ let proxy: ProxyProcess;
 let both: BothListeners<TestUpstream> | undefined;
 
 before(async () => {
-  both = await startBothListeners();
+  // pipelined_dropped is a debug line: written with --log-level debug.
+  both = await startBothListeners({ args: ['--log-level', 'debug'] });
   ({ gitUpstream, modelUpstream, proxy } = both);
 });
 
