@@ -72,6 +72,7 @@ test('tracing never delays a request: a collector that is down, or that hangs pa
   receiver.delayMs = 0;
   const failing = proxy.records().filter((r) => r.event === 'traces_export' && r.state === 'failing');
   assert.ok(failing.length >= 2, `failing logged again after the recovery: ${JSON.stringify(failing)}`);
+  assert.deepEqual(receiver.problems, [], 'every export the collector saw, refused or not, was well formed');
 });
 
 test('collector through the egress proxy: an https collector is reached by a CONNECT tunnel, the spans inside TLS; at shutdown the spans still queued are sent before the process ends', async () => {

@@ -220,12 +220,13 @@ export async function startOtlpReceiver(tls?: { readonly keyPem: string; readonl
         if (mode.kind === 'hang-up') return void req.socket.destroy();
         if (req.method !== 'POST' || req.url !== '/v1/traces') receiver.problems.push(`${req.method} ${req.url}: not POST /v1/traces`);
         if (req.headers['content-type'] !== 'application/json') receiver.problems.push(`content-type ${req.headers['content-type']}: not application/json`);
+        // Every request is checked, the ones refused too; only the ones taken add their spans.
+        const { problems, spans } = validateExport(body);
+        receiver.problems.push(...problems);
         if (mode.kind === 'status') {
           res.writeHead(mode.status, { 'content-type': 'application/json', ...(mode.retryAfter === undefined ? {} : { 'retry-after': mode.retryAfter }) });
           return void res.end(JSON.stringify({ message: 'throttled by the test' }));
         }
-        const { problems, spans } = validateExport(body);
-        receiver.problems.push(...problems);
         receiver.spans.push(...spans);
         for (const w of waiters.filter((w) => receiver.spans.length >= w.n)) w.resolve();
         res.writeHead(200, { 'content-type': 'application/json' });
