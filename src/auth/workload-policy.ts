@@ -65,7 +65,7 @@ const MAX_GIT_ENTRIES = 64;
  */
 export type CanonicalScope = (text: string) => { readonly ok: true; readonly value: string } | { readonly ok: false; readonly reason: string };
 
-export function parseWorkloadPolicy(text: string, fileName: string, canonicalScope: CanonicalScope): WorkloadPolicy {
+export function parseWorkloadPolicy(text: string, fileName: string, scopeGrammar: CanonicalScope): WorkloadPolicy {
   const { doc, fail } = parseConfigJson(text, fileName);
   if (!isObject(doc)) return fail('(file)', 'must be an object: {"serviceAccounts": {"namespace/serviceaccount": {...}}}');
   for (const k of Object.keys(doc)) if (!TOP_FIELDS.has(k)) fail(k, `unknown field${suggestion(k, TOP_FIELDS)}`);
@@ -76,7 +76,7 @@ export function parseWorkloadPolicy(text: string, fileName: string, canonicalSco
     const where = `serviceAccounts["${key}"]`;
     const keyProblem = policyKeyProblem(key);
     if (keyProblem) fail(where, keyProblem);
-    entries.set(key, parseGrant(key, raw, where, fail, canonicalScope));
+    entries.set(key, parseGrant(key, raw, where, fail, scopeGrammar));
   }
   return { source: fileName, entries };
 }
@@ -91,9 +91,9 @@ function policyKeyProblem(key: string): string | undefined {
   return undefined;
 }
 
-function parseGrant(key: string, raw: unknown, where: string, fail: FieldFailure, canonicalScope: CanonicalScope): WorkloadGrant {
+function parseGrant(key: string, raw: unknown, where: string, fail: FieldFailure, scopeGrammar: CanonicalScope): WorkloadGrant {
   const r = entryReader(raw, where, ENTRY_FIELDS, fail);
-  const git = r.entry.git === undefined ? undefined : parseGit(r.entry.git, r.at('git'), fail, canonicalScope);
+  const git = r.entry.git === undefined ? undefined : parseGit(r.entry.git, r.at('git'), fail, scopeGrammar);
   const models = r.entry.models;
   if (models !== undefined && typeof models !== 'boolean') fail(r.at('models'), 'must be true or false');
   const limits = r.entry.limits === undefined ? undefined : parseLimits(r.entry.limits, r.at('limits'), fail);
@@ -105,11 +105,11 @@ function parseGrant(key: string, raw: unknown, where: string, fail: FieldFailure
 }
 
 /** The git scopes, each as mint-token's --git-repo takes it, kept in canonical form. */
-function parseGit(value: unknown, where: string, fail: FieldFailure, canonicalScope: CanonicalScope): string[] {
+function parseGit(value: unknown, where: string, fail: FieldFailure, scopeGrammar: CanonicalScope): string[] {
   if (!Array.isArray(value) || value.length === 0 || value.length > MAX_GIT_ENTRIES) return fail(where, `must be a list of 1 to ${MAX_GIT_ENTRIES} scopes such as "github.com/acme/widgets:write"`);
   return value.map((text: unknown, i) => {
     if (typeof text !== 'string') return fail(`${where}[${i}]`, 'must be a string such as "github.com/acme/*:read"');
-    const entry = canonicalScope(text);
+    const entry = scopeGrammar(text);
     if (!entry.ok) return fail(`${where}[${i}]`, `"${text}": ${entry.reason}`);
     return entry.value;
   });
