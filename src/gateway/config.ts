@@ -59,6 +59,11 @@ export interface ProviderConfig {
   readonly region: string | undefined;
   /** Where it was configured, for start-up messages: `UPSTREAM_*` or `FILE: providers[i]`. */
   readonly origin: string;
+  /**
+   * It serves the Responses API's WebSocket mode (`GET /v1/responses` upgraded): Codex's WebSocket
+   * transport goes through it (responses-socket.ts). One provider at most (withWebSocket).
+   */
+  readonly websocket: boolean;
 }
 
 export type CredentialConfig =
@@ -128,19 +133,56 @@ export function parseAllowedModels(text: string | undefined): string[] {
 }
 
 /** The UPSTREAM_* shorthand: one OpenAI-kind provider, or none when no UPSTREAM_* variable is set. */
-function providerFromEnv(env: NodeJS.ProcessEnv, required: boolean): ProviderConfig | undefined {
+/**
+ * Whether a provider speaks WebSocket mode when its configuration does not say: OpenAI's own API
+ * does (wss://api.openai.com/v1/responses); another host is not assumed to.
+ */
+export function speaksWebSocketByDefault(kind: ProviderKind, upstream: UpstreamBase): boolean {
+  return kind === 'openai' && !upstream.plainHttp && upstream.hostname === 'api.openai.com' && upstream.port === 443;
+}
+
+/** The `websocket` setting read: a boolean, true only for the openai kind (the Responses API's); undefined: not said. */
+function websocketSetting(value: unknown, kind: ProviderKind, where: string, fail: (where: string, why: string) => never): boolean | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'boolean') return fail(where, 'must be true or false');
+  if (value && kind !== 'openai') return fail(where, `the ${kind} kind has no WebSocket mode (only the openai kind's Responses API does)`);
+  return value;
+}
+
+/** A provider as read, before withWebSocket decides which one serves the WebSocket mode. */
+type ReadProvider = Omit<ProviderConfig, 'websocket'> & { readonly websocket: boolean | undefined };
+
+/**
+ * Which provider serves the WebSocket mode (the upgrade names no model, so one at most): the one
+ * whose configuration says so (two that say so stop start-up); else the one provider at OpenAI's
+ * own API that says nothing; several of those: none, since nothing decides between them (and the
+ * clients fall back to HTTP until one is named).
+ */
+function withWebSocket(providers: readonly ReadProvider[]): ProviderConfig[] {
+  const said = providers.filter((p) => p.websocket === true);
+  if (said.length > 1) throw new Error(`providers ${said.map((p) => `"${p.name}" (${p.origin})`).join(' and ')} both set "websocket": true: a WebSocket upgrade names no model, so one provider serves them all; keep it on one`);
+  const byDefault = providers.filter((p) => p.websocket === undefined && speaksWebSocketByDefault(p.kind, p.upstream));
+  const serving = said[0] ?? (byDefault.length === 1 ? byDefault[0] : undefined);
+  return providers.map((p) => ({ ...p, websocket: p === serving }));
+}
+
+function providerFromEnv(env: NodeJS.ProcessEnv, required: boolean): ReadProvider | undefined {
   if (env.UPSTREAM_API_KEY && env.UPSTREAM_API_KEY_FILE) {
     throw new Error('UPSTREAM_API_KEY and UPSTREAM_API_KEY_FILE are both set: keep one, so that it is clear which key is used');
   }
-  const names = ['UPSTREAM_API_KEY', 'UPSTREAM_API_KEY_FILE', 'UPSTREAM_ALLOWED_MODELS', 'UPSTREAM_BASE_URL', 'UPSTREAM_PROVIDER', 'UPSTREAM_ORGANIZATION', 'UPSTREAM_PROJECT', 'UPSTREAM_CA_FILE'];
+  const names = ['UPSTREAM_API_KEY', 'UPSTREAM_API_KEY_FILE', 'UPSTREAM_ALLOWED_MODELS', 'UPSTREAM_BASE_URL', 'UPSTREAM_PROVIDER', 'UPSTREAM_ORGANIZATION', 'UPSTREAM_PROJECT', 'UPSTREAM_CA_FILE', 'UPSTREAM_WEBSOCKET'];
   if (!required && !names.some((n) => env[n])) return undefined;
   const key: SecretRef | undefined = env.UPSTREAM_API_KEY_FILE ? { file: env.UPSTREAM_API_KEY_FILE } : env.UPSTREAM_API_KEY ? { env: 'UPSTREAM_API_KEY' } : undefined;
   const name = env.UPSTREAM_PROVIDER || DEFAULT_PROVIDER;
   if (!PROVIDER.test(name)) throw new Error(`UPSTREAM_PROVIDER: "${name}" must be lower-case letters, digits, - or _`);
+  const upstream = parseBaseUrl(env.UPSTREAM_BASE_URL || DEFAULT_BASE_URL);
+  const websocket = env.UPSTREAM_WEBSOCKET ? { true: true, false: false }[env.UPSTREAM_WEBSOCKET] : undefined;
+  if (env.UPSTREAM_WEBSOCKET && websocket === undefined) throw new Error(`UPSTREAM_WEBSOCKET: "${env.UPSTREAM_WEBSOCKET}" must be true or false`);
   return {
     name,
     kind: 'openai',
-    upstream: parseBaseUrl(env.UPSTREAM_BASE_URL || DEFAULT_BASE_URL),
+    upstream,
+    websocket,
     models: parseAllowedModels(env.UPSTREAM_ALLOWED_MODELS),
     credential: { type: 'key', key },
     organization: optionalHeaderValue(env, 'UPSTREAM_ORGANIZATION'),
@@ -151,7 +193,7 @@ function providerFromEnv(env: NodeJS.ProcessEnv, required: boolean): ProviderCon
   };
 }
 
-export const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'allowPlainHttp', 'allowCredentialOverPlainHttp', 'keyEnv', 'keyFile', 'keyHeader', 'credential', 'models', 'organization', 'project', 'region', 'caFile']);
+export const PROVIDER_FIELDS = new Set(['name', 'kind', 'baseUrl', 'allowPlainHttp', 'allowCredentialOverPlainHttp', 'keyEnv', 'keyFile', 'keyHeader', 'credential', 'models', 'organization', 'project', 'region', 'caFile', 'websocket']);
 /** The fields of a provider's `credential` object, by its `type`. */
 export const CREDENTIAL_FIELDS: Readonly<Record<Exclude<CredentialConfig['type'], 'key'>, ReadonlySet<string>>> = {
   'google-service-account': new Set(['type', 'keyFile', 'scope']),
@@ -215,12 +257,12 @@ function parseCredential(entry: Record<string, unknown>, at: (f: string) => stri
  * "models", "organization", "project", "caFile"}]}`. Strict: an unknown field or a wrong value
  * stops start-up naming the file and the field.
  */
-function parseProvidersFile(text: string, fileName: string): ProviderConfig[] {
+function parseProvidersFile(text: string, fileName: string): ReadProvider[] {
   const { doc, fail } = parseConfigJson(text, fileName);
   if (!isObject(doc)) return fail('(file)', 'must be a JSON object with a "providers" array');
   for (const k of Object.keys(doc)) if (k !== 'providers') fail(k, 'unknown field (expected only "providers")');
   if (!Array.isArray(doc.providers) || doc.providers.length === 0) return fail('providers', 'must be a non-empty array');
-  return doc.providers.map((raw: unknown, i: number): ProviderConfig => {
+  return doc.providers.map((raw: unknown, i: number): ReadProvider => {
     const { entry, at, str, secretRef } = entryReader(raw, `providers[${i}]`, PROVIDER_FIELDS, fail);
     const name = str('name') ?? fail(at('name'), 'is required');
     if (!PROVIDER.test(name)) fail(at('name'), `"${name}" must be lower-case letters, digits, - or _ (at most 64)`);
@@ -252,10 +294,12 @@ function parseProvidersFile(text: string, fileName: string): ProviderConfig[] {
     if (!cloud && region !== undefined) fail(at('region'), `the ${kind} kind has no region`);
     if (region !== undefined && !/^(?:[a-z]{2,}(?:-[a-z]+)+-?\d{0,2}|global)$/.test(region)) fail(at('region'), `"${region}" is not a cloud region`);
     if (kind === 'anthropic-vertex' && str('project') === undefined) fail(at('project'), 'is required for the anthropic-vertex kind (the Google Cloud project)');
+    const upstream = plainHttpChecked(parseBaseUrl(str('baseUrl') ?? kindDefaultBaseUrl(providerKind, region), `${fileName}: ${at('baseUrl')}`, flag('allowPlainHttp')), credential, flag('allowCredentialOverPlainHttp'), at, fail);
     return {
       name,
       kind: providerKind,
-      upstream: plainHttpChecked(parseBaseUrl(str('baseUrl') ?? kindDefaultBaseUrl(providerKind, region), `${fileName}: ${at('baseUrl')}`, flag('allowPlainHttp')), credential, flag('allowCredentialOverPlainHttp'), at, fail),
+      upstream,
+      websocket: websocketSetting(entry.websocket, providerKind, at('websocket'), fail),
       models: models as string[],
       credential,
       organization: header('organization'),
@@ -281,9 +325,9 @@ function plainHttpChecked(upstream: UpstreamBase, credential: CredentialConfig, 
 }
 
 /** Every provider once by name, every model in exactly one provider; the clash is named. */
-function checkProviders(providers: readonly ProviderConfig[]): void {
-  const byName = new Map<string, ProviderConfig>();
-  const byModel = new Map<string, ProviderConfig>();
+function checkProviders(providers: readonly ReadProvider[]): void {
+  const byName = new Map<string, ReadProvider>();
+  const byModel = new Map<string, ReadProvider>();
   for (const p of providers) {
     const other = byName.get(p.name);
     if (other) throw new Error(`provider "${p.name}" is defined twice (${other.origin} and ${p.origin})`);
@@ -315,7 +359,7 @@ export function parseGatewayEnv(env: NodeJS.ProcessEnv, providersFile?: { readon
   const providers = fromEnv ? [fromEnv, ...fromFile] : fromFile;
   checkProviders(providers);
   return {
-    providers,
+    providers: withWebSocket(providers),
     signingKey: parseSigningKey('MODEL_PROXY_SIGNING_KEY', env.MODEL_PROXY_SIGNING_KEY),
     enabled: fromFile.length > 0 || (fromEnv?.credential.type === 'key' && fromEnv.credential.key !== undefined) || enabledByFlag,
   };

@@ -305,3 +305,31 @@ test('plain http: a provider in the cluster is reached over http only with allow
   const https = providersOf({ providers: [{ name: 'o', kind: 'openai', baseUrl: 'https://api.example/v1', allowPlainHttp: true, keyEnv: 'K', models: ['m2'] }] }).providers[0]!;
   assert.equal(https.upstream.plainHttp, false, 'the opt-in allows http, it does not make https plain');
 });
+
+// ---- websocket: which provider speaks the Responses API's WebSocket mode ----
+
+const file = (providers: unknown[]) => ({ text: JSON.stringify({ providers }), name: 'providers.json' });
+const openai = (extra: Record<string, unknown> = {}) => ({ name: 'openai', kind: 'openai', keyEnv: 'K', models: ['gpt-5.5'], ...extra });
+
+test('websocket: on by default for an openai provider at OpenAI\'s own API, off for any other host or kind; UPSTREAM_WEBSOCKET sets it for the shorthand', () => {
+  assert.equal(parseGatewayEnv({ UPSTREAM_API_KEY: 'k' }).providers[0]!.websocket, true);
+  assert.equal(parseGatewayEnv({ UPSTREAM_API_KEY: 'k', UPSTREAM_BASE_URL: 'https://llm.internal.example/v1' }).providers[0]!.websocket, false);
+  assert.equal(parseGatewayEnv({ UPSTREAM_API_KEY: 'k', UPSTREAM_BASE_URL: 'https://llm.internal.example/v1', UPSTREAM_WEBSOCKET: 'true' }).providers[0]!.websocket, true);
+  assert.equal(parseGatewayEnv({ UPSTREAM_API_KEY: 'k', UPSTREAM_WEBSOCKET: 'false' }).providers[0]!.websocket, false);
+  assert.throws(() => parseGatewayEnv({ UPSTREAM_API_KEY: 'k', UPSTREAM_WEBSOCKET: 'yes' }), /UPSTREAM_WEBSOCKET: "yes" must be true or false/);
+  assert.equal(parseGatewayEnv({}, file([openai()])).providers[0]!.websocket, true);
+  assert.equal(parseGatewayEnv({}, file([openai({ baseUrl: 'https://api.openai.com:8443/v1' })])).providers[0]!.websocket, false);
+  assert.equal(parseGatewayEnv({}, file([openai({ baseUrl: 'https://proxy.example/v1', websocket: true })])).providers[0]!.websocket, true);
+  assert.equal(parseGatewayEnv({}, file([{ name: 'a', kind: 'anthropic', keyEnv: 'K', models: ['claude'] }])).providers[0]!.websocket, false);
+});
+
+test('websocket: only the openai kind may say true, a boolean, and one provider at most (the upgrade names no model); two at OpenAI\'s API that say nothing: neither', () => {
+  assert.throws(() => parseGatewayEnv({}, file([{ name: 'a', kind: 'anthropic', keyEnv: 'K', models: ['claude'], websocket: true }])), /providers\[0\]\.websocket.*anthropic kind has no WebSocket mode/);
+  assert.throws(() => parseGatewayEnv({}, file([openai({ websocket: 'yes' })])), /providers\[0\]\.websocket.*must be true or false/);
+  assert.throws(() => parseGatewayEnv({}, file([openai({ websocket: true }), openai({ name: 'other', models: ['o3'], websocket: true })])), /"openai".*and "other".*both set "websocket": true.*keep it on one/);
+  const pair = (a: Record<string, unknown>, b: Record<string, unknown>) => parseGatewayEnv({}, file([openai(a), openai({ name: 'other', models: ['o3'], ...b })])).providers.map((p) => p.websocket);
+  assert.deepEqual(pair({}, {}), [false, false], 'nothing decides between two');
+  assert.deepEqual(pair({}, { websocket: false }), [true, false]);
+  assert.deepEqual(pair({}, { websocket: true }), [false, true], 'the one that says so');
+  assert.deepEqual(parseGatewayEnv({ UPSTREAM_API_KEY: 'k', UPSTREAM_PROVIDER: 'legacy' }, file([openai()])).providers.map((p) => p.websocket), [false, false]);
+});

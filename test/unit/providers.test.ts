@@ -20,6 +20,7 @@ const config = (name: string, kind: 'openai' | 'anthropic', models: string[]): P
   caFile: undefined,
   region: undefined,
   origin: 'test',
+  websocket: false,
 });
 const provider = (c: ProviderConfig): Provider => ({ config: c, agent: undefined as never, credential: undefined as never });
 
