@@ -41,6 +41,8 @@ interface Connection extends ConnectionState {
   serving: boolean;
   /** Pipelined requests waiting for the one ahead of them to finish, in arrival order. */
   readonly queue: (() => void)[];
+  /** An upgraded connection (a WebSocket): what the drain tells it. */
+  drain?: () => void;
 }
 
 export class ConnectionTable {
@@ -138,6 +140,17 @@ export class ConnectionTable {
     else run();
   }
 
+  /**
+   * The connection switched protocols (a WebSocket): its request stays in progress until the socket
+   * closes; the drain tells it to finish (at once if the drain has begun), and its grace's end cuts it.
+   */
+  upgraded(socket: Socket, drain: () => void): void {
+    const state = this.#connections.get(socket);
+    if (state === undefined) return;
+    state.drain = drain;
+    if (this.draining) drain();
+  }
+
   /** Counts a request in progress on its connection until its response is over. */
   #track(socket: Socket, state: Connection, res: ServerResponse): void {
     state.inProgress++;
@@ -168,6 +181,7 @@ export class ConnectionTable {
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     let headsArriving = false;
     for (const [socket, state] of this.#connections) {
+      state.drain?.();
       const action = drainAction(state, socket.bytesRead);
       if (action === 'close') socket.destroy();
       else if (action === 'deadline') headsArriving = true;
@@ -182,6 +196,8 @@ export class ConnectionTable {
     const force = setTimeout(() => {
       for (const socket of this.#connections.keys()) markCutByShutdown(socket);
       server.closeAllConnections();
+      // Node's list no longer holds an upgraded connection.
+      for (const [socket, state] of this.#connections) if (state.drain) socket.destroy();
     }, graceMs);
     // Every connection closed: the requests they carried still finish (recorded, charged, slots
     // given back) before the drain is over, within the forced cut's deadline.

@@ -1,7 +1,7 @@
 // Listener lifecycle shared by both proxies: the node:http server and its timeouts, /healthz,
 // refusal of CONNECT and of upgrades (404, so that clients fall back), isolation of handler
 // errors, and graceful draining.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, ServerResponse, type IncomingMessage, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { formatAddress, type ListenAddress } from './address.ts';
@@ -51,6 +51,20 @@ export interface ListenerSpec {
   readonly refuse: (req: IncomingMessage, res: ServerResponse, refusal: Refusal) => void;
   /** Serve TLS (and mutual TLS) with these files (tls-listener.ts); undefined: plain HTTP. */
   readonly tls?: TlsSource;
+  /**
+   * Serves a request that asks to switch protocols, after the same form checks as any request:
+   * `res` answers it over HTTP (a refusal), or the handler takes the socket (a WebSocket). The
+   * listener waits for its promise as for a request's. Undefined: every upgrade is answered 404.
+   */
+  readonly upgrade?: (req: IncomingMessage, res: ServerResponse, upgrade: UpgradeContext) => Promise<void>;
+}
+
+/** What an upgraded connection gets from its listener. */
+export interface UpgradeContext {
+  /** The bytes that came after the request's head (the first frames, if the client did not wait). */
+  readonly head: Buffer;
+  /** Called when the listener drains (at once if it already is): the connection finishes its work and closes. */
+  onDrain(drain: () => void): void;
 }
 
 export interface Listener {
@@ -98,6 +112,16 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
   // hands an upgrade request to the request handler as an ordinary request, where serveRequest
   // refuses it in the listener's own error format (upgradeRequested).
   server.on('connect', (_req: IncomingMessage, socket: Socket) => refuseRaw(socket, 405, 'Method Not Allowed'));
+  // A listener that serves upgrades takes them here, with a response of its own on the socket so
+  // that a refusal is answered as any request's is.
+  if (spec.upgrade !== undefined) {
+    server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+      const res = new ServerResponse(req);
+      res.assignSocket(socket);
+      const upgrade = { head, onDrain: (drain: () => void) => table.upgraded(socket, drain) };
+      table.oneAtATime(req, res, () => serveRequest(spec, table, req, res, upgrade));
+    });
+  }
 
   await new Promise<void>((resolve, reject) => {
     const fail = (err: NodeJS.ErrnoException) => reject(new Error(listenErrorMessage(spec.flag, spec.address, err.code ?? err.message)));
@@ -127,7 +151,7 @@ export async function startListener(spec: ListenerSpec): Promise<Listener> {
  * the connection closed), /healthz, then the handler, whose promise the table keeps until it
  * settles. A handler that throws synchronously takes one request down, never the listener.
  */
-function serveRequest(spec: ListenerSpec, table: ConnectionTable, req: IncomingMessage, res: ServerResponse): void {
+function serveRequest(spec: ListenerSpec, table: ConnectionTable, req: IncomingMessage, res: ServerResponse, upgrade?: UpgradeContext): void {
   if (table.draining) res.setHeader('connection', 'close');
   // Node's parser lets HTTP/0.9-style and HTTP/2.0-labelled request lines through, and
   // HTTP/1.0 without Host: none of them is a client we serve, so none is forwarded.
@@ -139,10 +163,14 @@ function serveRequest(spec: ListenerSpec, table: ConnectionTable, req: IncomingM
     spec.refuse(req, res, { error: formError });
     return;
   }
-  // No route of either listener serves an upgrade yet. A 404 in the route's error format (never a
+  // A listener without an upgrade handler serves none. A 404 in the route's error format (never a
   // 400) is what makes a client fall back to plain HTTP: Codex, offered a WebSocket, does on a 404
   // and gives up its turn on a 400. The connection closes: after an upgrade request, bytes that
   // follow may be the other protocol's.
+  if (upgrade !== undefined && spec.upgrade !== undefined) {
+    const serveUpgrade = spec.upgrade;
+    return serveHandler(spec, table, req, res, () => serveUpgrade(req, res, upgrade));
+  }
   if (upgradeRequested(req.headers.connection, req.headers.upgrade)) {
     res.setHeader('connection', 'close');
     spec.refuse(req, res, { error: ERRORS.upgradeNotServed, closeAfter: true });
@@ -152,8 +180,13 @@ function serveRequest(spec: ListenerSpec, table: ConnectionTable, req: IncomingM
     answerHealth(req, res, table.draining ? 'draining' : spec.notReady?.());
     return;
   }
+  serveHandler(spec, table, req, res, () => spec.handle(req, res));
+}
+
+/** Runs a handler, its promise kept by the table; one that throws synchronously takes its request down, never the listener. */
+function serveHandler(spec: ListenerSpec, table: ConnectionTable, req: IncomingMessage, res: ServerResponse, handle: () => void | Promise<void>): void {
   try {
-    table.serving(spec.handle(req, res));
+    table.serving(handle());
   } catch (err) {
     spec.log({ event: 'handler_error', listener: spec.name, error: (err as Error)?.name ?? 'Error', detail: String((err as Error)?.message ?? err) });
     if (!res.headersSent) spec.refuse(req, res, { error: ERRORS.internal });
