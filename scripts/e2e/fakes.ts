@@ -5,6 +5,7 @@ import type { ModelHandler, ModelRequest } from '../../test/support/model-upstre
 import { startHttpsFake, type HttpsFake } from '../../test/support/https-fake.ts';
 import { defaultResponses, errorHandler, turnOf as responsesTurn, type ResponsesRequest } from '../../test/support/responses-upstream.ts';
 import { defaultMessages, startAnthropicUpstream, turnOf as messagesTurn, type AnthropicUpstream, type MessagesRequest } from '../../test/support/anthropic-upstream.ts';
+import { serveResponsesSocket } from '../../test/support/responses-socket-upstream.ts';
 import { agentChatTurn, turnOf as chatTurn, type ChatRequest } from '../../test/support/chat-turns.ts';
 import type { Turn } from '../../test/support/agent-turns.ts';
 import type { TestPki } from '../../test/support/tls.ts';
@@ -28,6 +29,9 @@ export interface Fakes {
 
 export async function startFakes(pki: TestPki): Promise<Fakes> {
   const openai = await startHttpsFake(pki, openaiRoutes);
+  // WebSocket mode on /v1/responses, as api.openai.com serves it: each response.create is
+  // recorded beside the HTTP requests (method WS), with its connection's upgrade headers.
+  serveResponsesSocket(openai.server, openai.requests);
   const anthropic = await startAnthropicUpstream(pki);
   const origin = `https://127.0.0.1:${openai.port}`;
   return {

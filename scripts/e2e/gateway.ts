@@ -53,7 +53,8 @@ export async function startGateway(agents: readonly AgentSpec[], upstreams: Gate
   // One process for every agent, each on its own provider.
   const providersFile = join(tempDir, 'providers.json');
   const providers = [
-    { name: 'openai', kind: 'openai', baseUrl: upstreams.openaiBaseUrl, keyEnv: 'E2E_OPENAI_UPSTREAM_KEY', models: modelsOf('openai'), caFile: upstreams.caFile },
+    // The fake speaks the Responses API's WebSocket mode as OpenAI does (not assumed of a host that is not OpenAI's).
+    { name: 'openai', kind: 'openai', baseUrl: upstreams.openaiBaseUrl, keyEnv: 'E2E_OPENAI_UPSTREAM_KEY', models: modelsOf('openai'), caFile: upstreams.caFile, websocket: true },
     { name: 'anthropic', kind: 'anthropic', baseUrl: upstreams.anthropicBaseUrl, keyEnv: 'E2E_ANTHROPIC_UPSTREAM_KEY', models: modelsOf('anthropic'), caFile: upstreams.caFile },
   ].filter((p) => p.models.length > 0);
   writeFileSync(providersFile, `${JSON.stringify({ providers }, null, 2)}\n`);

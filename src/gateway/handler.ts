@@ -12,6 +12,7 @@ import type { UpstreamTimeouts } from '../http/forward.ts';
 import type { HeldBodies } from '../http/held-bodies.ts';
 import type { Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
+import type { ListenerSpec } from '../http/server.ts';
 import type { GatewayLogEvent } from './log-events.ts';
 import type { LimitsStore } from '../limits/admission.ts';
 import { admitCall } from './admit-call.ts';
@@ -26,6 +27,7 @@ import type { WireProtocol } from './protocols/protocol.ts';
 import { providersByModel, type Provider } from './providers.ts';
 import type { ModelRequestRecord } from './record.ts';
 import { relayAnswer, type RelayContext } from './relay.ts';
+import { serveSocketUpgrade, type SocketContext, type SocketMetrics } from './responses-socket.ts';
 import type { RetryPolicy } from './retry.ts';
 import { modelBody, modelsListBody, type GatewayRoute } from './route.ts';
 
@@ -58,10 +60,14 @@ export interface GatewayDeps {
   readonly random?: () => number;
   /** Tracing (OTEL_EXPORTER_OTLP_*): each call's span and its attempts', from its record. */
   readonly trace?: CallContext['trace'];
+  /** Told when a Responses WebSocket opens and closes, and of frames refused (responses-socket.ts). */
+  readonly sockets?: SocketMetrics;
+  /** How long a WebSocket peer has to answer a close frame (5 s unless a test says). */
+  readonly socketCloseMs?: number;
 }
 
 /** Everything a call's steps read, built once from the dependencies. */
-interface GatewayContext extends CallContext, RelayContext {
+interface GatewayContext extends CallContext, RelayContext, SocketContext {
   readonly auth: BotAuth;
   readonly policy: CallPolicy;
   readonly send: SendPolicy;
@@ -92,8 +98,14 @@ function gatewayContext(deps: GatewayDeps): GatewayContext {
     bodyIdleMs: deps.timeouts.bodyIdleMs,
     catalog,
     modelsBody: modelsListBody(catalog),
+    socketProvider: deps.providers.find((p) => p.config.websocket === true),
+    sockets: deps.sockets,
+    socketCloseMs: deps.socketCloseMs ?? SOCKET_CLOSE_MS,
   };
 }
+
+/** How long a WebSocket peer has to answer a close frame before its connection is cut. */
+const SOCKET_CLOSE_MS = 5000;
 
 const nowSec = () => Math.floor(Date.now() / 1000);
 
@@ -110,6 +122,12 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
       call.finish();
     }
   };
+}
+
+/** The gateway's upgrades: the Responses API's WebSocket mode (responses-socket.ts); every other upgrade is answered 404. */
+export function createGatewayUpgrade(deps: GatewayDeps): NonNullable<ListenerSpec['upgrade']> {
+  const ctx = gatewayContext(deps);
+  return (req, res, upgrade) => serveSocketUpgrade(ctx, req, res, upgrade);
 }
 
 /**

@@ -22,5 +22,26 @@ export type CredentialErrorEvent = {
   readonly reason: string;
 };
 
+/**
+ * A Responses WebSocket connection ended (responses-socket.ts): its handshake and each of its turns
+ * have their own `request` records; this is the connection's one line. `reason`: why it ended (the
+ * first cause: client_closed, upstream_closed, idle, draining, shutdown, token_refused, a frame
+ * refused as client_<reason> or upstream_<reason>, ...); the close codes each peer sent, if any.
+ */
+export type SocketClosedEvent = {
+  readonly event: 'websocket_closed';
+  readonly listener: 'model';
+  readonly request_id: string;
+  readonly provider: string;
+  readonly instance_id: string | null;
+  readonly workflow: string | null;
+  readonly run_id: string | null;
+  readonly turns: number;
+  readonly duration_ms: number;
+  readonly reason: string;
+  readonly client_close: number | null;
+  readonly upstream_close: number | null;
+};
+
 /** Every event a gateway call may write: its own, and the listener's (a step that threw) through the same sink. */
-export type GatewayLogEvent = ProviderKeyRefusedEvent | CredentialErrorEvent | HttpLogEvent;
+export type GatewayLogEvent = ProviderKeyRefusedEvent | CredentialErrorEvent | SocketClosedEvent | HttpLogEvent;

@@ -51,6 +51,8 @@ export interface UpstreamCallShape {
   readonly model: string;
   readonly provider: Provider;
   readonly requestId: string;
+  /** POST, unless said (a WebSocket's upgrade is a GET). */
+  readonly method?: 'GET';
 }
 
 /** The credential could not be produced: logged (the reason, never a value), and a 5xx that tells the operator. */
@@ -70,7 +72,8 @@ export async function prepareUpstream(call: UpstreamCallShape, headers: Incoming
   const { upstream } = config;
   const scope = { project: config.project, region: config.region };
   const path = pathModel && route.upstreamPathFor ? `${upstream.basePath}${route.upstreamPathFor(scope, pathModel)}` : upstreamPath(upstream.basePath, route, call.query);
-  const auth = await provider.credential.authenticate({ method: 'POST', target: path, host: upstream.host, contentType: headers['content-type'], body }, nowMs);
+  const method = call.method ?? 'POST';
+  const auth = await provider.credential.authenticate({ method, target: path, host: upstream.host, contentType: headers['content-type'], body }, nowMs);
   if (!auth.ok) return credentialRefusal(provider, auth.error, auth.reason, log);
   const bad = credentialHeaderProblem(auth.headers);
   if (bad !== undefined) return credentialRefusal(provider, ERRORS.upstreamCredentialFailed, `its ${bad} header is not a valid header value`, log);
@@ -79,7 +82,7 @@ export async function prepareUpstream(call: UpstreamCallShape, headers: Incoming
     plainHttp: upstream.plainHttp,
     hostname: upstream.hostname,
     port: upstream.port,
-    method: 'POST',
+    method,
     path,
     headers: gatewayUpstreamHeaders(headers, call.protocol, { host: upstream.host, provider: config, credential: auth.headers, clientRequestId: call.requestId }),
   };

@@ -96,6 +96,10 @@ export const ERRORS = {
   // A 404, not a 400: a client offered an upgrade (Codex's WebSocket first) falls back to plain
   // HTTP on a 404 and ends its turn on a 400.
   upgradeNotServed: def('upgrade_not_served', 404, 'this path serves no protocol upgrade (WebSocket, h2c): send the same request as plain HTTP/1.1, without Connection: Upgrade'),
+  socketVersion: def('websocket_version_not_supported', 426, 'only WebSocket version 13 (RFC 6455) is served: send Sec-WebSocket-Version: 13'),
+  socketHandshake: def('websocket_handshake_invalid', 400, 'the WebSocket upgrade needs Upgrade: websocket and a Sec-WebSocket-Key of 16 bytes in base64 (RFC 6455 section 4.1)'),
+  socketEventNotServed: def('unsupported_client_event', 400, 'on this WebSocket the gateway takes "response.create" messages only, each one JSON object in a text message'),
+  socketTurnInFlight: def('response_in_flight', 409, 'a response is still in progress on this WebSocket: send the next response.create after its response.completed (or open another connection)'),
   bodyOnBodylessMethod: def('body_not_allowed', 400, 'a GET or HEAD request may not carry a body: send it without Content-Length (or with Content-Length: 0) and without Transfer-Encoding'),
   internal: def('internal', 500, 'internal proxy error'),
 } as const;

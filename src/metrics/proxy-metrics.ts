@@ -7,6 +7,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { ERRORS, type UpstreamFailure } from '../http/errors.ts';
 import { CREDENTIAL_REJECTED_STATUSES, credentialRejectedError, type ModelRequestRecord } from '../gateway/record.ts';
 import type { GitRequestRecord } from '../git/record.ts';
+import { TURN_METHOD } from '../gateway/socket-turn.ts';
 import { Registry } from './registry.ts';
 import { costUsd, type PriceTable } from '../limits/prices.ts';
 
@@ -116,6 +117,9 @@ function registerFamilies(registry: Registry, opts: Pick<ProxyMetricsOptions, 'r
     keyFileProblems: registry.counter('proxy_key_file_problems_total', 'Problems found when re-reading a listener\'s token key files (--bot-keys, --git-keys, *_SIGNING_KEY_FILE): a file unreadable or malformed (its last good key stays), two files with one kid, a key file or directory gone (its keys removed); each counted once until it is fixed.', ['listener']),
     logDropped: registry.counter('proxy_log_lines_dropped_total', 'Log lines dropped because the stdout reader fell more than 8 MiB behind.'),
     bodyBytesHeld: registry.gauge('proxy_request_body_bytes_held', 'Request body bytes the process holds right now (model calls being read and checked, until their answer begins), counted against --max-held-request-bytes.'),
+    socketsOpen: registry.gauge('model_gateway_websockets_open', 'Responses API WebSocket connections open through the gateway (Codex\'s WebSocket transport), by provider.', ['provider']),
+    socketTurns: registry.counter('model_gateway_websocket_turns_total', 'Turns (response.create messages) on Responses WebSocket connections, by outcome: completed, incomplete, failed (the response failed or an error event ended it), upstream_error (the upstream refused it), refused (the gateway refused it: its reason is in model_gateway_refusals_total or model_gateway_limit_refusals_total), interrupted (a socket closed mid-turn, or the upstream stalled).', ['provider', 'model', 'workflow', 'outcome']),
+    socketFramesRefused: registry.counter('model_gateway_websocket_frames_refused_total', 'WebSocket frames and messages refused, by side (client, upstream) and reason (unmasked_frame, masked_frame, reserved_bits, unknown_opcode, control_too_long, fragmented_control, continuation_without_start, message_interleaved, too_large, invalid_utf8, bad_close_frame, binary_message).', ['side', 'reason']),
     bodiesRefused: registry.counter('model_gateway_request_bodies_refused_total', 'Model calls answered 503 request_bodies_full: their body would have taken the request body bytes held at once past --max-held-request-bytes.'),
   };
 }
@@ -125,6 +129,15 @@ type Families = ReturnType<typeof registerFamilies>;
 /** The identity labels of the model counters: instance_id unless dropped, run_id when asked for. */
 function whoLabels({ runIdLabel, dropInstanceId }: Pick<ProxyMetricsOptions, 'runIdLabel' | 'dropInstanceId'>): string[] {
   return ['provider', 'model', ...(dropInstanceId ? [] : ['instance_id']), 'workflow', ...(runIdLabel ? ['run_id'] : [])];
+}
+
+/** Pure: how a WebSocket turn ended, from its record (the metric's `outcome`). */
+export function turnOutcome(r: Pick<ModelRequestRecord, 'attempts' | 'interrupted' | 'status' | 'error' | 'finish_reason'>): string {
+  if (r.attempts === 0) return 'refused';
+  if (r.interrupted !== null) return 'interrupted';
+  if (r.status >= 400) return 'upstream_error';
+  if (r.error !== null) return 'failed';
+  return r.finish_reason === 'completed' ? 'completed' : 'incomplete';
 }
 
 /** A finished model call's record, as metrics (the same record the access log line is). */
@@ -142,6 +155,7 @@ function recordModelCall(m: Families, opts: ProxyMetricsOptions, r: ModelRequest
   if (r.status >= 200 && r.status < 300 && r.usage_complete === false) m.usageIncomplete.inc(w);
   if (r.error !== null && r.limit === null && GATEWAY_REFUSALS.has(r.error)) m.gatewayRefusals.inc([r.workflow ?? NONE, r.error]);
   if (r.error === ERRORS.requestBodiesFull.code) m.bodiesRefused.inc([]);
+  if (r.method === TURN_METHOD) m.socketTurns.inc([r.provider ?? NONE, r.model ?? NONE, r.workflow ?? NONE, turnOutcome(r)]);
   if (r.limit !== null) m.limitRefusals.inc([r.provider ?? NONE, r.model ?? NONE, r.workflow ?? NONE, r.limit]);
   if (r.charged_usd !== null && r.charged_usd > 0) m.limitCharged.inc([r.workflow ?? NONE, String(r.charge_estimated === true)], r.charged_usd);
   const counts = { input: r.input_tokens, output: r.output_tokens, reasoning: r.reasoning_tokens, cached: r.cached_tokens, cache_write: r.cache_write_tokens };
@@ -234,6 +248,12 @@ export function createProxyMetrics(opts: ProxyMetricsOptions) {
     streams: {
       opened: (provider: string, model: string) => m.inFlight.add([provider, model], 1),
       closed: (provider: string, model: string) => m.inFlight.add([provider, model], -1),
+    },
+
+    sockets: {
+      opened: (provider: string) => m.socketsOpen.add([provider], 1),
+      closed: (provider: string) => m.socketsOpen.add([provider], -1),
+      refused: (side: 'client' | 'upstream', reason: string) => m.socketFramesRefused.inc([side, reason]),
     },
 
     limitsStore(up: boolean): void {

@@ -8,7 +8,7 @@ import { createUpstreamAgent } from '../http/forward.ts';
 import { tunnelRouteFor, type Egress } from '../http/tunnel.ts';
 import { startListener, type Listener } from '../http/server.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
-import { createGatewayHandler, refuseAtGateway, type GatewayDeps } from '../gateway/handler.ts';
+import { createGatewayHandler, createGatewayUpgrade, refuseAtGateway, type GatewayDeps } from '../gateway/handler.ts';
 import type { Provider } from '../gateway/providers.ts';
 import { PROTOCOLS, servedApis } from '../gateway/protocols/table.ts';
 import { openCredential } from '../gateway/credentials/table.ts';
@@ -53,6 +53,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
       metrics?.model(rec);
     },
     streams: metrics?.streams,
+    sockets: metrics?.sockets,
     verifier: listenerVerifier([tlsOf.certificates, shared.serviceAccounts, keys?.source]),
     providers,
     protocols: PROTOCOLS,
@@ -78,6 +79,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
     handle: createGatewayHandler(gatewayDeps),
     notReady: () => notReadyReason(unusableFiles(config.credentialFiles.model)) ?? shared.store?.notReady(),
     refuse: refuseAtGateway(gatewayDeps),
+    upgrade: createGatewayUpgrade(gatewayDeps),
     tls: tlsOf.tls,
   });
   const auth = listenerAuthentication(tlsOf.mode, keys, shared.serviceAccounts && options.serviceAccounts.issuer);

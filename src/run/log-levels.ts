@@ -37,6 +37,7 @@ const EVENT_LEVELS: { readonly [K in LogEvent['event']]: Leveled<K> } = {
   credential_refresh_failed: 'error',
   credential_error: 'error',
   limits_store: (e) => (e.state === 'down' || e.state === 'lost' ? 'error' : 'info'),
+  websocket_closed: 'info',
   limits_charges: (e) => (e.state === 'waiting' ? 'warn' : 'info'),
   tracing: 'info',
   traces_export: (e) => (e.state === 'failing' ? 'warn' : 'info'),

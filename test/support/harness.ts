@@ -11,7 +11,7 @@ import { literalSecret } from '../../src/config/secret.ts';
 import { parseGatewayEnv } from '../../src/gateway/config.ts';
 import type { CredentialSource } from '../../src/gateway/credentials/source.ts';
 import { staticKeySource } from '../../src/gateway/credentials/static-key.ts';
-import { createGatewayHandler, refuseAtGateway, type GatewayDeps } from '../../src/gateway/handler.ts';
+import { createGatewayHandler, createGatewayUpgrade, refuseAtGateway, type GatewayDeps } from '../../src/gateway/handler.ts';
 import type { PriceTable } from '../../src/limits/prices.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
 import type { WireProtocol } from '../../src/gateway/protocols/protocol.ts';
@@ -55,7 +55,7 @@ export interface InProcessListener<R> {
   close(): Promise<void>;
 }
 
-async function serveInProcess<R>(name: 'git' | 'model', records: RecordLog<R>, logs: LogRecord[], handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>, refuse: Parameters<typeof startListener>[0]['refuse'], keepAliveMs = 5000): Promise<InProcessListener<R>> {
+async function serveInProcess<R>(name: 'git' | 'model', records: RecordLog<R>, logs: LogRecord[], handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>, refuse: Parameters<typeof startListener>[0]['refuse'], keepAliveMs = 5000, upgrade?: Parameters<typeof startListener>[0]['upgrade']): Promise<InProcessListener<R>> {
   const listener = await startListener({
     name,
     flag: name === 'git' ? 'git-auth-listen' : 'model-gateway-listen',
@@ -66,6 +66,7 @@ async function serveInProcess<R>(name: 'git' | 'model', records: RecordLog<R>, l
     log: (r) => void logs.push(r),
     handle,
     refuse,
+    ...(upgrade ? { upgrade } : {}),
   });
   return {
     port: listener.port,
@@ -129,7 +130,7 @@ export async function startGatewayInProcess(opts: GatewayOptions): Promise<InPro
     log: (r) => void logs.push(r),
     ...opts.deps,
   };
-  return serveInProcess('model', records, logs, createGatewayHandler(deps), refuseAtGateway(deps));
+  return serveInProcess('model', records, logs, createGatewayHandler(deps), refuseAtGateway(deps), undefined, createGatewayUpgrade(deps));
 }
 
 export interface GitOptions {

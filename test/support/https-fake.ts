@@ -17,6 +17,8 @@ export type ModelHandler = (req: IncomingMessage, res: ServerResponse, recorded:
 
 export interface HttpsFake {
   readonly port: number;
+  /** The server itself (a test may serve upgrades on it: responses-socket-upstream.ts). */
+  readonly server: Server;
   readonly requests: ModelRequest[];
   /** Handlers for the next requests, used once each, in order; then the default. */
   script(...handlers: ModelHandler[]): void;
@@ -45,6 +47,7 @@ export async function startHttpsFake(pki: Pick<TestPki, 'keyPem' | 'certPem'>, f
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     port: (server.address() as AddressInfo).port,
+    server,
     requests,
     script: (...handlers) => queue.push(...handlers),
     isReusedConnection: (req) => (requestsOnSocket.get(req.socket) ?? 0) > 1,

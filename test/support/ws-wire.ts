@@ -100,9 +100,11 @@ export function acceptOf(key: string): string {
   return createHash('sha1').update(`${key}${WS_GUID}`).digest('base64');
 }
 
-/** A client's upgrade request head for `path`, with its key and any extra headers. */
+/** A client's upgrade request head for `path`, with its key and any extra headers (one named like a default replaces it). */
 export function upgradeHead(path: string, host: string, key: string, extra: Record<string, string> = {}): string {
-  const lines = [`GET ${path} HTTP/1.1`, `Host: ${host}`, 'Connection: Upgrade', 'Upgrade: websocket', 'Sec-WebSocket-Version: 13', `Sec-WebSocket-Key: ${key}`];
+  const defaults: Record<string, string> = { Host: host, Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Key': key };
+  const named = new Set(Object.keys(extra).map((k) => k.toLowerCase()));
+  const lines = [`GET ${path} HTTP/1.1`, ...Object.entries(defaults).filter(([k]) => !named.has(k.toLowerCase())).map(([k, v]) => `${k}: ${v}`)];
   for (const [k, v] of Object.entries(extra)) lines.push(`${k}: ${v}`);
   return `${lines.join('\r\n')}\r\n\r\n`;
 }

@@ -22,6 +22,7 @@ export const LOG_EVENT_NAMES = [
   'pipelined_dropped',
   'credential_refresh_failed',
   'credential_error',
+  'websocket_closed',
   'limits_store',
   'limits_charges',
   'tracing',

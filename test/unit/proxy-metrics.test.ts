@@ -17,7 +17,7 @@ import { dirname, join } from 'node:path';
 import type { ModelRequestRecord } from '../../src/gateway/record.ts';
 import type { GitRequestRecord } from '../../src/git/record.ts';
 import { parsePrices, type PriceTable } from '../../src/limits/prices.ts';
-import { createProxyMetrics } from '../../src/metrics/proxy-metrics.ts';
+import { createProxyMetrics, turnOutcome } from '../../src/metrics/proxy-metrics.ts';
 import { modelRecord } from '../support/records.ts';
 
 const GOLDEN = join(__dirname, '..', 'fixtures', 'metrics', 'golden.prom');
@@ -55,7 +55,8 @@ function gitRecord(over: Partial<GitRequestRecord>): GitRequestRecord {
 // golden file must show (GENAI_DURATION_BUCKETS, GENAI_TTFT_BUCKETS, GIT_DURATION_BUCKETS).
 // Two sums show binary floating point at work, as any Prometheus client's would: the gpt-4o
 // cost 0.00725 + 0.00175 + 0.000325 + 0.002475 = 0.0118 prints as 0.011800000000000001, and the
-// github.com info-refs duration 0.04 + 0.012 + 0.03 + 4 * 0.001 = 0.086 as 0.08600000000000001.
+// github.com info-refs duration 0.04 + 0.012 + 0.03 + 4 * 0.001 = 0.086 as 0.08600000000000001;
+// the two WebSocket turns' durations 1.2 + 0.001 = 1.201 print as 1.2009999999999998.
 const MODEL_RECORDS: readonly ModelRequestRecord[] = [
   // 1. Streamed with full usage. duration 1.5 s (le 2.56), ttft 0.12 s (le 0.25).
   //    cost: (1000-200)*2.5 + 200*1.25 + (500-100)*10 + 100*10 = 2000+250+4000+1000 = 7250 µUSD
@@ -95,6 +96,13 @@ const MODEL_RECORDS: readonly ModelRequestRecord[] = [
   //    --max-held-request-bytes. model none (the body was never read). duration 0.003 s (le 0.01).
   //    Counted in model_gateway_request_bodies_refused_total, not in model_gateway_refusals_total.
   modelRecord({ model: null, status: 503, duration_ms: 3, error: 'request_bodies_full' }),
+  // 16. A turn on a Responses WebSocket (method WS, api responses), completed, of an unpriced
+  //    model: a request like any other, and model_gateway_websocket_turns_total{outcome="completed"}.
+  //    duration 1.2 s (le 1.28), ttft 0.05 s (le 0.06).
+  modelRecord({ model: 'mistral-large', api: 'responses', method: 'WS', path: '/v1/responses', stream: true, duration_ms: 1200, ttft_ms: 50, input_tokens: 100, output_tokens: 10, usage_complete: true, finish_reason: 'completed' }),
+  // 17. A turn the gateway refused (never sent: attempts 0): outcome="refused", and its reason in
+  //    model_gateway_refusals_total. duration 0.001 s (le 0.01).
+  modelRecord({ model: 'mistral-large', api: 'responses', method: 'WS', path: '/v1/responses', status: 400, attempts: 0, duration_ms: 1, error: 'tool_not_allowed' }),
 ];
 
 const GIT_RECORDS: readonly GitRequestRecord[] = [
@@ -139,6 +147,11 @@ function goldenExposition(): string {
   // a provider's minted credential: two refreshes, one failed
   metrics.credentialRefresh('vertex', true);
   metrics.credentialRefresh('vertex', false);
+  // WebSocket connections: two opened, one closed (1 open); one client frame refused
+  metrics.sockets.opened('openai');
+  metrics.sockets.opened('openai');
+  metrics.sockets.closed('openai');
+  metrics.sockets.refused('client', 'unmasked_frame');
   return metrics.registry.expose();
 }
 
@@ -263,7 +276,7 @@ test('run_id becomes a label only when enabled', () => {
   const { types, samples } = parseExposition(on.registry.expose());
   // The counters; the latency histograms and the in-flight gauge never carry an identity.
   // The counters of requests (a provider's credential refreshes or refused credential, the limits' and the gateway's refusals, the bodies refused for the cap, charges, store errors and state losses carry no instance).
-  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && types.get(f) === 'counter' && !['model_gateway_credential_refreshes_total', 'model_gateway_limit_refusals_total', 'model_gateway_limits_store_errors_total', 'model_gateway_limits_store_state_lost_total', 'model_gateway_limit_charged_usd_total', 'model_gateway_refusals_total', 'model_gateway_upstream_credential_rejected_total', 'model_gateway_request_bodies_refused_total'].includes(f));
+  const modelFamilies = [...types.keys()].filter((f) => f.startsWith('model_gateway_') && types.get(f) === 'counter' && !['model_gateway_credential_refreshes_total', 'model_gateway_limit_refusals_total', 'model_gateway_limits_store_errors_total', 'model_gateway_limits_store_state_lost_total', 'model_gateway_limit_charged_usd_total', 'model_gateway_refusals_total', 'model_gateway_upstream_credential_rejected_total', 'model_gateway_request_bodies_refused_total', 'model_gateway_websocket_turns_total', 'model_gateway_websocket_frames_refused_total'].includes(f));
   assert.equal(modelFamilies.length, 7);
   for (const family of modelFamilies) {
     const own = samples.filter((s) => s.family === family);
@@ -428,4 +441,14 @@ test('metrics: every histogram\'s buckets are the ones docs/operations.md states
   const stated = new Map([...table.matchAll(/^\| `(\w+)` \| ([0-9., ]+)/gm)].map((m) => [m[1]!, m[2]!.trim().split(', ')]));
   assert.equal(buckets.size, 4);
   assert.deepEqual(stated, buckets);
+});
+
+test('turnOutcome: a WebSocket turn\'s outcome from its record: refused (never sent), interrupted, upstream_error, failed, completed, incomplete', () => {
+  const turn = (over: Partial<ModelRequestRecord>) => turnOutcome(modelRecord({ method: 'WS', api: 'responses', ...over }));
+  assert.equal(turn({ attempts: 0, status: 429, error: 'rate_limit_exceeded' }), 'refused');
+  assert.equal(turn({ interrupted: 'client', error: 'client_aborted' }), 'interrupted');
+  assert.equal(turn({ status: 400, error: 'upstream_4xx' }), 'upstream_error');
+  assert.equal(turn({ error: 'server_error', finish_reason: 'failed' }), 'failed');
+  assert.equal(turn({ finish_reason: 'completed' }), 'completed');
+  assert.equal(turn({ finish_reason: 'max_output_tokens' }), 'incomplete');
 });

@@ -69,3 +69,25 @@ wire_api = "responses"
     };
   },
 };
+
+/**
+ * Codex's other configuration: its built-in OpenAI provider pointed at `origin` (`openai_base_url`,
+ * the usual way to put Codex behind a proxy), which opens the Responses API's WebSocket first. The
+ * key goes in CODEX_API_KEY: with only OPENAI_API_KEY set, Codex 0.169 sends no Authorization at
+ * the upgrade. The same settings as the reference configuration keep it off the network.
+ */
+export function codexSocketConfig(origin: string, model: string): string {
+  return [
+    `model = "${model}"`,
+    `openai_base_url = "${origin}/v1"`,
+    'web_search = "disabled"',
+    'check_for_update_on_startup = false',
+    '',
+    '[analytics]',
+    'enabled = false',
+    '',
+    '[features]',
+    'plugins = false',
+    '',
+  ].join('\n');
+}

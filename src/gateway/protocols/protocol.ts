@@ -92,6 +92,8 @@ export interface RequestPolicy {
   readonly allowedModels: ReadonlySet<string>;
   /** Provider-executed tool types the operator allows (--allow-hosted-tools). */
   readonly hostedTools: ReadonlySet<string>;
+  /** A message on a WebSocket connection (the Responses API's WebSocket mode): the responses its own turns produced. */
+  readonly socket?: { readonly responses: ReadonlySet<string> };
 }
 
 export interface ProtocolRoute {

@@ -203,15 +203,37 @@ class ResponsesStreamReader implements StreamReader {
   }
 }
 
+const CREATED_OR_ERROR = startsWithOneOf(['response.created', 'error'].map((t) => Buffer.from(`"${t}"`)));
+
+/**
+ * Over a WebSocket: the id a `response.created` event gives its response (a later turn of the same
+ * connection may continue it), and the HTTP status an `error` event carries (OpenAI wraps the error
+ * an HTTP request would have got in one, with its status).
+ */
+export function socketEventFacts(data: Buffer): { readonly responseId?: string; readonly status?: number } {
+  if (!mayHaveValue(data, TYPE_KEY, CREATED_OR_ERROR)) return {};
+  const event = parseObjectLoose(data);
+  if (event?.type === 'response.created' && isObject(event.response) && typeof event.response.id === 'string') return { responseId: event.response.id };
+  if (event?.type === 'error' && Number.isInteger(event.status)) return { status: event.status as number };
+  return {};
+}
+
 export const responses: WireProtocol = {
   api: 'responses',
   kind: 'openai',
   routes: [{ path: '/v1/responses', upstreamPath: '/responses' }],
 
   checkRequest(req, policy) {
+    if (policy.socket !== undefined && req.type !== 'response.create') return refuse(ERRORS.socketEventNotServed, 'type');
     if (req.stream !== undefined && typeof req.stream !== 'boolean') return refuse(ERRORS.streamNotBoolean, 'stream');
     for (const [field, why] of STORED_STATE_FIELDS) {
-      if (req[field] !== undefined && req[field] !== null) return refuse(ERRORS.storedStateRefused, field, `"${field}" ${why}, which this gateway does not let a workload reach; ${WHOLE_HISTORY}`);
+      const value = req[field];
+      if (value === undefined || value === null) continue;
+      // On a WebSocket the provider keeps the connection's own responses in memory for that
+      // connection: continuing one of them reaches nothing another workload made.
+      if (field === 'previous_response_id' && typeof value === 'string' && policy.socket?.responses.has(value)) continue;
+      if (field === 'previous_response_id' && policy.socket !== undefined) return refuse(ERRORS.storedStateRefused, field, `"${field}" names no response of this WebSocket connection: only a response this connection's own turns produced may be continued; ${WHOLE_HISTORY}`);
+      return refuse(ERRORS.storedStateRefused, field, `"${field}" ${why}, which this gateway does not let a workload reach; ${WHOLE_HISTORY}`);
     }
     if (req.background === true) {
       return refuse(ERRORS.storedStateRefused, 'background', 'a background response is stored and fetched later, which this gateway does not allow; send the request without "background" (stream it instead)');

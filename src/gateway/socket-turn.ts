@@ -1,0 +1,101 @@
+// One turn of a Responses WebSocket connection (./responses-socket.ts): a `response.create` the
+// client sent, checked as an HTTP call is, then forwarded and its events relayed until the
+// response ends. Its state is a GatewayCall's, as far as the record and the charge read it
+// (ModelCallState), filled by the connection's steps; finish(), in the turn's `finally`, gives back
+// the message's bytes and the limits slot with the turn's charge, and writes its one record,
+// exactly once, however the turn ended.
+import { NO_IDENTITY, type WorkloadIdentity } from '../auth/identity.ts';
+import { newExchange, type Exchange } from '../http/forward.ts';
+import type { BodyHold } from '../http/held-bodies.ts';
+import type { AttemptSpan, Outcome, SpanSink } from '../http/lifecycle.ts';
+import type { SpanContext, TraceContext } from '../http/trace-context.ts';
+import type { Reservation } from '../limits/admission.ts';
+import { chargeFor, type Charge } from '../limits/charge.ts';
+import type { PriceTable } from '../limits/prices.ts';
+import type { WorstCase } from '../limits/worst-case.ts';
+import type { CallSummary } from './protocols/protocol.ts';
+import type { Provider } from './providers.ts';
+import { callFailure, modelRecord, type ModelCallState, type ModelRequestRecord, type ModelSpanFacts } from './record.ts';
+
+/** The record's method for a turn: a message on a WebSocket, not an HTTP request. */
+export const TURN_METHOD = 'WS';
+
+export class SocketTurn implements ModelCallState, ModelSpanFacts {
+  readonly method = TURN_METHOD;
+  readonly target = '/v1/responses';
+  readonly api = 'responses';
+  readonly usageExpected = true;
+  readonly stream = true;
+  readonly startedAt = performance.now();
+  /** The turn's bytes both ways and how it failed, if it did: `client_aborted`, `shutdown`, `reset`, `protocol`, `idle_timeout`. */
+  readonly exchange: Exchange = newExchange();
+  identity: WorkloadIdentity = NO_IDENTITY;
+  provider: Provider | undefined;
+  model: string | null = null;
+  refusedModel: string | null = null;
+  /** Its first event was relayed to the client. */
+  relaying = false;
+  summary: CallSummary | undefined;
+  /** 1 once the message was sent upstream (a turn is never sent twice). */
+  attempts = 0;
+  readonly retries = 0;
+  rateLimited = 0;
+  /** The response's id (`resp_...`), as the upstream named it. */
+  upstreamRequestId: string | undefined;
+  bytesIn = 0;
+  limit: string | null = null;
+  /** The message's bytes in the process's count (--max-held-request-bytes), until it is forwarded or the turn is over. */
+  hold: BodyHold | undefined;
+  reservation: Reservation | undefined;
+  worst: WorstCase | undefined;
+  charge: Charge | undefined;
+  /** With tracing on, the turn's span: a turn is a model call, traced as an HTTP call is (its upstream leg is the connection's socket: no attempt spans). */
+  readonly span: SpanContext | undefined;
+  readonly attemptSpans: readonly AttemptSpan[] = [];
+  /** The most output the message allows, when it names a limit (the span's gen_ai.request.max_tokens). */
+  maxOutputTokens: number | undefined;
+  /** The credential the connection sent upstream: no span attribute may carry it. */
+  secrets: readonly string[] = [];
+  #outcome: Outcome | undefined;
+  #finished = false;
+
+  constructor(
+    readonly requestId: string,
+    readonly trace: TraceContext | undefined,
+    private readonly ctx: { readonly record: (rec: ModelRequestRecord) => void; readonly prices?: PriceTable; readonly trace?: SpanSink<ModelRequestRecord, ModelSpanFacts> },
+  ) {
+    this.span = ctx.trace?.tracing.start(trace);
+  }
+
+  /** Ends the turn with a status and error class; the first ending wins. */
+  end(status: number, error?: string): void {
+    this.#outcome ??= { status, error };
+  }
+
+  /** The turn was cut: by whom is its failure; a turn whose first event went out keeps its 200. */
+  cut(failure: NonNullable<Exchange['failure']>): void {
+    this.exchange.failure ??= failure;
+    this.end(this.relaying ? 200 : this.attempts > 0 && failure !== 'client_aborted' && failure !== 'shutdown' ? 502 : 0);
+  }
+
+  /** Once, in the turn's `finally`: the bytes and the slot given back with the charge, then the record. */
+  finish(): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    const outcome = this.#outcome ?? { status: 0, error: undefined };
+    try {
+      this.hold?.release();
+      if (this.reservation) {
+        const failure = callFailure(this.exchange.failure, this.summary);
+        const price = this.provider && this.model ? this.ctx.prices?.get(this.provider.config.name, this.model) : undefined;
+        const charged = { summary: this.summary, bytesIn: this.bytesIn, bytesOut: this.exchange.bytesOut, cut: failure !== undefined, reached: this.exchange.reached, status: outcome.status, betweenAttempts: false, streamed: true };
+        this.charge = chargeFor(charged, price, this.worst);
+        this.reservation.release({ tokens: this.charge.tokens, costUsd: this.charge.costUsd });
+      }
+    } finally {
+      const rec = modelRecord(this, outcome, this.charge, performance.now());
+      this.ctx.record(rec);
+      if (this.span?.sampled) this.ctx.trace?.span(rec, this);
+    }
+  }
+}
