@@ -116,6 +116,8 @@ export interface AgentConfigOptions {
   readonly tokenFile: string | undefined;
   /** --config-dir (opencode): write its configuration directory and print its environment. */
   readonly configDir: string | undefined;
+  /** --websocket: Codex speaks the Responses API over a WebSocket through the gateway. */
+  readonly websocket: boolean;
 }
 
 export interface GitConfigOptions {
@@ -220,6 +222,7 @@ const FLAGS = {
   'provider-name': { default: undefined, commands: ['agent-config'], help: 'display name of the provider' },
   model: { default: undefined, commands: ['agent-config'], help: 'default model (default: first allowed model)' },
   'small-model': { default: undefined, commands: ['agent-config'], help: 'small model (default: the default model)' },
+  websocket: { default: undefined, commands: ['agent-config'], type: 'boolean', help: 'codex: let Codex speak the Responses API over a WebSocket through the gateway (a provider must serve it; see docs/gateway.md)' },
 } as const satisfies Record<string, FlagSpec>;
 
 type FlagName = keyof typeof FLAGS;
@@ -354,7 +357,7 @@ function otherCommandsOptions(str: FlagValue, values: Record<string, string | bo
       requestsPerMinute: str('requests-per-minute') === undefined ? undefined : asUsageError(() => parseCount('requests-per-minute', str('requests-per-minute')!, 1, 100_000_000)),
       tokensPerMinute: str('tokens-per-minute') === undefined ? undefined : asUsageError(() => parseCount('tokens-per-minute', str('tokens-per-minute')!, 1, 1_000_000_000_000)),
     },
-    agent: { agent: str('agent')!, proxyHost: str('proxy-host'), providerName: str('provider-name'), model: str('model'), smallModel: str('small-model'), tokenFile: str('token-file'), configDir: str('config-dir') },
+    agent: { agent: str('agent')!, proxyHost: str('proxy-host'), providerName: str('provider-name'), model: str('model'), smallModel: str('small-model'), tokenFile: str('token-file'), configDir: str('config-dir'), websocket: values.websocket === true },
     gitConfig: {
       proxyHost: str('proxy-host'),
       tls: values.tls === true,

@@ -191,7 +191,7 @@ function tomlString(value: string): string {
  * operator allows it), no plugin marketplace sync, no update check, no analytics. Each was found
  * by tracing Codex 0.169's connections (scripts/e2e/agents/codex.ts).
  */
-export function codexConfig(input: AgentConfigInput & { readonly webSearchAllowed: boolean }): string {
+export function codexConfig(input: AgentConfigInput & { readonly webSearchAllowed: boolean; readonly websocket?: boolean }): string {
   const { baseURL, model } = resolve(input);
   const tokenFile = input.tokenFile === undefined ? undefined : checkTokenFilePath('--token-file', input.tokenFile);
   const lines = [
@@ -205,6 +205,8 @@ export function codexConfig(input: AgentConfigInput & { readonly webSearchAllowe
   if (!input.webSearchAllowed) {
     lines.push('# The gateway refuses provider-hosted tools; without this Codex offers {"type":"web_search"}.', 'web_search = "disabled"');
   }
+  // --websocket (supports_websockets): one connection for the session, each turn sending only
+  // what is new, each checked and charged by the gateway as an HTTP call. Without it, HTTP only.
   lines.push(
     'check_for_update_on_startup = false',
     '',
@@ -220,6 +222,7 @@ export function codexConfig(input: AgentConfigInput & { readonly webSearchAllowe
     `base_url = ${tomlString(baseURL)}`,
     ...(tokenFile === undefined ? ['env_key = "MODEL_PROXY_TOKEN"'] : []),
     'wire_api = "responses"',
+    ...(input.websocket ? ['supports_websockets = true'] : []),
   );
   if (tokenFile !== undefined) {
     // Codex runs the command (no shell: the path is one argument) when its cached token is older
@@ -271,7 +274,7 @@ export function claudeCodeConfig(input: AgentConfigInput): Record<string, unknow
 }
 
 /** What `agent-config --agent <name>` prints. */
-export function renderAgentConfig(agent: AgentName, input: AgentConfigInput & { readonly webSearchAllowed: boolean }): string {
+export function renderAgentConfig(agent: AgentName, input: AgentConfigInput & { readonly webSearchAllowed: boolean; readonly websocket?: boolean }): string {
   if (agent === 'codex') return codexConfig(input);
   return `${JSON.stringify(agent === 'claude-code' ? claudeCodeConfig(input) : agentConfig(input), null, 2)}\n`;
 }

@@ -87,6 +87,8 @@ export function agentConfigText(cli: CommandLine, ctx: CommandContext): string {
   if (dir !== undefined && agent !== 'opencode') throw new UsageError(`--config-dir is for --agent opencode: ${agent}'s whole configuration is the file agent-config prints`);
   if (dir !== undefined && basename(resolve(dir)) !== 'opencode') throw new UsageError(`--config-dir: "${dir}" is not named opencode: opencode reads $XDG_CONFIG_HOME/opencode (default ~/.config/opencode), and npm-installs there if these files are elsewhere`);
   const gateway = loadGateway(cli.options, ctx.env);
+  if (cli.agent.websocket && agent !== 'codex') throw new UsageError(`--websocket: only Codex speaks the Responses API over a WebSocket, not ${agent}`);
+  if (cli.agent.websocket && !gateway.providers.some((p) => p.websocket)) throw new UsageError('--websocket: no provider of the gateway serves the WebSocket mode (OpenAI\'s own API does unless set; another needs "websocket": true in the providers file, or UPSTREAM_WEBSOCKET=true)');
   const input = {
     ...agentProviders(agent, gateway.providers, cli.agent.model),
     providerName: cli.agent.providerName,
@@ -95,6 +97,7 @@ export function agentConfigText(cli: CommandLine, ctx: CommandContext): string {
     smallModel: cli.agent.smallModel,
     tokenFile: cli.agent.tokenFile,
     webSearchAllowed: cli.options.allowHostedTools.includes('web_search'),
+    websocket: cli.agent.websocket,
   };
   if (dir !== undefined) return writeConfigDir(dir, input);
   if (agent === 'opencode') ctx.notice('agent-config: opencode.json alone lets opencode fetch its model catalogue and npm-install a plugin at every start; --config-dir writes what stops that and prints the environment it needs (docs/gateway.md#opencode-locked-down)');

@@ -221,6 +221,12 @@ test('codexConfig leaves web search to Codex only when the operator allows hoste
   assert.equal(allowed, denied.filter((l) => !webSearchLines.includes(l)).join('\n'));
 });
 
+test('codexConfig with --websocket: the same provider with supports_websockets = true, nothing else changed (Codex then speaks the Responses API over a WebSocket through the gateway)', () => {
+  const http = codexConfig({ ...INPUT, webSearchAllowed: false });
+  const socket = codexConfig({ ...INPUT, webSearchAllowed: false, websocket: true });
+  assert.equal(socket, http.replace('wire_api = "responses"\n', 'wire_api = "responses"\nsupports_websockets = true\n'));
+});
+
 test('codexConfig writes TOML strings escaped, and checks models like the opencode config', () => {
   const text = codexConfig({ ...INPUT, providerName: 'Acme "prod" \\ gateway\u007f', webSearchAllowed: false });
   assert.match(text, /^name = "Acme \\"prod\\" \\\\ gateway\\u007f"$/m);

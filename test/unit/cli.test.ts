@@ -313,12 +313,12 @@ test('mint-token options are passed through, the ttl in milliseconds', () => {
 });
 
 test('agent-config options default to opencode and undefined', () => {
-  assert.deepEqual(parseCommandLine(['agent-config']).agent, { agent: 'opencode', proxyHost: undefined, providerName: undefined, model: undefined, smallModel: undefined, tokenFile: undefined, configDir: undefined });
+  assert.deepEqual(parseCommandLine(['agent-config']).agent, { agent: 'opencode', proxyHost: undefined, providerName: undefined, model: undefined, smallModel: undefined, tokenFile: undefined, configDir: undefined, websocket: false });
 });
 
 test('agent-config options are passed through unchanged', () => {
-  const cl = parseCommandLine(['agent-config', '--agent', 'codex', '--proxy-host', 'gw:9000', '--provider-name=Models', '--model', 'gpt-4.1', '--small-model', 'gpt-4.1-mini', '--token-file', '/run/bot/token', '--config-dir', '/home/bot/.config/opencode']);
-  assert.deepEqual(cl.agent, { agent: 'codex', proxyHost: 'gw:9000', providerName: 'Models', model: 'gpt-4.1', smallModel: 'gpt-4.1-mini', tokenFile: '/run/bot/token', configDir: '/home/bot/.config/opencode' });
+  const cl = parseCommandLine(['agent-config', '--agent', 'codex', '--proxy-host', 'gw:9000', '--provider-name=Models', '--model', 'gpt-4.1', '--small-model', 'gpt-4.1-mini', '--token-file', '/run/bot/token', '--config-dir', '/home/bot/.config/opencode', '--websocket']);
+  assert.deepEqual(cl.agent, { agent: 'codex', proxyHost: 'gw:9000', providerName: 'Models', model: 'gpt-4.1', smallModel: 'gpt-4.1-mini', tokenFile: '/run/bot/token', configDir: '/home/bot/.config/opencode', websocket: true });
 });
 
 test('usage() lists the model gateway, mint-token and agent-config flags, with the defaults of those that have one', () => {
@@ -366,7 +366,7 @@ test('a flag of another command is a UsageError naming the flag and the flags th
   const cases: [string[], RegExp][] = [
     [['git-config', '--git-auth-listen', ':1'], /^--git-auth-listen is not a flag of git-config \(git-config takes --git-hosts, --proxy-host, --workload-token-env, --workload-token-file, --tls\)$/],
     [['git-config', '--ttl', '1h'], /^--ttl is not a flag of git-config/],
-    [['agent-config', '--git-hosts', 'h.json'], /^--git-hosts is not a flag of agent-config \(agent-config takes --providers, --allow-hosted-tools, --agent, --proxy-host, --token-file, --config-dir, --provider-name, --model, --small-model\)$/],
+    [['agent-config', '--git-hosts', 'h.json'], /^--git-hosts is not a flag of agent-config \(agent-config takes --providers, --allow-hosted-tools, --agent, --proxy-host, --token-file, --config-dir, --provider-name, --model, --small-model, --websocket\)$/],
     [['mint-token', '--proxy-host', 'p'], /^--proxy-host is not a flag of mint-token \(mint-token takes --git-hosts, --limits, --max-token-lifetime, --instance-id, --workflow, --run-id, --ttl, --budget-usd, --max-concurrent, --requests-per-minute, --tokens-per-minute, --git-repo, --signing-key\)$/],
     [['serve', '--workload-token-env', 'T'], /^--workload-token-env is not a flag of serve/],
     [['--metrics-run-id-label', 'git-config'], /^--metrics-run-id-label is not a flag of git-config/],

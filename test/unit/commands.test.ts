@@ -106,3 +106,13 @@ test('git-config: the hosts and proxy host come from the environment passed in',
 test('agent-config: an agent it does not know is a usage error naming the ones it knows', () => {
   assert.throws(() => agentConfigText(parseCommandLine(['agent-config', '--agent', 'nope']), context()), (err) => err instanceof UsageError && /"nope" is not an agent agent-config knows; use /.test(err.message));
 });
+
+test('agent-config --websocket: Codex only, and only when a provider of the gateway serves the WebSocket mode', () => {
+  const env = { UPSTREAM_API_KEY: 'k', UPSTREAM_ALLOWED_MODELS: 'gpt-5.5', MODEL_GATEWAY_PROXY_HOST: 'gw.ns.svc:8450' };
+  assert.match(agentConfigText(parseCommandLine(['agent-config', '--agent', 'codex', '--websocket']), context(env)), /^supports_websockets = true$/m);
+  assert.doesNotMatch(agentConfigText(parseCommandLine(['agent-config', '--agent', 'codex']), context(env)), /supports_websockets/);
+  assert.throws(() => agentConfigText(parseCommandLine(['agent-config', '--agent', 'opencode', '--websocket']), context(env)), (err) => err instanceof UsageError && /only Codex/.test(err.message));
+  const elsewhere = { ...env, UPSTREAM_BASE_URL: 'https://llm.internal.example/v1' };
+  assert.throws(() => agentConfigText(parseCommandLine(['agent-config', '--agent', 'codex', '--websocket']), context(elsewhere)), (err) => err instanceof UsageError && /no provider of the gateway serves the WebSocket mode/.test(err.message));
+  assert.match(agentConfigText(parseCommandLine(['agent-config', '--agent', 'codex', '--websocket']), context({ ...elsewhere, UPSTREAM_WEBSOCKET: 'true' })), /supports_websockets = true/);
+});
