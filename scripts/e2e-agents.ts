@@ -12,6 +12,10 @@
 //   rotate (gateway mode) the agent reads its bot token from a file (agent-config --token-file)
 //          that is rewritten with another instance's token during the run; the gateway's records
 //          must show the new identity where the agent promises it (scripts/e2e/rotate.ts).
+//   ws-*   (gateway mode, Codex) plain, tool and budget again with Codex's other configuration: its
+//          built-in provider, `openai_base_url` at the gateway and the bot token in CODEX_API_KEY,
+//          which speaks the Responses API over a WebSocket; every upstream request must have come
+//          over the socket, and each turn must be recorded by the gateway with its usage and charge.
 //   cloud  (gateway mode, with Claude Code) Claude Code in its Bedrock and Vertex modes, against
 //          fakes that check the gateway's SigV4 signatures and OAuth assertions for real:
 //          scripts/e2e-cloud.ts, run after the table (alone: npm run e2e:cloud).
@@ -41,10 +45,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PLAIN_ANSWER, TOOL_COMMAND, TOOL_OUTPUT, TOOL_TURN_MARKER } from '../test/support/agent-turns.ts';
 import type { ModelRequest } from '../test/support/model-upstream.ts';
-import { ROOT } from '../test/support/proxy-process.ts';
+import { ROOT, type LogRecord } from '../test/support/proxy-process.ts';
 import { makeTestPki } from '../test/support/tls.ts';
 import { claudeCode } from './e2e/agents/claude-code.ts';
-import { codex } from './e2e/agents/codex.ts';
+import { codex, codexSocketConfig } from './e2e/agents/codex.ts';
 import { opencode } from './e2e/agents/opencode.ts';
 import type { AgentConfig, AgentSpec, Sandbox } from './e2e/agents/types.ts';
 import { startFakes, turnOfBody, turnOfRequest, type Fakes } from './e2e/fakes.ts';
@@ -81,7 +85,8 @@ interface Options {
 
 interface Row {
   agent: AgentSpec;
-  turn: TurnName | 'setup' | 'budget' | 'rotate';
+  /** The turn; `ws-...`: Codex in its WebSocket configuration (SOCKET). */
+  turn: TurnName | 'setup' | 'budget' | 'rotate' | `ws-${TurnName | 'budget'}`;
   ok: boolean;
   seconds: number;
   requests: number;
@@ -146,6 +151,33 @@ function cleanup(): Promise<void> {
 const log = (line: string): void => void process.stdout.write(`${line}\n`);
 const tail = (text: string, lines = 12): string => text.trim().split('\n').slice(-lines).join('\n');
 
+/**
+ * Codex's other configuration: its built-in OpenAI provider with `openai_base_url` at the gateway
+ * and the bot token in CODEX_API_KEY (codexSocketConfig), which speaks the Responses API over a
+ * WebSocket first. Its turns run through the gateway (gateway mode only: the recorder relays no
+ * upgrade; scripts/e2e/record-socket.ts records the socket from Codex's side).
+ */
+interface SocketMode {
+  readonly config: string;
+  readonly env: Record<string, string>;
+}
+
+function socketMode(gateway: Gateway, token: string): SocketMode {
+  return { config: codexSocketConfig(gateway.origin, codex.model), env: { CODEX_API_KEY: token } };
+}
+
+/**
+ * A turn in the WebSocket configuration: every upstream request a response.create on a socket
+ * (method WS at the fake), each one a turn the gateway recorded with its usage and charged from it.
+ */
+function checkSocketTurn(upstream: readonly ModelRequest[], turns: readonly LogRecord[]): string[] {
+  const problems: string[] = [];
+  if (upstream.some((r) => r.method !== 'WS')) problems.push(`${upstream.filter((r) => r.method !== 'WS').length} requests went over HTTP, not the WebSocket`);
+  if (turns.length !== upstream.length) problems.push(`the gateway recorded ${turns.length} turns for ${upstream.length} messages upstream`);
+  for (const t of turns) if (t.status !== 200 || t.usage_complete !== true || t.charge_basis !== 'usage') problems.push(`turn ${String(t.request_id)}: status ${String(t.status)}, usage_complete ${String(t.usage_complete)}, charge ${String(t.charge_basis)}`);
+  return problems;
+}
+
 /** Checks of one finished turn; returns the problems (none: the turn passed). */
 function checkTurn(agent: AgentSpec, turn: TurnName, result: RunResult, upstream: readonly ModelRequest[], gateway: Gateway | undefined, timeoutMs: number): string[] {
   const problems: string[] = [];
@@ -171,18 +203,20 @@ function checkTurn(agent: AgentSpec, turn: TurnName, result: RunResult, upstream
   return [...new Set(problems)];
 }
 
-async function runTurn(agent: AgentSpec, turn: TurnName, config: AgentConfig, token: string, fake: { requests: ModelRequest[] }, runRoot: string, opts: Options, gateway: Gateway | undefined): Promise<Row> {
-  const root = join(runRoot, `${agent.name}-${turn}`);
+async function runTurn(agent: AgentSpec, turn: TurnName, config: AgentConfig, token: string, fake: { requests: ModelRequest[] }, runRoot: string, opts: Options, gateway: Gateway | undefined, socket?: SocketMode): Promise<Row> {
+  const root = join(runRoot, `${agent.name}-${socket ? 'ws-' : ''}${turn}`);
   const sandbox: Sandbox = { root, home: join(root, 'home'), work: join(root, 'work') };
   mkdirSync(sandbox.home, { recursive: true });
   mkdirSync(sandbox.work, { recursive: true });
-  const command = agent.prepare(sandbox, config, PROMPTS[turn]);
-  const env = { PATH: SYSTEM_PATH, HOME: sandbox.home, MODEL_PROXY_TOKEN: token, ...command.env };
+  const command = agent.prepare(sandbox, socket ? { text: socket.config } : config, PROMPTS[turn]);
+  const env = { PATH: SYSTEM_PATH, HOME: sandbox.home, MODEL_PROXY_TOKEN: token, ...command.env, ...socket?.env };
   const from = fake.requests.length;
+  const recordsFrom = gateway?.records().length ?? 0;
   const result = await runAgent({ command: binPath(agent), args: command.args, env, cwd: sandbox.work, timeoutMs: opts.turnTimeoutMs, traceFile: opts.trace ? traceFileFor(root) : undefined, sandboxRoot: root });
   const upstream = fake.requests.slice(from);
   const problems = checkTurn(agent, turn, result, upstream, gateway, opts.turnTimeoutMs);
-  const row: Row = { agent, turn, ok: problems.length === 0, seconds: result.ms / 1000, requests: upstream.length, note: problems.join('; ') || (opts.trace ? 'loopback only' : 'egress not traced') };
+  if (socket && gateway) problems.push(...checkSocketTurn(upstream, await socketTurnsOf(gateway, recordsFrom, upstream.length)));
+  const row: Row = { agent, turn: socket ? `ws-${turn}` : turn, ok: problems.length === 0, seconds: result.ms / 1000, requests: upstream.length, note: problems.join('; ') || `${socket ? 'over the WebSocket, each turn charged its usage; ' : ''}${opts.trace ? 'loopback only' : 'egress not traced'}` };
   if (!row.ok) {
     // For a post-mortem with E2E_KEEP_SANDBOX=1: what reached the upstream, one JSON per line.
     writeFileSync(join(root, 'upstream-requests.jsonl'), upstream.map((r) => JSON.stringify({ method: r.method, url: r.url, body: r.body.toString('utf8') })).join('\n'));
@@ -191,8 +225,15 @@ async function runTurn(agent: AgentSpec, turn: TurnName, config: AgentConfig, to
   return row;
 }
 
+/** The WebSocket turns the gateway recorded since `from`: as many as `expected`, once their records are written (a turn is recorded at its end, the socket may close after the agent exits). */
+async function socketTurnsOf(gateway: Gateway, from: number, expected: number): Promise<LogRecord[]> {
+  const turns = () => gateway.records().slice(from).filter((r) => r.event === 'request' && r.method === 'WS');
+  for (let waited = 0; turns().length < expected && waited < 5000; waited += 50) await new Promise((r) => setTimeout(r, 50));
+  return turns();
+}
+
 /** The budget turn: a token whose run has spent its budget; the agent must stop at once, having sent nothing upstream. */
-async function runBudgetTurn(agent: AgentSpec, config: AgentConfig, fake: { requests: ModelRequest[] }, runRoot: string, opts: Options, gateway: Gateway): Promise<Row> {
+async function runBudgetTurn(agent: AgentSpec, config: AgentConfig, fake: { requests: ModelRequest[] }, runRoot: string, opts: Options, gateway: Gateway, socket?: (token: string) => SocketMode): Promise<Row> {
   let token: string;
   try {
     token = await gateway.spentToken(agent);
@@ -200,12 +241,13 @@ async function runBudgetTurn(agent: AgentSpec, config: AgentConfig, fake: { requ
     if (!(err instanceof Unsupported)) throw err;
     return { agent, turn: 'budget', ok: false, seconds: 0, requests: 0, note: err.message };
   }
-  const root = join(runRoot, `${agent.name}-budget`);
+  const root = join(runRoot, `${agent.name}-${socket ? 'ws-' : ''}budget`);
   const sandbox: Sandbox = { root, home: join(root, 'home'), work: join(root, 'work') };
   mkdirSync(sandbox.home, { recursive: true });
   mkdirSync(sandbox.work, { recursive: true });
-  const command = agent.prepare(sandbox, config, PROMPTS.plain);
-  const env = { PATH: SYSTEM_PATH, HOME: sandbox.home, MODEL_PROXY_TOKEN: token, ...command.env };
+  const mode = socket?.(token);
+  const command = agent.prepare(sandbox, mode ? { text: mode.config } : config, PROMPTS.plain);
+  const env = { PATH: SYSTEM_PATH, HOME: sandbox.home, MODEL_PROXY_TOKEN: token, ...command.env, ...mode?.env };
   const from = fake.requests.length;
   const refusedBefore = gateway.records().filter((r) => r.event === 'request' && r.limit === 'run_budget').length;
   const result = await runAgent({ command: binPath(agent), args: command.args, env, cwd: sandbox.work, timeoutMs: opts.turnTimeoutMs, traceFile: opts.trace ? traceFileFor(root) : undefined, sandboxRoot: root });
@@ -220,7 +262,7 @@ async function runBudgetTurn(agent: AgentSpec, config: AgentConfig, fake: { requ
   if (!/quota exceeded|budget is spent/i.test(output)) problems.push('the agent did not print the refusal (a quota or budget message)');
   if (result.egress && result.egress.length > 0) problems.push(`connections beyond loopback: ${result.egress.join(', ')}`);
   const said = /quota exceeded[^\n]*|[^\n]*budget is spent[^\n]*/i.exec(output)?.[0]?.trim().slice(0, 80);
-  const row: Row = { agent, turn: 'budget', ok: problems.length === 0, seconds: result.ms / 1000, requests: upstream.length, note: problems.join('; ') || `stopped after ${refused} refused call${refused === 1 ? '' : 's'}: "${said}"` };
+  const row: Row = { agent, turn: socket ? 'ws-budget' : 'budget', ok: problems.length === 0, seconds: result.ms / 1000, requests: upstream.length, note: problems.join('; ') || `stopped after ${refused} refused call${refused === 1 ? '' : 's'}: "${said}"` };
   if (!row.ok) row.details = [`-- ${agent.name} stdout --`, tail(result.stdout), `-- ${agent.name} stderr --`, tail(result.stderr), '-- gateway output --', tail(gateway.output(), 8)].join('\n');
   return row;
 }
@@ -367,6 +409,15 @@ async function main(): Promise<number> {
     if (gateway) {
       log(`  ${agent.name}: rotation turn (the bot token from a file rewritten mid-run) via ${origin}`);
       rows.push(await runTokenFileTurn(agent, fakeOf(agent), runRoot, opts, gateway));
+    }
+    if (gateway && agent.name === codex.name) {
+      // The same Codex in its other configuration: the built-in provider, over the WebSocket.
+      for (const turn of TURNS) {
+        log(`  ${agent.name}: ${turn} turn over the WebSocket (openai_base_url, CODEX_API_KEY) via ${origin}`);
+        rows.push(await runTurn(agent, turn, config, token, fakeOf(agent), runRoot, opts, gateway, socketMode(gateway, token)));
+      }
+      log(`  ${agent.name}: budget turn over the WebSocket via ${origin}`);
+      rows.push(await runBudgetTurn(agent, config, fakeOf(agent), runRoot, opts, gateway, (spent) => socketMode(gateway!, spent)));
     }
     if (opts.record && recorders) {
       const files = saveRecording(agent, recorders[agent.providerKind], turnStarts, index);
