@@ -2,7 +2,7 @@
 // BENCH_SMOKE=1 further, to a few seconds a scenario: what .ci/run runs to prove every scenario
 // still works end to end (its figures are too small to mean much, and nothing asserts a speed).
 // Each figure can be set on its own (BENCH_PACK_MIB=128, ...). BENCH_ONLY=pack,refs runs a
-// subset (startup, limits, pack, refs, model, messages, streams, open).
+// subset (startup, limits, pack, refs, model, messages, responses, streams, open).
 const SMOKE = process.env.BENCH_SMOKE === '1';
 const QUICK = SMOKE || process.env.BENCH_QUICK === '1';
 
@@ -14,7 +14,7 @@ function num(name: string, full: number, quick: number, smoke: number): number {
   return v;
 }
 
-export const SCENARIOS = ['startup', 'limits', 'pack', 'refs', 'model', 'messages', 'streams', 'open'] as const;
+export const SCENARIOS = ['startup', 'limits', 'pack', 'refs', 'model', 'messages', 'responses', 'streams', 'open'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export function loadConfig() {

@@ -3,8 +3,13 @@
 // the credential itself), through the proxy, or through nginx (plain HTTP, no credential).
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { randomBytes } from 'node:crypto';
+import { connect as netConnect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import { encodeSse } from '../../test/support/responses-upstream.ts';
+import { acceptOf, frame, FrameSplitter, OP, upgradeHead } from '../../test/support/ws-wire.ts';
 import { serve } from './ipc.ts';
-import { chatAnswer, chatRequestBody, GIT_REPO_PATH, messagesRequestBody, messagesStream, MiB, monoUs, patternBlock, PUSH_HEAD, refAdvertisement, REFS_QUERY, Samples, streamRequestBody } from './shared.ts';
+import { chatAnswer, chatRequestBody, GIT_REPO_PATH, messagesRequestBody, messagesStream, MiB, monoUs, patternBlock, PUSH_HEAD, refAdvertisement, REFS_QUERY, responsesEvents, responsesTurn, Samples, streamRequestBody } from './shared.ts';
 
 export interface Target {
   /** 'direct', 'proxy' or 'nginx'. */
@@ -114,6 +119,127 @@ function messagesCall(t: Target, agent: AnyAgent): Promise<FirstLast> {
   });
 }
 
+/**
+ * A Responses turn over HTTP (`POST /v1/responses`, streamed), read to its end and compared byte
+ * for byte; the times to its first and last body byte, in ms.
+ */
+const RESPONSES = responsesTurn();
+const RESPONSES_STREAM = Buffer.from(encodeSse(responsesEvents()));
+const RESPONSES_HEADERS = { 'content-type': 'application/json', accept: 'text/event-stream', 'user-agent': 'codex_exec/0.169.0', 'content-length': RESPONSES.http.length };
+function responsesCall(t: Target, agent: AnyAgent): Promise<FirstLast> {
+  return new Promise((resolve, reject) => {
+    const start = performance.now();
+    const req = open(t, agent, 'POST', '/v1/responses', RESPONSES_HEADERS);
+    req.on('error', (e) => reject(new BenchError(`${t.name} responses: ${e.message}`)));
+    req.on('response', (res: IncomingMessage) => {
+      let first: number | undefined;
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => {
+        first ??= performance.now() - start;
+        chunks.push(c);
+      });
+      res.on('error', (e) => reject(new BenchError(`${t.name} responses: response ${e.message}`)));
+      res.on('end', () => {
+        if (res.statusCode !== 200 || !Buffer.concat(chunks).equals(RESPONSES_STREAM)) return reject(new BenchError(`${t.name} responses: status ${res.statusCode} or a stream that differs`));
+        resolve({ first: first!, last: performance.now() - start });
+      });
+    });
+    req.end(RESPONSES.http);
+  });
+}
+
+/** The same turn over a WebSocket: the events as the client must get them, one message each. */
+const SOCKET_EVENTS = responsesEvents().map((e) => JSON.stringify(e.data));
+
+/** One WebSocket per target, opened by its first turn and kept for the rest, as Codex keeps one for a session. */
+class BenchSocket {
+  readonly #splitter = new FrameSplitter();
+  #parts: Buffer[] = [];
+  #waiter: ((message: string | Error) => void) | undefined;
+  readonly #queue: (string | Error)[] = [];
+
+  private constructor(readonly socket: Socket) {
+    socket.on('data', (chunk: Buffer) => {
+      for (const f of this.#splitter.push(chunk)) {
+        if (f.opcode === OP.close) this.#deliver(new BenchError(`closed with ${f.payload.length >= 2 ? f.payload.readUInt16BE(0) : 'no code'}`));
+        if (f.opcode !== OP.text && f.opcode !== OP.cont) continue;
+        this.#parts.push(f.payload);
+        if (!f.fin) continue;
+        this.#deliver(Buffer.concat(this.#parts).toString('utf8'));
+        this.#parts = [];
+      }
+    });
+    socket.on('error', (e) => this.#deliver(new BenchError(e.message)));
+    socket.on('close', () => this.#deliver(new BenchError('the socket closed')));
+  }
+
+  #deliver(m: string | Error): void {
+    const w = this.#waiter;
+    this.#waiter = undefined;
+    if (w) w(m);
+    else this.#queue.push(m);
+  }
+
+  next(): Promise<string> {
+    const m = this.#queue.shift();
+    if (m !== undefined) return m instanceof Error ? Promise.reject(m) : Promise.resolve(m);
+    return new Promise((resolve, reject) => (this.#waiter = (x) => (x instanceof Error ? reject(x) : resolve(x))));
+  }
+
+  send(bytes: Buffer): void {
+    this.socket.write(frame({ opcode: OP.text, payload: bytes, mask: true }));
+  }
+
+  /** The upgrade on a fresh connection (TLS for the direct path), the target's headers with it. */
+  static async open(t: Target): Promise<BenchSocket> {
+    const socket = t.scheme === 'https' ? tlsConnect({ host: '127.0.0.1', port: t.port, ca: t.ca }) : netConnect(t.port, '127.0.0.1');
+    socket.setNoDelay(true);
+    await new Promise<void>((resolve, reject) => socket.once(t.scheme === 'https' ? 'secureConnect' : 'connect', resolve).once('error', reject));
+    const key = randomBytes(16).toString('base64');
+    socket.write(upgradeHead(`${t.prefix}/v1/responses`, `127.0.0.1:${t.port}`, key, { ...t.headers, 'User-Agent': 'codex_exec/0.169.0', 'OpenAI-Beta': 'responses_websockets=2026-02-06' }));
+    let head = Buffer.alloc(0);
+    const rest = await new Promise<Buffer>((resolve, reject) => {
+      const onData = (c: Buffer) => {
+        head = Buffer.concat([head, c]);
+        const end = head.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        socket.off('data', onData);
+        const status = head.subarray(0, end).toString('latin1');
+        if (!status.startsWith('HTTP/1.1 101') || !status.includes(acceptOf(key))) return reject(new BenchError(`${t.name} socket: ${status.split('\r\n')[0]}`));
+        resolve(head.subarray(end + 4));
+      };
+      socket.on('data', onData);
+      socket.once('error', reject);
+    });
+    const opened = new BenchSocket(socket);
+    if (rest.length > 0) socket.emit('data', rest);
+    return opened;
+  }
+}
+
+const benchSockets = new Map<string, Promise<BenchSocket>>();
+
+/** A turn on the target's WebSocket: the times to its first event and to its last, in ms, every event checked. */
+async function socketTurn(t: Target): Promise<FirstLast> {
+  let opening = benchSockets.get(t.name);
+  if (opening === undefined) benchSockets.set(t.name, (opening = BenchSocket.open(t)));
+  const ws = await opening;
+  const start = performance.now();
+  ws.send(RESPONSES.socket);
+  let first = 0;
+  for (let i = 0; i < SOCKET_EVENTS.length; i++) {
+    const event = await ws.next().catch((e: Error) => Promise.reject(new BenchError(`${t.name} socket: ${e.message}`)));
+    if (i === 0) first = performance.now() - start;
+    if (event !== SOCKET_EVENTS[i]) throw new BenchError(`${t.name} socket: event ${i} differs: ${event.slice(0, 120)}`);
+  }
+  return { first, last: performance.now() - start };
+}
+
+function closeBenchSockets(): void {
+  for (const s of benchSockets.values()) void s.then((ws) => ws.socket.destroy(), () => {});
+  benchSockets.clear();
+}
+
 /** What a streamed request can report instead of its total time: first and last byte, in ms. */
 interface FirstLast {
   first: number;
@@ -129,6 +255,8 @@ const KINDS = {
   chat,
   ttfb: streamFirstByte,
   messages: messagesCall,
+  responses: responsesCall,
+  socket: socketTurn,
 } as const;
 type Kind = keyof typeof KINDS;
 
@@ -517,4 +645,4 @@ function closeStreams(): void {
   held = undefined;
 }
 
-serve({ upload, closedLoop, sequential, openLoop, streamsStart, streamsProgress, streamsFinish, streamsAbort, openStreams, streamsStatus, closeStreams });
+serve({ upload, closedLoop, sequential, openLoop, streamsStart, streamsProgress, streamsFinish, streamsAbort, openStreams, streamsStatus, closeStreams, closeBenchSockets });

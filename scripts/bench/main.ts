@@ -21,6 +21,7 @@ import { model } from './scenarios/model.ts';
 import { openStreams } from './scenarios/open.ts';
 import { pack } from './scenarios/pack.ts';
 import { refs } from './scenarios/refs.ts';
+import { responses } from './scenarios/responses.ts';
 import { startup } from './scenarios/startup.ts';
 import { streams } from './scenarios/streams.ts';
 import { CLAUDE_MODEL, MODEL } from './shared.ts';
@@ -111,6 +112,8 @@ export async function main(): Promise<number> {
       UPSTREAM_BASE_URL: `https://127.0.0.1:${modelPort}/v1`,
       UPSTREAM_API_KEY: token,
       UPSTREAM_ALLOWED_MODELS: MODEL,
+      // The upstream serves the Responses API's WebSocket mode (the responses scenario).
+      UPSTREAM_WEBSOCKET: 'true',
       ANTHROPIC_BENCH_KEY: token,
     };
     const pa = proxyArgs();
@@ -211,6 +214,7 @@ export async function main(): Promise<number> {
     await run('refs', () => refs(ctx));
     await run('model', () => model(ctx));
     await run('messages', () => messages(ctx));
+    await run('responses', () => responses(ctx));
     await run('streams', () => streams(ctx));
     await run('open', () => openStreams(ctx));
     const upStats = await up.call<Record<string, number>>('stats');

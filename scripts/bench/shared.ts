@@ -1,8 +1,11 @@
 // What the bench's processes (orchestrator, upstreams, load generator) agree on: the request and
 // response bodies, the pack-upload byte pattern, the SSE chunk format, and a clock they share.
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { textTranscript } from '../../test/support/anthropic-upstream.ts';
-import { encodeSse, type SseEvent } from '../../test/support/responses-upstream.ts';
+import { ROOT } from '../../test/support/proxy-process.ts';
+import { encodeSse, textTranscript as responsesTranscript, type SseEvent } from '../../test/support/responses-upstream.ts';
 
 export const MiB = 1024 * 1024;
 export const MODEL = 'bench-model';
@@ -212,4 +215,24 @@ export function messagesEvents(): SseEvent[] {
 /** The whole stream, as the client must receive it byte for byte. */
 export function messagesStream(): Buffer {
   return Buffer.from(encodeSse(messagesEvents()));
+}
+
+// ---- the Responses scenario: one turn over HTTP and over a WebSocket (issue 40) ---------------
+
+/**
+ * A turn as Codex 0.169 sends it (test/fixtures/recorded-socket/: its instructions, its tools,
+ * about 17 KB), the model the bench's: as a WebSocket `response.create` message, and as the body
+ * of `POST /v1/responses` (the same fields without `type`).
+ */
+export function responsesTurn(): { readonly socket: Buffer; readonly http: Buffer } {
+  const recorded = JSON.parse(readFileSync(join(ROOT, 'test', 'fixtures', 'recorded-socket', 'codex-0.169.0.json'), 'utf8')) as { messages: { body: Record<string, unknown> }[] };
+  const { type, previous_response_id: _previous, ...fields } = recorded.messages[1]!.body;
+  const body = { ...fields, model: MODEL, stream: true };
+  return { socket: Buffer.from(JSON.stringify({ type, ...body })), http: Buffer.from(JSON.stringify(body)) };
+}
+
+/** The events of the answer: the Responses fake's transcript of a text answer of 40 deltas, fixed ids. */
+export function responsesEvents(): SseEvent[] {
+  const text = Array.from({ length: 40 }, (_, i) => ` token${String(i).padStart(6, '0')}`).join('');
+  return responsesTranscript(text, { model: MODEL });
 }

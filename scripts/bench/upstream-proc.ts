@@ -1,11 +1,13 @@
 // The bench's upstreams, in their own process: an HTTPS git host (ref advertisement, pack upload
 // checked byte for byte) and an HTTPS OpenAI-style model API (a 1 KB completion, or an SSE stream
 // paced as the request asks, each chunk stamped with the shared monotonic clock), which also
-// serves Anthropic's Messages API (one stream, an event per write). Both refuse any request
-// without exactly the expected credential, so nothing can pass without it.
+// serves Anthropic's Messages API (one stream, an event per write) and OpenAI's Responses API,
+// over HTTP and in its WebSocket mode (one frame per event, test/support/ws-wire.ts's framing).
+// Both refuse any request without exactly the expected credential, so nothing can pass without it.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import { acceptOf, frame, FrameSplitter, OP } from '../../test/support/ws-wire.ts';
 import { encodeSse } from '../../test/support/responses-upstream.ts';
 import { writeStream } from '../../test/support/https-fake.ts';
 import { serve } from './ipc.ts';
@@ -21,6 +23,8 @@ import {
   patternBlock,
   refAdvertisement,
   REFS_QUERY,
+  responsesEvents,
+  responsesTurn,
   sseContentChunk,
   sseFinalChunks,
 } from './shared.ts';
@@ -32,7 +36,7 @@ interface StartArgs {
   seed: string;
 }
 
-const stats = { tlsConnections: 0, refused: 0, refs: 0, packs: 0, packBad: 0, chats: 0, chatBad: 0, messages: 0, streamsOpen: 0, streamsStarted: 0, chunks: 0 };
+const stats = { tlsConnections: 0, refused: 0, refs: 0, packs: 0, packBad: 0, chats: 0, chatBad: 0, messages: 0, responses: 0, socketTurns: 0, streamsOpen: 0, streamsStarted: 0, chunks: 0 };
 const servers: Server[] = [];
 let opts: StartArgs;
 let base: Buffer;
@@ -95,9 +99,62 @@ function messagesHandler(req: IncomingMessage, res: ServerResponse): void {
   });
 }
 
+const RESPONSES = responsesTurn();
+const RESPONSES_EVENTS = responsesEvents();
+/** The Responses stream over HTTP: one write per event. */
+const RESPONSES_WRITES = RESPONSES_EVENTS.map((e) => encodeSse([e]));
+/** And over a WebSocket: one frame per event, written at once. */
+const RESPONSES_FRAMES = Buffer.concat(RESPONSES_EVENTS.map((e) => frame({ opcode: OP.text, payload: JSON.stringify(e.data) })));
+
+/** `POST /v1/responses`, streamed: the body must be the scenario's turn, byte for byte. */
+function responsesHandler(req: IncomingMessage, res: ServerResponse): void {
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('end', () => {
+    if (!Buffer.concat(chunks).equals(RESPONSES.http)) return bad(res);
+    stats.responses++;
+    writeStream(res, { 'content-type': 'text/event-stream; charset=utf-8', 'x-request-id': 'req_bench' }, RESPONSES_WRITES);
+  });
+}
+
+/** WebSocket mode on /v1/responses: the credential at the upgrade; each message must be the scenario's turn. */
+function responsesSocket(req: IncomingMessage, socket: Socket): void {
+  const key = req.headers['sec-websocket-key'];
+  if (req.url !== '/v1/responses' || req.headers.authorization !== `Bearer ${opts.token}` || typeof key !== 'string') {
+    stats.refused++;
+    socket.end('HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+    return;
+  }
+  socket.setNoDelay(true);
+  socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${acceptOf(key)}\r\n\r\n`);
+  const splitter = new FrameSplitter();
+  let parts: Buffer[] = [];
+  socket.on('error', () => {});
+  socket.on('data', (chunk: Buffer) => {
+    for (const f of splitter.push(chunk)) {
+      if (f.opcode === OP.close) return void socket.end(frame({ opcode: OP.close, payload: f.payload.subarray(0, 2) }));
+      if (f.opcode === OP.ping) socket.write(frame({ opcode: OP.pong, payload: f.payload }));
+      if (f.opcode !== OP.text && f.opcode !== OP.cont) continue;
+      if (!f.masked) stats.chatBad++;
+      parts.push(f.payload);
+      if (!f.fin) continue;
+      const message = Buffer.concat(parts);
+      parts = [];
+      if (!message.equals(RESPONSES.socket)) {
+        stats.chatBad++;
+        socket.destroy();
+        return;
+      }
+      stats.socketTurns++;
+      socket.write(RESPONSES_FRAMES);
+    }
+  });
+}
+
 function modelHandler(req: IncomingMessage, res: ServerResponse): void {
   if (req.method === 'POST' && req.url === '/v1/messages') return messagesHandler(req, res);
   if (!authorized(req, res)) return;
+  if (req.method === 'POST' && req.url === '/v1/responses') return responsesHandler(req, res);
   if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
     res.writeHead(404, { 'content-length': 0 });
     res.end();
@@ -184,7 +241,9 @@ serve({
     base = patternBlock(args.seed);
     answer = chatAnswer();
     refs = refAdvertisement();
-    return { gitPort: await listen(gitHandler), modelPort: await listen(modelHandler) };
+    const modelPort = await listen(modelHandler);
+    servers.at(-1)!.on('upgrade', responsesSocket);
+    return { gitPort: await listen(gitHandler), modelPort };
   },
   newModelServer: () => listen(modelHandler),
   stats: () => stats,
