@@ -79,6 +79,9 @@ const NO_BODY = Buffer.alloc(0);
 /** An upstream event kept whole for its usage up to this size (as the SSE reader keeps one); past it, read in pieces. */
 const EVENT_COPY_BYTES = 1024 * 1024;
 
+/** The responses of one connection that previous_response_id may name, at most. */
+const MAX_RESPONSE_IDS = 1000;
+
 const nowSec = () => Math.floor(Date.now() / 1000);
 
 /** The protocol's `error` event for a refusal, as OpenAI wraps an HTTP error on the socket (Codex reads `status` as the HTTP status). */
@@ -537,6 +540,8 @@ class ResponsesSocket {
     const { turn } = inTurn;
     const facts = whole === undefined ? {} : socketEventFacts(whole);
     if (facts.responseId !== undefined) {
+      // Bounded: a long session's oldest ids go first (the provider keeps fewer still).
+      if (this.#responses.size >= MAX_RESPONSE_IDS) this.#responses.delete(this.#responses.values().next().value!);
       this.#responses.add(facts.responseId);
       turn.upstreamRequestId = facts.responseId.slice(0, 128);
     }

@@ -107,6 +107,7 @@ export async function startGateway(options: ServeOptions, env: NodeJS.ProcessEnv
       credential: p.credential.type,
       key: p.credential.present() ? 'present' : 'missing',
       egress: p.config.upstream.plainHttp ? 'direct' : (tunnelRouteFor(config.egress, p.config.upstream.hostname, p.config.upstream.port)?.proxy.label ?? 'direct'),
+      websocket: p.config.websocket,
     })),
     apis: servedApis(PROTOCOLS, providers.map((p) => p.config.kind)),
     hosted_tools: [...hostedTools],

@@ -49,6 +49,8 @@ export type ProviderState = {
   readonly credential: CredentialSource['type'];
   readonly key: 'present' | 'missing';
   readonly egress: string;
+  /** It serves the Responses API's WebSocket mode (one provider at most). */
+  readonly websocket: boolean;
 };
 
 /** A listener is up (git.ts, gateway.ts, serve.ts): its bound address and what it serves. */

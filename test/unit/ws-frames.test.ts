@@ -106,8 +106,10 @@ const CASES: Case[] = [
   { name: '9 a message of exactly the limit', bytes: text('z'.repeat(LIMIT)), messages: [`text:${'z'.repeat(LIMIT)}`] },
 ];
 
+const outcome = (k: Case) => (k.violation ? `refused with ${k.violation[0]} ${k.violation[1]}` : 'read');
+
 for (const k of CASES) {
-  test(`frame reader (Autobahn ${k.name}): ${k.violation ? `refused with ${k.violation[0]} ${k.violation[1]}` : 'read'}, the same at every split`, () => {
+  test(`frame reader (Autobahn ${k.name}): ${outcome(k)}, the same at every split`, () => {
     const r = k.bytes.length > 2000 ? read(k.bytes, k) : readEverySplit(k.bytes, k);
     assert.deepEqual(r.violation === undefined ? undefined : [r.violation.code, r.violation.reason], k.violation);
     if (!k.violation) {
