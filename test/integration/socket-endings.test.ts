@@ -91,22 +91,26 @@ function heldTurn(): { release: () => void; started: Promise<SocketTurn> } {
   return { release, started: startedP };
 }
 
-test('a budget that runs out between two turns of one connection (Redis): the first is charged from its usage, the second refused with the final 429 insufficient_quota error event Codex stops on, never forwarded', async () => {
+test('a budget that runs out between two turns of one connection (Redis): a price field it cannot count is refused, the first turn is charged from its usage, the second refused with the final 429 insufficient_quota error event Codex stops on, never forwarded', async () => {
   const limits = redisLimits({ ...ONE_AT_A_TIME, concurrent: 0, runBudgetUsd: 0.0005 });
   const gw = await gateway({ limits });
   const instance = `budget-${randomBytes(3).toString('hex')}`;
   try {
     const { client, conn } = await connect(gw, token(instance));
+    // A price field the budget cannot count is refused before anything is spent.
+    client.sendTurn({ ...PLAIN, service_tier: 'priority' });
+    const unpriced = await client.nextEvent();
+    assert.deepEqual([unpriced.type, unpriced.status, (unpriced.error as { code: string }).code], ['error', 400, 'price_not_counted']);
     client.sendTurn(PLAIN);
     assert.equal((await client.eventsUntil('response.completed')).at(-1)!.type, 'response.completed');
-    const first = await gw.records.nth(2);
+    const first = await gw.records.nth(3);
     assert.deepEqual([first.charge_basis, first.usage_complete], ['usage', true]);
     assert.ok(first.charged_usd! >= 0.0005, `charged ${first.charged_usd}`);
     client.sendTurn(PLAIN);
     const refused = await client.nextEvent();
     assert.deepEqual([refused.type, refused.status, (refused.error as { type: string; code: string }).type, (refused.error as { code: string }).code], ['error', 429, 'insufficient_quota', 'insufficient_quota']);
     assert.equal(conn.frames.filter((f) => f.opcode === 1).length, 1, 'the second turn never reached the upstream');
-    const second = await gw.records.nth(3);
+    const second = await gw.records.nth(4);
     assert.deepEqual([second.status, second.limit, second.attempts, second.charge_basis], [429, 'run_budget', 0, null]);
     client.close();
     await client.gone();

@@ -235,3 +235,38 @@ test('a hostile upstream that never completes a turn: cut at --upstream-idle-tim
     await gw.close();
   }
 });
+
+test('idle between turns: a connection with no response.create for --upstream-idle-timeout is closed with 1001 on both legs, its one line saying why', async () => {
+  const gw = await gateway({}, { idleMs: 200 });
+  try {
+    const { client, conn } = await connectAs(gw, 'idle-between');
+    client.sendTurn(PLAIN);
+    await client.eventsUntil('response.completed');
+    assert.equal(await client.closeFrame(), 1001);
+    await client.gone();
+    await eventually('the upstream leg closed', () => conn.gone, signal());
+    assert.equal(conn.closedByClient, 1001);
+    await eventually('the connection line', () => gw.logs.some((l) => l.event === 'websocket_closed'), signal());
+    assert.equal(gw.logs.find((l) => l.event === 'websocket_closed')!.reason, 'idle');
+    const turn = await gw.records.nth(2);
+    assert.deepEqual([turn.status, turn.interrupted], [200, null], 'the turn before it was complete');
+  } finally {
+    await gw.close();
+  }
+});
+
+test('an upstream that never answers the upgrade: the handshake is cut at --upstream-response-timeout and the client answered 504 upstream_timeout over HTTP, before any upgrade', async () => {
+  const own = await startResponsesUpstream(pki, defaultResponses);
+  serveResponsesSocket(own.server, own.requests).hangUpgrades();
+  const gw = await startGatewayInProcess({ baseUrl: own.baseUrl, pki, signingKey: SIGNING_KEY, provider: (p) => ({ ...p, config: { ...p.config, websocket: true } }), deps: { timeouts: { connectMs: 5000, responseMs: 300, idleMs: 10_000, bodyIdleMs: 5000 } } });
+  try {
+    const r = await openSocket(gw.port, '/v1/responses', { authorization: `Bearer ${token('hang')}` });
+    assert.equal(r.status, 504);
+    assert.match(r.body, /upstream_timeout/);
+    const rec = await gw.records.nth(1);
+    assert.deepEqual([rec.status, rec.error, rec.attempts], [504, 'response_timeout', 1]);
+  } finally {
+    await gw.close();
+    await own.close();
+  }
+});

@@ -97,6 +97,8 @@ export interface ResponsesSocketFake {
   script(...handlers: SocketTurnHandler[]): void;
   /** Switches the upgrade off: the handshake is answered 404 (a provider without WebSocket mode). */
   refuseUpgrades(status?: number): void;
+  /** From now on an upgrade is never answered (the connection stays open, silent). */
+  hangUpgrades(): void;
 }
 
 /** The events of a warm-up (`generate: false`): the response made and completed, without output. */
@@ -130,6 +132,7 @@ export function serveResponsesSocket(server: HttpServer | HttpsServer, requests:
   const connections: FakeSocketConnection[] = [];
   const queue: SocketTurnHandler[] = [];
   let refusal: number | undefined;
+  let hanging = false;
   const onMessage = (conn: FakeSocketConnection, raw: Buffer) => {
     requests.push({ method: 'WS', url: conn.url, headers: conn.headers, body: raw });
     let body: ResponsesRequest & Record<string, unknown>;
@@ -147,6 +150,7 @@ export function serveResponsesSocket(server: HttpServer | HttpsServer, requests:
     (queue.shift() ?? ((t: SocketTurn) => t.answer()))(turn);
   };
   server.on('upgrade', (req: IncomingMessage, socket: Socket) => {
+    if (hanging) return void socket.on('error', () => {});
     const key = req.headers['sec-websocket-key'];
     if (refusal !== undefined || !/^\/v1\/responses(\?|$)/.test(req.url ?? '') || typeof key !== 'string') {
       const body = JSON.stringify({ error: { message: `Invalid URL (GET ${req.url})`, type: 'invalid_request_error', code: null, param: null } });
@@ -161,5 +165,6 @@ export function serveResponsesSocket(server: HttpServer | HttpsServer, requests:
     requests,
     script: (...handlers) => queue.push(...handlers),
     refuseUpgrades: (status = 404) => void (refusal = status),
+    hangUpgrades: () => void (hanging = true),
   };
 }
