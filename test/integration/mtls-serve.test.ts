@@ -12,6 +12,8 @@ import { after, before, test } from 'node:test';
 import { makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
+import { serveResponsesSocket } from '../support/responses-socket-upstream.ts';
+import { openSocket } from '../support/ws-client.ts';
 import { makeMtlsPki, TRUST_DOMAIN, type ClientPair, type MtlsPki } from '../support/mtls-pki.ts';
 import type { ProxyProcess } from '../support/proxy-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
@@ -30,6 +32,7 @@ before(async () => {
   pki = makeMtlsPki();
   upstreamPki = makeTestPki();
   upstream = await startModelUpstream(upstreamPki);
+  serveResponsesSocket(upstream.server, upstream.requests);
   gitServer = await startGitServer({ pki: upstreamPki, auth: { type: 'bearer', token: 'ghp_mtls_serve_0123456789' } });
   gitServer.createBareRepo('acme/widgets.git');
   work = mkdtempSync(join(tmpdir(), 'test-mtls-serve-'));
@@ -41,6 +44,7 @@ before(async () => {
       UPSTREAM_API_KEY: 'sk-upstream-mtls-0123456789',
       UPSTREAM_ALLOWED_MODELS: MODEL,
       UPSTREAM_CA_FILE: upstreamPki.caFile,
+      UPSTREAM_WEBSOCKET: 'true',
       GIT_HOST_A: gitServer.hostKey,
       GIT_HOST_A_TOKEN: 'ghp_mtls_serve_0123456789',
       NODE_EXTRA_CA_CERTS: upstreamPki.caFile,
@@ -105,6 +109,22 @@ test('mutual TLS (bundle): the gateway refuses an account the policy lacks with 
   const error = (JSON.parse(r.body) as { error: { code: string; message: string } }).error;
   assert.equal(error.code, 'client_certificate_refused');
   assert.match(error.message, /the service account billing\/reporter is not in the workload policy/);
+});
+
+test('mutual TLS (bundle): a Responses WebSocket authenticates at its upgrade by the client certificate, as HTTP does: a mapped account is switched and its turn recorded under its identity; an account the policy lacks is refused 403 over HTTP before any upgrade', async () => {
+  const tls = (client: ClientPair) => ({ ca: pki.caPem, servername: 'localhost', cert: client.cert, key: client.key });
+  const refused = await openSocket(proxy.ports.model!, '/v1/responses', {}, undefined, tls(pki.clients.otherAccount));
+  assert.equal(refused.status, 403, refused.body);
+  assert.match(refused.body, /client_certificate_refused/);
+  const opened = await openSocket(proxy.ports.model!, '/v1/responses', {}, undefined, tls(pki.clients.good));
+  assert.equal(opened.status, 101, opened.body);
+  const client = opened.client!;
+  client.sendTurn({ model: MODEL, input: 'hi', store: false });
+  assert.equal((await client.eventsUntil('response.completed')).at(-1)!.type, 'response.completed');
+  client.close();
+  await client.gone();
+  const turn = await proxy.waitForRecord((x) => x.event === 'request' && x.method === 'WS', 'the turn');
+  assert.deepEqual([turn.status, turn.instance_id, turn.workflow], [200, 'agents/triage-bot', 'triage']);
 });
 
 test('mutual TLS (bundle): the real git clones through the git listener with its certificate and no token', async () => {

@@ -3,6 +3,7 @@
 // answer, then frames, messages and the close. It judges nothing the peer sends; the tests do.
 import { randomBytes } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { acceptOf, clientText, closeBody, frame, FrameSplitter, OP, upgradeHead, type ReadFrame } from './ws-wire.ts';
 
 /** The HTTP answer to an upgrade: 101 with the socket switched, or another status with its body. */
@@ -112,11 +113,19 @@ export class SocketClient {
   }
 }
 
+/** TLS to the listener (mutual TLS with `cert` and `key`), verified against `ca` for `servername`. */
+export interface SocketTls {
+  readonly ca: string;
+  readonly servername: string;
+  readonly cert?: string;
+  readonly key?: string;
+}
+
 /** Opens a connection to 127.0.0.1:`port` and sends the upgrade head for `path`; the answer, and the client when it switched. */
-export async function openSocket(port: number, path = '/v1/responses', headers: Record<string, string> = {}, key = randomBytes(16).toString('base64')): Promise<UpgradeResult> {
-  const socket = connect(port, '127.0.0.1');
+export async function openSocket(port: number, path = '/v1/responses', headers: Record<string, string> = {}, key = randomBytes(16).toString('base64'), tls?: SocketTls): Promise<UpgradeResult> {
+  const socket = tls ? tlsConnect({ host: '127.0.0.1', port, ...tls }) : connect(port, '127.0.0.1');
   socket.setNoDelay(true);
-  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  await new Promise<void>((resolve, reject) => socket.once(tls ? 'secureConnect' : 'connect', resolve).once('error', reject));
   socket.write(upgradeHead(path, `127.0.0.1:${port}`, key, headers));
   let buffered = Buffer.alloc(0);
   const head = await new Promise<{ head: string; rest: Buffer }>((resolve, reject) => {
