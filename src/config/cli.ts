@@ -116,7 +116,6 @@ export interface AgentConfigOptions {
   readonly tokenFile: string | undefined;
   /** --config-dir (opencode): write its configuration directory and print its environment. */
   readonly configDir: string | undefined;
-  /** --websocket: Codex speaks the Responses API over a WebSocket through the gateway. */
   readonly websocket: boolean;
 }
 
@@ -377,10 +376,7 @@ function refuseFlagsOfOtherCommands(command: Command, values: Record<string, unk
   }
 }
 
-/**
- * parseArgs, whose text for an unknown flag is about positional arguments: the flag is named
- * instead, with the flag it most likely meant.
- */
+/** parseArgs, whose text for an unknown flag is about positional arguments: the flag is named instead, with the one it most likely meant. */
 function unknownFlagAsUsageError<T>(fn: () => T): T {
   try {
     return fn();

@@ -137,7 +137,7 @@ export function parseAllowedModels(text: string | undefined): string[] {
  * Whether a provider speaks WebSocket mode when its configuration does not say: OpenAI's own API
  * does (wss://api.openai.com/v1/responses); another host is not assumed to.
  */
-export function speaksWebSocketByDefault(kind: ProviderKind, upstream: UpstreamBase): boolean {
+function speaksWebSocketByDefault(kind: ProviderKind, upstream: UpstreamBase): boolean {
   return kind === 'openai' && !upstream.plainHttp && upstream.hostname === 'api.openai.com' && upstream.port === 443;
 }
 

@@ -27,7 +27,8 @@ import type { WireProtocol } from './protocols/protocol.ts';
 import { providersByModel, type Provider } from './providers.ts';
 import type { ModelRequestRecord } from './record.ts';
 import { relayAnswer, type RelayContext } from './relay.ts';
-import { serveSocketUpgrade, type SocketContext, type SocketMetrics } from './responses-socket.ts';
+import type { SocketContext, SocketMetrics } from './socket-context.ts';
+import { serveSocketUpgrade } from './socket-handshake.ts';
 import type { RetryPolicy } from './retry.ts';
 import { modelBody, modelsListBody, type GatewayRoute } from './route.ts';
 

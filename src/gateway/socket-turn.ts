@@ -1,19 +1,26 @@
 // One turn of a Responses WebSocket connection (./responses-socket.ts): a `response.create` the
-// client sent, checked as an HTTP call is, then forwarded and its events relayed until the
-// response ends. Its state is a GatewayCall's, as far as the record and the charge read it
+// client sent, checked as an HTTP call is (checkTurn), then forwarded and its events relayed until
+// the response ends. Its state is a GatewayCall's, as far as the record and the charge read it
 // (ModelCallState), filled by the connection's steps; finish(), in the turn's `finally`, gives back
 // the message's bytes and the limits slot with the turn's charge, and writes its one record,
 // exactly once, however the turn ended.
+import type { IncomingMessage } from 'node:http';
 import { NO_IDENTITY, type WorkloadIdentity } from '../auth/identity.ts';
+import { ERRORS } from '../http/errors.ts';
 import { newExchange, type Exchange } from '../http/forward.ts';
 import type { BodyHold } from '../http/held-bodies.ts';
-import type { AttemptSpan, Outcome, SpanSink } from '../http/lifecycle.ts';
+import type { AttemptSpan, Outcome, Refusal, SpanSink } from '../http/lifecycle.ts';
 import type { SpanContext, TraceContext } from '../http/trace-context.ts';
-import type { Reservation } from '../limits/admission.ts';
+import type { LimitsStore, Reservation } from '../limits/admission.ts';
 import { chargeFor, type Charge } from '../limits/charge.ts';
 import type { PriceTable } from '../limits/prices.ts';
 import type { WorstCase } from '../limits/worst-case.ts';
+import { admitCall } from './admit-call.ts';
+import { authenticateBot, type BotAuth } from './authenticate.ts';
+import { checkCall, type CallPolicy } from './check-call.ts';
+import { openAiErrorType } from './protocols/openai.ts';
 import type { CallSummary } from './protocols/protocol.ts';
+import { responses } from './protocols/responses.ts';
 import type { Provider } from './providers.ts';
 import { callFailure, modelRecord, type ModelCallState, type ModelRequestRecord, type ModelSpanFacts } from './record.ts';
 
@@ -98,4 +105,63 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
       if (this.span?.sampled) this.ctx.trace?.span(rec, this);
     }
   }
+}
+
+/** The protocol's `error` event for a refusal, as OpenAI wraps an HTTP error on the socket (Codex reads `status` as the HTTP status). */
+export function socketErrorEvent(refusal: Refusal): Buffer {
+  const { error } = refusal;
+  const body = { type: 'error', status: error.status, error: { type: error.type ?? openAiErrorType(error.status), code: error.code, message: refusal.message ?? error.message, param: refusal.param ?? null }, ...(refusal.headers ? { headers: refusal.headers } : {}) };
+  return Buffer.from(JSON.stringify(body), 'utf8');
+}
+
+/** What a turn's checks read of its connection. */
+interface TurnChecks {
+  readonly auth: BotAuth;
+  readonly limits: LimitsStore | undefined;
+  /** The gateway's policy with this connection's responses: what previous_response_id may name. */
+  readonly policy: CallPolicy;
+  /** The upgrade request: each turn authenticates again with its headers and its socket's peer. */
+  readonly req: IncomingMessage;
+  /** The provider the connection reaches. */
+  readonly provider: Provider;
+}
+
+/** Why a turn is not sent: its refusal; `closes`: the token itself was refused, and the connection ends. */
+type TurnRefused = { readonly refusal: Refusal; readonly closes: boolean };
+
+/**
+ * The turn's steps, an HTTP call's: the bot authenticated again and the deny list asked again,
+ * the message checked (strict JSON, the allowlist and the connection's provider, stored state,
+ * hosted tools, price fields), the turn admitted (its slot held by the turn from then on). The
+ * refusal, or 'ending' when the connection began to end during a wait; undefined: send it.
+ */
+export async function checkTurn(turn: SocketTurn, message: Buffer, c: TurnChecks, ending: () => boolean): Promise<TurnRefused | 'ending' | undefined> {
+  const who = await authenticateBot(c.req, c.auth, responses, Math.floor(Date.now() / 1000));
+  if (ending()) return 'ending';
+  if (!who.ok) return { refusal: who.refusal, closes: who.refusal.error.status === 401 || who.refusal.error.status === 403 };
+  turn.identity = who.identity;
+  const checked = checkCall(message, responses, undefined, c.policy);
+  turn.model = checked.model ?? null;
+  turn.provider = checked.provider ?? c.provider;
+  if (checked.ok) turn.maxOutputTokens = checked.maxOutputTokens;
+  if (!checked.ok) {
+    turn.refusedModel = checked.refusedModel ?? null;
+    return { refusal: checked.refusal, closes: false };
+  }
+  if (checked.provider !== c.provider) {
+    const why = `model "${checked.model}" is served by provider ${checked.provider.config.name}; this WebSocket reaches provider ${c.provider.config.name}: send it as POST /v1/responses`;
+    return { refusal: { error: ERRORS.modelNotOnRoute, param: 'model', message: why }, closes: false };
+  }
+  const admitted = await admitCall(c.limits, turn.identity, checked, undefined, message.length, responses, Date.now());
+  // Held before anything else is looked at: the turn's finish gives it back, whatever follows.
+  if (admitted.ok) {
+    turn.reservation = admitted.reservation;
+    turn.worst = admitted.worst;
+  }
+  if (ending()) return 'ending';
+  if (!admitted.ok) {
+    turn.limit = admitted.limit;
+    return { refusal: admitted.refusal, closes: false };
+  }
+  return undefined;
 }
