@@ -106,6 +106,9 @@ test('a budget that runs out between two turns of one connection (Redis): a pric
     const first = await gw.records.nth(3);
     assert.deepEqual([first.charge_basis, first.usage_complete], ['usage', true]);
     assert.ok(first.charged_usd! >= 0.0005, `charged ${first.charged_usd}`);
+    // The charge lands in Redis just after the turn's end: a turn sent before it would be admitted
+    // on what was spent before (a budget is passed by at most the calls in flight, rule 75).
+    await eventually('the charge in Redis', async () => Number((await store.command(['GET', `lim:r:run-${instance}`])) ?? 0) > 0, signal());
     client.sendTurn(PLAIN);
     const refused = await client.nextEvent();
     assert.deepEqual([refused.type, refused.status, (refused.error as { type: string; code: string }).type, (refused.error as { code: string }).code], ['error', 429, 'insufficient_quota', 'insufficient_quota']);
@@ -134,9 +137,11 @@ test('concurrency across connections (Redis, one call at a time per instance): a
     assert.deepEqual([refused.type, refused.status, (refused.error as { code: string }).code], ['error', 429, 'rate_limit_exceeded']);
     assert.deepEqual(Object.keys(refused.headers as object), ['retry-after']);
     assert.equal(b.conn.frames.filter((f) => f.opcode === 1).length, 0);
+    assert.equal(Number(await store.command(['ZCARD', `lim:i:${instance}:f`])), 1, "the turn in progress holds the instance's one slot");
     held.release();
     await a.client.eventsUntil('response.completed');
-    await eventually('the slot given back', () => gw.records.all.length >= 4, signal());
+    // The slot goes back to Redis just after the turn's end.
+    await eventually('the slot given back', async () => Number(await store.command(['ZCARD', `lim:i:${instance}:f`])) === 0, signal());
     b.client.sendTurn(PLAIN);
     assert.equal((await b.client.eventsUntil('response.completed')).at(-1)!.type, 'response.completed');
     for (const c of [a, b]) c.client.close();
