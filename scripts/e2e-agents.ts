@@ -16,6 +16,10 @@
 //          built-in provider, `openai_base_url` at the gateway and the bot token in CODEX_API_KEY,
 //          which speaks the Responses API over a WebSocket; every upstream request must have come
 //          over the socket, and each turn must be recorded by the gateway with its usage and charge.
+//   ws-fallback (gateway mode, Codex) the plain turn in that configuration against a second
+//          gateway whose OpenAI provider has no WebSocket mode: every upgrade Codex tries is
+//          answered 404 upgrade_not_served, Codex falls back to POST /v1/responses and completes;
+//          nothing upstream came over a socket.
 //   cloud  (gateway mode, with Claude Code) Claude Code in its Bedrock and Vertex modes, against
 //          fakes that check the gateway's SigV4 signatures and OAuth assertions for real:
 //          scripts/e2e-cloud.ts, run after the table (alone: npm run e2e:cloud).
@@ -86,7 +90,7 @@ interface Options {
 interface Row {
   agent: AgentSpec;
   /** The turn; `ws-...`: Codex in its WebSocket configuration (SOCKET). */
-  turn: TurnName | 'setup' | 'budget' | 'rotate' | `ws-${TurnName | 'budget'}`;
+  turn: TurnName | 'setup' | 'budget' | 'rotate' | `ws-${TurnName | 'budget' | 'fallback'}`;
   ok: boolean;
   seconds: number;
   requests: number;
@@ -160,6 +164,8 @@ const tail = (text: string, lines = 12): string => text.trim().split('\n').slice
 interface SocketMode {
   readonly config: string;
   readonly env: Record<string, string>;
+  /** The gateway serves no WebSocket: Codex must fall back to HTTP (checkFallbackTurn). */
+  readonly fallback?: boolean;
 }
 
 function socketMode(gateway: Gateway, token: string): SocketMode {
@@ -175,6 +181,22 @@ function checkSocketTurn(upstream: readonly ModelRequest[], turns: readonly LogR
   if (upstream.some((r) => r.method !== 'WS')) problems.push(`${upstream.filter((r) => r.method !== 'WS').length} requests went over HTTP, not the WebSocket`);
   if (turns.length !== upstream.length) problems.push(`the gateway recorded ${turns.length} turns for ${upstream.length} messages upstream`);
   for (const t of turns) if (t.status !== 200 || t.usage_complete !== true || t.charge_basis !== 'usage') problems.push(`turn ${String(t.request_id)}: status ${String(t.status)}, usage_complete ${String(t.usage_complete)}, charge ${String(t.charge_basis)}`);
+  return problems;
+}
+
+/**
+ * A turn in the WebSocket configuration against a gateway that serves no WebSocket: the gateway
+ * answered Codex's upgrades 404 upgrade_not_served (recorded), and everything upstream came over
+ * HTTP, each call recorded with its usage.
+ */
+function checkFallbackTurn(upstream: readonly ModelRequest[], records: readonly LogRecord[]): string[] {
+  const problems: string[] = [];
+  const refused = records.filter((r) => r.event === 'request' && r.status === 404 && r.error === 'upgrade_not_served');
+  const calls = records.filter((r) => r.event === 'request' && r.method === 'POST' && r.path === '/v1/responses');
+  if (refused.length === 0) problems.push('Codex tried no WebSocket upgrade (none was answered 404 upgrade_not_served): the fallback was not exercised');
+  if (upstream.some((r) => r.method === 'WS')) problems.push('a message reached the upstream over a WebSocket through a gateway that serves none');
+  if (calls.length !== upstream.length) problems.push(`the gateway recorded ${calls.length} POST /v1/responses for ${upstream.length} requests upstream`);
+  for (const c of calls) if (c.status !== 200 || c.usage_complete !== true) problems.push(`call ${String(c.request_id)}: status ${String(c.status)}, usage_complete ${String(c.usage_complete)}`);
   return problems;
 }
 
@@ -204,7 +226,7 @@ function checkTurn(agent: AgentSpec, turn: TurnName, result: RunResult, upstream
 }
 
 async function runTurn(agent: AgentSpec, turn: TurnName, config: AgentConfig, token: string, fake: { requests: ModelRequest[] }, runRoot: string, opts: Options, gateway: Gateway | undefined, socket?: SocketMode): Promise<Row> {
-  const root = join(runRoot, `${agent.name}-${socket ? 'ws-' : ''}${turn}`);
+  const root = join(runRoot, `${agent.name}-${socket?.fallback ? 'ws-fallback-' : socket ? 'ws-' : ''}${turn}`);
   const sandbox: Sandbox = { root, home: join(root, 'home'), work: join(root, 'work') };
   mkdirSync(sandbox.home, { recursive: true });
   mkdirSync(sandbox.work, { recursive: true });
@@ -215,8 +237,14 @@ async function runTurn(agent: AgentSpec, turn: TurnName, config: AgentConfig, to
   const result = await runAgent({ command: binPath(agent), args: command.args, env, cwd: sandbox.work, timeoutMs: opts.turnTimeoutMs, traceFile: opts.trace ? traceFileFor(root) : undefined, sandboxRoot: root });
   const upstream = fake.requests.slice(from);
   const problems = checkTurn(agent, turn, result, upstream, gateway, opts.turnTimeoutMs);
-  if (socket && gateway) problems.push(...checkSocketTurn(upstream, await socketTurnsOf(gateway, recordsFrom, upstream.length)));
-  const row: Row = { agent, turn: socket ? `ws-${turn}` : turn, ok: problems.length === 0, seconds: result.ms / 1000, requests: upstream.length, note: problems.join('; ') || `${socket ? 'over the WebSocket, each turn charged its usage; ' : ''}${opts.trace ? 'loopback only' : 'egress not traced'}` };
+  if (socket?.fallback && gateway) problems.push(...checkFallbackTurn(upstream, await recordsOf(gateway, recordsFrom, (r) => r.method === 'POST', upstream.length)));
+  else if (socket && gateway) problems.push(...checkSocketTurn(upstream, await socketTurnsOf(gateway, recordsFrom, upstream.length)));
+  const how = socket?.fallback
+    ? `${gateway?.records().slice(recordsFrom).filter((r) => r.error === 'upgrade_not_served').length ?? 0} upgrades answered 404, then over HTTP; `
+    : socket
+      ? 'over the WebSocket, each turn charged its usage; '
+      : '';
+  const row: Row = { agent, turn: socket?.fallback ? 'ws-fallback' : socket ? `ws-${turn}` : turn, ok: problems.length === 0, seconds: result.ms / 1000, requests: upstream.length, note: problems.join('; ') || `${how}${opts.trace ? 'loopback only' : 'egress not traced'}` };
   if (!row.ok) {
     // For a post-mortem with E2E_KEEP_SANDBOX=1: what reached the upstream, one JSON per line.
     writeFileSync(join(root, 'upstream-requests.jsonl'), upstream.map((r) => JSON.stringify({ method: r.method, url: r.url, body: r.body.toString('utf8') })).join('\n'));
@@ -226,10 +254,15 @@ async function runTurn(agent: AgentSpec, turn: TurnName, config: AgentConfig, to
 }
 
 /** The WebSocket turns the gateway recorded since `from`: as many as `expected`, once their records are written (a turn is recorded at its end, the socket may close after the agent exits). */
-async function socketTurnsOf(gateway: Gateway, from: number, expected: number): Promise<LogRecord[]> {
-  const turns = () => gateway.records().slice(from).filter((r) => r.event === 'request' && r.method === 'WS');
-  for (let waited = 0; turns().length < expected && waited < 5000; waited += 50) await new Promise((r) => setTimeout(r, 50));
-  return turns();
+function socketTurnsOf(gateway: Gateway, from: number, expected: number): Promise<LogRecord[]> {
+  return recordsOf(gateway, from, (r) => r.method === 'WS', expected).then((all) => all.filter((r) => r.event === 'request' && r.method === 'WS'));
+}
+
+/** The gateway's records since `from`, once `expected` request records match `which` (or after 5 s). */
+async function recordsOf(gateway: Gateway, from: number, which: (r: LogRecord) => boolean, expected: number): Promise<LogRecord[]> {
+  const matching = () => gateway.records().slice(from).filter((r) => r.event === 'request' && which(r)).length;
+  for (let waited = 0; matching() < expected && waited < 5000; waited += 50) await new Promise((r) => setTimeout(r, 50));
+  return gateway.records().slice(from);
 }
 
 /** The budget turn: a token whose run has spent its budget; the agent must stop at once, having sent nothing upstream. */
@@ -418,6 +451,7 @@ async function main(): Promise<number> {
       }
       log(`  ${agent.name}: budget turn over the WebSocket via ${origin}`);
       rows.push(await runBudgetTurn(agent, config, fakeOf(agent), runRoot, opts, gateway, (spent) => socketMode(gateway!, spent)));
+      rows.push(await runFallbackTurn(agent, config, fakes, pki.caFile, runRoot, opts));
     }
     if (opts.record && recorders) {
       const files = saveRecording(agent, recorders[agent.providerKind], turnStarts, index);
@@ -433,6 +467,28 @@ async function main(): Promise<number> {
   // runnable alone as `npm run e2e:cloud`.
   const cloud = !opts.direct && opts.agents.some((a) => a.name === claudeCode.name) ? await runCloudTurns() : 0;
   return failed === 0 && cloud === 0 ? 0 : 1;
+}
+
+/**
+ * Codex's WebSocket configuration against a gateway whose OpenAI provider has no WebSocket mode
+ * (a second gateway process, so the first keeps its own): the plain turn must complete over HTTP.
+ */
+async function runFallbackTurn(agent: AgentSpec, config: AgentConfig, fakes: Fakes, caFile: string, runRoot: string, opts: Options): Promise<Row> {
+  const dir = join(runRoot, 'gateway-without-websocket');
+  mkdirSync(dir, { recursive: true });
+  let plain: Gateway;
+  try {
+    plain = await startGateway([agent], { openaiBaseUrl: fakes.openai.baseUrl, anthropicBaseUrl: fakes.anthropic.baseUrl, caFile }, dir, { websocket: false });
+  } catch (err) {
+    if (!(err instanceof Unsupported)) throw err;
+    return { agent, turn: 'ws-fallback', ok: false, seconds: 0, requests: 0, note: err.message };
+  }
+  try {
+    log(`  ${agent.name}: plain turn over the WebSocket configuration, through a gateway that serves no WebSocket, via ${plain.origin}`);
+    return await runTurn(agent, 'plain', config, plain.botToken, fakes.openai, runRoot, opts, plain, { ...socketMode(plain, plain.botToken), fallback: true });
+  } finally {
+    await plain.stop();
+  }
 }
 
 /** Runs scripts/e2e-cloud.ts as its own process (its fakes and cleanup are its own); its exit code. */

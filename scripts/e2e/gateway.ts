@@ -44,7 +44,12 @@ export interface Gateway {
   stop(): Promise<void>;
 }
 
-export async function startGateway(agents: readonly AgentSpec[], upstreams: GatewayUpstreams, tempDir: string): Promise<Gateway> {
+/**
+ * Starts `node dist/proxy.js` as the agents' gateway. `websocket: false` gives the OpenAI
+ * provider no WebSocket mode, as a provider that is not OpenAI's has by default: the gateway then
+ * answers every upgrade 404 (Codex's fallback turn).
+ */
+export async function startGateway(agents: readonly AgentSpec[], upstreams: GatewayUpstreams, tempDir: string, options: { websocket?: boolean } = {}): Promise<Gateway> {
   if (!existsSync(BUNDLE)) throw new Unsupported(`${BUNDLE} is missing: build it first (npm run build); e2e:agents builds nothing itself`);
 
   const signingKey = randomBytes(32).toString('hex');
@@ -54,7 +59,7 @@ export async function startGateway(agents: readonly AgentSpec[], upstreams: Gate
   const providersFile = join(tempDir, 'providers.json');
   const providers = [
     // The fake speaks the Responses API's WebSocket mode as OpenAI does (not assumed of a host that is not OpenAI's).
-    { name: 'openai', kind: 'openai', baseUrl: upstreams.openaiBaseUrl, keyEnv: 'E2E_OPENAI_UPSTREAM_KEY', models: modelsOf('openai'), caFile: upstreams.caFile, websocket: true },
+    { name: 'openai', kind: 'openai', baseUrl: upstreams.openaiBaseUrl, keyEnv: 'E2E_OPENAI_UPSTREAM_KEY', models: modelsOf('openai'), caFile: upstreams.caFile, websocket: options.websocket ?? true },
     { name: 'anthropic', kind: 'anthropic', baseUrl: upstreams.anthropicBaseUrl, keyEnv: 'E2E_ANTHROPIC_UPSTREAM_KEY', models: modelsOf('anthropic'), caFile: upstreams.caFile },
   ].filter((p) => p.models.length > 0);
   writeFileSync(providersFile, `${JSON.stringify({ providers }, null, 2)}\n`);
