@@ -34,7 +34,7 @@ async function main(): Promise<void> {
   const first = await google.authenticate(call, Date.now());
   if (!first.ok) throw new Error(`the Google source has no token: ${first.reason}`);
   const sources: [string, CredentialSource][] = [
-    ['static key', staticKeySource(literalSecret('sk-' + 'k'.repeat(48)), (k) => ['authorization', `Bearer ${k}`])],
+    ['static key', staticKeySource(literalSecret('sk-' + 'k'.repeat(48)), ['authorization', 'Bearer '])],
     ['google access token (cached)', google],
     ['aws sigv4, 30 KB body', awsSource({ accessKeyId: literalSecret('AKIDBENCH'), secretAccessKey: literalSecret('s'.repeat(40)), sessionToken: undefined, region: 'us-east-1', service: 'bedrock' })],
   ];

@@ -11,6 +11,7 @@
 import { crc32 } from 'node:zlib';
 import { StreamRedactor } from '../src/http/redact.ts';
 import { EventStreamGuard } from '../src/gateway/eventstream.ts';
+import { redactorOf } from '../test/support/secrets.ts';
 
 const KEY = `ya29.${'c'.repeat(8)}${Buffer.from(Array.from({ length: 116 }, (_, i) => (i * 37 + 11) & 0xff)).toString('base64url')}`.slice(0, 168);
 const ROUNDS = 7;
@@ -65,7 +66,7 @@ const cases: [string, number, number, () => void][] = [
   ['StreamRedactor, 64 KiB of JSON-escaped events', escapedChunk.length, 2_000, ((r) => () => r.push(escapedChunk))(new StreamRedactor([KEY], true))],
   ['StreamRedactor, 64 KiB of a plain JSON body', sseChunk.length, 2_000, ((r) => () => r.push(sseChunk))(new StreamRedactor([KEY], false))],
   ['StreamRedactor, 64 KiB of JSON-escaped events, the first push with a new key', escapedChunk.length, 5, () => new StreamRedactor([`${KEY.slice(0, -8)}${String(++rotations).padStart(8, '0')}`], true).push(escapedChunk)],
-  [`EventStreamGuard, one ${bedrockFrame.length}-byte chunk frame`, bedrockFrame.length, 100_000, ((g) => () => g.push(bedrockFrame))(new EventStreamGuard([KEY]))],
+  [`EventStreamGuard, one ${bedrockFrame.length}-byte chunk frame`, bedrockFrame.length, 100_000, ((g) => () => g.push(bedrockFrame))(new EventStreamGuard(redactorOf(KEY)))],
 ];
 console.log(`key of ${KEY.length} characters; median of ${ROUNDS} rounds; node ${process.version}`);
 console.log('| what | bytes | µs per push | MB/s |');

@@ -2,12 +2,14 @@
 // environment variable, or from a file that is re-read whenever it changes (mounted secrets
 // rotate by replacing the file, or the symlink in front of it).
 import { readFileSync } from 'node:fs';
+import { Secret } from '../http/secret-value.ts';
 import { fileStamp } from './file-stamp.ts';
 
 export type SecretRef = { readonly env: string } | { readonly file: string };
 
+/** A secret as read: its value opaque (only kernel code reveals it), or why there is none. */
 export type SecretRead =
-  | { readonly ok: true; readonly value: string }
+  | { readonly ok: true; readonly value: Secret }
   | { readonly ok: false; readonly reason: 'missing' | 'invalid' };
 
 // Visible ASCII only: anything else (spaces, CR, LF, NUL, non-ASCII) could split or corrupt
@@ -26,7 +28,7 @@ export function sanitizeSecret(raw: string | undefined): SecretRead {
   const value = raw.replace(TRAILING_NEWLINES, '');
   if (value === '') return { ok: false, reason: 'missing' };
   if (!isVisibleAscii(value)) return { ok: false, reason: 'invalid' };
-  return { ok: true, value };
+  return { ok: true, value: new Secret(value) };
 }
 
 /**
@@ -35,7 +37,7 @@ export function sanitizeSecret(raw: string | undefined): SecretRead {
  */
 export function sanitizePassword(raw: string | undefined): SecretRead {
   const value = raw?.replace(TRAILING_NEWLINES, '');
-  return value ? { ok: true, value } : { ok: false, reason: 'missing' };
+  return value ? { ok: true, value: new Secret(value) } : { ok: false, reason: 'missing' };
 }
 
 export interface SecretSource {

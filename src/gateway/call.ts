@@ -9,6 +9,7 @@ import type { Exchange } from '../http/forward.ts';
 import type { BodyHold } from '../http/held-bodies.ts';
 import { RequestLifecycle, type Outcome, type Refusal, type SpanSink } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
+import { NO_SECRETS, type Redactor } from '../http/redactor.ts';
 import type { GatewayLogEvent } from './log-events.ts';
 import { writeProxyError } from '../http/respond.ts';
 import type { Reservation } from '../limits/admission.ts';
@@ -53,7 +54,8 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState, Mod
   bytesIn = 0;
   limit: string | null = null;
   maxOutputTokens: number | undefined;
-  secrets: readonly string[] = [];
+  /** The credential sent upstream, as the relays and the spans scrub it. */
+  redactor: Redactor = NO_SECRETS;
   /** Its body's bytes in the process's count (--max-held-request-bytes), from before the body is read until the body is let go or finish(). */
   heldBody: BodyHold | undefined;
   /** The limits slot, held from admission until finish() gives it back with the charge. */

@@ -8,7 +8,7 @@
 import { crc32 } from 'node:zlib';
 import type { EventReader } from './sse.ts';
 import { HeldBytes } from '../http/held-bytes.ts';
-import { carriesSecret } from '../http/redact.ts';
+import type { Redactor } from '../http/redactor.ts';
 
 /** The largest frame read (Bedrock's chunks are small; a message_start with a big prompt echo fits). */
 const MAX_FRAME_BYTES = 1024 * 1024;
@@ -159,11 +159,11 @@ function payloadStrings(frame: Buffer): string[] {
 const EMPTY = Buffer.alloc(0);
 
 export class EventStreamGuard {
-  readonly #secrets: readonly string[];
+  readonly #redactor: Redactor;
   readonly #arriving = new Arriving();
 
-  constructor(secrets: readonly string[]) {
-    this.#secrets = secrets;
+  constructor(redactor: Redactor) {
+    this.#redactor = redactor;
   }
 
   push(chunk: Buffer): Buffer {
@@ -188,7 +188,7 @@ export class EventStreamGuard {
   }
 
   #check(frame: Buffer): void {
-    const carried = carriesSecret(frame, this.#secrets) || payloadStrings(frame).some((s) => ENCODED_FIELD.test(s) && carriesSecret(Buffer.from(s, 'base64'), this.#secrets));
+    const carried = this.#redactor.carries(frame) || payloadStrings(frame).some((s) => ENCODED_FIELD.test(s) && this.#redactor.carries(Buffer.from(s, 'base64')));
     if (carried) throw new Error('an event-stream frame carries a credential');
   }
 }

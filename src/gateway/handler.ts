@@ -188,11 +188,11 @@ async function runCall(ctx: GatewayContext, call: GatewayCall): Promise<void> {
   const upstream = await prepareUpstream(shape, call.req.headers, body.bytes!, ctx.log, Date.now());
   if (call.gone) return call.abandon();
   if (!upstream.ok) return call.refuse(upstream.refusal);
-  call.secrets = upstream.secrets;
+  call.redactor = upstream.redactor;
 
   const answer = await sendWithRetries(call, upstream.target, body, route.protocol, ctx.send);
   if (answer.kind !== 'response') return;
-  await relayAnswer(call, answer.res, answer.exchange, upstream.secrets, route.protocol, ctx);
+  await relayAnswer(call, answer.res, answer.exchange, upstream.redactor, route.protocol, ctx);
 }
 
 /** GET /v1/models and /v1/models/<id>: the allowlist, answered by the gateway itself. */

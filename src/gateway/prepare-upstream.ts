@@ -1,6 +1,7 @@
 // Step 5 of a model call: the upstream request, built from the provider's configuration and the
 // checked call, never from the raw path; the credential from the provider's source for this very
-// call (a key read now, a minted access token, or a signature over the bytes to be sent).
+// call (a key read now, a minted access token, or a signature over the bytes to be sent), kept
+// opaque on the target (forward.ts writes it), and its secrets as the Redactor the relay holds.
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { ERRORS, type ProxyError } from '../http/errors.ts';
 import type { UpstreamTarget } from '../http/forward.ts';
@@ -9,12 +10,14 @@ import type { Refusal } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import { bounded } from '../http/log.ts';
 import type { ProviderConfig } from './config.ts';
+import { Redactor } from '../http/redactor.ts';
+import { reveal, type Secret } from '../http/secret-value.ts';
 import type { GatewayLogEvent } from './log-events.ts';
 import { type PathModel, type ProtocolRoute, type WireProtocol } from './protocols/protocol.ts';
 import type { Provider } from './providers.ts';
 import { providerHeaders } from './providers.ts';
 
-export type PreparedUpstream = { readonly ok: true; readonly target: UpstreamTarget; readonly secrets: readonly string[] } | { readonly ok: false; readonly refusal: Refusal };
+export type PreparedUpstream = { readonly ok: true; readonly target: UpstreamTarget; readonly redactor: Redactor } | { readonly ok: false; readonly refusal: Refusal };
 
 /**
  * Pure: a cloud route names its project and region: only the provider's own may be used (never
@@ -38,8 +41,8 @@ const CREDENTIAL_VALUE = /^[\x20-\x7e]*$/;
  * Pure: the name of a credential header whose value cannot be sent (a minted token with CR/LF,
  * DEL or a character above 0x7e, from a broken or hostile token endpoint), or undefined.
  */
-export function credentialHeaderProblem(headers: Readonly<Record<string, string>>): string | undefined {
-  for (const [name, value] of Object.entries(headers)) if (typeof value !== 'string' || !CREDENTIAL_VALUE.test(value)) return name;
+export function credentialHeaderProblem(headers: Readonly<Record<string, Secret>>): string | undefined {
+  for (const [name, value] of Object.entries(headers)) if (!CREDENTIAL_VALUE.test(reveal(value))) return name;
   return undefined;
 }
 
@@ -84,25 +87,25 @@ export async function prepareUpstream(call: UpstreamCallShape, headers: Incoming
     port: upstream.port,
     method,
     path,
-    headers: gatewayUpstreamHeaders(headers, call.protocol, { host: upstream.host, provider: config, credential: auth.headers, clientRequestId: call.requestId }),
+    headers: gatewayUpstreamHeaders(headers, call.protocol, { host: upstream.host, provider: config, clientRequestId: call.requestId }),
+    credential: auth.headers,
   };
-  return { ok: true, target, secrets: auth.secrets };
+  return { ok: true, target, redactor: new Redactor(auth.secrets) };
 }
 
 
 export interface GatewayUpstreamHeaderInput {
   readonly host: string;
-  /** The provider's kind decides where the key and the account headers go. */
+  /** The provider's kind decides where the account headers go. */
   readonly provider: Pick<ProviderConfig, 'kind' | 'organization' | 'project'>;
-  /** The headers the provider's credential source produced for this call. */
-  readonly credential: Readonly<Record<string, string>>;
   readonly clientRequestId: string;
 }
 
 /**
  * Upstream headers for a model call: the client headers the protocol allows
- * (allowedRequestHeaders), then Host, identity encoding, the correlation id,
- * and the provider's key and account headers where its kind reads them. Everything else stays
+ * (allowedRequestHeaders), then Host, identity encoding, the correlation id, and the
+ * provider's account headers where its kind reads them; its credential is the target's, added
+ * as the request is written (forward.ts). Everything else stays
  * here: credentials of any kind, account selectors, forwarding metadata, our identity headers,
  * headers nobody thought of.
  */
@@ -112,7 +115,7 @@ export function gatewayUpstreamHeaders(incoming: IncomingHttpHeaders, protocol: 
   // Only what the usage inspector can read: identity, so usage is never lost to an encoding.
   out['accept-encoding'] = 'identity';
   out['x-client-request-id'] = assertHeaderValue('x-client-request-id', set.clientRequestId);
-  return Object.assign(out, providerHeaders(set.provider, set.credential));
+  return Object.assign(out, providerHeaders(set.provider));
 }
 
 /** A protocol path under an SDK-style base path: `/v1` + `/chat/completions`, never `/v1/v1`. */

@@ -16,34 +16,30 @@ export interface Provider {
 }
 
 interface KindRules {
-  /** Where the key goes: OpenAI reads a bearer token, Anthropic the x-api-key header. */
-  credentialHeader(key: string): readonly [name: string, value: string];
+  /** Where the key goes, and what comes before it: OpenAI reads a bearer token, Anthropic the x-api-key header. */
+  readonly credentialHeader: readonly [name: string, prefix: string];
   /** The headers the kind reads the configured organization and project from, if it has them. */
   readonly organizationHeader: string | undefined;
   readonly projectHeader: string | undefined;
 }
 
 const PROVIDER_KINDS: Readonly<Record<ProviderKind, KindRules>> = {
-  openai: { credentialHeader: (key) => ['authorization', `Bearer ${key}`], organizationHeader: 'openai-organization', projectHeader: 'openai-project' },
-  anthropic: { credentialHeader: (key) => ['x-api-key', key], organizationHeader: undefined, projectHeader: undefined },
+  openai: { credentialHeader: ['authorization', 'Bearer '], organizationHeader: 'openai-organization', projectHeader: 'openai-project' },
+  anthropic: { credentialHeader: ['x-api-key', ''], organizationHeader: undefined, projectHeader: undefined },
   // The clouds take a bearer token (a Google access token; a Bedrock API key) when not signed.
-  'anthropic-vertex': { credentialHeader: (key) => ['authorization', `Bearer ${key}`], organizationHeader: undefined, projectHeader: undefined },
-  'anthropic-bedrock': { credentialHeader: (key) => ['authorization', `Bearer ${key}`], organizationHeader: undefined, projectHeader: undefined },
+  'anthropic-vertex': { credentialHeader: ['authorization', 'Bearer '], organizationHeader: undefined, projectHeader: undefined },
+  'anthropic-bedrock': { credentialHeader: ['authorization', 'Bearer '], organizationHeader: undefined, projectHeader: undefined },
 };
 
-/** Where a static key goes for a kind: `Authorization: Bearer` (OpenAI) or `x-api-key` (Anthropic). */
-export function keyHeader(kind: ProviderKind): (key: string) => readonly [string, string] {
+/** Where a static key goes for a kind, and its prefix: `Authorization: Bearer ` (OpenAI) or `x-api-key` (Anthropic). */
+export function keyHeader(kind: ProviderKind): readonly [name: string, prefix: string] {
   return PROVIDER_KINDS[kind].credentialHeader;
 }
 
-/**
- * The upstream credential headers a source produced and the provider's account headers, each
- * value checked for CR/LF.
- */
-export function providerHeaders(config: Pick<ProviderConfig, 'kind' | 'organization' | 'project'>, credential: Readonly<Record<string, string>>): OutgoingHttpHeaders {
+/** The provider's account headers, each value checked for CR/LF (the credential's own are the target's: forward.ts). */
+export function providerHeaders(config: Pick<ProviderConfig, 'kind' | 'organization' | 'project'>): OutgoingHttpHeaders {
   const rules = PROVIDER_KINDS[config.kind];
   const out: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(credential)) out[name] = assertHeaderValue(name, value);
   if (config.organization && rules.organizationHeader) out[rules.organizationHeader] = assertHeaderValue(rules.organizationHeader, config.organization);
   if (config.project && rules.projectHeader) out[rules.projectHeader] = assertHeaderValue(rules.projectHeader, config.project);
   return out;

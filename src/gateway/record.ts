@@ -6,6 +6,7 @@ import type { Exchange } from '../http/forward.ts';
 import type { Outcome, TracedRequest } from '../http/lifecycle.ts';
 import type { SpanContext, TraceContext } from '../http/trace-context.ts';
 import { elapsedMs, pathForLog } from '../http/log.ts';
+import type { Redactor } from '../http/redactor.ts';
 import type { Charge, ChargeBasis } from '../limits/charge.ts';
 import type { CredentialSource } from './credentials/source.ts';
 import type { ApiName, CallSummary } from './protocols/protocol.ts';
@@ -119,7 +120,7 @@ export interface ModelSpanFacts extends TracedRequest {
   /** The most output the body allows (max_tokens and its kin), when it names one. */
   readonly maxOutputTokens: number | undefined;
   /** The credential the call sent upstream: no attribute may carry it in any form. */
-  readonly secrets: readonly string[];
+  readonly redactor: Redactor;
 }
 
 /** Pure: the cloud a credential source belongs to, for the record. */

@@ -2,16 +2,17 @@
 // (answerKind, pure): the gateway's own key refused, an error body (read whole and redacted), a
 // compressed body (refused: it could not be read on its way), an SSE or AWS event stream (relayed
 // chunk by chunk, unbuffered, its usage read on the way), or a JSON body (relayed, a bounded copy
-// read for its usage). Every relayed byte passes the redactor of the call's secrets.
+// read for its usage). Every relayed byte passes the call's Redactor (its secrets, opaque here).
 import type { IncomingMessage } from 'node:http';
 import { ERRORS } from '../http/errors.ts';
 import { relayResponse, type Exchange } from '../http/forward.ts';
 import { relayRedactedBody } from '../http/error-body.ts';
-import { mediaType, scrubResponseHeaders } from '../http/headers.ts';
+import { mediaType } from '../http/headers.ts';
 import { isRelayableStatus } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import type { GatewayLogEvent } from './log-events.ts';
-import { isIdentity, StreamRedactor } from '../http/redact.ts';
+import { isIdentity } from '../http/redact.ts';
+import type { Redactor } from '../http/redactor.ts';
 import type { GatewayCall } from './call.ts';
 import { EventStreamFramer, EventStreamGuard } from './eventstream.ts';
 import type { WireProtocol } from './protocols/protocol.ts';
@@ -45,8 +46,8 @@ export function errorClassForStatus(status: number): string {
 }
 
 /** Pure: the upstream's headers as relayed: credential-bearing ones removed by name and by value, the correlation id ours. */
-export function relayedHeaders(rawHeaders: readonly string[], secrets: readonly string[]): string[] {
-  const headers = scrubResponseHeaders(rawHeaders, secrets);
+export function relayedHeaders(rawHeaders: readonly string[], redactor: Redactor): string[] {
+  const headers = redactor.headers(rawHeaders);
   const pairs: string[] = [];
   for (let i = 0; i < headers.length; i += 2) {
     if (headers[i]!.toLowerCase() === 'x-client-request-id') continue;
@@ -62,7 +63,7 @@ export interface RelayContext {
 }
 
 /** The step: relays the answer and ends the call with its status. */
-export async function relayAnswer(call: GatewayCall, upstream: IncomingMessage, exchange: Exchange, secrets: readonly string[], protocol: WireProtocol, ctx: RelayContext): Promise<void> {
+export async function relayAnswer(call: GatewayCall, upstream: IncomingMessage, exchange: Exchange, redactor: Redactor, protocol: WireProtocol, ctx: RelayContext): Promise<void> {
   const status = upstream.statusCode ?? 502;
   const kind = answerKind(status, upstream.headers['content-encoding'], upstream.headers['content-type'], protocol);
   const provider = call.provider!.config;
@@ -83,19 +84,19 @@ export async function relayAnswer(call: GatewayCall, upstream: IncomingMessage, 
       call.refuse({ error: ERRORS.upstreamEncoding }, 'upstream_encoded_body');
       return;
     case 'error_body':
-      return relayError(call, upstream, exchange, status, secrets);
+      return relayError(call, upstream, exchange, status, redactor);
     case 'sse':
     case 'eventstream':
-      return relayStream(call, upstream, exchange, status, secrets, protocol, kind === 'eventstream', ctx);
+      return relayStream(call, upstream, exchange, status, redactor, protocol, kind === 'eventstream', ctx);
     case 'json':
-      return relayJson(call, upstream, exchange, status, secrets, protocol);
+      return relayJson(call, upstream, exchange, status, redactor, protocol);
   }
 }
 
 /** An error answer: upstreams echo keys in error messages, so it is read whole, decoded and redacted in every form first. */
-async function relayError(call: GatewayCall, upstream: IncomingMessage, exchange: Exchange, status: number, secrets: readonly string[]): Promise<void> {
+async function relayError(call: GatewayCall, upstream: IncomingMessage, exchange: Exchange, status: number, redactor: Redactor): Promise<void> {
   call.relaying = true;
-  const relayed = await relayRedactedBody(call.res, upstream, relayedHeaders(upstream.rawHeaders, secrets), secrets, exchange);
+  const relayed = await relayRedactedBody(call.res, upstream, relayedHeaders(upstream.rawHeaders, redactor), redactor, exchange);
   if (relayed.ok) return call.end(status, errorClassForStatus(status));
   if (call.gone) return call.abandon();
   call.refuse({ error: ERRORS.upstreamProtocol }, relayed.reason);
@@ -105,10 +106,10 @@ async function relayError(call: GatewayCall, upstream: IncomingMessage, exchange
  * A stream: every chunk written as it arrives, a copy to the protocol's reader.
  * A binary event-stream frame cannot be redacted inside: one carrying a secret cuts the stream.
  */
-async function relayStream(call: GatewayCall, upstream: IncomingMessage, exchange: Exchange, status: number, secrets: readonly string[], protocol: WireProtocol, eventStream: boolean, ctx: RelayContext): Promise<void> {
+async function relayStream(call: GatewayCall, upstream: IncomingMessage, exchange: Exchange, status: number, redactor: Redactor, protocol: WireProtocol, eventStream: boolean, ctx: RelayContext): Promise<void> {
   call.stream = true;
   call.relaying = true;
-  const headers = relayedHeaders(upstream.rawHeaders, secrets);
+  const headers = relayedHeaders(upstream.rawHeaders, redactor);
   headers.push('X-Accel-Buffering', 'no');
   const reader = protocol.newStreamReader(() => performance.now());
   const framer = eventStream ? new EventStreamFramer(reader) : new SseFramer(reader);
@@ -118,7 +119,7 @@ async function relayStream(call: GatewayCall, upstream: IncomingMessage, exchang
   try {
     await relayResponse(call.res, upstream, headers, exchange, {
       onChunk: (chunk) => framer.push(chunk),
-      rewrite: eventStream ? new EventStreamGuard(secrets) : new StreamRedactor(secrets, true),
+      rewrite: eventStream ? new EventStreamGuard(redactor) : redactor.stream(true),
       flushHead: true,
       endIsClean: protocol.streamNeedsEndEvent ? () => reader.summary().terminated && !(framer instanceof EventStreamFramer && framer.corrupt) : undefined,
     });
@@ -130,12 +131,12 @@ async function relayStream(call: GatewayCall, upstream: IncomingMessage, exchang
 }
 
 /** A JSON answer: relayed as it comes (redacted), a copy of up to 8 MiB read for its usage once complete. */
-async function relayJson(call: GatewayCall, upstream: IncomingMessage, exchange: Exchange, status: number, secrets: readonly string[], protocol: WireProtocol): Promise<void> {
+async function relayJson(call: GatewayCall, upstream: IncomingMessage, exchange: Exchange, status: number, redactor: Redactor, protocol: WireProtocol): Promise<void> {
   call.relaying = true;
   const copy: Buffer[] = [];
   let copied = 0;
-  await relayResponse(call.res, upstream, relayedHeaders(upstream.rawHeaders, secrets), exchange, {
-    rewrite: new StreamRedactor(secrets, false),
+  await relayResponse(call.res, upstream, relayedHeaders(upstream.rawHeaders, redactor), exchange, {
+    rewrite: redactor.stream(false),
     onChunk: (chunk) => {
       copied += chunk.length;
       if (copied <= MAX_SUMMARY_BODY_BYTES) copy.push(chunk);

@@ -191,7 +191,7 @@ export class ResponsesSocket {
     turn.bytesIn = message.length;
     turn.identity = this.call.identity;
     turn.provider = this.opened.provider;
-    turn.secrets = this.opened.secrets;
+    turn.redactor = this.opened.redactor;
     if (this.#turn !== undefined || this.#reason !== undefined) {
       // One response at a time per connection: every event is then the one turn's.
       if (this.#reason === undefined) this.#refuseTurn(turn, { error: ERRORS.socketTurnInFlight });
@@ -273,7 +273,7 @@ export class ResponsesSocket {
       // A turn's events are the ones that come after its message went upstream: anything before
       // it is relayed, but can neither charge nor end the turn.
       const current = this.#turn?.turn.attempts === 1 ? this.#turn : undefined;
-      this.#relayed = { message: new UpstreamMessage(this.opened.secrets, this.#client, current?.reader), live: current };
+      this.#relayed = { message: new UpstreamMessage(this.opened.redactor, this.#client, current?.reader), live: current };
     }
     const relayed = this.#relayed;
     if (relayed === undefined || this.#reason !== undefined) return;

@@ -2,6 +2,7 @@
 // and what its handshake hands its connection.
 import type { Socket } from 'node:net';
 import type { HeldBodies } from '../http/held-bodies.ts';
+import type { Redactor } from '../http/redactor.ts';
 import type { LimitsStore } from '../limits/admission.ts';
 import type { SendPolicy } from './attempts.ts';
 import type { BotAuth } from './authenticate.ts';
@@ -38,6 +39,6 @@ export interface SocketContext extends CallContext, RelayContext {
 export interface OpenedSocket {
   readonly upstream: Socket;
   readonly head: Buffer;
-  readonly secrets: readonly string[];
+  readonly redactor: Redactor;
   readonly provider: Provider;
 }

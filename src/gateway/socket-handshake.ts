@@ -10,6 +10,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorForUpstream, ERRORS, type UpstreamError } from '../http/errors.ts';
 import { newExchange, type Exchange } from '../http/forward.ts';
 import type { Refusal } from '../http/lifecycle.ts';
+import type { Redactor } from '../http/redactor.ts';
 import type { UpgradeContext } from '../http/server.ts';
 import { handshakeProblem, openUpstreamSocket, switchingProtocolsHead, withoutHandshakeHeaders, type UpgradeAnswer } from '../http/ws-upgrade.ts';
 import { authenticateBot } from './authenticate.ts';
@@ -90,19 +91,19 @@ async function handshake(ctx: SocketContext, call: GatewayCall): Promise<OpenedS
   if (answer.kind === 'refused') return refuseUpgrade(call, { error: ERRORS.upstreamProtocol, message: `the upstream's WebSocket handshake was not one RFC 6455 allows (${answer.problem})` }, 'upstream_bad_upgrade');
   const id = answer.res.headers['x-request-id'];
   call.upstreamRequestId = typeof id === 'string' ? id.slice(0, 128) : undefined;
-  if (answer.kind === 'response') return void (await upgradeRefused(ctx, call, answer.res, attempt, upstream.secrets));
+  if (answer.kind === 'response') return void (await upgradeRefused(ctx, call, answer.res, attempt, upstream.redactor));
   if (call.gone) {
     answer.socket.destroy();
     return void call.abandon();
   }
-  const relayed = withoutHandshakeHeaders(relayedHeaders(answer.res.rawHeaders, upstream.secrets));
+  const relayed = withoutHandshakeHeaders(relayedHeaders(answer.res.rawHeaders, upstream.redactor));
   call.req.socket.write(switchingProtocolsHead(call.req.headers['sec-websocket-key']!, ['X-Client-Request-Id', call.requestId, ...relayed]));
   call.end(101);
-  return { upstream: answer.socket, head: answer.head, secrets: upstream.secrets, provider };
+  return { upstream: answer.socket, head: answer.head, redactor: upstream.redactor, provider };
 }
 
 /** The provider answered the upgrade without switching. */
-async function upgradeRefused(ctx: SocketContext, call: GatewayCall, res: IncomingMessage, exchange: Exchange, secrets: readonly string[]): Promise<void> {
+async function upgradeRefused(ctx: SocketContext, call: GatewayCall, res: IncomingMessage, exchange: Exchange, redactor: Redactor): Promise<void> {
   const status = res.statusCode ?? 502;
   // It has no WebSocket mode after all: the 404 that makes the client fall back to HTTP.
   if (status === 404 || status === 405 || status === 426) {
@@ -114,5 +115,5 @@ async function upgradeRefused(ctx: SocketContext, call: GatewayCall, res: Incomi
     return void refuseUpgrade(call, { error: ERRORS.upstreamProtocol }, 'upstream_bad_status');
   }
   // Its key refused (502 upstream_auth_failed), or an error answer, relayed redacted, as on HTTP.
-  await relayAnswer(call, res, exchange, secrets, responses, ctx);
+  await relayAnswer(call, res, exchange, redactor, responses, ctx);
 }

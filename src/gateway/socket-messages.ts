@@ -5,7 +5,8 @@
 // frames were cut (so a key split across frames is still one key, held back only by the tail a
 // secret could still end in), and copied to the turn's protocol reader for the usage and the end.
 import type { BodyHold, HeldBodies } from '../http/held-bodies.ts';
-import { StreamRedactor } from '../http/redact.ts';
+import type { StreamRedactor } from '../http/redact.ts';
+import type { Redactor } from '../http/redactor.ts';
 import type { WsEndpoint } from '../http/ws-endpoint.ts';
 import type { StreamReader } from './protocols/protocol.ts';
 import type { LargeEventConsumer } from './sse.ts';
@@ -52,11 +53,11 @@ export class UpstreamMessage {
   #sent = false;
 
   constructor(
-    secrets: readonly string[],
+    redactor: Redactor,
     private readonly client: WsEndpoint,
     reader: StreamReader | undefined,
   ) {
-    this.#redactor = new StreamRedactor(secrets, false);
+    this.#redactor = redactor.stream(false);
     this.#copy = reader && new EventCopy(reader);
   }
 

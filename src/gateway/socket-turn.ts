@@ -10,6 +10,7 @@ import { ERRORS } from '../http/errors.ts';
 import { newExchange, type Exchange } from '../http/forward.ts';
 import type { BodyHold } from '../http/held-bodies.ts';
 import type { AttemptSpan, Outcome, Refusal, SpanSink } from '../http/lifecycle.ts';
+import { NO_SECRETS, type Redactor } from '../http/redactor.ts';
 import type { SpanContext, TraceContext } from '../http/trace-context.ts';
 import type { LimitsStore, Reservation } from '../limits/admission.ts';
 import { chargeFor, type Charge } from '../limits/charge.ts';
@@ -62,7 +63,7 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
   /** The most output the message allows, when it names a limit (the span's gen_ai.request.max_tokens). */
   maxOutputTokens: number | undefined;
   /** The credential the connection sent upstream: no span attribute may carry it. */
-  secrets: readonly string[] = [];
+  redactor: Redactor = NO_SECRETS;
   #outcome: Outcome | undefined;
   #finished = false;
 

@@ -8,6 +8,7 @@ import { ERRORS, type ProxyError } from '../http/errors.ts';
 import { RequestLifecycle, type Outcome, type Refusal, type SpanSink } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import type { HttpLogEvent } from '../http/log-events.ts';
+import { NO_SECRETS, type Redactor } from '../http/redactor.ts';
 import { writeProxyError } from '../http/respond.ts';
 import { gitRecord, type GitCallState, type GitRequestRecord, type GitSpanFacts, type PushState } from './record.ts';
 import type { GitRouteName } from './route.ts';
@@ -41,7 +42,7 @@ export class GitCall extends RequestLifecycle implements GitCallState, GitSpanFa
   push: PushState | undefined;
   repo: readonly string[] | undefined;
   access: GitAccess | undefined;
-  secrets: readonly string[] = [];
+  redactor: Redactor = NO_SECRETS;
   #slot: { readonly counts: KeyedCounts; readonly key: string } | undefined;
 
   constructor(

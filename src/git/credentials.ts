@@ -1,16 +1,18 @@
 // Builds the Authorization header for a git host: from a token (and username) read at request
-// time, or from the installation token its GitHub App keeps fresh (github-app.ts).
+// time, or from the installation token its GitHub App keeps fresh (github-app.ts). The header and
+// the secrets to redact leave this file opaque (http/secret-value.ts).
 import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';
 import type { AuthType } from './hosts.ts';
 import { describeSecretRef, type SecretRead, type SecretRef, type SecretSource } from '../config/secret.ts';
+import { reveal, Secret } from '../http/secret-value.ts';
 import { INSTALLATION_TOKEN_USER, type InstallationTokens } from './github-app.ts';
 
 export type Credential =
   | {
       readonly ok: true;
-      readonly authorization: string;
-      /** Strings that must never appear in anything we return to a workload. */
-      readonly secrets: readonly string[];
+      readonly authorization: Secret;
+      /** What must never appear in anything we return to a workload. */
+      readonly secrets: readonly Secret[];
     }
   | { readonly ok: false; readonly error: ProxyError };
 
@@ -29,18 +31,19 @@ export function isBasicUsername(username: string): boolean {
 export function injectCredential(authType: AuthType, token: SecretRead, username: SecretRead | undefined): Credential {
   if (!token.ok) return failure(token);
   if (authType === 'bearer') {
-    return { ok: true, authorization: `Bearer ${token.value}`, secrets: [token.value] };
+    return { ok: true, authorization: new Secret(`Bearer ${reveal(token.value)}`), secrets: [token.value] };
   }
   if (username === undefined) return { ok: false, error: ERRORS.credentialMissing };
   if (!username.ok) return failure(username);
-  if (!isBasicUsername(username.value)) return { ok: false, error: ERRORS.credentialInvalid };
-  const basic = Buffer.from(`${username.value}:${token.value}`).toString('base64');
-  return { ok: true, authorization: `Basic ${basic}`, secrets: [token.value, basic] };
+  const name = reveal(username.value);
+  if (!isBasicUsername(name)) return { ok: false, error: ERRORS.credentialInvalid };
+  const basic = Buffer.from(`${name}:${reveal(token.value)}`).toString('base64');
+  return { ok: true, authorization: new Secret(`Basic ${basic}`), secrets: [token.value, new Secret(basic)] };
 }
 
 /** Pure: an installation token as git sends it to GitHub: Basic `x-access-token:<token>`. */
-export function installationTokenCredential(token: string): { authorization: string; secrets: readonly string[] } {
-  const made = injectCredential('basic', { ok: true, value: token }, { ok: true, value: INSTALLATION_TOKEN_USER });
+export function installationTokenCredential(token: string): { authorization: Secret; secrets: readonly Secret[] } {
+  const made = injectCredential('basic', { ok: true, value: new Secret(token) }, { ok: true, value: new Secret(INSTALLATION_TOKEN_USER) });
   if (!made.ok) throw new Error('an installation token is checked before it is kept');
   return made;
 }

@@ -12,6 +12,7 @@ import { mintedSource, type MintedSource } from '../gateway/credentials/minted.t
 import { isObject } from '../json/keys.ts';
 import { parseStrictJson } from '../json/strict.ts';
 import { fileSecret, type SecretSource } from '../config/secret.ts';
+import { reveal, Secret } from '../http/secret-value.ts';
 import type { GitHubAppConfig, PermissionLevel } from './github-app-config.ts';
 
 /** `iat` this far in the past, as GitHub advises against clock drift. */
@@ -156,12 +157,12 @@ export function parseInstallationToken(answer: FetchedBody, nowMs: number, confi
 
 /** The private key file as a source re-read when it changes (PEM holds spaces and newlines: kept as it is). */
 export function privateKeyFileSource(path: string): SecretSource {
-  return fileSecret(path, (raw) => (raw.trim() === '' ? { ok: false, reason: 'missing' } : { ok: true, value: raw }));
+  return fileSecret(path, (raw) => (raw.trim() === '' ? { ok: false, reason: 'missing' } : { ok: true, value: new Secret(raw) }));
 }
 
 /** A git host's installation tokens: the Authorization header for a request at `nowMs`, or why there is none. */
 export interface InstallationTokens {
-  authorization(nowMs: number): Promise<{ ok: true; authorization: string; secrets: readonly string[] } | { ok: false; reason: string }>;
+  authorization(nowMs: number): Promise<{ ok: true; authorization: Secret; secrets: readonly Secret[] } | { ok: false; reason: string }>;
   readonly minted: MintedSource;
 }
 
@@ -171,7 +172,7 @@ export interface InstallationTokenOptions {
   readonly privateKey: SecretSource;
   readonly exchange: TokenExchange;
   /** How the token goes upstream: Basic `x-access-token:<token>` (credentials.ts). */
-  readonly basic: (token: string) => { authorization: string; secrets: readonly string[] };
+  readonly basic: (token: string) => { authorization: Secret; secrets: readonly Secret[] };
   readonly onRefresh: (outcome: { ok: true } | { ok: false; reason: string }) => void;
   /** How long a request waits for a refresh in flight (minted.ts's default unless a test needs another). */
   readonly waitMs?: number;
@@ -182,7 +183,7 @@ export function installationTokens(opts: InstallationTokenOptions): Installation
   const key = (): KeyObject => {
     const pem = opts.privateKey.read();
     if (!pem.ok) throw new Error(`the private key file ${config.privateKeyFile} cannot be read`);
-    const parsed = appPrivateKey(pem.value);
+    const parsed = appPrivateKey(reveal(pem.value));
     if ('error' in parsed) throw new Error(`the private key file ${config.privateKeyFile} ${parsed.error}`);
     return parsed;
   };

@@ -14,10 +14,11 @@ import { ERRORS, errorForUpstream, withMessage, type ProxyError, type UpstreamEr
 import { watchBodyIdle } from '../http/body-idle.ts';
 import { openUpstream, relayResponse, staleSocketReset, type ForwardBody, type UpstreamTarget, type UpstreamTimeouts } from '../http/forward.ts';
 import { relayRedactedBody } from '../http/error-body.ts';
-import { gitUpstreamHeaders, headerCount, scrubResponseHeaders } from '../http/headers.ts';
+import { gitUpstreamHeaders, headerCount } from '../http/headers.ts';
 import { isRelayableStatus, type Refusal, type SpanSink } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import type { HttpLogEvent } from '../http/log-events.ts';
+import { Redactor } from '../http/redactor.ts';
 import { decideGitAccess, proveWorkload, WORKLOAD_CHALLENGE, type AccessDecision } from './access.ts';
 import { GitCall } from './call.ts';
 import { hostCredential } from './credentials.ts';
@@ -146,7 +147,7 @@ async function runGitRequest(deps: GitProxyDeps, inProgress: KeyedCounts, call: 
   const credential = await hostCredential(upstream.config.key, { authType: upstream.config.authType, token: upstream.token, username: upstream.username, installation: upstream.installation }, Date.now());
   if (call.gone) return call.abandon();
   if (!credential.ok) return call.refuse({ error: credential.error });
-  call.secrets = credential.secrets;
+  call.redactor = new Redactor(credential.secrets);
   if (!(await parserDoneWithRead(call))) return call.abandon();
   const target: UpstreamTarget = {
     agent: upstream.agent,
@@ -154,11 +155,12 @@ async function runGitRequest(deps: GitProxyDeps, inProgress: KeyedCounts, call: 
     port: upstream.config.port,
     method: call.method,
     path: parsed.upstreamPath,
-    headers: gitUpstreamHeaders(call.req.headers, upstream.config.key, credential.authorization),
+    headers: gitUpstreamHeaders(call.req.headers, upstream.config.key),
+    credential: { authorization: credential.authorization },
   };
   const answer = await sendGit(call, target, deps.timeouts, body);
   if (answer === undefined) return;
-  await relayGitAnswer(call, answer, credential.secrets, upstream.config.key);
+  await relayGitAnswer(call, answer, call.redactor, upstream.config.key);
 }
 
 /**
@@ -231,7 +233,7 @@ async function sendGit(call: GitCall, target: UpstreamTarget, timeouts: GitProxy
 }
 
 /** Relays the host's answer: a success as it streams, anything else read whole and redacted (a host may echo the credential it was sent). */
-async function relayGitAnswer(call: GitCall, upstream: IncomingMessage, secrets: readonly string[], hostKey: string): Promise<void> {
+async function relayGitAnswer(call: GitCall, upstream: IncomingMessage, redactor: Redactor, hostKey: string): Promise<void> {
   const status = upstream.statusCode ?? 502;
   const exchange = call.client;
   if (!isRelayableStatus(status)) {
@@ -244,7 +246,7 @@ async function relayGitAnswer(call: GitCall, upstream: IncomingMessage, secrets:
     upstream.resume();
     return call.refuse({ error: upstreamCredentialRefused(hostKey) });
   }
-  const headers = scrubResponseHeaders(upstream.rawHeaders, secrets);
+  const headers = redactor.headers(upstream.rawHeaders);
   if (status >= 200 && status < 300) {
     // The host's report on a push, read for the record as it goes by, unchanged.
     const caps = call.push?.head?.capabilities;
@@ -253,7 +255,7 @@ async function relayGitAnswer(call: GitCall, upstream: IncomingMessage, secrets:
     await relayResponse(call.res, upstream, headers, exchange, reader && { onChunk: (chunk) => reader.push(chunk) });
     return call.end(status, exchange.failure);
   }
-  const relayed = await relayRedactedBody(call.res, upstream, headers, secrets, exchange);
+  const relayed = await relayRedactedBody(call.res, upstream, headers, redactor, exchange);
   if (relayed.ok) return call.end(status, exchange.failure);
   if (call.gone) return call.abandon();
   call.refuse({ error: ERRORS.upstreamProtocol });

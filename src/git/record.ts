@@ -5,6 +5,7 @@ import type { Exchange } from '../http/forward.ts';
 import type { Outcome, TracedRequest } from '../http/lifecycle.ts';
 import type { SpanContext, TraceContext } from '../http/trace-context.ts';
 import { elapsedMs, pathForLog } from '../http/log.ts';
+import type { Redactor } from '../http/redactor.ts';
 import type { PushHead } from './push-commands.ts';
 import type { HostReport } from './push-report.ts';
 import { refText } from './ref-rules.ts';
@@ -113,7 +114,7 @@ export interface GitSpanFacts extends TracedRequest {
   /** What the request does: read (git-upload-pack, and its ref discovery) or write (git-receive-pack). */
   readonly access: GitAccess | undefined;
   /** The host credential sent upstream: no attribute may carry it in any form. */
-  readonly secrets: readonly string[];
+  readonly redactor: Redactor;
 }
 
 /** Pure: the record of a git request that is over. */

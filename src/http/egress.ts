@@ -4,6 +4,7 @@
 // message naming the variable. The tunnel itself (sockets) is tunnel.ts.
 import { BlockList, isIP } from 'node:net';
 import type { SecretRead } from '../config/secret.ts';
+import { Secret } from './secret-value.ts';
 
 /** The egress proxy: where CONNECT goes. `label` (host:port) names it in logs and messages. */
 export interface EgressProxy {
@@ -197,7 +198,7 @@ function isProxyAuthorization(value: string): boolean {
 export function judgeProxyAuthorization(raw: string): SecretRead {
   const value = raw.replace(/[\r\n]+$/, '');
   if (value === '') return { ok: false, reason: 'missing' };
-  return isProxyAuthorization(value) ? { ok: true, value } : { ok: false, reason: 'invalid' };
+  return isProxyAuthorization(value) ? { ok: true, value: new Secret(value) } : { ok: false, reason: 'invalid' };
 }
 
 /** The most of an answer's head this proxy reads before it calls the answer malformed. */

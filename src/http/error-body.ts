@@ -2,7 +2,8 @@
 // only once read whole, decoded and redacted in every form.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Exchange } from './forward.ts';
-import { decodeBody, redactBody, type DecodedBody } from './redact.ts';
+import { decodeBody, type DecodedBody } from './redact.ts';
+import type { Redactor } from './redactor.ts';
 import { UnreadableText } from './spelled-secrets.ts';
 
 /** Error bodies are read whole, to be checked; one larger than this (decoded) is refused rather than relayed unread. */
@@ -10,16 +11,16 @@ const MAX_ERROR_BODY_BYTES = 1024 * 1024;
 
 /**
  * Relays an upstream answer that is read whole first (an error): decoded from any
- * Content-Encoding (bounded), every form of `secrets` redacted, sent with its own length. A body
+ * Content-Encoding (bounded), every form of the call's secrets redacted (`redactor`), sent with its own length. A body
  * that is too large, corrupt, in an unknown encoding or too ambiguous to be checked for the
  * secrets (UnreadableText) is not relayed: the caller answers 502 with the reason. Used by both listeners for the answers an upstream may echo a credential in.
  */
-export async function relayRedactedBody(res: ServerResponse, upstream: IncomingMessage, headers: readonly string[], secrets: readonly string[], exchange: Exchange): Promise<{ readonly ok: true } | { readonly ok: false; readonly reason: string }> {
+export async function relayRedactedBody(res: ServerResponse, upstream: IncomingMessage, headers: readonly string[], redactor: Redactor, exchange: Exchange): Promise<{ readonly ok: true } | { readonly ok: false; readonly reason: string }> {
   const raw = await readWhole(upstream, MAX_ERROR_BODY_BYTES);
   if (res.destroyed) return { ok: false, reason: 'client_aborted' };
   const decoded: DecodedBody = raw === undefined ? { ok: false, reason: 'too_large' } : decodeBody(raw, upstream.headers['content-encoding'], MAX_ERROR_BODY_BYTES);
   if (!decoded.ok) return { ok: false, reason: `upstream_error_body_${decoded.reason}` };
-  const body = redactedOrRefused(decoded.body, secrets);
+  const body = redactedOrRefused(decoded.body, redactor);
   if (body === undefined) return { ok: false, reason: 'upstream_error_body_unreadable' };
   const out: string[] = [];
   for (let i = 0; i < headers.length; i += 2) {
@@ -34,9 +35,9 @@ export async function relayRedactedBody(res: ServerResponse, upstream: IncomingM
 }
 
 /** `body` redacted, or undefined when it is too ambiguous to be checked. */
-function redactedOrRefused(body: Buffer, secrets: readonly string[]): Buffer | undefined {
+function redactedOrRefused(body: Buffer, redactor: Redactor): Buffer | undefined {
   try {
-    return redactBody(body, secrets);
+    return redactor.body(body);
   } catch (err) {
     if (err instanceof UnreadableText) return undefined;
     throw err;

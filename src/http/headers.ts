@@ -102,13 +102,13 @@ export function allowedRequestHeaders(incoming: IncomingHttpHeaders, allowed: (n
 
 /**
  * Upstream headers for a git request: the allowlisted client headers (allowedRequestHeaders),
- * then Host from the registry and our Authorization. The framing (Content-Length,
- * Transfer-Encoding) is never the client's: the forwarding core sets it from what it sends.
+ * then Host from the registry. Our Authorization is the target's credential, added as the request
+ * is written (forward.ts); the framing (Content-Length, Transfer-Encoding) is never the client's:
+ * the forwarding core sets it from what it sends.
  */
-export function gitUpstreamHeaders(incoming: IncomingHttpHeaders, host: string, authorization: string): OutgoingHttpHeaders {
+export function gitUpstreamHeaders(incoming: IncomingHttpHeaders, host: string): OutgoingHttpHeaders {
   const out = allowedRequestHeaders(incoming, isGitRequestHeader);
   out.host = assertHeaderValue('host', host);
-  out.authorization = assertHeaderValue('authorization', authorization);
   return out;
 }
 

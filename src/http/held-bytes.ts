@@ -8,8 +8,12 @@
 // square in copying). A lone chunk is held as it is, not copied.
 const NOTHING_HELD = Buffer.alloc(0);
 
+/**
+ * What is held is the first #length bytes of #buffer; a lone chunk is #buffer itself. (The
+ * members' comments are inside their bodies: esbuild keeps a comment before a class member in
+ * the bundle, one inside a function it drops.)
+ */
 export class HeldBytes {
-  /** What is held is the first #length bytes of #buffer; a lone chunk is #buffer itself. */
   #buffer: Buffer = NOTHING_HELD;
   #length = 0;
 
@@ -17,8 +21,8 @@ export class HeldBytes {
     return this.#length;
   }
 
-  /** The byte `back` places from the end of what is held (1: the last), or -1. */
   byteFromEnd(back: number): number {
+    // The byte `back` places from the end of what is held (1: the last), or -1.
     return back <= this.#length ? this.#buffer[this.#length - back]! : -1;
   }
 
@@ -40,17 +44,15 @@ export class HeldBytes {
     this.#length = needed;
   }
 
-  /** All that is held, as one Buffer: valid until the next `add`; `keep` or `take` leave it as it is, to be handed on. */
   bytes(): Buffer {
+    // All that is held, as one Buffer: valid until the next `add`; `keep` or `take` leave it as it is, to be handed on.
     return this.#buffer.subarray(0, this.#length);
   }
 
-  /**
-   * Holds `rest` alone (the tail of what `bytes` returned), copied: what was handed on is never
-   * written again. `room`: the bytes expected in all, when the caller knows (a frame's length), so
-   * that they are copied once, not again at each doubling.
-   */
   keep(rest: Buffer, room = 0): void {
+    // Holds `rest` alone (the tail of what `bytes` returned), copied: what was handed on is never
+    // written again. `room`: the bytes expected in all, when the caller knows (a frame's length),
+    // so that they are copied once, not again at each doubling.
     if (rest.length === 0) this.#buffer = NOTHING_HELD;
     else {
       this.#buffer = Buffer.alloc(Math.max(rest.length, room));
@@ -59,8 +61,8 @@ export class HeldBytes {
     this.#length = rest.length;
   }
 
-  /** All that is held, and nothing held after. */
   take(): Buffer {
+    // All that is held, and nothing held after.
     const all = this.bytes();
     this.#buffer = NOTHING_HELD;
     this.#length = 0;

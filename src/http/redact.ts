@@ -176,15 +176,15 @@ export class StreamRedactor {
   readonly #events: boolean;
   readonly #held = new HeldBytes();
 
-  /** `events`: the body is an event stream, cut at blank lines. */
   constructor(secrets: readonly string[], events: boolean) {
+    // `events`: the body is an event stream, cut at blank lines.
     this.#forms = secretForms(secrets);
     this.#window = this.#forms?.longest ?? 0;
     this.#events = events;
   }
 
-  /** The bytes to relay now (possibly none). */
   push(chunk: Buffer): Buffer {
+    // The bytes to relay now (possibly none).
     if (chunk.length === 0) return NO_BYTES;
     const alone = this.#held.length === 0;
     const chunkEnd = this.#events ? lastEventEnd(chunk) : 0;
@@ -211,8 +211,8 @@ export class StreamRedactor {
     return before.length === 0 ? body.subarray(0, cut) : replacePlaces(text.slice(0, cut), before);
   }
 
-  /** At the end of the body: whatever is still held, redacted. */
   end(): Buffer {
+    // At the end of the body: whatever is still held, redacted.
     const rest = this.#held.take();
     return this.#forms === undefined ? rest : redactForms(rest, this.#forms);
   }

@@ -4,6 +4,7 @@
 // credential, nothing else: the upstream request, its credential and its answer are inside TLS.
 import { connect, type Socket } from 'node:net';
 import type { SecretSource } from '../config/secret.ts';
+import { reveal } from './secret-value.ts';
 import { connectRequestHead, egressProxyFor, readConnectAnswer, type EgressProxy, type EgressSettings } from './egress.ts';
 
 /** How to reach one upstream through the egress proxy. */
@@ -45,7 +46,7 @@ export function openTunnel(route: TunnelRoute, host: string, port: number, done:
   try {
     const auth = route.authorization?.read();
     if (auth !== undefined && !auth.ok) throw new EgressError(`the egress proxy credential (--egress-proxy-auth-file) is ${auth.reason === 'missing' ? 'missing or empty' : 'not a valid header value'}; the operator must fix it`);
-    head = connectRequestHead(host, port, auth?.value);
+    head = connectRequestHead(host, port, auth?.ok ? reveal(auth.value) : undefined);
   } catch (err) {
     return done(err instanceof EgressError ? err : new EgressError(`${(err as Error).message} (egress proxy ${proxy.label})`));
   }

@@ -9,6 +9,7 @@ import { createUpstreamAgent } from '../http/forward.ts';
 import { judgeProxyAuthorization, parseEgressEnv } from '../http/egress.ts';
 import { tunnelRouteFor, type Egress } from '../http/tunnel.ts';
 import { softOpenFilesLimit } from '../http/connection-caps.ts';
+import { reveal } from '../http/secret-value.ts';
 import { isBasicUsername } from '../git/credentials.ts';
 import { appPrivateKey } from '../git/github-app.ts';
 import { hostsFromEnv, mergeHosts, parseHostsFile, type HostConfig } from '../git/hosts.ts';
@@ -43,7 +44,7 @@ function openGitUpstreams(hosts: readonly HostConfig[], env: NodeJS.ProcessEnv, 
     const ca = config.caFile ? readTextFile(config.caFile, `git host ${config.key}: CA file`) : undefined;
     const username = config.username === undefined ? undefined : 'literal' in config.username ? literalSecret(config.username.literal) : secretSource(env, config.username);
     const name = username?.read();
-    if (name?.ok && !isBasicUsername(name.value)) throw new Error(`git host ${config.key}: the username contains ":", which Basic authentication cannot carry (RFC 7617); fix its username`);
+    if (name?.ok && !isBasicUsername(reveal(name.value))) throw new Error(`git host ${config.key}: the username contains ":", which Basic authentication cannot carry (RFC 7617); fix its username`);
     if (config.githubApp) checkAppKey(config.key, config.githubApp.privateKeyFile);
     upstreams.set(config.key, {
       config,

@@ -15,7 +15,7 @@
 import type { ModelRequestRecord, ModelSpanFacts } from '../gateway/record.ts';
 import type { GitRequestRecord, GitSpanFacts } from '../git/record.ts';
 import type { AttemptSpan, TracedRequest } from '../http/lifecycle.ts';
-import { headerCarriesSecret } from '../http/redact.ts';
+import type { Redactor } from '../http/redactor.ts';
 import type { SpanContext } from '../http/trace-context.ts';
 import type { ProviderKind } from '../gateway/protocols/protocol.ts';
 import { attributes, SPAN_KIND, STATUS_CODE, unixNano, type AttributePairs, type OtlpSpan, type OtlpValue } from './otlp.ts';
@@ -30,11 +30,11 @@ const GENAI_PROVIDER: Readonly<Record<ProviderKind, string>> = { openai: 'openai
 const NOT_OURS: ReadonlySet<string> = new Set(['client_aborted', 'shutdown']);
 
 /**
- * Pure: the spans with every string that carries one of `secrets` replaced whole: each attribute's
- * value (a list's items too), the name and the status message.
+ * Pure: the spans with every string that carries one of the call's secrets (its `redactor`'s)
+ * replaced whole: each attribute's value (a list's items too), the name and the status message.
  */
-function redacted(spans: readonly OtlpSpan[], secrets: readonly string[]): OtlpSpan[] {
-  const holds = headerCarriesSecret(secrets);
+function redacted(spans: readonly OtlpSpan[], redactor: Redactor): OtlpSpan[] {
+  const holds = redactor.textCheck();
   const clean = (s: string): string => (holds(s) ? REDACTED_VALUE : s);
   const value = (v: OtlpValue): OtlpValue => ('stringValue' in v ? { stringValue: clean(v.stringValue) } : 'arrayValue' in v ? { arrayValue: { values: v.arrayValue.values.map(value) } } : v);
   return spans.map((span) => ({
@@ -145,7 +145,7 @@ export function modelSpans(rec: ModelRequestRecord, call: ModelSpanFacts): OtlpS
   const server = serverSpan(call, span, name, rec.duration_ms, rec.error, rec.status, [...genAi, ...own]);
   const firstToken = rec.ttft_ms === null ? undefined : [{ timeUnixNano: unixNano(call.startedAt + rec.ttft_ms), name: 'credential_proxy.first_token' }];
   const attemptValues: AttributePairs = [genAi[0]!, genAi[1]!, genAi[2]!];
-  return redacted([{ ...server, ...(firstToken ? { events: firstToken } : {}) }, ...attemptSpans(call, span, call.startedAt + rec.duration_ms, rec.error, attemptValues)], call.secrets);
+  return redacted([{ ...server, ...(firstToken ? { events: firstToken } : {}) }, ...attemptSpans(call, span, call.startedAt + rec.duration_ms, rec.error, attemptValues)], call.redactor);
 }
 
 /** http.route by git route: the template every request of the route matches. */
@@ -175,5 +175,5 @@ export function gitSpans(rec: GitRequestRecord, call: GitSpanFacts): OtlpSpan[] 
     ['credential_proxy.bytes_out', rec.bytes_out],
   ];
   const server = serverSpan(call, span, route === undefined ? rec.method : `${rec.method} ${route}`, rec.duration_ms, rec.error, rec.status, values);
-  return redacted([server, ...attemptSpans(call, span, call.startedAt + rec.duration_ms, rec.error, [])], call.secrets);
+  return redacted([server, ...attemptSpans(call, span, call.startedAt + rec.duration_ms, rec.error, [])], call.redactor);
 }

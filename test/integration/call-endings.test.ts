@@ -24,6 +24,7 @@ import { encodeSse as encodeResponses, textTranscript as responsesTranscript } f
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { eventually } from '../support/eventually.ts';
+import { Secret } from '../../src/http/secret-value.ts';
 
 let pki: TestPki;
 let upstream: ModelUpstream;
@@ -135,7 +136,7 @@ test('call endings: the request and its FIN in one write while a cloud token is 
     authenticate: async () => {
       minting.arrive();
       await minting.wait;
-      return { ok: true, headers: { authorization: 'Bearer ya29.minted' }, secrets: ['ya29.minted'] };
+      return { ok: true, headers: { authorization: new Secret('Bearer ya29.minted') }, secrets: [new Secret('ya29.minted')] };
     },
   };
   const gw = await gateway({ limits: new LocalLimits(ONE_AT_A_TIME), credential: slow });
@@ -156,7 +157,7 @@ test('call endings: the request and its FIN in one write while a cloud token is 
 
 for (const [name, token] of [['CR/LF', 'ya29.a\r\nx-injected: 1'], ['DEL', 'ya29.a\x7fb'], ['a character above U+00FF', 'ya29.a\u0100b'], ['a Latin-1 character', 'ya29.a\u00e9b']] as const) {
   test(`call endings: a minted token with ${name} is refused as 502 upstream_credential_failed, never 500, recorded, and the slot comes back (credentialHeaderProblem)`, async () => {
-    const broken: CredentialSource = { type: 'google-metadata', present: () => true, authenticate: async () => ({ ok: true, headers: { authorization: `Bearer ${token}` }, secrets: [token] }) };
+    const broken: CredentialSource = { type: 'google-metadata', present: () => true, authenticate: async () => ({ ok: true, headers: { authorization: new Secret(`Bearer ${token}`) }, secrets: [new Secret(token)] }) };
     const gw = await gateway({ limits: new LocalLimits(ONE_AT_A_TIME), credential: broken });
     try {
       const before = upstream.requests.length;

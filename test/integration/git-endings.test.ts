@@ -13,6 +13,7 @@ import { commandLine, FLUSH, GIT_CAPS, oid, pkt, ZERO } from '../support/push-bo
 import { startGitInProcess } from '../support/harness.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
+import { Secret } from '../../src/http/secret-value.ts';
 
 let pki: TestPki;
 let upstream: TestUpstream;
@@ -42,7 +43,7 @@ test('git endings: a throw in a step answers 500, is recorded once as internal, 
     pki,
     workloadAuth: { key, maxLifetimeSec: 3600 },
     maxConcurrentPerWorkload: 1,
-    token: { read: () => (broken ? (() => { throw new Error('boom in the token source'); })() : { ok: true, value: 'ghp_ok_0123456789' }) },
+    token: { read: () => (broken ? (() => { throw new Error('boom in the token source'); })() : { ok: true, value: new Secret('ghp_ok_0123456789') }) },
   });
   try {
     assert.equal((await refs(git.port, 'g-throw')).status, 500);

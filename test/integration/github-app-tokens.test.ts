@@ -14,6 +14,7 @@ import { exchangeAtGitHub, installationTokens, privateKeyFileSource, type Instal
 import { startGitHubAppFake, type GitHubAppFake } from '../support/github-app-fake.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { rsaKeyPair } from '../support/test-keys.ts';
+import { reveal } from '../../src/http/secret-value.ts';
 
 const MIN = 60_000;
 const T0 = Date.parse('2026-11-26T04:00:00Z');
@@ -75,7 +76,7 @@ async function tokenAt(s: Setup, ms: number): Promise<string> {
   s.at(ms);
   const got = await s.tokens.authorization(ms);
   assert.ok(got.ok, `a token at +${(ms - T0) / MIN} min: ${got.ok ? '' : got.reason}`);
-  return tokenOf(got.authorization);
+  return tokenOf(reveal(got.authorization));
 }
 
 test('github app tokens: the fake verifies the JWT for real (RS256 with the app key, iss, iat/exp window) and the token goes upstream as Basic x-access-token with its secrets', async (t) => {
@@ -91,8 +92,8 @@ test('github app tokens: the fake verifies the JWT for real (RS256 with the app 
   assert.equal(exchange!.headers.accept, 'application/vnd.github+json');
   const token = exchange!.token!;
   const basic = Buffer.from(`x-access-token:${token}`).toString('base64');
-  assert.equal(got.authorization, `Basic ${basic}`);
-  assert.deepEqual(got.secrets, [token, basic]);
+  assert.equal(reveal(got.authorization), `Basic ${basic}`);
+  assert.deepEqual(got.secrets.map(reveal), [token, basic]);
 });
 
 test('github app tokens: the narrowing is sent as configured (repositories and permissions), and none when none is configured', async (t) => {
@@ -113,7 +114,7 @@ test('github app tokens: concurrent requests share one exchange', async (t) => {
   release();
   const got = await Promise.all(waiting);
   assert.ok(got.every((g) => g.ok));
-  assert.equal(new Set(got.map((g) => (g.ok ? g.authorization : ''))).size, 1);
+  assert.equal(new Set(got.map((g) => (g.ok ? reveal(g.authorization) : ''))).size, 1);
   assert.equal(s.fake.exchanges.length, 1);
 });
 

@@ -17,6 +17,7 @@ import { runCommandInProcess } from '../support/command-in-process.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
 import { RespClient } from '../../src/store/resp.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { Secret } from '../../src/http/secret-value.ts';
 
 const SIGNING_KEY = randomBytes(32).toString('hex');
 const FIRST = `first pass ${randomBytes(8).toString('hex')}`; // a space too: the password is a RESP string, not a header
@@ -52,7 +53,7 @@ async function rotateOnRedis(from: string, to: string): Promise<void> {
   let up!: () => void;
   let down!: (e: Error) => void;
   const ready = new Promise<void>((resolve, reject) => ((up = resolve), (down = reject)));
-  const admin = new RespClient({ address: { host: '127.0.0.1', port: redis.port }, tls: false, password: { read: () => ({ ok: true, value: from }) }, onState: (isUp, why) => (isUp ? up() : down(new Error(`redis admin connection: ${why}`))) });
+  const admin = new RespClient({ address: { host: '127.0.0.1', port: redis.port }, tls: false, password: { read: () => ({ ok: true, value: new Secret(from) }) }, onState: (isUp, why) => (isUp ? up() : down(new Error(`redis admin connection: ${why}`))) });
   try {
     await ready;
     assert.equal(await admin.command(['CONFIG', 'SET', 'requirepass', to]), 'OK');

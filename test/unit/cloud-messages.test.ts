@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { EventStreamFramer, EventStreamGuard, frameHeaders } from '../../src/gateway/eventstream.ts';
 import { encodeFrame } from '../support/cloud-fakes.ts';
+import { redactorOf } from '../support/secrets.ts';
 import { anthropicMessages } from '../../src/gateway/protocols/anthropic-messages.ts';
 import { parseBedrockPath, parseVertexPath } from '../../src/gateway/protocols/cloud-messages.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
@@ -94,7 +95,7 @@ test('event stream: a frame with a bad CRC or a length over the cap marks the st
 
 test('event stream guard: whole frames pass at once, a partial frame waits for its end, and a frame carrying the credential (even base64-encoded inside) cuts the stream', () => {
   const frames = BEDROCK_EVENTS.map(chunkFrame);
-  const guard = new EventStreamGuard(['aws-secret-key-0123456789']);
+  const guard = new EventStreamGuard(redactorOf('aws-secret-key-0123456789'));
   assert.deepEqual(guard.push(Buffer.concat(frames.slice(0, 2))), Buffer.concat(frames.slice(0, 2)));
   const third = frames[2]!;
   assert.equal(guard.push(third.subarray(0, 10)).length, 0);

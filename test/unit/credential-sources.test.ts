@@ -10,6 +10,8 @@ import { assertionJwt, googleMetadataSource, googleServiceAccountSource, parseSe
 import { mintedAction as tokenAction } from '../../src/gateway/credentials/minted.ts';
 import { canonicalRequest, sha256Hex } from '../../src/gateway/credentials/sigv4.ts';
 import { rsaKeyPair } from '../support/test-keys.ts';
+import { reveal } from '../../src/http/secret-value.ts';
+import { revealed } from '../support/secrets.ts';
 
 const { privateKey, publicKey } = rsaKeyPair(2048);
 const PEM = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
@@ -63,7 +65,7 @@ test('google: concurrent calls wait on one refresh in flight, and the token then
   const source = googleServiceAccountSource({ readKeyFile: () => keyFile(), scope: 's', exchange, onRefresh: (o) => refreshes.push(o.ok) });
   const calls = Array.from({ length: 5 }, () => source.authenticate(CALL, 0));
   exchange.release!();
-  for (const r of await Promise.all(calls)) assert.deepEqual(r, { ok: true, headers: { authorization: 'Bearer ya29.token-1' }, secrets: ['ya29.token-1'] });
+  for (const r of await Promise.all(calls)) assert.deepEqual(revealed(r), { ok: true, headers: { authorization: 'Bearer ya29.token-1' }, secrets: ['ya29.token-1'] });
   assert.equal(exchange.calls, 1);
   await source.authenticate(CALL, 60_000);
   assert.equal(exchange.calls, 1);
@@ -76,10 +78,10 @@ test('google: ahead of expiry a call still gets the current token while one refr
   await source.refresh(0);
   exchange.fail = true;
   const ahead = await source.authenticate(CALL, 3_600_000 - 4 * 60_000);
-  assert.deepEqual(ahead.ok && ahead.headers, { authorization: 'Bearer ya29.token-1' }, 'served at once, not after the refresh');
+  assert.deepEqual(ahead.ok && revealed(ahead.headers), { authorization: 'Bearer ya29.token-1' }, 'served at once, not after the refresh');
   await source.refreshIfDue(3_600_000 - 4 * 60_000);
   const stillValid = await source.authenticate(CALL, 3_600_000 - 60_000);
-  assert.deepEqual(stillValid.ok && stillValid.headers, { authorization: 'Bearer ya29.token-1' }, 'the refresh failed: the current token serves until it expires');
+  assert.deepEqual(stillValid.ok && revealed(stillValid.headers), { authorization: 'Bearer ya29.token-1' }, 'the refresh failed: the current token serves until it expires');
   const expired = await source.authenticate(CALL, 3_600_000);
   assert.equal(expired.ok, false);
   assert.ok(!expired.ok && expired.error.code === 'upstream_credential_failed' && /invalid_grant/.test(expired.reason), JSON.stringify(expired));
@@ -145,9 +147,9 @@ test('aws web identity: the projected token (re-read at each refresh) is traded 
   assert.ok(a.ok && b.ok);
   assert.equal(forms.length, 1);
   assert.deepEqual({ ...forms[0], WebIdentityToken: forms[0]!.WebIdentityToken }, { Action: 'AssumeRoleWithWebIdentity', Version: '2011-06-15', RoleArn: 'arn:aws:iam::123456789012:role/gateway', RoleSessionName: 'credential-proxy', DurationSeconds: '3600', WebIdentityToken: 'projected-token-1' });
-  assert.match(a.headers.authorization!, /Credential=ASIA1\//);
-  assert.equal(a.headers['x-amz-security-token'], 't1');
-  assert.deepEqual(a.secrets, ['s1', 't1']);
+  assert.match(reveal(a.headers.authorization!), /Credential=ASIA1\//);
+  assert.equal(reveal(a.headers['x-amz-security-token']!), 't1');
+  assert.deepEqual(a.secrets.map(reveal), ['s1', 't1']);
   tokenFile = 'projected-token-2';
   await source.refresh(at + 2000);
   assert.equal(forms[1]!.WebIdentityToken, 'projected-token-2', 'the rotated projected token is read at the refresh');
@@ -158,7 +160,7 @@ test('google metadata: the token comes from the metadata server with Metadata-Fl
   const source = googleMetadataSource({ metadataHost: '169.254.169.254', fetchJson: async (url, headers) => (asked.push([url, headers]), { access_token: 'ya29.md', expires_in: 3599, token_type: 'Bearer' }), onRefresh: () => {} });
   const r = await source.authenticate(CALL, 0);
   await source.authenticate(CALL, 1000);
-  assert.deepEqual(r.ok && r.headers, { authorization: 'Bearer ya29.md' });
+  assert.deepEqual(r.ok && revealed(r.headers), { authorization: 'Bearer ya29.md' });
   assert.deepEqual(asked, [['http://169.254.169.254/computeMetadata/v1/instance/service-accounts/default/token', { 'metadata-flavor': 'Google' }]]);
   const broken = googleMetadataSource({ metadataHost: 'x', fetchJson: async () => ({ error: 'no' }), onRefresh: () => {} });
   const refused = await broken.authenticate(CALL, 0);

@@ -1,10 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { injectCredential } from '../../src/git/credentials.ts';
+import { injectCredential as inject } from '../../src/git/credentials.ts';
 import { ERRORS } from '../../src/http/errors.ts';
+import { Secret } from '../../src/http/secret-value.ts';
 import { sanitizeSecret, type SecretRead } from '../../src/config/secret.ts';
+import { revealed } from '../support/secrets.ts';
 
-const ok = (value: string): SecretRead => ({ ok: true, value });
+const ok = (value: string): SecretRead => ({ ok: true, value: new Secret(value) });
+/** injectCredential, its Authorization and secrets revealed for comparison. */
+const injectCredential = (...args: Parameters<typeof inject>) => revealed(inject(...args));
 const MISSING: SecretRead = { ok: false, reason: 'missing' };
 const INVALID: SecretRead = { ok: false, reason: 'invalid' };
 

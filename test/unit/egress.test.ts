@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { bypassesEgress, connectRequestHead, egressProxyFor, judgeProxyAuthorization, parseEgressEnv, parseNoProxy, parseProxyUrl, readConnectAnswer } from '../../src/http/egress.ts';
+import { revealed } from '../support/secrets.ts';
 
 test('egress proxy URL http://HOST:PORT only: host names, IPv4 and bracketed IPv6 with an explicit port, a trailing slash allowed', () => {
   assert.deepEqual(parseProxyUrl('http://proxy.corp.example:3128', 'HTTPS_PROXY'), { host: 'proxy.corp.example', port: 3128, label: 'proxy.corp.example:3128' });
@@ -92,8 +93,8 @@ test('CONNECT carries only the target and the proxy credential: the request line
 });
 
 test('egress proxy credential checked for CR/LF: a file\'s trailing newline is dropped; CR, LF, NUL, tabs or non-ASCII inside make it invalid; empty is missing', () => {
-  assert.deepEqual(judgeProxyAuthorization('Basic dXNlcjpwdw==\n'), { ok: true, value: 'Basic dXNlcjpwdw==' });
-  assert.deepEqual(judgeProxyAuthorization('Bearer abc\r\n'), { ok: true, value: 'Bearer abc' });
+  assert.deepEqual(revealed(judgeProxyAuthorization('Basic dXNlcjpwdw==\n')), { ok: true, value: 'Basic dXNlcjpwdw==' });
+  assert.deepEqual(revealed(judgeProxyAuthorization('Bearer abc\r\n')), { ok: true, value: 'Bearer abc' });
   for (const bad of ['Basic a\r\nX-Injected: 1', 'Basic a\nb', 'Basic\tabc', 'Basic a\0', 'Basic \u00e9', ' Basic a', 'Basic  a']) {
     assert.deepEqual(judgeProxyAuthorization(bad), { ok: false, reason: 'invalid' }, JSON.stringify(bad));
   }

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { EventStreamFramer, EventStreamGuard } from '../../src/gateway/eventstream.ts';
 import { encodeFrame } from '../support/cloud-fakes.ts';
+import { redactorOf } from '../support/secrets.ts';
 import { bufferWork } from '../support/buffer-work.ts';
 import { base64Of, doublePercentOf, htmlReferencesOf } from '../support/secret-forms.ts';
 
@@ -20,7 +21,7 @@ const CLEAN = [chunk(delta('Hello')), chunk(delta(' there'))];
 
 /** What a client gets of `frames` through a guard: the bytes relayed, and whether the stream was cut. */
 function relay(frames: readonly Buffer[]): { relayed: Buffer; cut: boolean } {
-  const guard = new EventStreamGuard([KEY]);
+  const guard = new EventStreamGuard(redactorOf(KEY));
   const out: Buffer[] = [];
   try {
     for (const f of frames) out.push(guard.push(f));
@@ -66,7 +67,7 @@ test('event stream guard, hex and key without its prefix: a frame carrying a pre
   const tail = key.slice('sk-ant-api03-'.length);
   const hex = Buffer.from(tail).toString('hex');
   for (const bad of [exception(`bad key ${tail}`), exception(`bad key ${hex.toUpperCase()}`), chunk(delta(`x ${tail}`)), chunk(delta(`x ${tail}`).replace(tail, escapeAll(tail))), chunk(delta(`x ${hex}`))]) {
-    const guard = new EventStreamGuard([key]);
+    const guard = new EventStreamGuard(redactorOf(key));
     assert.deepEqual(guard.push(CLEAN[0]!), CLEAN[0]);
     assert.throws(() => guard.push(bad), /carries a credential/);
   }
@@ -90,7 +91,7 @@ test('event stream guard: a base64 field 10,000 levels deep in a payload is deco
 
 test('event stream guard and framer: a large frame dripped in small chunks is held as its chunks and joined once, so the work stays linear in its size (a frame near the 1 MiB cap in 32-byte chunks: its bytes copied a few times, not once per chunk), and it is relayed whole and read', () => {
   const frame = chunk(delta('x'.repeat(700_000))); // its base64 brings the frame near the 1 MiB cap
-  const guard = new EventStreamGuard([KEY]);
+  const guard = new EventStreamGuard(redactorOf(KEY));
   const events: number[] = [];
   const framer = new EventStreamFramer({ event: (data: Buffer) => void events.push(data.length), largeEvent: () => undefined });
   const out: Buffer[] = [];

@@ -10,8 +10,10 @@ import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
 import { botToken, identityFromHeaders } from '../../src/gateway/authenticate.ts';
 import { checkRequestBody } from '../../src/gateway/check-call.ts';
 import { clientRequestId, modelBody, modelsListBody, routeGatewayRequest as route3 } from '../../src/gateway/route.ts';
-import { gatewayUpstreamHeaders, upstreamPath, type GatewayUpstreamHeaderInput } from '../../src/gateway/prepare-upstream.ts';
+import { gatewayUpstreamHeaders as headersWithoutCredential, upstreamPath, type GatewayUpstreamHeaderInput as HeaderInput } from '../../src/gateway/prepare-upstream.ts';
 import { isJsonContentType } from '../../src/gateway/body.ts';
+import { withCredential } from '../../src/http/forward.ts';
+import { secretHeaders } from '../../src/gateway/credentials/source.ts';
 
 const ALLOWED = new Set(['gpt-4.1', 'gpt-4.1-mini']);
 const POLICY = { allowedModels: ALLOWED, hostedTools: new Set<string>() };
@@ -27,6 +29,14 @@ function rejected(result: ReturnType<typeof validateChatRequest>): { code: strin
   assert.equal(result.ok, false, JSON.stringify(result));
   if (result.ok) throw new Error('unreachable');
   return { code: result.error.code, param: result.param };
+}
+
+/** The input of gatewayUpstreamHeaders, and the headers the provider's credential source made. */
+type GatewayUpstreamHeaderInput = HeaderInput & { readonly credential: Readonly<Record<string, string>> };
+
+/** The headers a model call takes upstream: gatewayUpstreamHeaders', then the credential's, added as forward.ts writes the request. */
+function gatewayUpstreamHeaders(incoming: IncomingHttpHeaders, protocol: Parameters<typeof headersWithoutCredential>[1], set: GatewayUpstreamHeaderInput) {
+  return withCredential(headersWithoutCredential(incoming, protocol, set), secretHeaders(set.credential));
 }
 
 const SET: GatewayUpstreamHeaderInput = {
@@ -445,7 +455,8 @@ test('configured organization and project replace the client values', () => {
 });
 
 test('an Anthropic-kind provider gets the key in x-api-key, and no Authorization', () => {
-  const credential = Object.fromEntries([keyHeader('anthropic')('sk-upstream-key')]);
+  const [name, prefix] = keyHeader('anthropic');
+  const credential = { [name]: `${prefix}sk-upstream-key` };
   const out = gatewayUpstreamHeaders({ authorization: 'Bearer bot', 'x-api-key': 'bot' }, anthropicMessages, { ...SET, credential, provider: { kind: 'anthropic', organization: undefined, project: undefined } });
   assert.equal(out['x-api-key'], 'sk-upstream-key');
   assert.equal(out.authorization, undefined);

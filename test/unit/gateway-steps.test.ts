@@ -22,6 +22,8 @@ import { chargeFor } from '../../src/limits/charge.ts';
 import { carriesLimits } from '../../src/gateway/admit-call.ts';
 import { limitRefusal } from '../../src/limits/refusal.ts';
 import { newExchange } from '../../src/http/forward.ts';
+import { secretHeaders } from '../../src/gateway/credentials/source.ts';
+import { redactorOf } from '../support/secrets.ts';
 
 const chat = PROTOCOLS.find((p) => p.api === 'chat_completions')!;
 const messages = PROTOCOLS.find((p) => p.api === 'messages' && p.kind === 'anthropic')!;
@@ -56,7 +58,7 @@ test('errorClassForStatus: 429 is rate_limited, other 4xx upstream_4xx, 5xx upst
 });
 
 test('relayedHeaders: a credential echoed in a header is removed by value, credential headers by name, and the correlation id is the gateway\'s', () => {
-  const out = relayedHeaders(['Content-Type', 'application/json', 'X-Echo', 'key sk-secret-1', 'Set-Cookie', 'a=b', 'X-Client-Request-Id', 'theirs', 'X-Request-Id', 'req_1'], ['sk-secret-1']);
+  const out = relayedHeaders(['Content-Type', 'application/json', 'X-Echo', 'key sk-secret-1', 'Set-Cookie', 'a=b', 'X-Client-Request-Id', 'theirs', 'X-Request-Id', 'req_1'], redactorOf('sk-secret-1'));
   assert.deepEqual(out.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase()), ['content-type', 'x-request-id']);
 });
 
@@ -185,8 +187,8 @@ test('cloudScopeRefusal: a Vertex path naming another project or region than the
 });
 
 test('credentialHeaderProblem: a credential header with CR/LF, NUL, DEL or anything outside printable ASCII is named; printable ones pass', () => {
-  assert.equal(credentialHeaderProblem({ authorization: 'Bearer ya29.ok-_~', 'x-amz-date': '20261126T000000Z' }), undefined);
-  for (const bad of ['a\r\nb', 'a\nb', 'a\0b', 'a\x7fb', 'a\u00e9b', 'a\u0100b', 'a\tb']) assert.equal(credentialHeaderProblem({ 'x-goog': 'ok', authorization: `Bearer ${bad}` }), 'authorization', JSON.stringify(bad));
+  assert.equal(credentialHeaderProblem(secretHeaders({ authorization: 'Bearer ya29.ok-_~', 'x-amz-date': '20261126T000000Z' })), undefined);
+  for (const bad of ['a\r\nb', 'a\nb', 'a\0b', 'a\x7fb', 'a\u00e9b', 'a\u0100b', 'a\tb']) assert.equal(credentialHeaderProblem(secretHeaders({ 'x-goog': 'ok', authorization: `Bearer ${bad}` })), 'authorization', JSON.stringify(bad));
 });
 
 test('bodyPreflight: a body that is not JSON, or announced larger than the gateway takes, is refused before a byte of it is read', () => {

@@ -10,6 +10,7 @@ import { parseApiUrl, type GitHubAppConfig } from '../../src/git/github-app-conf
 import { appJwt, appPrivateKey, installationTokenRequest, narrowingProblem, parseInstallationToken } from '../../src/git/github-app.ts';
 import { parseHostsFile } from '../../src/git/hosts.ts';
 import { rsaKeyPair } from '../support/test-keys.ts';
+import { reveal } from '../../src/http/secret-value.ts';
 
 const FIXTURES = join(__dirname, '..', 'fixtures', 'github-app');
 const { privateKey, publicKey } = rsaKeyPair(2048);
@@ -181,6 +182,6 @@ test('github app token answer: with no narrowing configured the token keeps the 
 test('github app upstream credential: git gets the installation token as Basic x-access-token, and both the token and the Basic value are secrets to redact (installationTokenCredential)', () => {
   const made = installationTokenCredential('ghs_0123456789abcdef');
   const basic = Buffer.from('x-access-token:ghs_0123456789abcdef').toString('base64');
-  assert.equal(made.authorization, `Basic ${basic}`);
-  assert.deepEqual(made.secrets, ['ghs_0123456789abcdef', basic]);
+  assert.equal(reveal(made.authorization), `Basic ${basic}`);
+  assert.deepEqual(made.secrets.map(reveal), ['ghs_0123456789abcdef', basic]);
 });

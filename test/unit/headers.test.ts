@@ -1,10 +1,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders } from 'node:http';
-import { assertHeaderValue, connectionNamed, gitUpstreamHeaders, isCredentialHeaderName, scrubResponseHeaders } from '../../src/http/headers.ts';
+import { withCredential } from '../../src/http/forward.ts';
+import { assertHeaderValue, connectionNamed, gitUpstreamHeaders as gitHeadersOnly, isCredentialHeaderName, scrubResponseHeaders } from '../../src/http/headers.ts';
+import { Secret } from '../../src/http/secret-value.ts';
 
 const HOST = 'github.com';
 const AUTH = 'Bearer ghp_proxytoken';
+
+/** The headers a git request takes upstream: gitUpstreamHeaders', then our Authorization, added as forward.ts writes the request. */
+const gitUpstreamHeaders = (incoming: IncomingHttpHeaders, host: string, authorization: string) => withCredential(gitHeadersOnly(incoming, host), { authorization: new Secret(authorization) });
 
 const GIT_CLIENT_HEADERS: IncomingHttpHeaders = {
   'content-type': 'application/x-git-upload-pack-request',
@@ -91,7 +96,7 @@ test('gitUpstreamHeaders never carries the client framing: Content-Length and Tr
 test('gitUpstreamHeaders does not modify the incoming header object', () => {
   const incoming: IncomingHttpHeaders = { ...GIT_CLIENT_HEADERS, 'transfer-encoding': 'chunked', authorization: 'x' };
   const copy = { ...incoming };
-  gitUpstreamHeaders(incoming, HOST, AUTH);
+  gitHeadersOnly(incoming, HOST);
   assert.deepEqual(incoming, copy);
 });
 

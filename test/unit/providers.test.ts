@@ -4,10 +4,15 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ProviderConfig } from '../../src/gateway/config.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
+import { withCredential } from '../../src/http/forward.ts';
+import { Secret } from '../../src/http/secret-value.ts';
 import { keyHeader, providerHeaders as headersWith, providersByModel, routesOfKind, type Provider } from '../../src/gateway/providers.ts';
 
-/** The headers for a static key: where the kind puts it (keyHeader), with the account headers. */
-const providerHeaders = (cfg: Parameters<typeof headersWith>[0], key: string) => headersWith(cfg, Object.fromEntries([keyHeader(cfg.kind)(key)]));
+/** The headers for a static key: the account headers, and the key where the kind puts it (keyHeader), as forward.ts adds it. */
+const providerHeaders = (cfg: Parameters<typeof headersWith>[0], key: string) => {
+  const [name, prefix] = keyHeader(cfg.kind);
+  return withCredential(headersWith(cfg), { [name]: new Secret(`${prefix}${key}`) });
+};
 
 const config = (name: string, kind: 'openai' | 'anthropic', models: string[]): ProviderConfig => ({
   name,

@@ -11,6 +11,8 @@ import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
 import { checkRequestBody } from '../../src/gateway/check-call.ts';
 import { gatewayUpstreamHeaders } from '../../src/gateway/prepare-upstream.ts';
 import { routeGatewayRequest } from '../../src/gateway/route.ts';
+import { withCredential } from '../../src/http/forward.ts';
+import { Secret } from '../../src/http/secret-value.ts';
 import { keyHeader } from '../../src/gateway/providers.ts';
 
 const DIR = join(__dirname, '..', 'fixtures', 'recorded');
@@ -55,7 +57,8 @@ for (const entry of INDEX) {
   });
 
   test(`recorded ${entry.file}: every ${entry.agent} header but the replaced ones goes upstream`, () => {
-    const out = gatewayUpstreamHeaders(rec.headers, route.protocol, { host: 'api.example', credential: Object.fromEntries([keyHeader(route.protocol.kind)('sk-ours')]), clientRequestId: 'id-1', provider: { kind: route.protocol.kind, organization: undefined, project: undefined } });
+    const [name, prefix] = keyHeader(route.protocol.kind);
+    const out = withCredential(gatewayUpstreamHeaders(rec.headers, route.protocol, { host: 'api.example', clientRequestId: 'id-1', provider: { kind: route.protocol.kind, organization: undefined, project: undefined } }), { [name]: new Secret(`${prefix}sk-ours`) });
     const lost = Object.keys(rec.headers).filter((name) => !REPLACED.has(name) && out[name] !== rec.headers[name]);
     assert.deepEqual(lost, []);
     assert.equal(route.protocol.kind === 'openai' ? out.authorization : out['x-api-key'], route.protocol.kind === 'openai' ? 'Bearer sk-ours' : 'sk-ours');

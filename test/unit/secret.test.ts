@@ -11,6 +11,7 @@ import {
   sanitizeSecret,
   secretSource,
 } from '../../src/config/secret.ts';
+import { revealed } from '../support/secrets.ts';
 
 function withTempDir(fn: (dir: string) => void): void {
   const dir = mkdtempSync(join(tmpdir(), 'secret-test-'));
@@ -31,26 +32,26 @@ test('trailing CR and LF are stripped from a secret', () => {
     ['tok\r', 'tok'],
   ];
   for (const [raw, value] of cases) {
-    assert.deepEqual(sanitizeSecret(raw), { ok: true, value }, JSON.stringify(raw));
+    assert.deepEqual(revealed(sanitizeSecret(raw)), { ok: true, value }, JSON.stringify(raw));
   }
 });
 
 test('only trailing CR/LF is stripped: other trailing or leading whitespace makes the secret invalid', () => {
   for (const raw of ['tok ', 'tok\t', ' tok', '\ntok', '\rtok', 'tok \n', 'tok\n ']) {
-    assert.deepEqual(sanitizeSecret(raw), { ok: false, reason: 'invalid' }, JSON.stringify(raw));
+    assert.deepEqual(revealed(sanitizeSecret(raw)), { ok: false, reason: 'invalid' }, JSON.stringify(raw));
   }
 });
 
 test('an undefined or empty secret is missing', () => {
   for (const raw of [undefined, '', '\n', '\r\n', '\n\n']) {
-    assert.deepEqual(sanitizeSecret(raw), { ok: false, reason: 'missing' }, JSON.stringify(raw));
+    assert.deepEqual(revealed(sanitizeSecret(raw)), { ok: false, reason: 'missing' }, JSON.stringify(raw));
   }
 });
 
 test('a token with an embedded space, CR, LF, NUL, tab, DEL or non-ASCII byte is invalid and never used', () => {
   for (const raw of ['to ken', 'to\rken', 'to\nken', 'to\r\nken', 'to\0ken', 'to\tken', 'to\x7fken', 'tökén', 'tok\u2028en', 'tok\u00a0']) {
     const read = sanitizeSecret(raw);
-    assert.deepEqual(read, { ok: false, reason: 'invalid' }, JSON.stringify(raw));
+    assert.deepEqual(revealed(read), { ok: false, reason: 'invalid' }, JSON.stringify(raw));
     assert.ok(!('value' in read));
   }
 });
@@ -58,23 +59,23 @@ test('a token with an embedded space, CR, LF, NUL, tab, DEL or non-ASCII byte is
 test('every visible ASCII character is allowed in a secret', () => {
   let all = '';
   for (let c = 0x21; c <= 0x7e; c++) all += String.fromCharCode(c);
-  assert.deepEqual(sanitizeSecret(all), { ok: true, value: all });
+  assert.deepEqual(revealed(sanitizeSecret(all)), { ok: true, value: all });
 });
 
 test('envSecret reads the variable at call time, not when it is created', () => {
   const env: NodeJS.ProcessEnv = {};
   const source = envSecret(env, 'GIT_HOST_A_TOKEN');
-  assert.deepEqual(source.read(), { ok: false, reason: 'missing' });
+  assert.deepEqual(revealed(source.read()), { ok: false, reason: 'missing' });
   env.GIT_HOST_A_TOKEN = 'first';
-  assert.deepEqual(source.read(), { ok: true, value: 'first' });
+  assert.deepEqual(revealed(source.read()), { ok: true, value: 'first' });
   env.GIT_HOST_A_TOKEN = 'second\n';
-  assert.deepEqual(source.read(), { ok: true, value: 'second' });
+  assert.deepEqual(revealed(source.read()), { ok: true, value: 'second' });
   env.GIT_HOST_A_TOKEN = 'bad token';
-  assert.deepEqual(source.read(), { ok: false, reason: 'invalid' });
+  assert.deepEqual(revealed(source.read()), { ok: false, reason: 'invalid' });
   env.GIT_HOST_A_TOKEN = '';
-  assert.deepEqual(source.read(), { ok: false, reason: 'missing' });
+  assert.deepEqual(revealed(source.read()), { ok: false, reason: 'missing' });
   delete env.GIT_HOST_A_TOKEN;
-  assert.deepEqual(source.read(), { ok: false, reason: 'missing' });
+  assert.deepEqual(revealed(source.read()), { ok: false, reason: 'missing' });
 });
 
 test('fileSecret reads the file and strips its trailing newline', () => {
@@ -82,7 +83,7 @@ test('fileSecret reads the file and strips its trailing newline', () => {
     const path = join(dir, 'token');
     writeFileSync(path, 'filetoken\n');
     const source = fileSecret(path);
-    assert.deepEqual(source.read(), { ok: true, value: 'filetoken' });
+    assert.deepEqual(revealed(source.read()), { ok: true, value: 'filetoken' });
   });
 });
 
@@ -91,9 +92,9 @@ test('fileSecret re-reads the file after it is rewritten in place', () => {
     const path = join(dir, 'token');
     writeFileSync(path, 'old-token\n');
     const source = fileSecret(path);
-    assert.deepEqual(source.read(), { ok: true, value: 'old-token' });
+    assert.deepEqual(revealed(source.read()), { ok: true, value: 'old-token' });
     writeFileSync(path, 'a-new-and-longer-token\n');
-    assert.deepEqual(source.read(), { ok: true, value: 'a-new-and-longer-token' });
+    assert.deepEqual(revealed(source.read()), { ok: true, value: 'a-new-and-longer-token' });
   });
 });
 
@@ -102,12 +103,12 @@ test('fileSecret re-reads the file after a new file is renamed over it', () => {
     const path = join(dir, 'token');
     writeFileSync(path, 'old-token\n');
     const source = fileSecret(path);
-    assert.deepEqual(source.read(), { ok: true, value: 'old-token' });
+    assert.deepEqual(revealed(source.read()), { ok: true, value: 'old-token' });
     // Same size on purpose: only the file's identity (inode) tells the two apart.
     const next = join(dir, 'token.next');
     writeFileSync(next, 'new-token\n');
     renameSync(next, path);
-    assert.deepEqual(source.read(), { ok: true, value: 'new-token' });
+    assert.deepEqual(revealed(source.read()), { ok: true, value: 'new-token' });
   });
 });
 
@@ -118,17 +119,17 @@ test('fileSecret follows a rotated symlink, as mounted secrets rotate', () => {
     const link = join(dir, 'token');
     symlinkSync(join(dir, 'v1'), link);
     const source = fileSecret(link);
-    assert.deepEqual(source.read(), { ok: true, value: 'token-one' });
+    assert.deepEqual(revealed(source.read()), { ok: true, value: 'token-one' });
     const tmpLink = join(dir, 'token.tmp');
     symlinkSync(join(dir, 'v2'), tmpLink);
     renameSync(tmpLink, link);
-    assert.deepEqual(source.read(), { ok: true, value: 'token-two-longer' });
+    assert.deepEqual(revealed(source.read()), { ok: true, value: 'token-two-longer' });
   });
 });
 
 test('fileSecret of a file that does not exist is missing', () => {
   withTempDir((dir) => {
-    assert.deepEqual(fileSecret(join(dir, 'absent')).read(), { ok: false, reason: 'missing' });
+    assert.deepEqual(revealed(fileSecret(join(dir, 'absent')).read()), { ok: false, reason: 'missing' });
   });
 });
 
@@ -137,9 +138,9 @@ test('fileSecret of a file deleted after it was read is missing, not the old val
     const path = join(dir, 'token');
     writeFileSync(path, 'gone-soon\n');
     const source = fileSecret(path);
-    assert.deepEqual(source.read(), { ok: true, value: 'gone-soon' });
+    assert.deepEqual(revealed(source.read()), { ok: true, value: 'gone-soon' });
     unlinkSync(path);
-    assert.deepEqual(source.read(), { ok: false, reason: 'missing' });
+    assert.deepEqual(revealed(source.read()), { ok: false, reason: 'missing' });
   });
 });
 
@@ -148,11 +149,11 @@ test('fileSecret picks the file up again when it reappears after being deleted',
     const path = join(dir, 'token');
     writeFileSync(path, 'first\n');
     const source = fileSecret(path);
-    assert.deepEqual(source.read(), { ok: true, value: 'first' });
+    assert.deepEqual(revealed(source.read()), { ok: true, value: 'first' });
     unlinkSync(path);
-    assert.deepEqual(source.read(), { ok: false, reason: 'missing' });
+    assert.deepEqual(revealed(source.read()), { ok: false, reason: 'missing' });
     writeFileSync(path, 'first\n');
-    assert.deepEqual(source.read(), { ok: true, value: 'first' });
+    assert.deepEqual(revealed(source.read()), { ok: true, value: 'first' });
   });
 });
 
@@ -160,16 +161,16 @@ test('fileSecret of an empty file is missing and of a file with a bad value is i
   withTempDir((dir) => {
     const empty = join(dir, 'empty');
     writeFileSync(empty, '\n');
-    assert.deepEqual(fileSecret(empty).read(), { ok: false, reason: 'missing' });
+    assert.deepEqual(revealed(fileSecret(empty).read()), { ok: false, reason: 'missing' });
     const bad = join(dir, 'bad');
     writeFileSync(bad, 'two\nlines\n');
-    assert.deepEqual(fileSecret(bad).read(), { ok: false, reason: 'invalid' });
+    assert.deepEqual(revealed(fileSecret(bad).read()), { ok: false, reason: 'invalid' });
   });
 });
 
 test('fileSecret of a directory is missing', () => {
   withTempDir((dir) => {
-    assert.deepEqual(fileSecret(dir).read(), { ok: false, reason: 'missing' });
+    assert.deepEqual(revealed(fileSecret(dir).read()), { ok: false, reason: 'missing' });
   });
 });
 
@@ -178,23 +179,23 @@ test('secretSource picks the environment or the file by the reference kind', () 
     const path = join(dir, 'token');
     writeFileSync(path, 'from-file');
     const env = { TOKEN: 'from-env' };
-    assert.deepEqual(secretSource(env, { env: 'TOKEN' }).read(), { ok: true, value: 'from-env' });
-    assert.deepEqual(secretSource(env, { file: path }).read(), { ok: true, value: 'from-file' });
+    assert.deepEqual(revealed(secretSource(env, { env: 'TOKEN' }).read()), { ok: true, value: 'from-env' });
+    assert.deepEqual(revealed(secretSource(env, { file: path }).read()), { ok: true, value: 'from-file' });
   });
 });
 
 test('literalSecret is sanitized like any other secret', () => {
-  assert.deepEqual(literalSecret('alice').read(), { ok: true, value: 'alice' });
-  assert.deepEqual(literalSecret('alice\n').read(), { ok: true, value: 'alice' });
-  assert.deepEqual(literalSecret('al ice').read(), { ok: false, reason: 'invalid' });
-  assert.deepEqual(literalSecret('').read(), { ok: false, reason: 'missing' });
+  assert.deepEqual(revealed(literalSecret('alice').read()), { ok: true, value: 'alice' });
+  assert.deepEqual(revealed(literalSecret('alice\n').read()), { ok: true, value: 'alice' });
+  assert.deepEqual(revealed(literalSecret('al ice').read()), { ok: false, reason: 'invalid' });
+  assert.deepEqual(revealed(literalSecret('').read()), { ok: false, reason: 'missing' });
 });
 
 test('a limits store password keeps every byte but the trailing newlines, and empty is missing (sanitizePassword)', () => {
-  assert.deepEqual(sanitizePassword('pass word with spaces\r\n'), { ok: true, value: 'pass word with spaces' });
-  assert.deepEqual(sanitizePassword('ünïcode\ttab'), { ok: true, value: 'ünïcode\ttab' });
-  assert.deepEqual(sanitizePassword('\n'), { ok: false, reason: 'missing' });
-  assert.deepEqual(sanitizePassword(undefined), { ok: false, reason: 'missing' });
+  assert.deepEqual(revealed(sanitizePassword('pass word with spaces\r\n')), { ok: true, value: 'pass word with spaces' });
+  assert.deepEqual(revealed(sanitizePassword('ünïcode\ttab')), { ok: true, value: 'ünïcode\ttab' });
+  assert.deepEqual(revealed(sanitizePassword('\n')), { ok: false, reason: 'missing' });
+  assert.deepEqual(revealed(sanitizePassword(undefined)), { ok: false, reason: 'missing' });
 });
 
 test('fileSecret with sanitizePassword re-reads a rotated password file, as the limits store connects again', () => {
@@ -202,8 +203,8 @@ test('fileSecret with sanitizePassword re-reads a rotated password file, as the 
     const path = join(dir, 'redis-password');
     writeFileSync(path, 'first pass\n');
     const source = fileSecret(path, sanitizePassword);
-    assert.deepEqual(source.read(), { ok: true, value: 'first pass' });
+    assert.deepEqual(revealed(source.read()), { ok: true, value: 'first pass' });
     writeFileSync(path, 'the second, longer pass\n');
-    assert.deepEqual(source.read(), { ok: true, value: 'the second, longer pass' });
+    assert.deepEqual(revealed(source.read()), { ok: true, value: 'the second, longer pass' });
   });
 });

@@ -7,6 +7,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { usage } from '../../src/config/cli.ts';
 import { describeStore, parseStoreUrl, storeConnection, storePassword, type StoreFlags } from '../../src/store/config.ts';
+import { reveal } from '../../src/http/secret-value.ts';
+import { revealed } from '../support/secrets.ts';
 
 test('parseStoreUrl: redis:// or rediss:// (TLS), a host name, an address or a bracketed IPv6, and a port', () => {
   assert.deepEqual(parseStoreUrl('redis://redis.ns.svc:6379'), { kind: 'direct', address: { host: 'redis.ns.svc', port: 6379 }, tls: false, user: undefined });
@@ -66,10 +68,10 @@ test('storePassword: no file is no password; a missing or empty file stops start
   assert.throws(() => storePassword(file), /cannot be read, or is empty/);
   writeFileSync(file, 'first\n');
   const source = storePassword(file)!;
-  assert.deepEqual(source.read(), { ok: true, value: 'first' });
+  assert.deepEqual(revealed(source.read()), { ok: true, value: 'first' });
   writeFileSync(file, 'second\n');
   const again = source.read();
-  assert.equal(again.ok && again.value, 'second');
+  assert.equal(again.ok && reveal(again.value), 'second');
 });
 
 test('store password never in argv: --limits-store refuses a URL with a password and does not show it back; every password the store flags take is a file\'s', () => {

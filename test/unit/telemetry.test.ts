@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { newExchange } from '../../src/http/forward.ts';
 import type { AttemptSpan } from '../../src/http/lifecycle.ts';
+import { NO_SECRETS, Redactor } from '../../src/http/redactor.ts';
+import { Secret } from '../../src/http/secret-value.ts';
 import type { SpanContext, TraceContext } from '../../src/http/trace-context.ts';
 import type { ModelSpanFacts } from '../../src/gateway/record.ts';
 import type { Provider } from '../../src/gateway/providers.ts';
@@ -187,7 +189,7 @@ test('exporter: at shutdown what is queued is sent within the time given, a batc
 function facts(over: Partial<ModelSpanFacts> = {}): ModelSpanFacts {
   const span: SpanContext = { traceId: 'ab'.repeat(16), spanId: 'cd'.repeat(8), parentId: 'ef'.repeat(8), sampled: true, tracestate: undefined };
   const attempt: AttemptSpan = { spanId: '12'.repeat(8), startedAt: 1, method: 'POST', host: 'api.openai.com', port: 443, endedAt: undefined, status: 200, failure: undefined };
-  return { startedAt: 0, span, attemptSpans: [attempt], provider: { config: { kind: 'openai' } } as Provider, summary: undefined, usageExpected: true, maxOutputTokens: 1024, secrets: [], ...over };
+  return { startedAt: 0, span, attemptSpans: [attempt], provider: { config: { kind: 'openai' } } as Provider, summary: undefined, usageExpected: true, maxOutputTokens: 1024, redactor: NO_SECRETS, ...over };
 }
 
 const KEY = 'sk-proj-Zq3xT9vB0123456789abcdefGHIJKLMN';
@@ -211,7 +213,7 @@ const KEY_FORMS: Readonly<Record<string, string>> = {
 test('no credential in a span: a response model, response id, finish reason, error or identity that carries the call\'s credential, in every form the redactor looks for, is exported as [REDACTED]; nothing of the key can be read back from the span', () => {
   for (const [name, form] of Object.entries(KEY_FORMS)) {
     const rec = modelRecord({ response_model: `gpt-${form}`, finish_reason: form, error: `e-${form}`, status: 200, upstream_request_id: form, workflow: form });
-    const spans = modelSpans(rec, facts({ secrets: [KEY], summary: { usage: null, usageComplete: false, model: null, finishReason: null, firstTokenAt: null, terminated: true, streamError: null, responseId: form } }));
+    const spans = modelSpans(rec, facts({ redactor: new Redactor([new Secret(KEY)]), summary: { usage: null, usageComplete: false, model: null, finishReason: null, firstTokenAt: null, terminated: true, streamError: null, responseId: form } }));
     const json = JSON.stringify(spans);
     assert.equal(recoverablePiece(json, KEY), undefined, `${name}: a piece of the key can be read back`);
     const a = Object.fromEntries(spans[0]!.attributes.map((x) => [x.key, x.value]));
@@ -219,7 +221,7 @@ test('no credential in a span: a response model, response id, finish reason, err
     assert.deepEqual(a['gen_ai.response.finish_reasons'], { arrayValue: { values: [{ stringValue: '[REDACTED]' }] } }, name);
   }
   // Without the key in them, the same values are exported as they are.
-  const plain = modelSpans(modelRecord({ response_model: 'gpt-5-2026', finish_reason: 'stop' }), facts({ secrets: [KEY] }));
+  const plain = modelSpans(modelRecord({ response_model: 'gpt-5-2026', finish_reason: 'stop' }), facts({ redactor: new Redactor([new Secret(KEY)]) }));
   assert.ok(JSON.stringify(plain).includes('"gpt-5-2026"'));
 });
 
@@ -228,7 +230,7 @@ test('spans: none for a call that is not sampled or not traced; a git request\'s
   assert.deepEqual(modelSpans(modelRecord(), { ...unsampled, span: { ...unsampled.span!, sampled: false } }), []);
   assert.deepEqual(modelSpans(modelRecord(), { ...unsampled, span: undefined }), []);
   const state = { requestId: 'r', method: 'POST', target: '/github.com/org/repo.git/git-receive-pack?x=1', startedAt: 0, trace: undefined, span: unsampled.span, host: 'github.com', route: 'receive-pack' as const, identity: undefined, tokenError: undefined, challenge: false, exchange: newExchange() };
-  const [server, client] = gitSpans(gitRecord(state, { status: 200, error: undefined }, 3), { startedAt: 0, span: unsampled.span, attemptSpans: unsampled.attemptSpans, repo: ['org', 'repo.git'], access: 'write', secrets: [] });
+  const [server, client] = gitSpans(gitRecord(state, { status: 200, error: undefined }, 3), { startedAt: 0, span: unsampled.span, attemptSpans: unsampled.attemptSpans, repo: ['org', 'repo.git'], access: 'write', redactor: NO_SECRETS });
   const a = Object.fromEntries(server!.attributes.map((x) => [x.key, Object.values(x.value)[0]]));
   assert.deepEqual([server!.name, a['url.path'], a['vcs.repository.url.full'], a['vcs.repository.name'], a['credential_proxy.git.service']], ['POST /{host}/{repository}/git-receive-pack', '/github.com/org/repo.git/git-receive-pack', 'https://github.com/org/repo.git', 'repo', 'git-receive-pack']);
   assert.equal(client!.parentSpanId, server!.spanId);

@@ -3,8 +3,9 @@
 // Signature Version 4 over the exact bytes sent.
 import type { SecretSource } from '../../config/secret.ts';
 import { ERRORS } from '../../http/errors.ts';
+import { reveal, Secret } from '../../http/secret-value.ts';
 import { amzDate, authorization, sha256Hex } from './sigv4.ts';
-import type { Authenticated, CredentialSource, OutgoingCall } from './source.ts';
+import { secretHeaders, type Authenticated, type CredentialSource, type OutgoingCall } from './source.ts';
 import { mintedSource, type Minted, type MintedSource } from './minted.ts';
 
 export interface AwsSourceConfig {
@@ -44,8 +45,8 @@ export function awsSource(config: AwsSourceConfig): CredentialSource {
         const which = !id.ok ? 'access key id' : !secret.ok ? 'secret access key' : 'session token';
         return { ok: false, error: ERRORS.upstreamCredentialFailed, reason: `the AWS ${which} is missing or invalid` };
       }
-      const credentials = { accessKeyId: id.value, secretAccessKey: secret.value, sessionToken: token?.ok ? token.value : undefined };
-      return { ok: true, headers: sigV4Headers(call, nowMs, config.region, config.service, credentials), secrets: [secret.value, ...(credentials.sessionToken ? [credentials.sessionToken] : [])] };
+      const credentials = { accessKeyId: reveal(id.value), secretAccessKey: reveal(secret.value), sessionToken: token?.ok ? reveal(token.value) : undefined };
+      return { ok: true, headers: secretHeaders(sigV4Headers(call, nowMs, config.region, config.service, credentials)), secrets: [secret.value, ...(token?.ok ? [token.value] : [])] };
     },
   };
 }
@@ -101,7 +102,7 @@ export function awsWebIdentitySource(opts: WebIdentityOptions): MintedSource {
     },
     // STS's own names for them; each goes into a header (the session token) or the signature.
     fields: (credentials) => ({ AccessKeyId: credentials.accessKeyId, SecretAccessKey: credentials.secretAccessKey, SessionToken: credentials.sessionToken }),
-    use: (credentials, call, nowMs) => ({ headers: sigV4Headers(call, nowMs, opts.region, opts.service, credentials), secrets: [credentials.secretAccessKey, credentials.sessionToken] }),
+    use: (credentials, call, nowMs) => ({ headers: secretHeaders(sigV4Headers(call, nowMs, opts.region, opts.service, credentials)), secrets: [new Secret(credentials.secretAccessKey), new Secret(credentials.sessionToken)] }),
     present: () => {
       try {
         return opts.readTokenFile().trim() !== '';

@@ -7,6 +7,7 @@
 // 502 naming the provider and the reason.
 import { createPrivateKey, sign } from 'node:crypto';
 import { fetchBody, FETCH_DEADLINE_MS } from './fetch.ts';
+import { Secret } from '../../http/secret-value.ts';
 import type { Egress } from '../../http/tunnel.ts';
 import { isObject } from '../../json/keys.ts';
 import { parseStrictJson } from '../../json/strict.ts';
@@ -84,7 +85,7 @@ export interface GoogleSourceOptions {
   readonly waitMs?: number;
 }
 
-const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` }, secrets: [token] });
+const bearer = (token: string) => ({ headers: { authorization: new Secret(`Bearer ${token}`) }, secrets: [new Secret(token)] });
 /** The field a Google token endpoint and the metadata server name the token by. */
 const accessTokenField = (token: string) => ({ access_token: token });
 

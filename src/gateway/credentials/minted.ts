@@ -6,6 +6,7 @@
 // temporary credentials (web identity) share it.
 import { isVisibleAscii } from '../../config/secret.ts';
 import { ERRORS } from '../../http/errors.ts';
+import type { Secret } from '../../http/secret-value.ts';
 import type { Authenticated, CredentialSource, OutgoingCall } from './source.ts';
 
 /** Refreshed this long before it expires (Google's tokens and STS credentials live an hour). */
@@ -51,7 +52,7 @@ export interface MintedSourceOptions<T> {
   /** How long a call waits for a refresh in flight (REFRESH_WAIT_MS unless a test needs a shorter one). */
   readonly waitMs?: number;
   /** The headers and secrets of one call with it. */
-  readonly use: (value: T, call: OutgoingCall, nowMs: number) => { headers: Record<string, string>; secrets: readonly string[] };
+  readonly use: (value: T, call: OutgoingCall, nowMs: number) => { headers: Record<string, Secret>; secrets: readonly Secret[] };
   readonly present: () => boolean;
   readonly onRefresh: (outcome: { ok: true } | { ok: false; reason: string }) => void;
 }

@@ -1,9 +1,11 @@
 // Credential sources (their table is table.ts, beside the protocol table). A provider names its protocol (its
 // kind) and its credential; a source has one job: given the outgoing call, the headers that
-// authenticate it, and the strings that must never come back to a workload. A static key is read
+// authenticate it, and the secrets that must never come back to a workload, both opaque to the
+// code outside the credential kernel (http/secret-value.ts). A static key is read
 // at request time; a Google service account mints an access token and keeps it fresh; AWS signs
 // each call over the exact bytes sent.
 import type { ProxyError } from '../../http/errors.ts';
+import { Secret } from '../../http/secret-value.ts';
 
 /** The call a source authenticates: what goes upstream, as it will be sent. */
 export interface OutgoingCall {
@@ -18,7 +20,7 @@ export interface OutgoingCall {
 }
 
 export type Authenticated =
-  | { readonly ok: true; readonly headers: Readonly<Record<string, string>>; readonly secrets: readonly string[] }
+  | { readonly ok: true; readonly headers: Readonly<Record<string, Secret>>; readonly secrets: readonly Secret[] }
   /** `reason` says what failed (never a secret); the error is what the workload gets. */
   | { readonly ok: false; readonly error: ProxyError; readonly reason: string };
 
@@ -30,4 +32,11 @@ export interface CredentialSource {
   authenticate(call: OutgoingCall, nowMs: number): Promise<Authenticated>;
   /** Stops what the source runs on its own (a minted credential's refresh timer): the process's exit calls it. */
   close?(): void;
+}
+
+/** Each header value held as a Secret (the headers a source made, as they leave it). */
+export function secretHeaders(headers: Readonly<Record<string, string>>): Record<string, Secret> {
+  const out: Record<string, Secret> = {};
+  for (const [name, value] of Object.entries(headers)) out[name] = new Secret(value);
+  return out;
 }

@@ -2,9 +2,11 @@
 // header the provider's kind reads it from.
 import { describeSecretRef, type SecretRead, type SecretSource } from '../../config/secret.ts';
 import { ERRORS, withMessage, type ProxyError } from '../../http/errors.ts';
+import { reveal, Secret } from '../../http/secret-value.ts';
 import type { Authenticated, CredentialSource } from './source.ts';
 
-export function staticKeySource(key: SecretSource | undefined, header: (key: string) => readonly [string, string]): CredentialSource {
+/** `header`: the header the key goes in, and what comes before it there (`Bearer `). */
+export function staticKeySource(key: SecretSource | undefined, header: readonly [name: string, prefix: string]): CredentialSource {
   return {
     type: 'key',
     present: () => key?.read().ok === true,
@@ -12,8 +14,7 @@ export function staticKeySource(key: SecretSource | undefined, header: (key: str
       if (!key) return { ok: false, error: ERRORS.upstreamKeyMissing, reason: 'no key is configured' };
       const read = key.read();
       if (!read.ok) return { ok: false, error: unusableKeyError(read, key), reason: `the key is ${read.reason}` };
-      const [name, value] = header(read.value);
-      return { ok: true, headers: { [name]: value }, secrets: [read.value] };
+      return { ok: true, headers: { [header[0]]: new Secret(header[1] + reveal(read.value)) }, secrets: [read.value] };
     },
   };
 }

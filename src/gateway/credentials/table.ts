@@ -23,7 +23,7 @@ export function openCredential(config: ProviderConfig, env: NodeJS.ProcessEnv, o
     case 'none':
       return { type: 'none', present: () => true, authenticate: async () => ({ ok: true, headers: {}, secrets: [] }) };
     case 'key':
-      return staticKeySource(c.key ? secretSource(env, c.key) : undefined, c.header === undefined ? keyHeader(config.kind) : (key) => [c.header!, key]);
+      return staticKeySource(c.key ? secretSource(env, c.key) : undefined, c.header === undefined ? keyHeader(config.kind) : [c.header, '']);
     case 'aws-sigv4':
       return awsSource({ accessKeyId: secretSource(env, c.accessKeyId), secretAccessKey: secretSource(env, c.secretAccessKey), sessionToken: c.sessionToken ? secretSource(env, c.sessionToken) : undefined, region: c.region, service: c.service });
     case 'google-service-account':
