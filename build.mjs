@@ -1,22 +1,42 @@
 // Bundles src/main.ts into dist/proxy.js: one readable, unminified CommonJS file that imports
 // nothing but node: built-ins, with a header naming its version, source commit and the SHA-256
 // of its sources (scripts/build-bundle.mjs, which the reproducibility test calls too). Fails if
-// anything from outside src/ would be bundled. Prints the size, the required built-ins, the
-// bytes per feature area against scripts/size-budget.json and the names esbuild renamed
-// (scripts/bundle-report.mjs); BUILD_QUIET=1 prints nothing.
+// anything from outside src/ would be bundled, and on any finding of the source audit
+// (scripts/audit-source.mjs: what each file of src/ reaches, against the credential kernel and
+// the lists of scripts/kernel.json), each named by its file and line, or of the module graph
+// esbuild bundled; a failed build leaves no dist/proxy.js. Prints the size, the required
+// built-ins, the audit's summary, the bytes per feature area against scripts/size-budget.json
+// and the names esbuild renamed (scripts/bundle-report.mjs); BUILD_QUIET=1 prints nothing.
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { auditGraph, auditSources, formatFindings } from './scripts/audit-source.mjs';
 import { buildBundle } from './scripts/build-bundle.mjs';
 import { formatReport, loadNameClashes, loadSizeBudget, renamedIdentifiers, sizesByArea } from './scripts/bundle-report.mjs';
 
 const root = path.dirname(fileURLToPath(import.meta.url));
 const outfile = path.join(root, 'dist', 'proxy.js');
 
-let bundle;
+// esbuild bundles in a process of its own while the source audit runs here.
+const bundling = buildBundle({ root, outfile }).then(
+  (bundle) => ({ bundle }),
+  (error) => ({ error }),
+);
+let source;
 try {
-  bundle = await buildBundle({ root, outfile });
+  source = auditSources(root);
 } catch (err) {
-  console.error(err.message);
+  source = { findings: [{ file: 'scripts/kernel.json', line: 0, message: `the source audit could not run: ${err.message}` }], files: {}, declaration: undefined };
+}
+const { bundle, error } = await bundling;
+const findings = [...source.findings, ...(bundle === undefined || source.declaration === undefined ? [] : auditGraph(bundle.metafile, source.declaration))];
+if (findings.length > 0) {
+  rmSync(outfile, { force: true });
+  console.error(formatFindings(findings));
+}
+if (error !== undefined) console.error(error.message);
+if (findings.length > 0 || error !== undefined) {
+  console.error('build: failed; dist/proxy.js not written');
   process.exit(1);
 }
 if (!process.env.BUILD_QUIET) {
@@ -28,5 +48,8 @@ if (!process.env.BUILD_QUIET) {
     allowed: loadNameClashes(),
   });
   console.log(`header: commit ${bundle.provenance.commit}, sha256 ${bundle.sha256}`);
+  const kernel = Object.keys(source.declaration.kernel);
+  const lines = kernel.reduce((n, f) => n + (source.files[f]?.lines ?? 0), 0);
+  console.log(`audit: src/ ${Object.keys(source.files).length} files, no finding${source.cached ? ' (unchanged since the last passing run)' : ''}; the kernel ${kernel.length} files, ${lines} lines (scripts/kernel.json; what each file reaches: npm run audit:source)`);
   console.log(report.join('\n'));
 }

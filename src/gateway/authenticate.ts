@@ -10,7 +10,7 @@ import { ERRORS, type ProxyError } from '../http/errors.ts';
 import { headerCount } from '../http/headers.ts';
 import type { Refusal } from '../http/lifecycle.ts';
 import { loweredByClaim } from '../limits/policy.ts';
-import { type WireProtocol } from './protocols/protocol.ts';
+import type { WireProtocol } from './protocols/protocol.ts';
 
 export interface BotAuth {
   /** Verifies bot tokens (src/auth/verifier.ts); undefined: network-policy mode. */

@@ -13,7 +13,7 @@ import type { ProviderConfig } from './config.ts';
 import { Redactor } from '../http/redactor.ts';
 import { reveal, type Secret } from '../http/secret-value.ts';
 import type { GatewayLogEvent } from './log-events.ts';
-import { type PathModel, type ProtocolRoute, type WireProtocol } from './protocols/protocol.ts';
+import type { PathModel, ProtocolRoute, WireProtocol } from './protocols/protocol.ts';
 import type { Provider } from './providers.ts';
 import { providerHeaders } from './providers.ts';
 

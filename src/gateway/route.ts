@@ -3,7 +3,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { ERRORS, withMessage, type ProxyError } from '../http/errors.ts';
 import type { ProviderConfig } from './config.ts';
-import { type PathModel, type ProtocolRoute, type WireProtocol } from './protocols/protocol.ts';
+import type { PathModel, ProtocolRoute, WireProtocol } from './protocols/protocol.ts';
 
 export type GatewayRoute =
   | { readonly ok: true; readonly kind: 'protocol'; readonly protocol: WireProtocol; readonly route: ProtocolRoute; readonly query: string; readonly pathModel?: PathModel }

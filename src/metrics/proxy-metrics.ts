@@ -2,11 +2,11 @@
 // value comes from a closed set or from configuration (allowlisted models, registered hosts,
 // status codes), or from the verified identity, which each family's series cap bounds.
 // Because metrics are derived from the same record as the access log line, the two agree.
-import { readdirSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { ERRORS, type UpstreamFailure } from '../http/errors.ts';
 import { CREDENTIAL_REJECTED_STATUSES, credentialRejectedError, type ModelRequestRecord } from '../gateway/record.ts';
 import type { GitRequestRecord } from '../git/record.ts';
+import { openFileCount } from './open-files.ts';
 import { TURN_METHOD } from '../gateway/socket-turn.ts';
 import { Registry } from './registry.ts';
 import { costUsd, type PriceTable } from '../limits/prices.ts';
@@ -215,11 +215,8 @@ function watchProcessGauges(registry: Registry, m: Families, { connections, logL
     m.rss.set([], mem.rss);
     m.heapUsed.set([], mem.heapUsed);
     m.heapTotal.set([], mem.heapTotal);
-    try {
-      m.fds.set([], readdirSync('/proc/self/fd').length - 1); // minus the descriptor readdir used
-    } catch {
-      // Not Linux: the metric keeps its last value (0).
-    }
+    const fds = openFileCount();
+    if (fds !== undefined) m.fds.set([], fds); // not Linux: the metric keeps its last value (0)
     const beyond = (ns: number) => Math.max(0, ns / 1e9 - LAG_RESOLUTION_MS / 1000);
     m.lagP99.set([], beyond(lag.percentile(99)));
     m.lagMax.set([], beyond(lag.max));
