@@ -1,7 +1,8 @@
 // Step 5 of a model call: the upstream request, built from the provider's configuration and the
 // checked call, never from the raw path; the credential from the provider's source for this very
-// call (a key read now, a minted access token, or a signature over the bytes to be sent), kept
-// opaque on the target (forward.ts writes it), and its secrets as the Redactor the relay holds.
+// call (a key read now, a minted access token, or a signature over the bytes to be sent), its
+// headers checked (credentials/source.ts) and kept opaque on the target (forward.ts writes them),
+// and its secrets as the Redactor the relay holds: no value is read here.
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { ERRORS, type ProxyError } from '../http/errors.ts';
 import type { UpstreamTarget } from '../http/forward.ts';
@@ -11,9 +12,9 @@ import type { LogSink } from '../http/log.ts';
 import { bounded } from '../http/log.ts';
 import type { ProviderConfig } from './config.ts';
 import { Redactor } from '../http/redactor.ts';
-import { reveal, type Secret } from '../http/secret-value.ts';
 import type { GatewayLogEvent } from './log-events.ts';
 import type { PathModel, ProtocolRoute, WireProtocol } from './protocols/protocol.ts';
+import { credentialHeaderProblem } from './credentials/source.ts';
 import type { Provider } from './providers.ts';
 import { providerHeaders } from './providers.ts';
 
@@ -32,18 +33,6 @@ export function cloudScopeRefusal(pathModel: PathModel | undefined, provider: Pr
     error: ERRORS.cloudScopeNotAllowed,
     message: `the path names project ${bounded(pathModel.project ?? '')} and region ${bounded(pathModel.region ?? '')}; model ${model} is served in project ${provider.project} and region ${provider.region} (provider ${provider.name})`,
   };
-}
-
-/** A header value a credential may be: printable ASCII (no CR, LF, NUL or DEL, nothing above 0x7e). */
-const CREDENTIAL_VALUE = /^[\x20-\x7e]*$/;
-
-/**
- * Pure: the name of a credential header whose value cannot be sent (a minted token with CR/LF,
- * DEL or a character above 0x7e, from a broken or hostile token endpoint), or undefined.
- */
-export function credentialHeaderProblem(headers: Readonly<Record<string, Secret>>): string | undefined {
-  for (const [name, value] of Object.entries(headers)) if (!CREDENTIAL_VALUE.test(reveal(value))) return name;
-  return undefined;
 }
 
 export interface UpstreamCallShape {

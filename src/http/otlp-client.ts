@@ -2,11 +2,13 @@
 // keep-alive pool of its own, through the egress proxy (HTTPS_PROXY, unless NO_PROXY names the
 // collector) for an https:// endpoint. Bounded: a timeout on the whole exchange, and the answer
 // read to at most 64 KiB (only its partial-success count is of use). Its failures are answers
-// (status 0 and a reason), never exceptions: the exporter decides what they mean.
+// (status 0 and a reason), never exceptions: the exporter decides what they mean. The headers
+// (a collector's key) arrive opaque and are read as the request is written.
 import { request as httpRequest, type Agent } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { createUpstreamAgent } from './forward.ts';
 import { assertHeaderValue } from './headers.ts';
+import { reveal, type Secret } from './secret-value.ts';
 import { tunnelRouteFor, type Egress } from './tunnel.ts';
 
 export interface CollectorAnswer {
@@ -28,10 +30,10 @@ export function collectorAgent(url: URL, egress: Egress | undefined): Agent {
 }
 
 /** POSTs `body` to the collector; resolves with its answer, or status 0 when none came within `timeoutMs`. */
-export function postToCollector(url: URL, agent: Agent, headers: Readonly<Record<string, string>>, body: string, timeoutMs: number): Promise<CollectorAnswer> {
+export function postToCollector(url: URL, agent: Agent, headers: Readonly<Record<string, Secret>>, body: string, timeoutMs: number): Promise<CollectorAnswer> {
   return new Promise((resolve) => {
     const outgoing: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
-    for (const [name, value] of Object.entries(headers)) outgoing[name] = assertHeaderValue(name, value);
+    for (const [name, value] of Object.entries(headers)) outgoing[name] = assertHeaderValue(name, reveal(value));
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     let settled = false;
     const done = (answer: CollectorAnswer) => {

@@ -1,8 +1,6 @@
 // The commands other than `serve`: each takes the parsed command line and its surroundings (the
 // environment, the clock, where its notices go) and returns what it prints on stdout.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
 import { asUsageError, usage, UsageError, type CommandLine } from '../config/cli.ts';
 import { VERSION } from '../config/version.ts';
 import { agentProviders, AGENTS, botClaims, opencodeConfigDir, renderAgentConfig, type AgentName } from '../gateway/agent-config.ts';
@@ -17,6 +15,7 @@ import { showAddress } from '../store/node.ts';
 import { storeConnection, storeFlags } from '../store/config.ts';
 import { describeMarker, formatMarker, newEpoch, STATE_KEY } from '../store/state-marker.ts';
 import type { ServeOptions } from '../config/cli.ts';
+import { dirNamed, writeConfigDir } from './config-dir.ts';
 import { loadGateway, loadHosts, readTextFile } from './load.ts';
 import { mintingKey } from './keys.ts';
 
@@ -85,7 +84,7 @@ export function agentConfigText(cli: CommandLine, ctx: CommandContext): string {
   if (!AGENTS.includes(agent)) throw new UsageError(`--agent: "${agent}" is not an agent agent-config knows; use ${AGENTS.join(', ')}`);
   const dir = cli.agent.configDir;
   if (dir !== undefined && agent !== 'opencode') throw new UsageError(`--config-dir is for --agent opencode: ${agent}'s whole configuration is the file agent-config prints`);
-  if (dir !== undefined && basename(resolve(dir)) !== 'opencode') throw new UsageError(`--config-dir: "${dir}" is not named opencode: opencode reads $XDG_CONFIG_HOME/opencode (default ~/.config/opencode), and npm-installs there if these files are elsewhere`);
+  if (dir !== undefined && !dirNamed(dir, 'opencode')) throw new UsageError(`--config-dir: "${dir}" is not named opencode: opencode reads $XDG_CONFIG_HOME/opencode (default ~/.config/opencode), and npm-installs there if these files are elsewhere`);
   const gateway = loadGateway(cli.options, ctx.env);
   if (cli.agent.websocket && agent !== 'codex') throw new UsageError(`--websocket: only Codex speaks the Responses API over a WebSocket, not ${agent}`);
   if (cli.agent.websocket && !gateway.providers.some((p) => p.websocket)) throw new UsageError('--websocket: no provider of the gateway serves the WebSocket mode (OpenAI\'s own API does unless set; another needs "websocket": true in the providers file, or UPSTREAM_WEBSOCKET=true)');
@@ -99,22 +98,9 @@ export function agentConfigText(cli: CommandLine, ctx: CommandContext): string {
     webSearchAllowed: cli.options.allowHostedTools.includes('web_search'),
     websocket: cli.agent.websocket,
   };
-  if (dir !== undefined) return writeConfigDir(dir, input);
+  if (dir !== undefined) return writeConfigDir(dir, ['package.json', 'package-lock.json', '.gitignore'], (existing) => opencodeConfigDir(input, existing));
   if (agent === 'opencode') ctx.notice('agent-config: opencode.json alone lets opencode fetch its model catalogue and npm-install a plugin at every start; --config-dir writes what stops that and prints the environment it needs (docs/gateway.md#opencode-locked-down)');
   return renderAgentConfig(agent, input);
-}
-
-/** `agent-config --agent opencode --config-dir DIR`: writes DIR's files (and DIR/node_modules); returns the environment to print. */
-function writeConfigDir(dir: string, input: Parameters<typeof opencodeConfigDir>[0]): string {
-  const existing = Object.fromEntries(['package.json', 'package-lock.json', '.gitignore'].filter((f) => existsSync(join(dir, f))).map((f) => [f, readFileSync(join(dir, f), 'utf8')]));
-  const { files, text } = opencodeConfigDir(input, existing);
-  try {
-    mkdirSync(join(dir, 'node_modules'), { recursive: true });
-    for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
-  } catch (err) {
-    throw new Error(`--config-dir: ${(err as Error).message}`);
-  }
-  return text;
 }
 
 /** `mint-token`: a bot token for the gateway, or with --git-repo a workload token for the git proxy (never both in one). */

@@ -1,9 +1,11 @@
 // One node of the store (a Redis or a sentinel): its address, a connection to it (TCP, or TLS
 // whose certificate is always verified), and what its replies say about it rather than about the
-// command (a replica now, unable to write, its role).
+// command (a replica now, unable to write, its role). The AUTH command is made here, so that the
+// client and the sentinels' connections (resp.ts, sentinel.ts) pass the password on unread.
 import { readFileSync } from 'node:fs';
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
+import { reveal, type Secret } from '../http/secret-value.ts';
 
 /** A node of the store: a Redis, or a sentinel. */
 export interface StoreAddress {
@@ -53,5 +55,7 @@ export function roleOf(reply: unknown): string | undefined {
   return Array.isArray(reply) && typeof reply[0] === 'string' ? reply[0] : undefined;
 }
 
-/** The AUTH command for a user (or the default one) and its password. */
-export const authCommand = (user: string | undefined, password: string): string[] => (user === undefined ? ['AUTH', password] : ['AUTH', user, password]);
+/** The AUTH command for a user (or the default one) and its password: the one place a store's or a sentinel's password is read. */
+export function authCommand(user: string | undefined, password: Secret): string[] {
+  return user === undefined ? ['AUTH', reveal(password)] : ['AUTH', user, reveal(password)];
+}

@@ -4,7 +4,6 @@
 // master left; nothing else (no runtime dependency).
 import type { Socket } from 'node:net';
 import type { SecretSource } from '../config/secret.ts';
-import { reveal } from '../http/secret-value.ts';
 import { authCommand, nodeStateError, openSocket, roleOf, showAddress, type StoreAddress, type StoreTls } from './node.ts';
 
 export type RespValue = string | number | null | RespValue[] | RespError;
@@ -330,7 +329,7 @@ export class RespClient {
   async #greet(socket: Socket, at: StoreAddress): Promise<void> {
     const password = this.#opts.password?.read();
     if (password?.ok === false) throw new Error(`${this.#name} password file is missing or empty`);
-    if (password !== undefined && (await this.#send(authCommand(this.#opts.user, reveal(password.value)))) instanceof RespError) {
+    if (password !== undefined && (await this.#send(authCommand(this.#opts.user, password.value))) instanceof RespError) {
       throw new Error(this.#opts.user === undefined ? `${this.#name} refused the password` : `${this.#name} refused the user ${this.#opts.user} or its password`);
     }
     if (this.#opts.role !== undefined) {

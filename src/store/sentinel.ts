@@ -5,7 +5,6 @@
 // node answers READONLY (it was demoted), is opened again the same way, so the gateway follows a
 // failover without a restart.
 import type { SecretSource } from '../config/secret.ts';
-import { reveal } from '../http/secret-value.ts';
 import { authCommand, openSocket, showAddress, type StoreAddress, type StoreTls } from './node.ts';
 import { encodeCommand, RespError, RespReader, type RespValue } from './resp.ts';
 
@@ -46,7 +45,7 @@ function askOnce(at: StoreAddress, opts: Pick<SentinelOptions, 'tls' | 'user' | 
       else resolve(value!);
     };
     const timer = setTimeout(() => done(new Error('no answer in time')), opts.timeoutMs);
-    const commands = password === undefined ? [args] : [authCommand(opts.user, reveal(password.value)), args];
+    const commands = password === undefined ? [args] : [authCommand(opts.user, password.value), args];
     const replies: RespValue[] = [];
     const reader = new RespReader();
     socket.once(ready, () => socket.write(Buffer.concat(commands.map(encodeCommand))));
@@ -121,7 +120,7 @@ export function watchSwitches(opts: SentinelOptions, onSwitch: (to: StoreAddress
       const opened = openSocket(at, opts.tls);
       socket = opened.socket;
       socket.setKeepAlive(true, 10_000);
-      const auth = password?.ok ? [authCommand(opts.user, reveal(password.value))] : [];
+      const auth = password?.ok ? [authCommand(opts.user, password.value)] : [];
       socket.once(opened.ready, () => socket?.write(Buffer.concat([...auth, ['SUBSCRIBE', '+switch-master']].map(encodeCommand))));
     } catch {
       return retry();

@@ -2,15 +2,17 @@
 // an environment in, settings out, or undefined when tracing is off; a value this proxy does not
 // understand stops start-up with a message naming the variable. Only OTLP over HTTP with JSON
 // bodies is spoken (no dependency: the exporter is written here), so another protocol is refused
-// rather than sent the wrong bytes.
+// rather than sent the wrong bytes. The headers sent with every export (a collector's key) are
+// held as Secrets from here on: only the collector's connection reads them (http/otlp-client.ts).
+import { Secret } from '../http/secret-value.ts';
 
 export type Sampler = { readonly parentBased: boolean; readonly ratio: number };
 
 export interface TracingSettings {
   /** Where spans are POSTed: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. */
   readonly url: URL;
-  /** Sent with every export (a collector's API key): values never logged. */
-  readonly headers: Readonly<Record<string, string>>;
+  /** Sent with every export (a collector's API key): values opaque, never logged. */
+  readonly headers: Readonly<Record<string, Secret>>;
   /** The resource: service.name, service.version and OTEL_RESOURCE_ATTRIBUTES. */
   readonly resource: Readonly<Record<string, string>>;
   readonly sampler: Sampler;
@@ -90,7 +92,8 @@ export function parseTracingEnv(env: NodeJS.ProcessEnv, version: string): Tracin
   if (protocol !== 'http/json') throw new Error(`${protocolVariable}: "${protocol}" is not supported: this proxy exports OTLP over HTTP with JSON bodies (http/json), which every OpenTelemetry Collector's otlp receiver takes on its HTTP port (4318)`);
   const url = tracesEndpoint !== undefined ? collectorUrl(tracesEndpoint, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', false) : collectorUrl(baseEndpoint!, 'OTEL_EXPORTER_OTLP_ENDPOINT', true);
   const headerCheck = (k: string, v: string) => OTLP_HEADER_NAME.test(k) && OTLP_HEADER_VALUE.test(v);
-  const headers = { ...keyValues(env.OTEL_EXPORTER_OTLP_HEADERS ?? '', 'OTEL_EXPORTER_OTLP_HEADERS', headerCheck), ...keyValues(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS ?? '', 'OTEL_EXPORTER_OTLP_TRACES_HEADERS', headerCheck) };
+  const given = { ...keyValues(env.OTEL_EXPORTER_OTLP_HEADERS ?? '', 'OTEL_EXPORTER_OTLP_HEADERS', headerCheck), ...keyValues(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS ?? '', 'OTEL_EXPORTER_OTLP_TRACES_HEADERS', headerCheck) };
+  const headers = Object.fromEntries(Object.entries(given).map(([name, value]) => [name, new Secret(value)]));
   const samplerName = env.OTEL_TRACES_SAMPLER?.trim() || 'parentbased_always_on';
   const sampler = SAMPLERS[samplerName];
   if (sampler === undefined) throw new Error(`OTEL_TRACES_SAMPLER: "${samplerName}" is not supported: ${Object.keys(SAMPLERS).join(', ')}`);

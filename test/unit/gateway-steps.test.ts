@@ -13,7 +13,7 @@ import { secretVerifier } from '../support/tokens.ts';
 import { bodyPreflight, RequestBody } from '../../src/gateway/body.ts';
 import { answerKind, errorClassForStatus, relayedHeaders } from '../../src/gateway/relay.ts';
 import { callFailure, cloudOf, interruption, modelRecord, type ModelCallState } from '../../src/gateway/record.ts';
-import { cloudScopeRefusal, credentialHeaderProblem } from '../../src/gateway/prepare-upstream.ts';
+import { cloudScopeRefusal } from '../../src/gateway/prepare-upstream.ts';
 import { retryableFailure } from '../../src/gateway/retry.ts';
 import { costUsd } from '../../src/limits/prices.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
@@ -22,7 +22,7 @@ import { chargeFor } from '../../src/limits/charge.ts';
 import { carriesLimits } from '../../src/gateway/admit-call.ts';
 import { limitRefusal } from '../../src/limits/refusal.ts';
 import { newExchange } from '../../src/http/forward.ts';
-import { secretHeaders } from '../../src/gateway/credentials/source.ts';
+import { credentialHeaderProblem, secretHeaders } from '../../src/gateway/credentials/source.ts';
 import { redactorOf } from '../support/secrets.ts';
 
 const chat = PROTOCOLS.find((p) => p.api === 'chat_completions')!;

@@ -6,8 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { newExchange } from '../../src/http/forward.ts';
 import type { AttemptSpan } from '../../src/http/lifecycle.ts';
-import { NO_SECRETS, Redactor } from '../../src/http/redactor.ts';
-import { Secret } from '../../src/http/secret-value.ts';
+import { NO_SECRETS } from '../../src/http/redactor.ts';
 import type { SpanContext, TraceContext } from '../../src/http/trace-context.ts';
 import type { ModelSpanFacts } from '../../src/gateway/record.ts';
 import type { Provider } from '../../src/gateway/providers.ts';
@@ -20,6 +19,7 @@ import { gitRecord } from '../../src/git/record.ts';
 import { eventually } from '../support/eventually.ts';
 import { validateExport } from '../support/otlp-receiver.ts';
 import { modelRecord } from '../support/records.ts';
+import { redactorOf, revealed } from '../support/secrets.ts';
 import { base64Of, doublePercentOf, htmlReferencesOf, recoverablePiece } from '../support/secret-forms.ts';
 
 const ENDPOINT = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector.observability:4318' };
@@ -49,7 +49,7 @@ test('tracing settings: what this proxy cannot honour stops start-up, naming the
     () => parseTracingEnv({ ...ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS: 'api-key=s3cr3t-value%0D%0AX-Injected: 1' }, '0.1.0'),
     (err: Error) => /OTEL_EXPORTER_OTLP_HEADERS: "api-key" is not a key=value entry/.test(err.message) && !err.message.includes('s3cr3t'),
   );
-  assert.deepEqual(parseTracingEnv({ ...ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS: 'api-key=a%3Db, x-team = core ' }, '0.1.0')!.headers, { 'api-key': 'a=b', 'x-team': 'core' });
+  assert.deepEqual(revealed(parseTracingEnv({ ...ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS: 'api-key=a%3Db, x-team = core ' }, '0.1.0')!.headers), { 'api-key': 'a=b', 'x-team': 'core' });
 });
 
 const CLIENT = (sampled: boolean): TraceContext => ({ traceparent: '', tracestate: 'congo=1', traceId: 'ab'.repeat(16), parentId: 'cd'.repeat(8), sampled });
@@ -213,7 +213,7 @@ const KEY_FORMS: Readonly<Record<string, string>> = {
 test('no credential in a span: a response model, response id, finish reason, error or identity that carries the call\'s credential, in every form the redactor looks for, is exported as [REDACTED]; nothing of the key can be read back from the span', () => {
   for (const [name, form] of Object.entries(KEY_FORMS)) {
     const rec = modelRecord({ response_model: `gpt-${form}`, finish_reason: form, error: `e-${form}`, status: 200, upstream_request_id: form, workflow: form });
-    const spans = modelSpans(rec, facts({ redactor: new Redactor([new Secret(KEY)]), summary: { usage: null, usageComplete: false, model: null, finishReason: null, firstTokenAt: null, terminated: true, streamError: null, responseId: form } }));
+    const spans = modelSpans(rec, facts({ redactor: redactorOf(KEY), summary: { usage: null, usageComplete: false, model: null, finishReason: null, firstTokenAt: null, terminated: true, streamError: null, responseId: form } }));
     const json = JSON.stringify(spans);
     assert.equal(recoverablePiece(json, KEY), undefined, `${name}: a piece of the key can be read back`);
     const a = Object.fromEntries(spans[0]!.attributes.map((x) => [x.key, x.value]));
@@ -221,7 +221,7 @@ test('no credential in a span: a response model, response id, finish reason, err
     assert.deepEqual(a['gen_ai.response.finish_reasons'], { arrayValue: { values: [{ stringValue: '[REDACTED]' }] } }, name);
   }
   // Without the key in them, the same values are exported as they are.
-  const plain = modelSpans(modelRecord({ response_model: 'gpt-5-2026', finish_reason: 'stop' }), facts({ redactor: new Redactor([new Secret(KEY)]) }));
+  const plain = modelSpans(modelRecord({ response_model: 'gpt-5-2026', finish_reason: 'stop' }), facts({ redactor: redactorOf(KEY) }));
   assert.ok(JSON.stringify(plain).includes('"gpt-5-2026"'));
 });
 

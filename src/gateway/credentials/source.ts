@@ -5,7 +5,7 @@
 // at request time; a Google service account mints an access token and keeps it fresh; AWS signs
 // each call over the exact bytes sent.
 import type { ProxyError } from '../../http/errors.ts';
-import { Secret } from '../../http/secret-value.ts';
+import { reveal, Secret } from '../../http/secret-value.ts';
 
 /** The call a source authenticates: what goes upstream, as it will be sent. */
 export interface OutgoingCall {
@@ -39,4 +39,16 @@ export function secretHeaders(headers: Readonly<Record<string, string>>): Record
   const out: Record<string, Secret> = {};
   for (const [name, value] of Object.entries(headers)) out[name] = new Secret(value);
   return out;
+}
+
+/** A header value a credential may be: printable ASCII (no CR, LF, NUL or DEL, nothing above 0x7e). */
+const CREDENTIAL_VALUE = /^[\x20-\x7e]*$/;
+
+/**
+ * Pure: the name of a credential header whose value cannot be sent (a minted token with CR/LF,
+ * DEL or a character above 0x7e, from a broken or hostile token endpoint), or undefined.
+ */
+export function credentialHeaderProblem(headers: Readonly<Record<string, Secret>>): string | undefined {
+  for (const [name, value] of Object.entries(headers)) if (!CREDENTIAL_VALUE.test(reveal(value))) return name;
+  return undefined;
 }
