@@ -50,6 +50,6 @@ if (!process.env.BUILD_QUIET) {
   console.log(`header: commit ${bundle.provenance.commit}, sha256 ${bundle.sha256}`);
   const kernel = Object.keys(source.declaration.kernel);
   const lines = kernel.reduce((n, f) => n + (source.files[f]?.lines ?? 0), 0);
-  console.log(`audit: src/ ${Object.keys(source.files).length} files, no finding${source.cached ? ' (unchanged since the last passing run)' : ''}; the kernel ${kernel.length} files, ${lines} lines (scripts/kernel.json; what each file reaches: npm run audit:source)`);
+  console.log(`audit: src/ ${Object.keys(source.files).length} files, no finding${source.cached ? ' (src/ unchanged since the last run)' : ''}; the kernel ${kernel.length} files, ${lines} lines (scripts/kernel.json; what each file reaches: npm run audit:source)`);
   console.log(report.join('\n'));
 }

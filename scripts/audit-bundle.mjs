@@ -1,289 +1,174 @@
 #!/usr/bin/env node
-// Audits the shipped bundle: proves that dist/proxy.js (or the file named on the command line)
-// loads nothing but node: built-ins and evaluates no code it was not built with, and lists the
-// source files it was bundled from. A reviewer runs it before reading the file.
+// Audits the shipped bundle: dist/proxy.js (or the file named on the command line), read by
+// TypeScript's parser, the same parser the source audit uses (scripts/audit-source.mjs), and
+// held against the lists of scripts/kernel.json. A reviewer runs it on the file they were given,
+// after the byte-for-byte rebuild that ties that file to src/ (SECURITY.md, "How to review").
 //
 //   node scripts/audit-bundle.mjs [FILE]       exit 0: clean; 1: findings; 2: cannot read FILE
 //
-// The file is tokenised (comments, strings, template literals and regular expressions are told
-// apart from code), so text inside a string never counts as a call and a call is never hidden
-// from the scan by looking like text. Findings:
-// - require(...) or import(...) whose argument is not one string literal naming a node: built-in
-//   (no escapes, no concatenation, no variables), and built-ins that run code or load modules
-//   (node:vm, node:child_process, node:worker_threads, node:module, ...), which the proxy never needs;
-// - any other use of `require` (aliased, `require.resolve`, `module.require`), `createRequire`,
-//   static import/export declarations (the bundle is CommonJS);
-// - eval in any form, `new Function(` or `Function(`, `process.binding`, `process._linkedBinding`,
-//   `process.dlopen`, and the same names reached through a computed member (`x["eval"]`);
-// - names the proxy never uses that reach the module system, the global object or the Function
-//   constructor, wherever they stand (`module`, `arguments`, `globalThis`, `Reflect`, `Function`,
-//   `WebAssembly`, `getBuiltinModule`, `_load`, `_compile`, `mainModule`, crypto engines,
-//   `_debugProcess`, `constructor` other than a class's own), `process` other than to read a
-//   member on a short list (argv, env, exit, stdout, ...), reflection that finds constructors
-//   without naming them (getOwnPropertyDescriptors, getPrototypeOf, __proto__, ...), and a
-//   string spelling any of these names once its escapes are decoded and the literals + adds to
-//   it joined (a key, a destructured name, a descriptor's name: "ev" + "al"); kill and SIGUSR1
-//   (which opens the inspector); a string naming a process's memory file (/proc/self/mem);
-// - a computed member or computed property key built from strings (`x["ev" + "al"]`,
-//   `{ ["ev" + "al"]: e }`, a template, an escape, a regular expression's source);
-// - code before `"use strict";` (the file would run outside strict mode);
-// - identifiers spelled with \u escapes (`\u0065val` is eval);
-// - a place the scan cannot read as node would, each a finding rather than a guess (node then
-//   sees code the scan took for text, or the other way round): a character outside ASCII in
-//   code (esbuild writes code in ASCII; JavaScript reads U+00A0, U+3000 and others as spaces),
-//   an HTML-like comment (`<!--`, `-->`, which node reads as a line comment in a script), a `/`
-//   right after `}` (a division after an object, a regular expression after a block), a `/` right
-//   after `of`, `await` or `yield` (a keyword or a variable, as the code around says), a `/` or a
-//   `++`/`--` at the start of a line (where a semicolon may be inserted), a name right after a
-//   number;
-// - a module comment (`// src/xxx.ts`, which esbuild writes before each module) naming a file
-//   outside src/, or no module comment at all; a tokeniser that loses its way (fail closed);
-// - no build header (build.mjs writes one before the code: the version, the source commit and
-//   the SHA-256 of the sources and the lockfile, scripts/build-bundle.mjs); the report repeats
-//   what it says, so that the reviewer knows which commit to rebuild and compare.
-// What no scan of the text can see: a name computed at run time from variables (`x[k]`, with k
-// assembled elsewhere). The audit shows what the bundle esbuild built from src/ uses; that the
-// shipped file IS that bundle is the byte-for-byte rebuild's proof (SECURITY.md, "How to review").
+// Findings (each at its line:column):
+// - a text the parser cannot read without an error (fail closed: what it cannot read, it does not
+//   vouch for), TypeScript's own syntax (a type, `as`, `!`, an enum: node refuses it, or reads it
+//   otherwise), and the two places where TypeScript and node read JavaScript apart on purpose: an
+//   HTML-like comment (<!-- or -->, a comment to node in a script, code to TypeScript) and a
+//   character outside ASCII in code (JavaScript's spaces and letters beyond ASCII, by Unicode
+//   versions the two need not share), outside comments, strings, templates and regular
+//   expressions (esbuild writes code in ASCII);
+// - a free name (one no declaration in the file binds, by JavaScript's scopes: var to its
+//   function, let, const, class and a strict-mode function to their block, parameters apart from
+//   the body they default from) that is not a global on the lists, eval, Function, the global
+//   object, the module system (require other than below, module, exports, arguments at the top),
+//   a member of a global off its list, a computed member of one, or one passed on as a value
+//   (the globals kernel.json lets be passed aside); process other than process.<member> on the
+//   lists, and process.on(...) (or another method that returns process) used for its result;
+// - require other than as esbuild writes it: `var import_x = require("node:x")` at the top level,
+//   one string literal naming a built-in on the lists; the binding then used only as
+//   import_x.<member>, the member on the lists; any import or export declaration, any import();
+// - a member that reaches a constructor from any value (x.constructor, x.__proto__, a destructured
+//   or quoted key), and a string, literals joined, that spells one of them or of the names above
+//   (eval, Function, globalThis, require, module, process...): one step from a computed member no
+//   audit can follow;
+// - code before `"use strict";`, no build header, a module comment (`// src/xxx.ts`, which
+//   esbuild writes before each module) naming a file outside src/, or none at all.
+// What no audit of the text can see: a name computed at run time from variables (`x[k]`, k
+// assembled elsewhere), and what the values a built-in returns reach (a socket's, a context's
+// members). The source audit and the kernel's review cover what src/ does with them; that the
+// shipped file IS the bundle of src/ is the byte-for-byte rebuild's proof.
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { builtinModules } from 'node:module';
+import { builtinModules, createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { chainsProcess, CONSTRUCTOR_MEMBERS, constructorMember, judgeGlobal, UNLISTED } from './audit-rules.mjs';
 
+// require(), not import: Node's ESM loader scans the 9 MB compiler for its named exports first.
+const ts = createRequire(import.meta.url)('typescript');
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
-const BUILTINS = new Set(builtinModules.filter((m) => !m.startsWith('_')));
-// Built-ins that can run code, start processes or load modules: nothing the proxy needs.
-// node:process too: it is `process` under another name, out of reach of the rules for `process`.
-const FORBIDDEN_BUILTINS = new Set(['vm', 'child_process', 'worker_threads', 'cluster', 'module', 'repl', 'inspector', 'inspector/promises', 'wasi', 'trace_events', 'v8', 'process']);
-const PROCESS_LOADERS = new Set(['binding', '_linkedBinding', 'dlopen']);
-const COMPUTED_NAMES = new Set(['eval', 'require', 'binding', '_linkedBinding', 'dlopen', 'createRequire', 'Function', 'constructor']);
-const REGEX_AFTER_KEYWORD = new Set(['return', 'typeof', 'instanceof', 'in', 'of', 'new', 'delete', 'void', 'throw', 'case', 'do', 'else', 'extends', 'yield', 'await']);
-// Of those, the ones code may also use as a variable (`of / 2`): a `/` after them is not read, it is a finding.
-const KEYWORD_OR_VARIABLE = new Set(['of', 'await', 'yield']);
-// A `(` after these opens a statement's head: after its `)` a statement begins, so a `/` there
-// starts a regular expression (`if (x) /re/.test(y)`), where after any other `)` it divides.
-const STATEMENT_HEADS = new Set(['if', 'while', 'for', 'with']);
+const BUILTINS = new Set(builtinModules);
+/** A string spelling one of these is a finding: the names above, and the members that reach a constructor. */
+const SPELLED = new Set([...UNLISTED.keys(), 'process', ...CONSTRUCTOR_MEMBERS].filter((n) => !['arguments', 'exports', 'global', 'self', 'window'].includes(n)));
+/** Node kinds of TypeScript's syntax only. */
+const TYPESCRIPT_ONLY = new Set([ts.SyntaxKind.AsExpression, ts.SyntaxKind.SatisfiesExpression, ts.SyntaxKind.NonNullExpression, ts.SyntaxKind.TypeAssertionExpression, ts.SyntaxKind.EnumDeclaration, ts.SyntaxKind.InterfaceDeclaration, ts.SyntaxKind.TypeAliasDeclaration, ts.SyntaxKind.ModuleDeclaration, ts.SyntaxKind.ImportEqualsDeclaration, ts.SyntaxKind.TypeParameter, ts.SyntaxKind.Decorator]);
+const TYPESCRIPT_MODIFIERS = new Set([ts.SyntaxKind.PublicKeyword, ts.SyntaxKind.PrivateKeyword, ts.SyntaxKind.ProtectedKeyword, ts.SyntaxKind.ReadonlyKeyword, ts.SyntaxKind.DeclareKeyword, ts.SyntaxKind.AbstractKeyword, ts.SyntaxKind.OverrideKeyword, ts.SyntaxKind.AccessorKeyword, ts.SyntaxKind.InKeyword, ts.SyntaxKind.OutKeyword, ts.SyntaxKind.ConstKeyword]);
+const LITERAL_TOKENS = new Set([ts.SyntaxKind.StringLiteral, ts.SyntaxKind.NoSubstitutionTemplateLiteral, ts.SyntaxKind.TemplateHead, ts.SyntaxKind.TemplateMiddle, ts.SyntaxKind.TemplateTail, ts.SyntaxKind.RegularExpressionLiteral]);
+/** What a scope holds for a name it binds that is not a built-in's binding. */
+const BOUND = Object.freeze({});
+const FUNCTION_LIKE = new Set([ts.SyntaxKind.FunctionDeclaration, ts.SyntaxKind.FunctionExpression, ts.SyntaxKind.ArrowFunction, ts.SyntaxKind.MethodDeclaration, ts.SyntaxKind.Constructor, ts.SyntaxKind.GetAccessor, ts.SyntaxKind.SetAccessor]);
 
-// The runs the scanner takes in one step, each a sticky expression matched where a token starts
-// (one regular expression per run, not one per character: the bundle is half a megabyte, and
-// npm test audits it and some thirty edited copies). A backslash takes the character after it.
-// Code is read as ASCII: a character outside it is a finding (see above), never part of a space
-// or a name.
-const SPACE_RUN = /[ \t\n\v\f\r]+/y;
-const IDENT_RUN = /[\w$]*(?:\\[\s\S]?[\w$]*)*/y;
-// A string ends at its quote; a raw line end in it (CR too, which JavaScript forbids there as it
-// does LF) leaves it unterminated.
-const QUOTED = { '"': /"[^"\\\n\r]*(?:\\[\s\S][^"\\\n\r]*)*"/y, "'": /'[^'\\\n\r]*(?:\\[\s\S][^'\\\n\r]*)*'/y };
-// JavaScript's line terminators: each ends a // comment, and none may stand raw in a regular expression.
-const LINE_END = /[\n\r\u2028\u2029]/g;
-const isLineEnd = (c) => c === '\n' || c === '\r' || c === '\u2028' || c === '\u2029';
-const TEMPLATE_RUN = /[^`\\$]*(?:(?:\\[\s\S]|\$(?!\{))[^`\\$]*)*/y;
-// A numeric literal as JavaScript reads one (1, 1.5, .5, 1., 1e+5, 1_000, 0x1F, 0o7, 0b1, 10n):
-// what follows it is read on its own (`1..e+x` is the number 1., then `.e + x`).
-const NUMBER = /0[xX][\da-fA-F](?:_?[\da-fA-F])*n?|0[oO][0-7](?:_?[0-7])*n?|0[bB][01](?:_?[01])*n?|(?:\d(?:_?\d)*(?:\.(?:\d(?:_?\d)*)?)?|\.\d(?:_?\d)*)(?:[eE][+-]?\d(?:_?\d)*)?n?/y;
-// Names the proxy's code never uses that reach code loading or evaluation, each a finding
-// wherever it stands, as a member too (global.Function, module.constructor._load,
-// process?.binding, require("node:process").dlopen): UNUSED_GLOBALS (the module system, the
-// global object, the Function constructor) and LOADER_NAMES. `constructor`: a finding as a member
-// (x.constructor.constructor is Function); a class's own `constructor(` is not one.
-const UNUSED_GLOBALS = new Set(['module', 'arguments', 'globalThis', 'Reflect', 'Function', 'WebAssembly']);
-// Crypto engines and the inspector load native code or evaluate it too (crypto.setEngine,
-// tls's privateKeyEngine, process._debugProcess; SIGUSR1 opens the inspector, and kill sends it:
-// process.on() returns process, so `process.on(...).kill(pid, 10)` needs no `process.kill`).
-const LOADER_NAMES = new Set(['getBuiltinModule', '_load', '_compile', 'mainModule', 'setEngine', 'privateKeyEngine', 'clientCertEngine', 'setClientCertEngine', 'setEngineKey', '_debugProcess', 'kill', 'SIGUSR1', ...PROCESS_LOADERS]);
-// Reflection the proxy never uses, which finds constructors without naming them (the Function
-// constructor among a prototype's property descriptors): a finding wherever it stands.
-const REFLECTION_NAMES = new Set(['getOwnPropertyDescriptors', 'getOwnPropertyDescriptor', 'getOwnPropertyNames', 'getPrototypeOf', 'setPrototypeOf', '__proto__']);
-// What code may read of `process`: anything else (process.binding, process?.x, a destructured
-// or passed process) is a finding.
-const PROCESS_MEMBERS = new Set(['argv', 'env', 'exit', 'exitCode', 'memoryUsage', 'cpuUsage', 'resourceUsage', 'hrtime', 'on', 'once', 'off', 'removeListener', 'stderr', 'stdout', 'uptime', 'pid', 'platform', 'version', 'versions', 'cwd', 'nextTick', 'emitWarning']);
-// The identifiers the scan looks at (besides those spelled with an escape).
-const CHECKED_NAMES = new Set(['require', 'import', 'export', 'eval', 'createRequire', 'process', 'constructor', ...UNUSED_GLOBALS, ...LOADER_NAMES, ...REFLECTION_NAMES]);
-// A string (or template text) spelling one of these is a finding wherever it stands: a key
-// (x["eval"], const {"eval": e} = global), a descriptor's name, a signal. "arguments" is left
-// out: the protocols name a tool call's "arguments" field.
-const SPELLED_NAMES = new Set([...CHECKED_NAMES].filter((name) => name !== 'arguments')); // COMPUTED_NAMES are all checked names
-// A process's memory file: writing it with node:fs patches the process's native code.
-const PROCESS_MEMORY = /^\/proc\/[^/]*\/(?:task\/[^/]*\/)?mem$/;
-
-/** Where a sticky expression's match at `at` ends (at itself when it matches nothing). */
-function runEnd(pattern, text, at) {
-  pattern.lastIndex = at;
-  return pattern.test(text) ? pattern.lastIndex : at;
+/** What the walk does at a node, by its kind: most kinds have no role (their children are walked). */
+const ROLE = { none: 0, typescript: 1, identifier: 2, declaration: 3, function: 4, scope: 5, heritage: 6, module: 7, with: 8, call: 9, member: 10, binding: 11, string: 12 };
+const ROLES = new Uint8Array(Object.values(ts.SyntaxKind).filter((k) => typeof k === 'number').reduce((a, b) => Math.max(a, b)) + 1);
+for (let kind = 0; kind < ROLES.length; kind++) if (ts.isTypeNode({ kind }) || TYPESCRIPT_ONLY.has(kind)) ROLES[kind] = ROLE.typescript;
+for (const [role, kinds] of [
+  [ROLE.identifier, [ts.SyntaxKind.Identifier]],
+  [ROLE.declaration, [ts.SyntaxKind.Parameter, ts.SyntaxKind.PropertyDeclaration, ts.SyntaxKind.VariableDeclaration, ts.SyntaxKind.VariableStatement]],
+  [ROLE.function, [...FUNCTION_LIKE, ts.SyntaxKind.ClassStaticBlockDeclaration]],
+  [ROLE.scope, [ts.SyntaxKind.Block, ts.SyntaxKind.CaseBlock, ts.SyntaxKind.ClassDeclaration, ts.SyntaxKind.ClassExpression, ts.SyntaxKind.CatchClause, ts.SyntaxKind.ForStatement, ts.SyntaxKind.ForInStatement, ts.SyntaxKind.ForOfStatement]],
+  [ROLE.heritage, [ts.SyntaxKind.ExpressionWithTypeArguments]],
+  [ROLE.module, [ts.SyntaxKind.ImportDeclaration, ts.SyntaxKind.ExportDeclaration, ts.SyntaxKind.ExportAssignment]],
+  [ROLE.with, [ts.SyntaxKind.WithStatement]],
+  [ROLE.call, [ts.SyntaxKind.CallExpression]],
+  [ROLE.member, [ts.SyntaxKind.PropertyAccessExpression]],
+  [ROLE.binding, [ts.SyntaxKind.BindingElement]],
+  [ROLE.string, [ts.SyntaxKind.StringLiteral, ts.SyntaxKind.NoSubstitutionTemplateLiteral, ts.SyntaxKind.BinaryExpression]],
+]) {
+  for (const kind of kinds) ROLES[kind] = role;
 }
-
-const isDigit = (code) => code >= 48 && code <= 57;
-const isPunct = (token, value) => token?.type === 'punct' && token.value === value;
-/** Whether tokens[k] is a member name: after `.` (not the last dot of `...`) or `#`. */
-const isMemberName = (tokens, k) => isPunct(tokens[k - 1], '#') || (isPunct(tokens[k - 1], '.') && !(isPunct(tokens[k - 2], '.') && tokens[k - 2].start === tokens[k - 1].start - 1));
-/** [A-Za-z_$\\], what an identifier starts with (a backslash: an escape). */
-const isIdentStart = (code) => (code >= 65 && code <= 90) || (code >= 97 && code <= 122) || code === 95 || code === 36 || code === 92;
 
 /**
- * Splits JavaScript into tokens ({ type, value, start, head }: ident, string, template, regex,
- * number, punct; `head`: a template piece ending in ${, a ) ending a statement's head; every
- * token has the four fields, so that reading them stays fast), comments, and `unclear`: the places it cannot read as node would ({ start,
- * what }; see the findings above), each read one way and listed. Throws on anything it cannot
- * follow.
+ * What the bundle may reach: the union, over every file, of what scripts/kernel.json lets src/
+ * reach (the source audit holds each file to its own share). { modules: Map(module -> Set of
+ * members), globals: Map(name -> members), passedOn: Set, process: Set }.
  */
-export function tokenize(text) {
-  const tokens = [];
-  const comments = [];
-  const unclear = [];
-  const substitutions = []; // brace depth at each open `${` of a template literal
-  const heads = []; // for each open (, whether it opens a statement's head (STATEMENT_HEADS)
-  let depth = 0;
-  let i = 0;
-  if (text.startsWith('#!')) {
-    // A hashbang line ends, as a // comment does, at any line terminator.
-    LINE_END.lastIndex = 0;
-    i = LINE_END.exec(text)?.index ?? text.length;
-  }
-  /** Whether a line ended since the last token (automatic semicolon insertion may end a statement there). */
-  let lineBreak = false;
-  const push = (token) => {
-    tokens.push(token);
-    lineBreak = false;
-  };
-  const fail = (what, at) => {
-    throw new Error(`${what} at ${position(text, at)}`);
-  };
-  const last = () => tokens[tokens.length - 1];
-  /** The token n places before the last (0: the last). */
-  const back = (n) => tokens[tokens.length - 1 - n];
-  /** Whether the token n places before the last is `name` itself, not a member `.name` or `#name`. */
-  const isName = (n, name) => back(n)?.type === 'ident' && back(n).value === name && !isMemberName(tokens, tokens.length - 1 - n);
-
-  // Reads template text from `from` (just after ` or a closing }) to its end or next `${`.
-  const readTemplate = (from) => {
-    const j = runEnd(TEMPLATE_RUN, text, from);
-    if (text[j] === '`') {
-      push({ type: 'template', value: text.slice(from, j), start: from, head: false });
-      return j + 1;
-    }
-    // The run stops only at ` or ${ (a lone $ is template text), or at the end of the text or a backslash at it.
-    if (text[j] !== '$') fail('unterminated template literal', from);
-    // `head`: the text ends in ${, after which an expression begins (a / there starts a regular expression).
-    push({ type: 'template', value: text.slice(from, j), start: from, head: true });
-    substitutions.push(depth);
-    depth++;
-    return j + 2;
-  };
-
-  while (i < text.length) {
-    const code = text.charCodeAt(i);
-    const c = text[i];
-    const start = i;
-    if (code === 32 || (code >= 9 && code <= 13)) {
-      i = runEnd(SPACE_RUN, text, i);
-      for (let p = start; p < i && !lineBreak; p++) lineBreak = text.charCodeAt(p) === 10 || text.charCodeAt(p) === 13;
-    } else if (c === '/' && text[i + 1] === '/') {
-      LINE_END.lastIndex = i;
-      const end = LINE_END.exec(text);
-      i = end === null ? text.length : end.index;
-      comments.push({ value: text.slice(start, i), start });
-    } else if (c === '/' && text[i + 1] === '*') {
-      const end = text.indexOf('*/', i + 2);
-      if (end < 0) fail('unterminated comment', i);
-      i = end + 2;
-      LINE_END.lastIndex = start;
-      if ((LINE_END.exec(text)?.index ?? Infinity) < i) lineBreak = true; // a comment over lines ends a line
-      comments.push({ value: text.slice(start, i), start });
-    } else if (c === '"' || c === "'") {
-      const j = runEnd(QUOTED[c], text, i);
-      if (j === i) fail('unterminated string', i); // a newline or the end of the text before the closing quote
-      push({ type: 'string', value: text.slice(i + 1, j - 1), start, head: false });
-      i = j;
-    } else if (c === '`') {
-      i = readTemplate(i + 1);
-    } else if (c === '}' && substitutions.length > 0 && depth - 1 === substitutions[substitutions.length - 1]) {
-      substitutions.pop();
-      depth--;
-      i = readTemplate(i + 1);
-    } else if (isIdentStart(code)) {
-      const j = runEnd(IDENT_RUN, text, i);
-      push({ type: 'ident', value: text.slice(i, j), start, head: false });
-      i = j;
-    } else if (isDigit(code) || (c === '.' && isDigit(text.charCodeAt(i + 1)))) {
-      const j = runEnd(NUMBER, text, i);
-      // JavaScript refuses a name or a digit right after a number (3in, 0b12): not something to read on.
-      if (j < text.length && (isIdentStart(text.charCodeAt(j)) || isDigit(text.charCodeAt(j)))) unclear.push({ start: j, what: 'a name or digit right after a number' });
-      push({ type: 'number', value: text.slice(i, j), start, head: false });
-      i = j;
-    } else if (c === '/') {
-      const prev = last();
-      const keyword = prev?.type === 'ident' && REGEX_AFTER_KEYWORD.has(prev.value) && isName(0, prev.value);
-      if (prev?.type === 'punct' && prev.value === '}') unclear.push({ start, what: 'a / right after }: a division after an object, a regular expression after a block' });
-      if (keyword && KEYWORD_OR_VARIABLE.has(prev.value)) unclear.push({ start, what: `a / right after ${prev.value}: a regular expression after the keyword, a division after a variable of that name` });
-      if (prev?.type === 'punct' && (prev.value === '++' || prev.value === '--')) unclear.push({ start, what: `a / right after ${prev.value}: a division after a postfix, a regular expression after a prefix` });
-      if (prev !== undefined && lineBreak) unclear.push({ start, what: 'a / at the start of a line: a division going on from the line before, or a regular expression after an inserted semicolon' });
-      const division =
-        prev !== undefined &&
-        ((prev.type === 'punct' && ((prev.value === ')' && !prev.head) || prev.value === ']' || prev.value === '}' || prev.value === '++' || prev.value === '--')) ||
-          (prev.type === 'ident' && !keyword) ||
-          prev.type === 'number' ||
-          prev.type === 'string' ||
-          (prev.type === 'template' && !prev.head) ||
-          prev.type === 'regex');
-      if (division) {
-        push({ type: 'punct', value: '/', start, head: false });
-        i++;
-        continue;
-      }
-      let j = i + 1;
-      let inClass = false;
-      for (;;) {
-        if (j >= text.length || isLineEnd(text[j])) fail('unterminated regular expression', i);
-        const r = text[j];
-        if (r === '\\') j += 2;
-        else {
-          if (r === '[') inClass = true;
-          else if (r === ']') inClass = false;
-          else if (r === '/' && !inClass) break;
-          j++;
-        }
-      }
-      j++;
-      while (j < text.length && /[a-z]/.test(text[j])) j++;
-      push({ type: 'regex', value: text.slice(i, j), start, head: false });
-      i = j;
-    } else {
-      if (code >= 0x80) unclear.push({ start, what: `a character outside ASCII in code (U+${code.toString(16).toUpperCase().padStart(4, '0')})` });
-      if ((c === '<' && text.startsWith('!--', i + 1)) || (c === '-' && text.startsWith('->', i + 1))) unclear.push({ start, what: 'an HTML-like comment (<!-- or -->), which node reads as a line comment' });
-      if (c === '{') depth++;
-      else if (c === '}') depth--;
-      if (depth < 0) fail('unbalanced }', i);
-      // ++ and -- are one token each, read greedily as JavaScript does (a+++/re/ is a++ + /re/): a
-      // / after one divides. At the start of a line, ++ may be a prefix after an inserted semicolon.
-      const double = (c === '+' || c === '-') && text[i + 1] === c;
-      if (double && lineBreak && tokens.length > 0) unclear.push({ start, what: `${c}${c} at the start of a line: a postfix of the line before, or a prefix after an inserted semicolon` });
-      const token = { type: 'punct', value: double ? c + c : c, start, head: false };
-      if (c === '(') heads.push(STATEMENT_HEADS.has(last()?.value) ? isName(0, last().value) : isName(0, 'await') && isName(1, 'for'));
-      else if (c === ')') {
-        if (heads.length === 0) fail('unbalanced )', i);
-        if (heads.pop()) token.head = true;
-      }
-      push(token);
-      i += double ? 2 : 1;
-    }
-  }
-  if (substitutions.length > 0) fail('unterminated template literal', text.length);
-  return { tokens, comments, unclear };
+export function bundleAllowlist(declaration) {
+  const modules = new Map();
+  const grants = [declaration.everywhere, ...Object.values(declaration.files ?? {})];
+  for (const grant of grants) for (const [module, members] of Object.entries(grant.modules ?? {})) modules.set(module, new Set([...(modules.get(module) ?? []), ...members]));
+  const globals = new Map();
+  for (const grant of grants) for (const [name, members] of Object.entries(grant.globals ?? {})) globals.set(name, new Set([...(globals.get(name) ?? []), ...members]));
+  const processMembers = new Set([...declaration.everywhere.process, ...grants.flatMap((g) => g.process ?? []), ...(declaration.environment.length > 0 ? ['env'] : [])]);
+  return { modules, globals, passedOn: new Set(declaration.everywhere.passedOn), process: processMembers };
 }
 
-function position(text, offset) {
-  const before = text.slice(0, offset);
-  const line = before.split('\n').length;
-  return `${line}:${offset - before.lastIndexOf('\n')}`;
+/** Identifier names a binding pattern (or a plain name) declares. */
+function bindingNames(name, out) {
+  if (ts.isIdentifier(name)) out.push(name.text);
+  else if (ts.isObjectBindingPattern(name) || ts.isArrayBindingPattern(name)) for (const e of name.elements) if (!ts.isOmittedExpression(e)) bindingNames(e.name, out);
+  return out;
+}
+
+/** The `var` names a function body declares, nested blocks included, nested functions not. */
+function varNames(node, out) {
+  const visit = (n) => {
+    if (FUNCTION_LIKE.has(n.kind) || ts.isClassStaticBlockDeclaration(n) || ts.isClassLike(n)) return;
+    if (ts.isVariableDeclarationList(n) && (n.flags & ts.NodeFlags.BlockScoped) === 0) for (const d of n.declarations) bindingNames(d.name, out);
+    ts.forEachChild(n, visit);
+  };
+  ts.forEachChild(node, visit);
+  return out;
+}
+
+/** The names a list of statements declares in its own block: let, const, class, and (strict mode) function. */
+function lexicalNames(statements, out) {
+  for (const s of statements) {
+    if (ts.isVariableStatement(s) && s.declarationList.flags & ts.NodeFlags.BlockScoped) for (const d of s.declarationList.declarations) bindingNames(d.name, out);
+    else if ((ts.isClassDeclaration(s) || ts.isFunctionDeclaration(s)) && s.name) out.push(s.name.text);
+  }
+  return out;
+}
+
+/** Whether an identifier refers to a binding (a value's name in code), rather than declaring one or naming a member or a label. */
+function isReference(id, parent) {
+  if (ts.isShorthandPropertyAssignment(parent)) return parent.name === id;
+  if (parent.name === id) return false;
+  if (ts.isBindingElement(parent) && parent.propertyName === id) return false;
+  return !(ts.isLabeledStatement(parent) || ts.isBreakOrContinueStatement(parent) || ts.isMetaProperty(parent));
+}
+
+/** A string's text once its literals are joined ("ev" + "al"), or undefined when it is not made of literals alone. */
+function constantText(node) {
+  if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) return node.text;
+  if (ts.isParenthesizedExpression(node)) return constantText(node.expression);
+  if (ts.isBinaryExpression(node) && node.operatorToken.kind === ts.SyntaxKind.PlusToken) {
+    const left = constantText(node.left);
+    const right = left === undefined ? undefined : constantText(node.right);
+    return right === undefined ? undefined : left + right;
+  }
+  return undefined;
+}
+
+/**
+ * What a position of the text is in: 'comment', 'literal' (a string, template or regular
+ * expression), or 'code' (a token, or a space between tokens that is not a comment).
+ */
+function placeOf(sf, at) {
+  // The deepest node whose range (its leading spaces and comments included) holds `at`...
+  let node = sf;
+  for (let next = sf; next !== undefined; ) {
+    node = next;
+    next = ts.forEachChild(node, (c) => (c.pos <= at && at < c.end ? c : undefined));
+  }
+  // ... then the token in it that does: `at` is in its text, or in the spaces and comments before it.
+  let token = node;
+  while (token.getChildCount(sf) > 0) {
+    const inside = token.getChildren(sf).find((c) => c.pos <= at && at < c.end);
+    if (inside === undefined) break;
+    token = inside;
+  }
+  if (at >= token.getStart(sf)) return LITERAL_TOKENS.has(token.kind) ? 'literal' : 'code';
+  const shebang = ts.getShebang(sf.text)?.length ?? 0;
+  if (token.pos === 0 && at < shebang) return 'comment';
+  const comments = ts.getLeadingCommentRanges(sf.text, token.pos === 0 ? shebang : token.pos) ?? [];
+  return comments.some((c) => c.pos <= at && at < c.end) ? 'comment' : 'code';
 }
 
 /**
  * What the build header says, from the comments before the first line of code:
  * { version, commit, sourcesSha256, lockfileSha256 }, or null when any of them is missing.
  */
-export function readHeader(comments, tokens) {
-  const firstCode = tokens[0]?.start ?? Infinity;
-  const text = comments.filter((c) => c.start < firstCode).map((c) => c.value).join('\n');
+function readHeader(sf) {
+  const first = sf.statements[0];
+  const text = sf.text.slice(0, first === undefined ? sf.text.length : first.getStart(sf));
   const version = /^\/\/ credential-proxy (\S+): bundled from src\//m.exec(text)?.[1];
   const commit = /^\/\/ source commit: +(\S+)$/m.exec(text)?.[1];
   const sourcesSha256 = /^\/\/ sources sha256: +([0-9a-f]{64})\b/m.exec(text)?.[1];
@@ -292,168 +177,249 @@ export function readHeader(comments, tokens) {
   return { version, commit, sourcesSha256, lockfileSha256 };
 }
 
-/** Audits bundle text; returns { findings, builtins, sources, header }. */
-export function auditBundle(text) {
+const PARSE_OPTIONS = { languageVersion: ts.ScriptTarget.ESNext, jsDocParsingMode: ts.JSDocParsingMode.ParseNone };
+
+/**
+ * `text` parsed as an edit of the text `previous` holds (TypeScript's incremental parser, as an
+ * editor reparses a file after each keystroke: the same tree a whole parse gives, in a fraction of
+ * the time), which it consumes. For tests that audit many edited copies of one bundle; the
+ * command always parses whole.
+ */
+function reparsed(previous, text) {
+  const old = previous.text;
+  let start = 0;
+  while (start < old.length && start < text.length && old.charCodeAt(start) === text.charCodeAt(start)) start++;
+  let tail = 0;
+  while (tail < old.length - start && tail < text.length - start && old.charCodeAt(old.length - 1 - tail) === text.charCodeAt(text.length - 1 - tail)) tail++;
+  return ts.updateSourceFile(previous.sourceFile, text, { span: { start, length: old.length - start - tail }, newLength: text.length - start - tail });
+}
+
+/**
+ * Audits bundle text against `allow` (bundleAllowlist). Returns { findings, builtins: { module:
+ * [members] }, globals: [free names], sources: [src files of the module comments], header,
+ * parsed: { text, sourceFile } }. `previous`: the `parsed` of an audit before, to read `text` as an
+ * edit of it (reparsed).
+ */
+export function auditBundle(text, allow, previous) {
+  const sf = previous === undefined ? ts.createSourceFile('proxy.js', text, PARSE_OPTIONS, false, ts.ScriptKind.JS) : reparsed(previous, text);
   const findings = [];
-  const builtins = new Set();
-  const at = (token) => position(text, token.start);
-  let scanned;
-  try {
-    scanned = tokenize(text);
-  } catch (err) {
-    return { findings: [`cannot tokenise the bundle: ${err.message}`], builtins: [], sources: [], header: null };
+  const position = (at) => {
+    const { line, character } = sf.getLineAndCharacterOfPosition(at);
+    return `${line + 1}:${character + 1}`;
+  };
+  const find = (node, message) => findings.push(`${position(node.getStart(sf))}: ${message}`);
+  const used = new Map();
+  const globals = new Set();
+
+  // Fail closed on what the parser could not read, and on where it reads otherwise than node.
+  const diagnostics = sf.parseDiagnostics;
+  if (!Array.isArray(diagnostics)) findings.push('the parser gives no diagnostics to check: the audit cannot vouch for its reading');
+  for (const d of diagnostics ?? []) findings.push(`${position(d.start)}: cannot parse: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
+  for (const m of text.matchAll(/[^\x00-\x7f]|<!--|-->/g)) {
+    if (placeOf(sf, m.index) !== 'code') continue;
+    findings.push(`${position(m.index)}: ${m[0].length === 1 ? `a character outside ASCII in code (U+${m[0].codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}), which JavaScript may read as a space or a letter` : 'an HTML-like comment (<!-- or -->), which node reads as a line comment'}`);
   }
-  const { tokens, comments, unclear } = scanned;
-  for (const u of unclear) findings.push(`${position(text, u.start)}: ${u.what}`);
-  // Code before the directive would run outside strict mode (where a function's caller and
-  // arguments, and with them the module's require, are in reach).
-  if (!(tokens[0]?.type === 'string' && tokens[0].value === 'use strict' && tokens[1]?.type === 'punct' && tokens[1].value === ';')) findings.push('the code does not begin with "use strict";');
-  const header = readHeader(comments, tokens);
+
+  // The directive first (code before it runs outside strict mode), then the header.
+  const first = sf.statements[0];
+  if (!(first && ts.isExpressionStatement(first) && ts.isStringLiteral(first.expression) && first.getText(sf) === '"use strict";')) findings.push('the code does not begin with "use strict";');
+  const header = readHeader(sf);
   if (header === null) findings.push('no build header (version, source commit, sources and lockfile sha256): the file was not built by build.mjs');
-  const t = (k) => tokens[k];
-  const is = (k, type, value) => t(k)?.type === type && (value === undefined || t(k).value === value);
 
-  /** A module load: ( "node:builtin" ) right after the require/import token at k. */
-  const checkLoad = (k, what) => {
-    const arg = t(k + 2);
-    if (!is(k + 1, 'punct', '(') || arg?.type !== 'string' || !is(k + 3, 'punct', ')') || arg.value.includes('\\')) {
-      findings.push(`${at(t(k))}: ${what} with an argument that is not one plain string literal`);
-      return;
+  // Module comments: those before a top-level statement (and at the end), as esbuild writes them.
+  const sources = new Set();
+  let markers = 0;
+  for (const at of [...sf.statements.map((s) => s.pos), sf.endOfFileToken.pos]) {
+    for (const c of ts.getLeadingCommentRanges(text, at) ?? []) {
+      const m = /^\/\/ (\S+\.(?:[cm]?[jt]sx?|json))$/.exec(text.slice(c.pos, c.end));
+      if (m === null) continue;
+      markers++;
+      if (!/^src\/(?:[A-Za-z0-9_-]+\/)*[A-Za-z0-9_-][A-Za-z0-9._-]*\.ts$/.test(m[1])) findings.push(`${position(c.pos)}: module ${m[1]} is outside src/`);
+      else sources.add(m[1]);
     }
-    checkSpecifier(arg, what);
-  };
-  /**
-   * The key of the computed member whose [ is at k: one plain string is read as a name (above);
-   * a key built from strings ('ev' + 'al', a template holding one, escapes) is a finding. A key
-   * made of variables cannot be read by any scan (see SECURITY.md, "How to review").
-   */
-  const checkComputedKey = (k, orArray) => {
-    let end = k + 1;
-    let comma = false; // at the key's own level: then `of [a, b]` is an array, not of[a, b]
-    for (let d = 1, nested = 0; end < tokens.length; end++) {
-      if (is(end, 'punct', '[')) d++;
-      else if (is(end, 'punct', ']') && --d === 0) break;
-      else if (is(end, 'punct', '(') || is(end, 'punct', '{')) nested++;
-      else if (is(end, 'punct', ')') || is(end, 'punct', '}')) nested--;
-      else if (is(end, 'punct', ',') && d === 1 && nested === 0) comma = true;
-    }
-    if (orArray && comma) return;
-    const key = tokens.slice(k + 1, end);
-    if (key.length === 1 && key[0].type === 'string') {
-      if (key[0].value.includes('\\')) findings.push(`${at(key[0])}: computed member spelled with an escape`);
-      return;
-    }
-    const spelled = key.some((x) => x.type === 'string' || x.type === 'regex' || (x.type === 'template' && x.value.includes('\\'))) || (key.length === 1 && key[0].type === 'template');
-    if (spelled) findings.push(`${at(tokens[k])}: computed member built from strings or a template`);
-  };
-  const checkSpecifier = (arg, what) => {
-    const name = arg.value;
-    if (!name.startsWith('node:') || !BUILTINS.has(name.slice(5))) findings.push(`${at(arg)}: ${what}("${name}") is not a node: built-in`);
-    else if (FORBIDDEN_BUILTINS.has(name.slice(5))) findings.push(`${at(arg)}: ${what}("${name}") can run code or load modules`);
-    else builtins.add(name);
-  };
+  }
+  if (markers === 0) findings.push('no module comments (// src/xxx.ts): the file is not an unminified esbuild bundle');
 
-  for (let k = 0; k < tokens.length; k++) {
-    const tok = tokens[k];
-    if (tok.type === 'string' || (tok.type === 'template' && !tok.head)) {
-      // The text as JavaScript decodes it, joined with the literals + adds to it ('ev' + 'al').
-      let spelled = decodeEscapes(tok.value);
-      for (let j = k + 1; is(j, 'punct', '+') && (t(j + 1)?.type === 'string' || (t(j + 1)?.type === 'template' && !t(j + 1).head)); j += 2) spelled += decodeEscapes(t(j + 1).value);
-      // One finding a string; x["eval"] is named as the computed member it is.
-      const member = tok.type === 'string' && COMPUTED_NAMES.has(tok.value) && is(k - 1, 'punct', '[') && is(k + 1, 'punct', ']');
-      if (SPELLED_NAMES.has(spelled)) findings.push(member ? `${at(tok)}: computed member ["${tok.value}"]` : `${at(tok)}: a string spelling ${spelled}`);
-      if (PROCESS_MEMORY.test(spelled)) findings.push(`${at(tok)}: a string naming a process's memory (${spelled}), which node:fs can rewrite as native code`);
+  // Scopes: each a Map of the names it binds to what binds them ({ module } for esbuild's require binding).
+  const bind = (scope, names) => {
+    for (const n of names) scope.set(n, BOUND);
+    return scope;
+  };
+  // A chain of scopes: { names, up }, innermost first; a scope that binds nothing is not made.
+  const lookup = (chain, name) => {
+    for (let s = chain; s !== undefined; s = s.up) {
+      const info = s.names.get(name);
+      if (info !== undefined) return info;
     }
-    if (tok.type === 'punct' && tok.value === '[') {
-      const bracket = bracketKind(tokens, k);
-      if (bracket !== 'array') checkComputedKey(k, bracket === 'member or array');
-    }
-    if (tok.type !== 'ident') continue;
-    const name = tok.value;
-    if (!CHECKED_NAMES.has(name) && !name.includes('\\')) continue; // nearly every identifier: nothing below applies
-    const member = isMemberName(tokens, k); // x.name or #name, not ...name
-    if (name.includes('\\')) findings.push(`${at(tok)}: identifier spelled with an escape: ${name}`);
-    else if (name === 'require') {
-      if (member) findings.push(`${at(tok)}: require used as a member (${t(k - 2)?.value ?? ''}.require)`);
-      else if (is(k + 1, 'punct', '(')) checkLoad(k, 'require');
-      else findings.push(`${at(tok)}: require used other than as a direct call`);
-    } else if (name === 'import' && !member) {
-      if (is(k + 1, 'punct', '(')) checkLoad(k, 'import');
-      else if (is(k + 1, 'punct', '.') && is(k + 2, 'ident', 'meta')) continue;
-      else findings.push(`${at(tok)}: static import declaration in a CommonJS bundle`);
-    } else if (name === 'export' && !member) {
-      findings.push(`${at(tok)}: export declaration in a CommonJS bundle`);
-    } else if (name === 'eval') {
-      findings.push(`${at(tok)}: eval`);
-    } else if (name === 'Function' && !member && (is(k - 1, 'ident', 'new') || is(k + 1, 'punct', '('))) {
-      findings.push(`${at(tok)}: ${is(k - 1, 'ident', 'new') ? 'new ' : ''}Function(`);
-    } else if (name === 'createRequire') {
-      findings.push(`${at(tok)}: createRequire`);
-    } else if (UNUSED_GLOBALS.has(name)) {
-      findings.push(`${at(tok)}: ${name}, which the proxy's code never uses (it reaches the module system, the global object or the Function constructor)`);
-    } else if (PROCESS_LOADERS.has(name) && member && is(k - 2, 'ident', 'process')) {
-      findings.push(`${at(tok)}: process.${name}`);
-    } else if (LOADER_NAMES.has(name)) {
-      findings.push(`${at(tok)}: ${name}, a way to load modules or native code`);
-    } else if (REFLECTION_NAMES.has(name)) {
-      findings.push(`${at(tok)}: ${name}, reflection that reaches constructors without naming them`);
-    } else if (name === 'constructor' && (member || !is(k + 1, 'punct', '('))) {
-      findings.push(`${at(tok)}: constructor other than a class's own (from any function it reaches the Function constructor)`);
-    } else if (name === 'process' && !(is(k + 1, 'punct', '.') && t(k + 2)?.type === 'ident' && PROCESS_MEMBERS.has(t(k + 2).value))) {
-      findings.push(`${at(tok)}: process used other than to read one of ${[...PROCESS_MEMBERS].join(', ')}`);
+    return undefined;
+  };
+  const enter = (chain, names) => (names.size === 0 ? chain : { names, up: chain });
+  const topNames = [...varNames(sf, []), ...lexicalNames(sf.statements, [])];
+  const top = bind(new Map(), topNames);
+  // esbuild's bindings of the built-ins: `var import_x = require("node:x");` at the top level,
+  // each declared once.
+  for (const s of sf.statements) {
+    if (!ts.isVariableStatement(s) || s.declarationList.declarations.length !== 1) continue;
+    const d = s.declarationList.declarations[0];
+    if (ts.isIdentifier(d.name) && d.initializer && isLiteralRequire(d.initializer) && allow.modules.has(d.initializer.arguments[0].text)) {
+      const once = topNames.filter((n) => n === d.name.text).length === 1;
+      top.set(d.name.text, once ? { module: d.initializer.arguments[0].text, declared: d.initializer } : { twice: true });
     }
   }
 
-  const sources = [];
-  const markers = comments.filter((c) => /^\/\/ \S+\.[cm]?[jt]sx?$|^\/\/ \S+\.json$/.test(c.value));
-  if (markers.length === 0) findings.push('no module comments (// src/xxx.ts): the file is not an unminified esbuild bundle');
-  for (const marker of markers) {
-    const file = marker.value.slice(3);
-    if (!/^src\/(?:[A-Za-z0-9_-]+\/)*[A-Za-z0-9_-][A-Za-z0-9._-]*\.ts$/.test(file)) findings.push(`${position(text, marker.start)}: module ${file} is outside src/`);
-    else if (!sources.includes(file)) sources.push(file);
-  }
-  return { findings, builtins: [...builtins].sort(), sources: sources.sort(), header };
+  const checkRequire = (call, parent) => {
+    if (call.arguments.length !== 1 || !ts.isStringLiteral(call.arguments[0])) return find(call, 'require with an argument that is not one string literal');
+    const module = call.arguments[0].text;
+    if (!module.startsWith('node:') || !BUILTINS.has(module.slice(5))) return find(call.arguments[0], `require("${module}") is not a node: built-in`);
+    if (!allow.modules.has(module)) return find(call.arguments[0], `require("${module}"): a built-in no list of scripts/kernel.json grants`);
+    const declared = ts.isVariableDeclaration(parent) && ts.isIdentifier(parent.name) && top.get(parent.name.text)?.declared === call;
+    if (!declared) find(call, `require("${module}") other than as esbuild writes it (var import_x = require("${module}") at the top level)`);
+  };
+
+  const checkBinding = (id, info, parent) => {
+    if (info.twice) return find(id, `${id.text}: a built-in's binding declared twice`);
+    if (!ts.isPropertyAccessExpression(parent) || parent.expression !== id || !ts.isIdentifier(parent.name)) return find(id, `${id.text} (${info.module}) used other than as ${id.text}.<member>`);
+    const member = parent.name.text;
+    (used.get(info.module) ?? used.set(info.module, new Set()).get(info.module)).add(member);
+    if (!allow.modules.get(info.module).has(member)) find(parent.name, `${info.module} ${member}: not a member the lists of scripts/kernel.json grant`);
+  };
+
+  const checkFree = (id, parent) => {
+    globals.add(id.text);
+    if (id.text === 'require' && ts.isCallExpression(parent) && parent.expression === id) return; // judged with its call
+    const judged = id.text === 'require' ? ['require used other than as a direct call', id] : judgeGlobal(ts, id, parent, allow);
+    if (judged !== undefined) find(judged[1], judged[0]);
+  };
+
+
+  // The walk: scopes entered as JavaScript opens them, every reference resolved or judged free.
+  // Where the text spells `var` (in code or not): a body that does not, declares no var, and its
+  // nodes are not walked twice.
+  const varAt = Array.from(text.matchAll(/\bvar\b/g), (m) => m.index);
+  const hasVar = (node) => {
+    let low = 0;
+    let high = varAt.length;
+    while (low < high) {
+      const mid = (low + high) >> 1;
+      if (varAt[mid] < node.pos) low = mid + 1;
+      else high = mid;
+    }
+    return low < varAt.length && varAt[low] < node.end;
+  };
+  const typescript = (node) => find(node, `TypeScript syntax (${ts.SyntaxKind[node.kind]}), which node refuses or reads otherwise`);
+  const checkModifiers = (node) => {
+    for (const m of node.modifiers ?? []) if (ts.isDecorator(m) || (TYPESCRIPT_MODIFIERS.has(m.kind) && !(m.kind === ts.SyntaxKind.ConstKeyword && ts.isVariableStatement(node)))) typescript(m);
+    if (node.questionToken !== undefined || node.exclamationToken !== undefined) typescript(node);
+  };
+  const checkString = (node, parent) => {
+    // A string of literals alone (joined where they are added), judged once: at its outermost +.
+    if (ts.isBinaryExpression(node) && node.operatorToken.kind !== ts.SyntaxKind.PlusToken) return;
+    if (ts.isBinaryExpression(parent) && parent.operatorToken.kind === ts.SyntaxKind.PlusToken && constantText(parent) !== undefined) return;
+    const spelled = constantText(node);
+    if (spelled !== undefined && SPELLED.has(spelled)) find(node, `a string spelling ${spelled}`);
+  };
+
+  // The walk: scopes entered as JavaScript opens them, every reference resolved or judged free.
+  // Each node kind has one role (ROLES), so that most nodes cost a table lookup.
+  const walk = (node, parent, chain) => {
+    switch (ROLES[node.kind]) {
+      case ROLE.typescript:
+        return typescript(node);
+      case ROLE.identifier:
+        // A name the parser made up for one missing (a parse error, found above) is not judged.
+        if (node.text !== '' && isReference(node, parent)) {
+          const info = lookup(chain, node.text);
+          if (info === undefined) checkFree(node, parent);
+          else if (info !== BOUND) checkBinding(node, info, parent);
+        }
+        return undefined;
+      case ROLE.declaration:
+        checkModifiers(node);
+        break;
+      case ROLE.function:
+        checkModifiers(node);
+        return walkFunction(node, chain);
+      case ROLE.scope:
+        if (ts.isClassLike(node)) checkModifiers(node);
+        return walkChildren(node, enter(chain, scopeNames(node)));
+      case ROLE.heritage:
+        // A class's base is an ExpressionWithTypeArguments in a JavaScript file too: without type
+        // arguments, in `extends`, it is JavaScript.
+        if (node.typeArguments !== undefined || !ts.isHeritageClause(parent) || parent.token !== ts.SyntaxKind.ExtendsKeyword) return typescript(node);
+        return walk(node.expression, node, chain);
+      case ROLE.module:
+        return find(node, 'an import or export declaration in a CommonJS bundle');
+      case ROLE.with:
+        return find(node, "a with statement, which makes any name any object's member");
+      case ROLE.call:
+        if (ts.isIdentifier(node.expression) && node.expression.text === 'require' && lookup(chain, 'require') === undefined) checkRequire(node, parent);
+        if (node.expression.kind === ts.SyntaxKind.ImportKeyword) find(node, `a dynamic import()${node.arguments[0] && ts.isStringLiteral(node.arguments[0]) ? ` of ${node.arguments[0].text}` : ''}: the bundle loads built-ins by esbuild's require alone`);
+        if (chainsProcess(ts, node, parent) && lookup(chain, 'process') === undefined) find(node, `process.${node.expression.name.text}(...) used for its result, which is process itself`);
+        break;
+      case ROLE.member:
+        if (CONSTRUCTOR_MEMBERS.has(node.name.text)) find(node.name, constructorMember(node.name.text));
+        break;
+      case ROLE.binding:
+        if (node.propertyName && (ts.isIdentifier(node.propertyName) || ts.isStringLiteral(node.propertyName)) && CONSTRUCTOR_MEMBERS.has(node.propertyName.text)) find(node.propertyName, constructorMember(node.propertyName.text));
+        break;
+      case ROLE.string:
+        checkString(node, parent);
+        break;
+    }
+    return walkChildren(node, chain);
+  };
+
+  /** A function: its parameters (and its own name, and arguments) in a scope of theirs, then its body's declarations in one within. */
+  const walkFunction = (node, chain) => {
+    if (node.typeParameters !== undefined || node.type !== undefined) typescript(node);
+    if (node.name !== undefined && !ts.isFunctionExpression(node)) walk(node.name, node, chain);
+    const own = [...(node.parameters ?? []).flatMap((p) => bindingNames(p.name, [])), ...(ts.isFunctionExpression(node) && node.name ? [node.name.text] : []), ...(ts.isArrowFunction(node) || ts.isClassStaticBlockDeclaration(node) ? [] : ['arguments'])];
+    const inner = enter(chain, bind(new Map(), own));
+    for (const p of node.parameters ?? []) walk(p, node, inner);
+    const body = node.body;
+    if (body !== undefined && ts.isBlock(body)) {
+      const scope = enter(inner, bind(new Map(), [...(hasVar(body) ? varNames(body, []) : []), ...lexicalNames(body.statements, [])]));
+      for (const s of body.statements) walk(s, body, scope);
+    } else if (body !== undefined) walk(body, node, inner);
+  };
+
+  /** What a block-like node binds for its own children: let, const, class, function; a class its name; catch its parameter; a for its let or const. */
+  const scopeNames = (node) => {
+    const names = new Map();
+    if (ts.isBlock(node)) bind(names, lexicalNames(node.statements, []));
+    else if (ts.isCaseBlock(node)) bind(names, lexicalNames(node.clauses.flatMap((c) => c.statements), []));
+    else if (ts.isClassLike(node)) bind(names, node.name ? [node.name.text] : []);
+    else if (ts.isCatchClause(node)) bind(names, node.variableDeclaration ? bindingNames(node.variableDeclaration.name, []) : []);
+    else if (node.initializer && ts.isVariableDeclarationList(node.initializer) && node.initializer.flags & ts.NodeFlags.BlockScoped) bind(names, node.initializer.declarations.flatMap((d) => bindingNames(d.name, [])));
+    return names;
+  };
+
+  // The children of a node, with one callback for the whole walk (not a closure a node).
+  let parentNow;
+  let chainNow;
+  const visitChild = (child) => walk(child, parentNow, chainNow);
+  const walkChildren = (node, chain) => {
+    const [parent, scopes] = [parentNow, chainNow];
+    parentNow = node;
+    chainNow = chain;
+    ts.forEachChild(node, visitChild);
+    [parentNow, chainNow] = [parent, scopes];
+  };
+  walkChildren(sf, { names: top, up: undefined });
+
+  return {
+    findings,
+    builtins: Object.fromEntries([...used].sort(([a], [b]) => a.localeCompare(b)).map(([m, members]) => [m, [...members].sort()])),
+    globals: [...globals].sort(),
+    sources: [...sources].sort(),
+    header,
+    parsed: { text, sourceFile: sf },
+  };
 }
 
-/**
- * What the [ at k opens: a computed 'member' (x[k], f()[k], x?.[k], {}[k]); 'member or array'
- * after of or await, which may be variables (of[k]); a computed property 'key' of an object
- * literal, a pattern or a class ({ [k]: v }, after { , } or ;, its ] followed by : or (); or an
- * 'array'.
- */
-function bracketKind(tokens, k) {
-  const prev = tokens[k - 1];
-  if (prev === undefined) return 'array';
-  if (prev.type === 'ident') {
-    if (KEYWORD_OR_VARIABLE.has(prev.value)) return 'member or array';
-    return !REGEX_AFTER_KEYWORD.has(prev.value) || isPunct(tokens[k - 2], '.') ? 'member' : 'array';
-  }
-  if (prev.type !== 'punct') return prev.type === 'string' || (prev.type === 'template' && !prev.head) || prev.type === 'regex' ? 'member' : 'array';
-  if (prev.value === ')' || prev.value === ']' || prev.value === '}' || (prev.value === '.' && isPunct(tokens[k - 2], '?'))) return 'member';
-  if (prev.value !== '{' && prev.value !== ',' && prev.value !== ';') return 'array';
-  for (let j = k, d = 0; j < tokens.length; j++) {
-    if (isPunct(tokens[j], '[')) d++;
-    else if (isPunct(tokens[j], ']') && --d === 0) return isPunct(tokens[j + 1], ':') || isPunct(tokens[j + 1], '(') ? 'key' : 'array';
-  }
-  return 'array';
-}
-
-/**
- * A string's or template's text as JavaScript reads it: \x, \u and \u{} escapes, line
- * continuations, octal escapes and the single-character ones. Only compared with names, so an
- * escape it does not know gives the character after the backslash.
- */
-function decodeEscapes(raw) {
-  if (!raw.includes('\\')) return raw;
-  const simple = { n: '\n', r: '\r', t: '\t', b: '\b', f: '\f', v: '\v' };
-  return raw.replace(/\\(?:x([0-9a-fA-F]{2})|u\{([0-9a-fA-F]+)\}|u([0-9a-fA-F]{4})|([0-7]{1,3})|(\r\n|[\n\r\u2028\u2029])|([\s\S]))/g, (_, x, braced, u, octal, lineEnd, other) => {
-    if (x !== undefined) return String.fromCharCode(parseInt(x, 16));
-    if (braced !== undefined) return parseInt(braced, 16) <= 0x10ffff ? String.fromCodePoint(parseInt(braced, 16)) : '';
-    if (u !== undefined) return String.fromCharCode(parseInt(u, 16));
-    if (octal !== undefined) return String.fromCharCode(parseInt(octal, 8) & 0xff);
-    if (lineEnd !== undefined) return '';
-    return simple[other] ?? other;
-  });
+/** Whether `node` is `require("...")`, one plain string literal. */
+function isLiteralRequire(node) {
+  return ts.isCallExpression(node) && ts.isIdentifier(node.expression) && node.expression.text === 'require' && node.arguments.length === 1 && ts.isStringLiteral(node.arguments[0]);
 }
 
 /** The header as the report prints it, with what its commit means for a rebuild. */
@@ -466,9 +432,11 @@ function describeHeader(header) {
 
 /**
  * Audits the bundle file and renders the report the command prints: { status (0: clean,
- * 1: findings, 2: cannot read the file), stdout (the report), stderr (the verdict on failure) }.
+ * 1: findings, 2: cannot read the file), stdout (the report), stderr (the verdict on failure),
+ * parsed (for `previous`) }. `previous`: the `parsed` of an audit before, whose text this file's
+ * is an edit of (auditBundle).
  */
-export function auditFile(file = path.join(root, 'dist', 'proxy.js')) {
+export function auditFile(file = path.join(root, 'dist', 'proxy.js'), previous = undefined) {
   let bytes;
   try {
     bytes = readFileSync(file);
@@ -476,7 +444,8 @@ export function auditFile(file = path.join(root, 'dist', 'proxy.js')) {
     return { status: 2, stdout: '', stderr: `audit-bundle: cannot read ${file} (${err.code ?? err.message}); run npm run build first\n` };
   }
   const text = bytes.toString('utf8');
-  const { findings, builtins, sources, header } = auditBundle(text);
+  const declaration = JSON.parse(readFileSync(path.join(root, 'scripts', 'kernel.json'), 'utf8'));
+  const { findings, builtins, globals, sources, header, parsed } = auditBundle(text, bundleAllowlist(declaration), previous);
   for (const source of sources) {
     if (!existsSync(path.join(root, source))) findings.push(`module ${source} does not exist in ${path.join(root, 'src')}: the bundle is stale`);
   }
@@ -485,7 +454,9 @@ export function auditFile(file = path.join(root, 'dist', 'proxy.js')) {
     `audit-bundle: ${path.relative(process.cwd(), file) || file}`,
     `  size:      ${bytes.length} bytes (${kib} KiB), ${text.split('\n').length} lines, sha256 ${createHash('sha256').update(bytes).digest('hex')}`,
     `  header:    ${describeHeader(header)}`,
-    `  built-ins: ${builtins.length === 0 ? '(none)' : builtins.join(', ')}`,
+    `  built-ins: ${Object.keys(builtins).length === 0 ? '(none)' : Object.keys(builtins).join(', ')}`,
+    ...Object.entries(builtins).map(([m, members]) => `    ${m}: ${members.join(', ')}`),
+    `  globals:   ${globals.join(', ')}`,
     `  sources:   ${sources.length} file(s)`,
     ...sources.map((s) => `    ${s}`),
     `  findings:  ${findings.length === 0 ? 'none' : findings.length}`,
@@ -495,6 +466,7 @@ export function auditFile(file = path.join(root, 'dist', 'proxy.js')) {
     status: findings.length === 0 ? 0 : 1,
     stdout: `${lines.join('\n')}\n`,
     stderr: findings.length === 0 ? '' : `audit-bundle: ${findings.length} finding(s) in ${file}\n`,
+    parsed,
   };
 }
 

@@ -13,14 +13,14 @@
 //   cluster, dns) only in a kernel file, and only the members granted to it. A type-only import
 //   reaches nothing. Not allowed anywhere: a dynamic import(), `import x = require()`, a built-in
 //   imported whole (default or namespace), a package, a built-in without its node: prefix;
-// - globals: a name no declaration of src/ resolves (the checker says which) is a global; it must
-//   be on the list, and its members too where the list names them (Object: assign, entries, ...;
-//   anything else, getPrototypeOf included, is a finding). A global is used only as X.member, a
-//   call, new, instanceof, typeof or a class's base: passed on as a value it would take its
-//   members out of reach (those listed in "passedOn" aside: .filter(Boolean)). eval, Function, globalThis, require, module are on no list. A computed member
-//   of a global (Math[k]) is a finding;
+// - globals: a name no declaration of src/ resolves (the checker says which) is a global, judged
+//   by the rules the bundle audit shares (audit-rules.mjs): on the list, its members too (Object:
+//   assign, entries, ...; getPrototypeOf is a finding), used only as X.member, a call, new,
+//   instanceof, typeof or a class's base ("passedOn" aside: .filter(Boolean)); eval, Function,
+//   globalThis, require, module on no list; no computed member of a global (Math[k]);
 // - process: only process.<member>, the member on the list (the file's own grants added), and
-//   process.env only in the files scripts/kernel.json names for the environment;
+//   process.env only in the files scripts/kernel.json names for the environment; process.on(...)
+//   not used for its result (process itself);
 // - a secret's value: the reader kernel.json names (src/http/secret-value.ts: reveal), resolved by
 //   the checker through every import and re-export: a file outside the kernel that refers to it,
 //   or imports whole a module that exports it, is a finding;
@@ -31,24 +31,21 @@
 //
 // The program is src/ alone, without the language's declarations or Node's (noLib, no types): a
 // name the checker cannot resolve is exactly a global, and the program is a third of the one the
-// type check builds. A run that passes is kept (node_modules/.cache/audit-source), keyed by the
-// digest of src/, kernel.json, this script and the compiler's version, so that a build of
+// type check builds. A run's result is kept (node_modules/.cache/audit-source), keyed by the
+// digest of src/, kernel.json, this script and its rules and the compiler's version, so that a build of
 // unchanged sources reuses it without loading the compiler.
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { builtinModules, createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { chainsProcess, constructorMember, judgeGlobal, UNLISTED } from './audit-rules.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const DECLARATION_FILE = 'scripts/kernel.json';
 const BUILTINS = new Set(builtinModules);
-/** Members that reach a constructor (and from it the Function constructor) from any value. */
-const CONSTRUCTOR_MEMBERS = new Set(['constructor', '__proto__', '__defineGetter__', '__defineSetter__', '__lookupGetter__', '__lookupSetter__']);
-/** Globals that are values, not namespaces: used as they are. */
-const VALUES = new Set(['undefined', 'NaN', 'Infinity']);
-/** Passing runs kept: the checkout's, and a few copies' (the tests build copies of the checkout). */
-const KEPT_PASSES = 4;
+/** Runs kept: the checkout's, and a few copies' (the tests build copies of the checkout). */
+const KEPT_RUNS = 4;
 const HOW = `scripts/kernel.json says what each file may reach (SECURITY.md, "How to review")`;
 
 /** The declaration: scripts/kernel.json, checked for its own shape (a malformed one fails the build). */
@@ -201,41 +198,26 @@ export function auditProgram(ts, program, root, declaration) {
     };
 
     /** A global: on the list, its members on theirs, used only where its members stay in reach. */
-    const checkGlobal = (id, name) => {
-      reach.globals.add(name);
+    /** A global (audit-rules.mjs), against the file's grants: everywhere's, and its own under "files". */
+    const grants = {
+      globals: new Map(Object.entries({ ...declaration.everywhere.globals, ...grant.globals }).map(([g, members]) => [g, new Set(members)])),
+      passedOn: new Set(declaration.everywhere.passedOn),
+      process: new Set([...declaration.everywhere.process, ...(grant.process ?? []), ...(declaration.environment.includes(file) ? ['env'] : [])]),
+    };
+    const checkGlobal = (id) => {
+      reach.globals.add(id.text);
       const p = id.parent;
-      if (name === 'process') return checkProcess(id);
-      if (name === 'eval') return find(id, 'eval: code from a string. The proxy runs only the code it was built from');
-      if (name === 'Function') return find(id, 'the Function constructor: code from a string. The proxy runs only the code it was built from');
-      if (name === 'globalThis' || name === 'global' || name === 'window' || name === 'self') return find(id, `${name}, the global object: every global by any name. Name the global itself (on the list)`);
-      if (['require', 'module', 'exports', '__filename', '__dirname', 'arguments'].includes(name)) return find(id, `${name}: the module system (or a function's arguments), which reaches every module. Import statically, by name`);
-      const members = globalMembers(name);
-      if (members === undefined) return find(id, `reaches the global ${name}, which is on no list in ${DECLARATION_FILE} ("everywhere".globals): add it with the members used, for review`);
-      if (ts.isElementAccessExpression(p) && p.expression === id) return find(id, `a computed member of the global ${name} (${name}[...]): its members are on a list, so they are named`);
-      if (ts.isPropertyAccessExpression(p) && p.expression === id) {
-        if (!members.includes(p.name.text)) find(p.name, `${name}.${p.name.text}: not among the members of ${name} in ${DECLARATION_FILE} (${members.join(', ') || 'none'}): add it there, for review`);
-        return;
+      if (id.text === 'process' && ts.isPropertyAccessExpression(p) && p.expression === id && ts.isIdentifier(p.name)) {
+        reach.process.add(p.name.text);
+        if (p.name.text === 'env' && !grants.process.has('env')) return find(p, `reads process.env: only the configuration's loader reads the environment (${DECLARATION_FILE} "environment": ${declaration.environment.join(', ')}), and hands on what it read`);
       }
-      if (VALUES.has(name)) return;
-      const used = (ts.isCallExpression(p) && p.expression === id) || (ts.isNewExpression(p) && p.expression === id) || (ts.isBinaryExpression(p) && p.right === id && p.operatorToken.kind === ts.SyntaxKind.InstanceOfKeyword) || ts.isTypeOfExpression(p) || (ts.isExpressionWithTypeArguments(p) && ts.isHeritageClause(p.parent));
-      if (!used && !declaration.everywhere.passedOn.includes(name)) find(id, `the global ${name} passed on as a value: where it goes, its members are out of the list's reach. Call it, name the member, or list it in "everywhere".passedOn of ${DECLARATION_FILE}, for review`);
+      const judged = judgeGlobal(ts, id, p, grants);
+      if (judged !== undefined) find(judged[1], `${judged[0]}${UNLISTED.has(id.text) ? '' : ` in ${DECLARATION_FILE} for this file ("everywhere", or its own under "files"): add it there, for review`}`);
     };
 
-    const checkProcess = (id) => {
-      const p = id.parent;
-      if (!ts.isPropertyAccessExpression(p) || p.expression !== id || !ts.isIdentifier(p.name)) return find(id, 'process used other than as process.<member>: its members are on a list, so they are named');
-      const member = p.name.text;
-      reach.process.add(member);
-      if (member === 'env') {
-        if (!declaration.environment.includes(file)) find(p, `reads process.env: only the configuration's loader reads the environment (${DECLARATION_FILE} "environment": ${declaration.environment.join(', ')}), and hands on what it read`);
-        return;
-      }
-      if (!declaration.everywhere.process.includes(member) && !(grant.process ?? []).includes(member)) find(p, `process.${member}: not a member ${DECLARATION_FILE} grants this file ("everywhere".process, or "files"): add it there, for review`);
-    };
-
-    /** A member name that reaches a constructor: x.constructor, x["constructor"], { constructor: c } = x. */
     const checkMemberName = (node, name) => {
-      if (CONSTRUCTOR_MEMBERS.has(name)) find(node, `the member ${name}: from any value it reaches a constructor, and from there the Function constructor`);
+      const message = constructorMember(name);
+      if (message !== undefined) find(node, message);
     };
 
     const noteText = (text) => {
@@ -259,6 +241,7 @@ export function auditProgram(ts, program, root, declaration) {
           if (node.token === ts.SyntaxKind.ImplementsKeyword) return;
           break;
         case ts.SyntaxKind.CallExpression:
+          if (chainsProcess(ts, node, node.parent) && !inSrc(checker.getSymbolAtLocation(node.expression.expression))) find(node, `process.${node.expression.name.text}(...) used for its result, which is process itself`);
           if (node.expression.kind === ts.SyntaxKind.ImportKeyword) {
             const arg = node.arguments[0];
             find(node, `a dynamic import() of ${arg && ts.isStringLiteralLike(arg) ? arg.text : 'a computed name'}: every module is imported statically, so that the build and this audit see it`);
@@ -283,7 +266,7 @@ export function auditProgram(ts, program, root, declaration) {
         case ts.SyntaxKind.Identifier:
           if (isReference(ts, node)) {
             const symbol = ts.isShorthandPropertyAssignment(node.parent) ? checker.getShorthandAssignmentValueSymbol(node.parent) : checker.getSymbolAtLocation(node);
-            if (!inSrc(symbol)) checkGlobal(node, node.text);
+            if (!inSrc(symbol)) checkGlobal(node);
             else if (reader !== undefined && target(symbol) === reader) refersToReader(node);
           }
           return;
@@ -321,16 +304,16 @@ function isReference(ts, id) {
   return true;
 }
 
-/** The digest a passing run is kept under: src/, the declaration, this script, the compiler's version. */
+/** The digest a run is kept under: src/, the declaration, this script and its rules, the compiler's version. */
 function auditKey(root, tsVersion) {
   const hash = createHash('sha256').update(tsVersion);
-  for (const file of [DECLARATION_FILE, 'scripts/audit-source.mjs', ...sourceFiles(root)]) hash.update(`${file}\0`).update(readFileSync(path.join(root, file))).update('\0');
+  for (const file of [DECLARATION_FILE, 'scripts/audit-source.mjs', 'scripts/audit-rules.mjs', ...sourceFiles(root)]) hash.update(`${file}\0`).update(readFileSync(path.join(root, file))).update('\0');
   return hash.digest('hex');
 }
 
 /**
- * The audit of src/ under `root`: the last passing result when nothing it depends on changed,
- * else a run in full (kept when it passes). Returns { findings, files, declaration, cached }.
+ * The audit of src/ under `root`: the kept result when nothing it depends on changed, else a run
+ * in full (kept). Returns { findings, files, declaration, cached }.
  */
 export function auditSources(root) {
   const declaration = readDeclaration(root);
@@ -343,20 +326,19 @@ export function auditSources(root) {
     const passed = JSON.parse(readFileSync(cacheFile, 'utf8')).passed;
     if (Array.isArray(passed)) kept = passed;
     const hit = kept.find((k) => k.key === key);
-    if (hit !== undefined) return { findings: [], files: hit.files, declaration, cached: true };
+    if (hit !== undefined) return { findings: hit.findings, files: hit.files, declaration, cached: true };
   } catch {
     // None kept, or unreadable: the audit runs.
   }
   const ts = require('typescript');
   const result = auditProgram(ts, sourceProgram(ts, root), root, declaration);
-  if (result.findings.length === 0) {
-    // The last few passes (a copy of the checkout, as the tests build one, shares the cache):
-    // written aside and renamed, as builds may overlap.
-    mkdirSync(path.dirname(cacheFile), { recursive: true });
-    const temporary = `${cacheFile}.${process.pid}`;
-    writeFileSync(temporary, JSON.stringify({ passed: [{ key, files: result.files }, ...kept.filter((k) => k.key !== key).slice(0, KEPT_PASSES - 1)] }));
-    renameSync(temporary, cacheFile);
-  }
+  // The last few runs, failing ones too (the same inputs give the same findings: `npm run
+  // audit:source` after a failed build reprints them at once). A copy of the checkout, as the
+  // tests build one, shares the cache. Written aside and renamed, as builds may overlap.
+  mkdirSync(path.dirname(cacheFile), { recursive: true });
+  const temporary = `${cacheFile}.${process.pid}`;
+  writeFileSync(temporary, JSON.stringify({ passed: [{ key, findings: result.findings, files: result.files }, ...kept.filter((k) => k.key !== key).slice(0, KEPT_RUNS - 1)] }));
+  renameSync(temporary, cacheFile);
   return { ...result, declaration, cached: false };
 }
 

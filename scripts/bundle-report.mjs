@@ -7,7 +7,10 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { tokenize } from './audit-bundle.mjs';
+import { createRequire } from 'node:module';
+
+// require(), not import: Node's ESM loader scans the 9 MB compiler for its named exports first.
+const ts = createRequire(import.meta.url)('typescript');
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const SIZE_BUDGET_FILE = path.join(here, 'size-budget.json');
@@ -81,24 +84,34 @@ const WORD = /[A-Za-z_$][\w$]*/g;
 export function renamedIdentifiers(bundleText, sources) {
   const spelled = new Set();
   for (const text of Object.values(sources)) for (const [word] of text.matchAll(WORD)) spelled.add(word);
-  const { tokens, comments } = tokenize(bundleText);
-  const markers = comments.filter((c) => /^\/\/ src\/\S+\.ts$/.test(c.value));
-  const found = new Map();
-  let m = -1;
-  for (let k = 0; k < tokens.length; k++) {
-    const tok = tokens[k];
-    while (m + 1 < markers.length && markers[m + 1].start < tok.start) m++;
-    if (tok.type !== 'ident' || spelled.has(tok.value)) continue;
-    const prev = tokens[k - 1];
-    if (prev?.type === 'punct' && prev.value === '.' && tokens[k - 2]?.value !== '.') continue; // a property name
-    const parts = /^(.*[^\d])(\d+)$/.exec(tok.value);
-    if (parts === null || !spelled.has(parts[1])) continue;
-    const module = m >= 0 ? markers[m].value.slice(3) : '(before the first module)';
-    const key = `${tok.value}\0${module}`;
-    const entry = found.get(key) ?? { name: tok.value, stem: parts[1], module, count: 0 };
-    entry.count += 1;
-    found.set(key, entry);
+  const sf = ts.createSourceFile('proxy.js', bundleText, { languageVersion: ts.ScriptTarget.ESNext, jsDocParsingMode: ts.JSDocParsingMode.ParseNone }, false, ts.ScriptKind.JS);
+  // esbuild's module markers, before the top-level statements: [position, file], in order.
+  const markers = [];
+  for (const statement of sf.statements) {
+    for (const c of ts.getLeadingCommentRanges(bundleText, statement.pos) ?? []) {
+      const m = /^\/\/ (src\/\S+\.ts)$/.exec(bundleText.slice(c.pos, c.end));
+      if (m !== null) markers.push([c.pos, m[1]]);
+    }
   }
+  const found = new Map();
+  const visit = (node, parent) => {
+    // Every identifier but a member's name after a dot (a property is never renamed).
+    if (ts.isIdentifier(node) && !(ts.isPropertyAccessExpression(parent) && parent.name === node) && !spelled.has(node.text)) {
+      const parts = /^(.*[^\d])(\d+)$/.exec(node.text);
+      if (parts !== null && spelled.has(parts[1])) {
+        const at = node.pos;
+        let m = -1;
+        while (m + 1 < markers.length && markers[m + 1][0] < at) m++;
+        const module = m >= 0 ? markers[m][1] : '(before the first module)';
+        const key = `${node.text}\0${module}`;
+        const entry = found.get(key) ?? { name: node.text, stem: parts[1], module, count: 0 };
+        entry.count += 1;
+        found.set(key, entry);
+      }
+    }
+    ts.forEachChild(node, (child) => visit(child, node));
+  };
+  visit(sf, undefined);
   return [...found.values()].sort((a, b) => cmp(a.stem, b.stem) || cmp(a.module, b.module) || cmp(a.name, b.name));
 }
 

@@ -28,7 +28,7 @@ function checkoutCopy(at: string): string {
   cpSync(join(ROOT, 'src'), join(at, 'src'), { recursive: true });
   for (const file of ['package.json', 'package-lock.json', 'tsconfig.json', 'build.mjs']) cpSync(join(ROOT, file), join(at, file));
   mkdirSync(join(at, 'scripts'));
-  for (const file of ['build-bundle.mjs', 'bundle-policy.mjs', 'bundle-report.mjs', 'audit-bundle.mjs', 'audit-source.mjs', 'kernel.json', 'size-budget.json', 'name-clashes.json']) {
+  for (const file of ['build-bundle.mjs', 'bundle-policy.mjs', 'bundle-report.mjs', 'audit-bundle.mjs', 'audit-rules.mjs', 'audit-source.mjs', 'kernel.json', 'size-budget.json', 'name-clashes.json']) {
     cpSync(join(ROOT, 'scripts', file), join(at, 'scripts', file));
   }
   symlinkSync(join(ROOT, 'node_modules'), join(at, 'node_modules'), 'dir');
