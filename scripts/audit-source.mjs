@@ -123,7 +123,9 @@ export function auditProgram(ts, program, root, declaration) {
     const file = rel(sf.fileName);
     const isKernel = file in kernel;
     const grant = declaration.files?.[file] ?? {};
-    const reach = { lines: sf.getLineStarts().length - (sf.text.endsWith('\n') ? 1 : 0), modules: {}, globals: new Set(), process: new Set(), hosts: new Set(), reveals: 0, kernelUses: new Set() };
+    // `environment`: the file names the type of the environment object main.ts hands on (it can
+    // read any variable by name): reported, for the reviewer, not judged.
+    const reach = { lines: sf.getLineStarts().length - (sf.text.endsWith('\n') ? 1 : 0), modules: {}, globals: new Set(), process: new Set(), hosts: new Set(), reveals: 0, kernelUses: new Set(), environment: /\bProcessEnv\b/.test(sf.text) };
     files[file] = reach;
     const lineOf = (node) => sf.getLineAndCharacterOfPosition(node.getStart(sf)).line + 1;
     const find = (node, message) => findings.push({ file, line: lineOf(node), message });
@@ -278,7 +280,7 @@ export function auditProgram(ts, program, root, declaration) {
   const sorted = Object.fromEntries(
     Object.entries(files).map(([file, r]) => [
       file,
-      { lines: r.lines, modules: Object.fromEntries(Object.entries(r.modules).map(([m, s]) => [m, [...s].sort()])), globals: [...r.globals].sort(), process: [...r.process].sort(), hosts: [...r.hosts].sort(), reveals: r.reveals, kernelUses: [...r.kernelUses].sort() },
+      { lines: r.lines, modules: Object.fromEntries(Object.entries(r.modules).map(([m, s]) => [m, [...s].sort()])), globals: [...r.globals].sort(), process: [...r.process].sort(), hosts: [...r.hosts].sort(), reveals: r.reveals, kernelUses: [...r.kernelUses].sort(), environment: r.environment },
     ]),
   );
   for (const file of Object.keys(kernel)) if (!(file in sorted)) findings.push({ file: DECLARATION_FILE, line: 1, message: `the kernel names ${file}, which is not in src/: remove it from "kernel"` });
@@ -394,6 +396,7 @@ export function formatReport({ findings, files, declaration }) {
     if (globals.length > 0) out.push(`      globals   ${globals.join(', ')}`);
     for (const h of r.hosts) out.push(`      host      ${h}`);
     if (r.reveals > 0) out.push(`      reads a secret's value: ${r.reveals} place(s)`);
+    if (r.environment) out.push('      holds the environment (NodeJS.ProcessEnv)');
     const api = [...usedOutside.keys()].filter((u) => u.startsWith(`${f}:`)).map((u) => u.slice(f.length + 1));
     if (api.length > 0) out.push(`      used outside the kernel: ${api.join(', ')}`);
   }
@@ -404,6 +407,7 @@ export function formatReport({ findings, files, declaration }) {
     for (const m of Object.entries(r.modules).flatMap(([m, members]) => members.map((x) => `built-in  ${m} ${x}`))) byReach.set(m, [...(byReach.get(m) ?? []), f]);
     for (const p of r.process) byReach.set(`process   ${p}`, [...(byReach.get(`process   ${p}`) ?? []), f]);
     for (const h of r.hosts) byReach.set(`host      ${h}`, [...(byReach.get(`host      ${h}`) ?? []), f]);
+    if (r.environment) byReach.set('holds the environment (NodeJS.ProcessEnv, from main.ts: any variable by name)', [...(byReach.get('holds the environment (NodeJS.ProcessEnv, from main.ts: any variable by name)') ?? []), f]);
   }
   for (const [what, where] of [...byReach].sort()) out.push(`  ${what}: ${where.join(', ')}`);
   const globals = [...new Set(rest.flatMap((f) => files[f].globals))].filter((g) => g !== 'undefined').sort();

@@ -68,7 +68,7 @@ before(() => {
 });
 
 for (const t of TAMPERINGS) {
-  test(`source audit: ${t.name}, written into a copy of src/, fails npm run build naming the file and line`, () => {
+  test(`credential kernel confined: ${t.name}, written into a copy of src/, fails npm run build naming the file and line`, () => {
     assert.equal(build.status, 1, build.stderr);
     const at = `${t.file}:${build.lines.get(t.name)}: `;
     const line = build.stderr.split('\n').find((l) => l.includes(at) && t.finding.test(l));
@@ -77,17 +77,17 @@ for (const t of TAMPERINGS) {
   });
 }
 
-test('source audit: the failure says how to classify a file (scripts/kernel.json) and the report still names every finding', () => {
+test('credential kernel confined: the failure says how to classify a file (scripts/kernel.json), and npm run audit:source names every finding', () => {
   assert.match(build.stderr, /add it to "kernel" in scripts\/kernel\.json with why/);
   assert.equal(report.status, 1);
   for (const t of TAMPERINGS) assert.ok(report.stdout.includes(`${t.file}:${build.lines.get(t.name)}: `), t.name);
 });
 
-test('source audit: a host name added to the code shows in the report, under the file that names it', () => {
+test('credential kernel confined: a host name added to the code shows in the audit report, under the file that names it', () => {
   assert.match(report.stdout, /^ {2}host {6}https:\/\/exfil\.example\.net\/collect: src\/gateway\/retry\.ts$/m);
 });
 
-test('source audit: the real checkout passes; the report lists each kernel file with its lines and what it reaches, and the kernel stays within 6,000 lines', () => {
+test('credential kernel confined: the real checkout passes; the report lists each kernel file with its lines and what it reaches, and the kernel stays within 6,000 lines', () => {
   const r = spawnSync(process.execPath, ['scripts/audit-source.mjs'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(r.status, 0, r.stdout + r.stderr);
   assert.match(r.stdout, /^findings: none$/m);

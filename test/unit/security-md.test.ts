@@ -1,7 +1,8 @@
-// SECURITY.md maps every security rule to the function that enforces it and a test that proves
-// it, and docs/security-rules.md gives each rule in full with every function and test. This keeps
-// both honest: every cited function is defined in the file named, every cited test exists, with
-// that exact name, in the file named, and the two tables number the same rules.
+// docs/security-rules.md gives each security rule in full with every function that enforces it
+// and every test that proves it; SECURITY.md points to it and lists the credential kernel a
+// reviewer reads. This keeps both honest: every cited function is defined in the file named,
+// every cited test exists, with that exact name, in the file named, the rules are numbered 1 to N
+// as SECURITY.md counts them, and SECURITY.md's kernel is scripts/kernel.json's, with its lines.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,11 +15,27 @@ const doc = `${short}\n${full}`;
 const rowsOf = (text: string) => text.split('\n').filter((line) => /^\| \d+ \|/.test(line));
 const ruleRows = rowsOf(doc);
 
-test('SECURITY.md and docs/security-rules.md number the same rules, 1 to N', () => {
-  const numbers = (text: string) => rowsOf(text).map((row) => Number(/^\| (\d+) \|/.exec(row)![1]));
-  const inShort = numbers(short);
-  assert.deepEqual(inShort, Array.from({ length: inShort.length }, (_, i) => i + 1));
-  assert.deepEqual(numbers(full), inShort);
+test('docs/security-rules.md numbers its rules 1 to N, as many as SECURITY.md says it holds', () => {
+  const numbers = rowsOf(full).map((row) => Number(/^\| (\d+) \|/.exec(row)![1]));
+  assert.deepEqual(numbers, Array.from({ length: numbers.length }, (_, i) => i + 1));
+  assert.match(short, new RegExp(`\\]\\(docs/security-rules\\.md\\) holds every rule \\(${numbers.length} of them\\)`));
+});
+
+test('SECURITY.md lists the credential kernel scripts/kernel.json declares, no file more or less, each with its lines to within a tenth', () => {
+  const kernel = Object.keys((JSON.parse(readFileSync(join(ROOT, 'scripts', 'kernel.json'), 'utf8')) as { kernel: Record<string, string> }).kernel);
+  const review = short.slice(short.indexOf('## How to review'));
+  const listed = new Map<string, number>();
+  // `gateway/credentials/source.ts` (42), then `table.ts` (46): a bare name is in the folder before it.
+  let folder = '';
+  for (const [, name, lines] of review.matchAll(/`([\w./-]+\.ts)`\s+\((\d+)\)/g)) {
+    if (name!.includes('/')) folder = name!.slice(0, name!.lastIndexOf('/'));
+    listed.set(`src/${name!.includes('/') || folder === '' ? name : `${folder}/${name}`}`, Number(lines));
+  }
+  assert.deepEqual([...listed.keys()].sort(), [...kernel].sort(), 'the files SECURITY.md lists are the kernel');
+  for (const [file, stated] of listed) {
+    const actual = readFileSync(join(ROOT, file), 'utf8').split('\n').length - 1;
+    assert.ok(Math.abs(actual - stated) <= Math.max(5, actual / 10), `${file}: SECURITY.md says ${stated} lines, it has ${actual}`);
+  }
 });
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
