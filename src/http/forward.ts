@@ -1,15 +1,13 @@
-// The upstream leg, shared by both listeners: open an HTTPS request on a keep-alive agent,
-// stream the body into it, relay the response back. Which headers cross is decided by the
-// caller (headers.ts); the credential's headers, opaque until here, are read as the request is
-// written. This file only moves bytes and reports how it went.
+// The upstream leg, shared by both listeners: open an HTTPS request on a keep-alive agent, stream
+// the body into it, relay the response back, and report how it went. Which headers cross is the
+// caller's (headers.ts), the credential's too: opaque until here, read as the request is written.
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type ClientRequestArgs, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
 import { Agent, request as httpsRequest } from 'node:https';
 import { isIP, type Socket } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { pipeline, Transform, type Duplex } from 'node:stream';
 import { classifyUpstreamError, UpstreamError, type UpstreamFailure } from './errors.ts';
-import { assertHeaderValue } from './headers.ts';
-import { reveal, type Secret } from './secret-value.ts';
+import { withCredential, type CredentialHeaders } from './headers.ts';
 import { STREAM_HIGH_WATER_MARK } from './sockets.ts';
 import { watchBodyIdle } from './body-idle.ts';
 import { writeInSlices } from './slices.ts';
@@ -140,7 +138,7 @@ export interface UpstreamTarget {
   /** Everything but the framing and the credential: Content-Length and Transfer-Encoding are the core's (bodyFraming). */
   readonly headers: OutgoingHttpHeaders;
   /** The credential's headers, opaque until openUpstream writes them, each value checked for CR/LF. */
-  readonly credential?: Readonly<Record<string, Secret>>;
+  readonly credential?: CredentialHeaders;
 }
 
 /**
@@ -174,12 +172,6 @@ export function bodyFraming(headers: OutgoingHttpHeaders, body: ForwardBody): Ou
   if (body.headers['transfer-encoding'] !== undefined) return out; // Node frames it chunked
   out['content-length'] = body.headers['content-length'] ?? '0';
   return out;
-}
-
-/** Pure but for reading the credential: `headers` with the credential's own set (over any of the same name), each checked for CR/LF. */
-export function withCredential(headers: OutgoingHttpHeaders, credential: UpstreamTarget['credential']): OutgoingHttpHeaders {
-  for (const [name, value] of Object.entries(credential ?? {})) headers[name] = assertHeaderValue(name, reveal(value));
-  return headers;
 }
 
 export interface UpstreamTimeouts {

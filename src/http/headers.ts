@@ -1,6 +1,7 @@
 // Which headers cross the proxy, in each direction. Pure functions over Node's header shapes.
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { headerCarriesSecret } from './redact.ts';
+import { reveal, type Secret } from './secret-value.ts';
 import { readTraceContext, type TraceContext } from './trace-context.ts';
 
 // RFC 9110 §7.6.1: connection-specific headers are never forwarded.
@@ -110,6 +111,19 @@ export function gitUpstreamHeaders(incoming: IncomingHttpHeaders, host: string):
   const out = allowedRequestHeaders(incoming, isGitRequestHeader);
   out.host = assertHeaderValue('host', host);
   return out;
+}
+
+/** A credential's headers as a source made them: each value opaque until withCredential. */
+export type CredentialHeaders = Readonly<Record<string, Secret>>;
+
+/**
+ * Pure but for reading the credential: `headers` with the credential's own set (over any of the
+ * same name), each value checked for CR/LF. The forwarding core calls it as it writes the request
+ * (forward.ts): the credential is opaque until then.
+ */
+export function withCredential(headers: OutgoingHttpHeaders, credential: CredentialHeaders | undefined): OutgoingHttpHeaders {
+  for (const [name, value] of Object.entries(credential ?? {})) headers[name] = assertHeaderValue(name, reveal(value));
+  return headers;
 }
 
 // Any other header whose name says it carries a credential. Rate-limit headers speak of

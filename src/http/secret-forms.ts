@@ -141,14 +141,15 @@ function holdsInAnyCase(text: string, at: number, lowered: string): boolean {
  * so any place where one occurs covers a whole gram starting at a multiple of `step` =
  * `shortest - GRAM + 1`: only those grams are looked up (letters in lower case), and each place
  * the gram has in a form is checked, with `startsWith` or in any case. A 168-character key's
- * forms are 220 characters or more: one lookup per 218 bytes relayed.
+ * forms are 220 characters or more: one lookup per 218 bytes relayed. #forms: the forms as
+ * written, then those found in any case, in lower case; #anyCase: where the latter begin in
+ * #forms; #places: per gram, where it is in the forms, as pairs (form, offset). (The members'
+ * comments are here and in their bodies: esbuild keeps a comment before a class member in the
+ * bundle.)
  */
 class SampledForms {
-  /** The forms as written, then those found in any case, in lower case. */
   readonly #forms: readonly string[];
-  /** Where the forms found in any case begin in #forms. */
   readonly #anyCase: number;
-  /** Per gram: where it is in the forms, as pairs (form, offset). */
   readonly #places = new Map<number, number[]>();
   readonly #step: number;
 
@@ -167,8 +168,8 @@ class SampledForms {
     });
   }
 
-  /** Every place a form occurs in `text`, added to `found` (a place may be added twice). */
   find(text: string, found: Range[]): void {
+    // Every place a form occurs in `text`, added to `found` (a place may be added twice).
     for (let at = 0; at + GRAM <= text.length; at += this.#step) {
       const places = this.#places.get(gramAt(text, at));
       if (places === undefined) continue;

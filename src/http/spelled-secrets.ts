@@ -205,13 +205,17 @@ function openingsOf(secrets: readonly Uint8Array[], references: boolean): RegExp
   return new RegExp([...new Set(sources)].join('|'), 'gi');
 }
 
-/** One set of secrets to find spelled out, each as its bytes. */
+/**
+ * One set of secrets to find spelled out, each as its bytes. #openings and #referencedOpenings:
+ * where a spelling may start, without HTML references (for text that holds none: twice as fast)
+ * and with them; #referenceStart: `&#`, or `&` when a secret has a byte with a named reference
+ * (`&amp;`). (The members' comments are here and in their bodies: esbuild keeps a comment before
+ * a class member in the bundle.)
+ */
 export class SpelledSecrets {
   readonly #secrets: readonly Uint8Array[];
-  /** Where a spelling may start: without HTML references, for text that holds none (twice as fast), and with them. */
   readonly #openings: RegExp;
   readonly #referencedOpenings: RegExp;
-  /** `&#`, or `&` when a secret has a byte with a named reference (`&amp;`). */
   readonly #referenceStart: string;
   readonly #longest: number;
 
@@ -223,8 +227,8 @@ export class SpelledSecrets {
     this.#longest = Math.max(...secrets.map((s) => s.length));
   }
 
-  /** Every place a secret is spelled out in `text` (latin1), in order, each scan going on after the last place found. */
   find(text: string, found: Array<readonly [number, number]>): void {
+    // Every place a secret is spelled out in `text` (latin1), in order, each scan going on after the last place found.
     const openings = text.includes(this.#referenceStart) ? this.#referencedOpenings : this.#openings;
     let search: Search | undefined;
     openings.lastIndex = 0;
@@ -250,13 +254,13 @@ export class SpelledSecrets {
  * or NUL), the place is a branch, kept on a stack; a search that fails goes back to the deepest
  * branch with a form left, or gives up. Past BACKTRACKS_BEFORE_MEMO_PER_BYTE per byte of the
  * secret, the (byte, place) pairs found to lead nowhere are kept for the rest of that search and
- * not tried again, so no text makes it try more than every pair once.
+ * not tried again, so no text makes it try more than every pair once. #stepsLeft: the steps left
+ * to this scan (STEPS_PER_CHARACTER); #branchDepth to #branchEnds: the branches, each its byte,
+ * where its forms start, how many of them were tried, and where each ends (MOST_ENDS a branch).
  */
 class Search {
   readonly #text: string;
-  /** Steps left to this scan (STEPS_PER_CHARACTER). */
   #stepsLeft: number;
-  /** The branches: the byte, where its forms start, how many of them were tried, and where each ends (MOST_ENDS a branch). */
   readonly #branchDepth: Int32Array;
   readonly #branchAt: Int32Array;
   readonly #branchTried: Int32Array;
@@ -273,8 +277,8 @@ class Search {
     this.#branchEnds = new Int32Array(longest * MOST_ENDS);
   }
 
-  /** Where the first spelling of `secret` that starts at `start` ends (in the order the forms are tried), or -1. */
   spelledAt(bytes: Uint8Array, start: number): number {
+    // Where the first spelling of `secret` that starts at `start` ends (in the order the forms are tried), or -1.
     const text = this.#text;
     const last = bytes.length - 1;
     const branchDepth = this.#branchDepth;
@@ -336,8 +340,8 @@ class Search {
     }
   }
 
-  /** Counts a search's steps against the scan's, and returns what it found. */
   #took(steps: number, found: number): number {
+    // Counts a search's steps against the scan's, and returns what it found.
     this.#stepsLeft -= steps;
     return found;
   }

@@ -12,7 +12,7 @@ import { checkRequestBody } from '../../src/gateway/check-call.ts';
 import { clientRequestId, modelBody, modelsListBody, routeGatewayRequest as route3 } from '../../src/gateway/route.ts';
 import { gatewayUpstreamHeaders as headersWithoutCredential, upstreamPath, type GatewayUpstreamHeaderInput as HeaderInput } from '../../src/gateway/prepare-upstream.ts';
 import { isJsonContentType } from '../../src/gateway/body.ts';
-import { withCredential } from '../../src/http/forward.ts';
+import { withCredential } from '../../src/http/headers.ts';
 import { secretHeaders } from '../../src/gateway/credentials/source.ts';
 
 const ALLOWED = new Set(['gpt-4.1', 'gpt-4.1-mini']);

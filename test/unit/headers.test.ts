@@ -1,8 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders } from 'node:http';
-import { withCredential } from '../../src/http/forward.ts';
-import { assertHeaderValue, connectionNamed, gitUpstreamHeaders as gitHeadersOnly, isCredentialHeaderName, scrubResponseHeaders } from '../../src/http/headers.ts';
+import { assertHeaderValue, connectionNamed, gitUpstreamHeaders as gitHeadersOnly, isCredentialHeaderName, scrubResponseHeaders, withCredential } from '../../src/http/headers.ts';
 import { Secret } from '../../src/http/secret-value.ts';
 
 const HOST = 'github.com';

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ProviderConfig } from '../../src/gateway/config.ts';
 import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
-import { withCredential } from '../../src/http/forward.ts';
+import { withCredential } from '../../src/http/headers.ts';
 import { Secret } from '../../src/http/secret-value.ts';
 import { keyHeader, providerHeaders as headersWith, providersByModel, routesOfKind, type Provider } from '../../src/gateway/providers.ts';
 

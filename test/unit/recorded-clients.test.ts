@@ -11,7 +11,7 @@ import { PROTOCOLS } from '../../src/gateway/protocols/table.ts';
 import { checkRequestBody } from '../../src/gateway/check-call.ts';
 import { gatewayUpstreamHeaders } from '../../src/gateway/prepare-upstream.ts';
 import { routeGatewayRequest } from '../../src/gateway/route.ts';
-import { withCredential } from '../../src/http/forward.ts';
+import { withCredential } from '../../src/http/headers.ts';
 import { Secret } from '../../src/http/secret-value.ts';
 import { keyHeader } from '../../src/gateway/providers.ts';
 
