@@ -6,8 +6,10 @@
 // the lists of scripts/kernel.json), each named by its file and line, or of the module graph
 // esbuild bundled; a failed build leaves no dist/proxy.js. Prints the size, the required
 // built-ins, the audit's summary, the bytes per feature area against scripts/size-budget.json
-// and the names esbuild renamed (scripts/bundle-report.mjs); BUILD_QUIET=1 prints nothing.
-import { rmSync } from 'node:fs';
+// and the names esbuild renamed (scripts/bundle-report.mjs, kept by the bundle's digest);
+// BUILD_QUIET=1 prints nothing.
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { auditGraph, auditSources, formatFindings } from './scripts/audit-source.mjs';
@@ -44,7 +46,7 @@ if (!process.env.BUILD_QUIET) {
   const report = formatReport({
     sizes: sizesByArea(bundle.metafile),
     budgetsKiB: loadSizeBudget(),
-    renamed: renamedIdentifiers(bundle.text, bundle.sources),
+    renamed: renamedOf(bundle),
     allowed: loadNameClashes(),
   });
   console.log(`header: commit ${bundle.provenance.commit}, sha256 ${bundle.sha256}`);
@@ -52,4 +54,24 @@ if (!process.env.BUILD_QUIET) {
   const lines = kernel.reduce((n, f) => n + (source.files[f]?.lines ?? 0), 0);
   console.log(`audit: src/ ${Object.keys(source.files).length} files, no finding${source.cached ? ' (src/ unchanged since the last run)' : ''}; the kernel ${kernel.length} files, ${lines} lines (scripts/kernel.json; what each file reaches: npm run audit:source)`);
   console.log(report.join('\n'));
+}
+
+/**
+ * esbuild's renamed names (bundle-report.mjs, which parses the bundle), kept by the digest of the
+ * code below the header: a build of unchanged sources does not load the compiler to find them again.
+ */
+function renamedOf(bundle) {
+  const file = path.join(root, 'node_modules', '.cache', 'bundle-report', 'renamed.json');
+  const key = createHash('sha256').update(bundle.text.slice(bundle.header.length)).digest('hex');
+  try {
+    const kept = JSON.parse(readFileSync(file, 'utf8'));
+    if (kept.key === key) return kept.renamed;
+  } catch {
+    // None kept, or unreadable: found again.
+  }
+  const renamed = renamedIdentifiers(bundle.text, bundle.sources);
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(`${file}.${process.pid}`, JSON.stringify({ key, renamed }));
+  renameSync(`${file}.${process.pid}`, file);
+  return renamed;
 }

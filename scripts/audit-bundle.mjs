@@ -8,26 +8,27 @@
 //
 // Findings (each at its line:column):
 // - a text the parser cannot read without an error (fail closed: what it cannot read, it does not
-//   vouch for), TypeScript's own syntax (a type, `as`, `!`, an enum: node refuses it, or reads it
-//   otherwise), and the two places where TypeScript and node read JavaScript apart on purpose: an
-//   HTML-like comment (<!-- or -->, a comment to node in a script, code to TypeScript) and a
-//   character outside ASCII in code (JavaScript's spaces and letters beyond ASCII, by Unicode
-//   versions the two need not share), outside comments, strings, templates and regular
+//   vouch for); TypeScript's own syntax and JSX (a type, `as`, `!`, an enum, <a/>: node refuses
+//   them, or reads them otherwise); the two places where TypeScript and node read JavaScript
+//   apart on purpose: an HTML-like comment (<!-- or -->, a comment to node in a script, code to
+//   TypeScript) and a character outside ASCII in code (spaces and letters beyond ASCII, by
+//   Unicode versions the two need not share), outside comments, strings, templates and regular
 //   expressions (esbuild writes code in ASCII);
 // - a free name (one no declaration in the file binds, by JavaScript's scopes: var to its
 //   function, let, const, class and a strict-mode function to their block, parameters apart from
-//   the body they default from) that is not a global on the lists, eval, Function, the global
+//   the body they default from), judged by the rules the source audit shares (audit-rules.mjs)
+//   against the union of every file's lists: a global on no list, eval, Function, the global
 //   object, the module system (require other than below, module, exports, arguments at the top),
-//   a member of a global off its list, a computed member of one, or one passed on as a value
-//   (the globals kernel.json lets be passed aside); process other than process.<member> on the
-//   lists, and process.on(...) (or another method that returns process) used for its result;
+//   a member of a global off its list, a computed member of one, one passed on as a value;
+//   process other than process.<member> on the lists, process.on(...) used for its result;
 // - require other than as esbuild writes it: `var import_x = require("node:x")` at the top level,
-//   one string literal naming a built-in on the lists; the binding then used only as
-//   import_x.<member>, the member on the lists; any import or export declaration, any import();
+//   one string literal naming a built-in on the lists, the binding declared once and used only as
+//   import_x.<member>, the member on the lists; any import or export declaration, any import(),
+//   a with statement;
 // - a member that reaches a constructor from any value (x.constructor, x.__proto__, a destructured
-//   or quoted key), and a string, literals joined, that spells one of them or of the names above
-//   (eval, Function, globalThis, require, module, process...): one step from a computed member no
-//   audit can follow;
+//   or quoted key), and a string of literals (joined where added or templated) that spells one of
+//   them or eval, Function, globalThis, require, module, process: one step from a computed member
+//   no audit can follow;
 // - code before `"use strict";`, no build header, a module comment (`// src/xxx.ts`, which
 //   esbuild writes before each module) naming a file outside src/, or none at all.
 // What no audit of the text can see: a name computed at run time from variables (`x[k]`, k
@@ -47,8 +48,8 @@ const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const BUILTINS = new Set(builtinModules);
 /** A string spelling one of these is a finding: the names above, and the members that reach a constructor. */
 const SPELLED = new Set([...UNLISTED.keys(), 'process', ...CONSTRUCTOR_MEMBERS].filter((n) => !['arguments', 'exports', 'global', 'self', 'window'].includes(n)));
-/** Node kinds of TypeScript's syntax only. */
-const TYPESCRIPT_ONLY = new Set([ts.SyntaxKind.AsExpression, ts.SyntaxKind.SatisfiesExpression, ts.SyntaxKind.NonNullExpression, ts.SyntaxKind.TypeAssertionExpression, ts.SyntaxKind.EnumDeclaration, ts.SyntaxKind.InterfaceDeclaration, ts.SyntaxKind.TypeAliasDeclaration, ts.SyntaxKind.ModuleDeclaration, ts.SyntaxKind.ImportEqualsDeclaration, ts.SyntaxKind.TypeParameter, ts.SyntaxKind.Decorator]);
+/** Node kinds of TypeScript's syntax only, and JSX (which TypeScript reads in a .js file, node never). */
+const TYPESCRIPT_ONLY = new Set([ts.SyntaxKind.AsExpression, ts.SyntaxKind.SatisfiesExpression, ts.SyntaxKind.NonNullExpression, ts.SyntaxKind.TypeAssertionExpression, ts.SyntaxKind.EnumDeclaration, ts.SyntaxKind.InterfaceDeclaration, ts.SyntaxKind.TypeAliasDeclaration, ts.SyntaxKind.ModuleDeclaration, ts.SyntaxKind.ImportEqualsDeclaration, ts.SyntaxKind.TypeParameter, ts.SyntaxKind.Decorator, ts.SyntaxKind.JsxElement, ts.SyntaxKind.JsxSelfClosingElement, ts.SyntaxKind.JsxFragment]);
 const TYPESCRIPT_MODIFIERS = new Set([ts.SyntaxKind.PublicKeyword, ts.SyntaxKind.PrivateKeyword, ts.SyntaxKind.ProtectedKeyword, ts.SyntaxKind.ReadonlyKeyword, ts.SyntaxKind.DeclareKeyword, ts.SyntaxKind.AbstractKeyword, ts.SyntaxKind.OverrideKeyword, ts.SyntaxKind.AccessorKeyword, ts.SyntaxKind.InKeyword, ts.SyntaxKind.OutKeyword, ts.SyntaxKind.ConstKeyword]);
 const LITERAL_TOKENS = new Set([ts.SyntaxKind.StringLiteral, ts.SyntaxKind.NoSubstitutionTemplateLiteral, ts.SyntaxKind.TemplateHead, ts.SyntaxKind.TemplateMiddle, ts.SyntaxKind.TemplateTail, ts.SyntaxKind.RegularExpressionLiteral]);
 /** What a scope holds for a name it binds that is not a built-in's binding. */
@@ -70,7 +71,7 @@ for (const [role, kinds] of [
   [ROLE.call, [ts.SyntaxKind.CallExpression]],
   [ROLE.member, [ts.SyntaxKind.PropertyAccessExpression]],
   [ROLE.binding, [ts.SyntaxKind.BindingElement]],
-  [ROLE.string, [ts.SyntaxKind.StringLiteral, ts.SyntaxKind.NoSubstitutionTemplateLiteral, ts.SyntaxKind.BinaryExpression]],
+  [ROLE.string, [ts.SyntaxKind.StringLiteral, ts.SyntaxKind.NoSubstitutionTemplateLiteral, ts.SyntaxKind.TemplateExpression, ts.SyntaxKind.BinaryExpression]],
 ]) {
   for (const kind of kinds) ROLES[kind] = role;
 }
@@ -129,6 +130,10 @@ function isReference(id, parent) {
 function constantText(node) {
   if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) return node.text;
   if (ts.isParenthesizedExpression(node)) return constantText(node.expression);
+  if (ts.isTemplateExpression(node)) {
+    const spans = node.templateSpans.map((span) => [constantText(span.expression), span.literal.text]);
+    return spans.some(([text]) => text === undefined) ? undefined : node.head.text + spans.flat().join('');
+  }
   if (ts.isBinaryExpression(node) && node.operatorToken.kind === ts.SyntaxKind.PlusToken) {
     const left = constantText(node.left);
     const right = left === undefined ? undefined : constantText(node.right);
@@ -308,7 +313,10 @@ export function auditBundle(text, allow, previous) {
   };
   const typescript = (node) => find(node, `TypeScript syntax (${ts.SyntaxKind[node.kind]}), which node refuses or reads otherwise`);
   const checkModifiers = (node) => {
-    for (const m of node.modifiers ?? []) if (ts.isDecorator(m) || (TYPESCRIPT_MODIFIERS.has(m.kind) && !(m.kind === ts.SyntaxKind.ConstKeyword && ts.isVariableStatement(node)))) typescript(m);
+    for (const m of node.modifiers ?? []) {
+      if (m.kind === ts.SyntaxKind.ExportKeyword || m.kind === ts.SyntaxKind.DefaultKeyword) find(m, 'an import or export declaration in a CommonJS bundle');
+      else if (ts.isDecorator(m) || (TYPESCRIPT_MODIFIERS.has(m.kind) && !(m.kind === ts.SyntaxKind.ConstKeyword && ts.isVariableStatement(node)))) typescript(m);
+    }
     if (node.questionToken !== undefined || node.exclamationToken !== undefined) typescript(node);
   };
   const checkString = (node, parent) => {

@@ -9,8 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
 
-// require(), not import: Node's ESM loader scans the 9 MB compiler for its named exports first.
-const ts = createRequire(import.meta.url)('typescript');
+const require = createRequire(import.meta.url);
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const SIZE_BUDGET_FILE = path.join(here, 'size-budget.json');
@@ -84,6 +83,9 @@ const WORD = /[A-Za-z_$][\w$]*/g;
 export function renamedIdentifiers(bundleText, sources) {
   const spelled = new Set();
   for (const text of Object.values(sources)) for (const [word] of text.matchAll(WORD)) spelled.add(word);
+  // require(), not import, and here: the compiler is loaded only when the names are looked for
+  // (build.mjs keeps them by the bundle's digest), and Node's ESM loader would scan its 9 MB first.
+  const ts = require('typescript');
   const sf = ts.createSourceFile('proxy.js', bundleText, { languageVersion: ts.ScriptTarget.ESNext, jsDocParsingMode: ts.JSDocParsingMode.ParseNone }, false, ts.ScriptKind.JS);
   // esbuild's module markers, before the top-level statements: [position, file], in order.
   const markers = [];

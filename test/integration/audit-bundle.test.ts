@@ -189,6 +189,9 @@ const TAMPERINGS: readonly { name: string; append: string; finding: RegExp }[] =
   { name: "a built-in's binding declared again", append: 'var import_node_fs = require("node:fs");', finding: /import_node_fs: a built-in's binding declared twice/ },
   { name: 'TypeScript syntax node reads otherwise (an as expression)', append: 'var t = process as any;', finding: /TypeScript syntax \(AsExpression\)/ },
   { name: 'a with statement', append: 'with ({}) { x; }', finding: /a with statement/ },
+  { name: 'JSX, which TypeScript reads in a .js file and node does not', append: 'var j = <a>{eval}</a>;', finding: /TypeScript syntax \(JsxElement\)/ },
+  { name: 'an export modifier in a CommonJS bundle', append: 'export function f() {}', finding: /an import or export declaration in a CommonJS bundle/ },
+  { name: 'a template of literals spelling constructor', append: 'var k = `constr${"uct"}or`;', finding: /a string spelling constructor/ },
   { name: 'the Function constructor found among property descriptors', append: 'Object.values(Object.getOwnPropertyDescriptors(Object.getPrototypeOf(() => 0)));', finding: /Object\.getOwnPropertyDescriptors: not among the members of Object the lists grant/ },
 ];
 
