@@ -54,6 +54,8 @@ const TYPESCRIPT_MODIFIERS = new Set([ts.SyntaxKind.PublicKeyword, ts.SyntaxKind
 const LITERAL_TOKENS = new Set([ts.SyntaxKind.StringLiteral, ts.SyntaxKind.NoSubstitutionTemplateLiteral, ts.SyntaxKind.TemplateHead, ts.SyntaxKind.TemplateMiddle, ts.SyntaxKind.TemplateTail, ts.SyntaxKind.RegularExpressionLiteral]);
 /** What a scope holds for a name it binds that is not a built-in's binding. */
 const BOUND = Object.freeze({});
+/** A scope that binds nothing (not entered). */
+const NO_NAMES = new Map();
 const FUNCTION_LIKE = new Set([ts.SyntaxKind.FunctionDeclaration, ts.SyntaxKind.FunctionExpression, ts.SyntaxKind.ArrowFunction, ts.SyntaxKind.MethodDeclaration, ts.SyntaxKind.Constructor, ts.SyntaxKind.GetAccessor, ts.SyntaxKind.SetAccessor]);
 
 /** What the walk does at a node, by its kind: most kinds have no role (their children are walked). */
@@ -381,25 +383,31 @@ export function auditBundle(text, allow, previous) {
   const walkFunction = (node, chain) => {
     if (node.typeParameters !== undefined || node.type !== undefined) typescript(node);
     if (node.name !== undefined && !ts.isFunctionExpression(node)) walk(node.name, node, chain);
-    const own = [...(node.parameters ?? []).flatMap((p) => bindingNames(p.name, [])), ...(ts.isFunctionExpression(node) && node.name ? [node.name.text] : []), ...(ts.isArrowFunction(node) || ts.isClassStaticBlockDeclaration(node) ? [] : ['arguments'])];
+    const own = [];
+    for (const p of node.parameters ?? []) bindingNames(p.name, own);
+    if (ts.isFunctionExpression(node) && node.name) own.push(node.name.text);
+    if (!ts.isArrowFunction(node) && !ts.isClassStaticBlockDeclaration(node)) own.push('arguments');
     const inner = enter(chain, bind(new Map(), own));
     for (const p of node.parameters ?? []) walk(p, node, inner);
     const body = node.body;
     if (body !== undefined && ts.isBlock(body)) {
-      const scope = enter(inner, bind(new Map(), [...(hasVar(body) ? varNames(body, []) : []), ...lexicalNames(body.statements, [])]));
+      const declared = lexicalNames(body.statements, hasVar(body) ? varNames(body, []) : []);
+      const scope = declared.length === 0 ? inner : enter(inner, bind(new Map(), declared));
       for (const s of body.statements) walk(s, body, scope);
     } else if (body !== undefined) walk(body, node, inner);
   };
 
   /** What a block-like node binds for its own children: let, const, class, function; a class its name; catch its parameter; a for its let or const. */
   const scopeNames = (node) => {
-    const names = new Map();
-    if (ts.isBlock(node)) bind(names, lexicalNames(node.statements, []));
-    else if (ts.isCaseBlock(node)) bind(names, lexicalNames(node.clauses.flatMap((c) => c.statements), []));
-    else if (ts.isClassLike(node)) bind(names, node.name ? [node.name.text] : []);
-    else if (ts.isCatchClause(node)) bind(names, node.variableDeclaration ? bindingNames(node.variableDeclaration.name, []) : []);
-    else if (node.initializer && ts.isVariableDeclarationList(node.initializer) && node.initializer.flags & ts.NodeFlags.BlockScoped) bind(names, node.initializer.declarations.flatMap((d) => bindingNames(d.name, [])));
-    return names;
+    const names = [];
+    if (ts.isBlock(node)) lexicalNames(node.statements, names);
+    else if (ts.isCaseBlock(node)) for (const c of node.clauses) lexicalNames(c.statements, names);
+    else if (ts.isClassLike(node)) {
+      if (node.name) names.push(node.name.text);
+    } else if (ts.isCatchClause(node)) {
+      if (node.variableDeclaration) bindingNames(node.variableDeclaration.name, names);
+    } else if (node.initializer && ts.isVariableDeclarationList(node.initializer) && node.initializer.flags & ts.NodeFlags.BlockScoped) for (const d of node.initializer.declarations) bindingNames(d.name, names);
+    return names.length === 0 ? NO_NAMES : bind(new Map(), names);
   };
 
   // The children of a node, with one callback for the whole walk (not a closure a node).

@@ -81,6 +81,16 @@ const WORD = /[A-Za-z_$][\w$]*/g;
  * code uses the renamed name (from esbuild's `// src/...` marker before each module).
  */
 export function renamedIdentifiers(bundleText, sources) {
+  if (lastRenamed?.text === bundleText && lastRenamed.sources === sources) return lastRenamed.renamed;
+  const renamed = findRenamed(bundleText, sources);
+  lastRenamed = { text: bundleText, sources, renamed };
+  return renamed;
+}
+
+/** The last text looked through, and what was found (a test asks for the same bundle's names again). */
+let lastRenamed;
+
+function findRenamed(bundleText, sources) {
   const spelled = new Set();
   for (const text of Object.values(sources)) for (const [word] of text.matchAll(WORD)) spelled.add(word);
   // require(), not import, and here: the compiler is loaded only when the names are looked for
