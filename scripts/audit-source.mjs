@@ -278,7 +278,7 @@ export function auditProgram(ts, program, root, declaration) {
     visit(sf);
   }
   const sorted = Object.fromEntries(
-    Object.entries(files).map(([file, r]) => [
+    Object.entries(files).sort(([a], [b]) => (a < b ? -1 : 1)).map(([file, r]) => [
       file,
       { lines: r.lines, modules: Object.fromEntries(Object.entries(r.modules).map(([m, s]) => [m, [...s].sort()])), globals: [...r.globals].sort(), process: [...r.process].sort(), hosts: [...r.hosts].sort(), reveals: r.reveals, kernelUses: [...r.kernelUses].sort(), environment: r.environment },
     ]),
@@ -315,9 +315,10 @@ function auditKey(root, tsVersion) {
 
 /**
  * The audit of src/ under `root`: the kept result when nothing it depends on changed, else a run
- * in full (kept). Returns { findings, files, declaration, cached }.
+ * in full (kept), on `program` when the caller has one of src/ (check-exports.mjs's, which npm
+ * test builds anyway), else on sourceProgram's. Returns { findings, files, declaration, cached }.
  */
-export function auditSources(root) {
+export function auditSources(root, program = undefined) {
   const declaration = readDeclaration(root);
   const require = createRequire(import.meta.url);
   // The compiler's version from its package.json: a build that reuses the last run loads no compiler.
@@ -333,7 +334,7 @@ export function auditSources(root) {
     // None kept, or unreadable: the audit runs.
   }
   const ts = require('typescript');
-  const result = auditProgram(ts, sourceProgram(ts, root), root, declaration);
+  const result = auditProgram(ts, program ?? sourceProgram(ts, root), root, declaration);
   // The last few runs, failing ones too (the same inputs give the same findings: `npm run
   // audit:source` after a failed build reprints them at once). A copy of the checkout, as the
   // tests build one, shares the cache. Written aside and renamed, as builds may overlap.

@@ -8,6 +8,9 @@
 //
 //   node scripts/check-exports.mjs        exit 0: every export is used; 1: the list of those that are not
 //   node scripts/check-exports.mjs --typecheck   the type errors first, as tsc --noEmit (npm test runs this)
+//   --audit-source: the source audit as well (scripts/audit-source.mjs), on this same program: npm
+//   test runs it here, beside the tests, and has build.mjs leave it out (AUDIT_SOURCE_BESIDE=1),
+//   so that the audit adds no program of its own to npm test. Its findings fail this run.
 //
 // The type check is incremental, as `tsc --incremental --noEmit` is: each file's diagnostics are
 // kept in node_modules/.cache/check-exports/ and only the files that changed, and those whose
@@ -26,6 +29,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { auditSources, formatFindings } from './audit-source.mjs';
 import { recordReads, sameReads } from './recorded-reads.mjs';
 
 // require(), not import: Node's ESM loader scans the 9 MB compiler for its named exports
@@ -33,6 +37,7 @@ import { recordReads, sameReads } from './recorded-reads.mjs';
 const ts = createRequire(import.meta.url)('typescript');
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const typecheck = process.argv.includes('--typecheck');
+const auditSource = process.argv.includes('--audit-source');
 const cacheDir = path.join(root, 'node_modules', '.cache', 'check-exports');
 const RECORD_FILE = path.join(cacheDir, 'passed.json');
 // What the result depends on besides the files: the compiler and the checks themselves.
@@ -44,7 +49,8 @@ const lastPass = readRecord();
 if (lastPass !== null && lastPass.checkerKey === checkerKey && (lastPass.typechecked || !typecheck) && sameReads(ts.sys, lastPass.reads)) {
   for (const line of lastPass.lines) if (typecheck || !line.startsWith('typecheck:')) console.log(line);
   console.log(`check-exports: the ${lastPass.reads.length} reads of the last passing run (${lastPass.at}) answer the same: its result stands`);
-  process.exit(0);
+  // The program's files are unchanged; the audit keeps its own result by its own inputs (kernel.json too).
+  process.exit(auditSource && !sourceAuditPasses(undefined) ? 1 : 0);
 }
 
 const recording = recordReads(ts.sys, (file) => path.resolve(root, file).startsWith(cacheDir + path.sep));
@@ -196,13 +202,26 @@ for (const file of ours.filter((f) => f.fileName.startsWith(srcDir))) {
   }
 }
 
+const audited = !auditSource || sourceAuditPasses(program);
 if (unused.length > 0) {
   console.error(`check-exports: ${unused.length} export(s) nothing imports (delete them, or drop the export):\n${unused.map((u) => `  ${u}`).join('\n')}`);
   process.exit(1);
 }
+if (!audited) process.exit(1);
 lines.push(`check-exports: every export of src/ is used by production code (${ours.length} files checked)`);
 console.log(lines.at(-1));
 writeRecord(recording.reads());
+
+/** The source audit (on `program`, or its own when undefined), its verdict printed; whether it found nothing. */
+function sourceAuditPasses(on) {
+  const audit = auditSources(root, on);
+  if (audit.findings.length > 0) {
+    console.error(formatFindings(audit.findings));
+    return false;
+  }
+  console.log(`audit-source: src/ ${Object.keys(audit.files).length} files, no finding${audit.cached ? ' (src/ unchanged since the last run)' : ''}`);
+  return true;
+}
 
 /** The record of the last passing run, or null (none, or unreadable: the check runs). */
 function readRecord() {

@@ -2,9 +2,11 @@
 // npm test. The steps and what each needs:
 //   1. build dist/proxy.js (the integration tests that test the process run that file), and beside
 //      it install the deploy kit's checkers where missing (scripts/deploy-tools.ts);
-//   2. at the same time, as they need nothing of each other: the bundle's audit, the type check
-//      and the unused exports (one TypeScript program, check-exports.mjs --typecheck), the SSE
-//      fixture check, and every test file under node --test.
+//   2. at the same time, as they need nothing of each other: the bundle's audit, the type check,
+//      the unused exports and the source audit (one TypeScript program, check-exports.mjs
+//      --typecheck --audit-source: the build leaves the source audit to it, AUDIT_SOURCE_BESIDE=1,
+//      so that npm test builds no program of its own for it), the SSE fixture check, and every
+//      test file under node --test.
 // The test processes get a temporary directory of their own (testTemporaryDirectory): what a
 // passing run leaves there fails it.
 // Any step that fails fails npm test; the audit's, the type check's and the fixture check's output
@@ -198,7 +200,7 @@ if (testsOnly) {
   }
 } else {
   const [build, deployTools] = await Promise.all([
-    run('build', {}, ['build.mjs']),
+    run('build', { AUDIT_SOURCE_BESIDE: '1' }, ['build.mjs']),
     needsDeployTools ? run('deploy tools', {}, ['--require', 'tsx/cjs', 'scripts/deploy-tools.ts'], true) : undefined,
   ]);
   results.push(build);
@@ -213,7 +215,7 @@ if (testsOnly) {
 }
 const beside = testsOnly ? [] : [
   run('audit:bundle', {}, ['scripts/audit-bundle.mjs'], true),
-  run('typecheck and exports', {}, ['scripts/check-exports.mjs', '--typecheck'], true),
+  run('typecheck, exports and source audit', {}, ['scripts/check-exports.mjs', '--typecheck', '--audit-source'], true),
   run('SSE fixtures', {}, ['--require', 'tsx/cjs', 'scripts/e2e/write-sse-fixtures.ts', '--check'], true),
 ];
 const trusted = tsxRequire('../test/support/tls.ts', import.meta.url).makeTestPki();
