@@ -2,8 +2,8 @@
 // run/log-events.ts has LogEvent, the union of every line the proxy writes; a listener's own
 // events are in log-events.ts here. A module's sink (LogSink<E>) takes only the events it may
 // write, so a misspelt event name or a field its type does not name is a type error: the types
-// are the allowlist of what a line holds, never headers, bodies, queries or credentials.
-import { write as fsWrite, writeSync } from 'node:fs';
+// are the allowlist of what a line holds, never headers, bodies, queries or credentials. The
+// lines reach their file descriptor through line-writer.ts.
 
 export type LogValue = string | number | boolean | null | undefined | readonly LogValue[] | { readonly [k: string]: LogValue };
 /** A log line's fields, each a JSON value: what the sink writes (every event type must be one). */
@@ -53,82 +53,6 @@ export function pathForLog(target: string): string {
 /** Milliseconds with microsecond precision, for duration fields. */
 export function elapsedMs(startedAt: number, now: number): number {
   return Math.round((now - startedAt) * 1000) / 1000;
-}
-
-export interface LineWriter {
-  write(line: string): void;
-  /** Lines dropped because the reader fell more than the buffer limit behind. */
-  dropped(): number;
-  /** Resolves once everything written so far is out: before a normal exit. */
-  drain(): Promise<void>;
-  /** Writes whatever is pending, synchronously: for an immediate exit (order not guaranteed). */
-  flushSync(): void;
-}
-
-/**
- * Log lines for a file descriptor that never block the event loop. On Linux a write to a pipe
- * from process.stdout is synchronous, so a slow log collector would stall every request. Here
- * lines collected during one turn of the loop go out in one asynchronous write (libuv's thread
- * pool), in order. If the reader falls more than `maxPendingBytes` behind, new lines are
- * dropped and counted instead of growing memory without bound.
- */
-export function asyncLineWriter(fd: number, maxPendingBytes: number): LineWriter {
-  let pending: string[] = [];
-  let pendingBytes = 0;
-  let writing = false;
-  let dropped = 0;
-  const drained: (() => void)[] = [];
-
-  const writeAll = (buf: Buffer, offset: number, done: () => void): void => {
-    fsWrite(fd, buf, offset, buf.length - offset, null, (err, written) => {
-      // A closed stdout (EPIPE) is not worth crashing over: the lines are lost either way.
-      if (err || offset + written >= buf.length) return done();
-      writeAll(buf, offset + written, done);
-    });
-  };
-  const flush = (): void => {
-    if (writing || pending.length === 0) return;
-    writing = true;
-    const buf = Buffer.from(pending.join(''));
-    pending = [];
-    pendingBytes = 0;
-    writeAll(buf, 0, () => {
-      writing = false;
-      flush();
-      if (!writing && pending.length === 0) for (const d of drained.splice(0)) d();
-    });
-  };
-
-  return {
-    write(line) {
-      if (pendingBytes + line.length > maxPendingBytes) {
-        dropped++;
-        return;
-      }
-      pending.push(line);
-      pendingBytes += line.length;
-      if (pending.length === 1 && !writing) setImmediate(flush);
-    },
-    dropped: () => dropped,
-    drain() {
-      if (!writing && pending.length === 0) return Promise.resolve();
-      return new Promise((resolve) => {
-        drained.push(resolve);
-        flush();
-      });
-    },
-    flushSync() {
-      if (pending.length === 0) return;
-      const buf = Buffer.from(pending.join(''));
-      pending = [];
-      pendingBytes = 0;
-      try {
-        for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off);
-      } catch {
-        // stdout is gone; nothing more to do
-      }
-    },
-  };
 }
 
 /** A value from the request shown in a message or the log: printable ASCII, at most 128 characters. */
