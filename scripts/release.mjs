@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // npm run release: the files a release ships, in dist/:
-//   proxy.js           built from src/ as npm run build builds it (scripts/build-bundle.mjs), then
-//                      audited (scripts/audit-bundle.mjs): a finding stops the release
+//   proxy.js           built from src/ as npm run build builds it (scripts/build-bundle.mjs), src/
+//                      and its module graph held to the credential kernel (scripts/audit-source.mjs),
+//                      then audited (scripts/audit-bundle.mjs): a finding of either stops the release
 //   proxy.js.sha256    its SHA-256 as sha256sum prints it: `cd dist && sha256sum -c proxy.js.sha256`
 //   proxy.js.cdx.json  its SBOM, CycloneDX 1.6 JSON (scripts/sbom.mjs): no component at run time,
 //                      the development packages that built it (package-lock.json) and the node
@@ -15,18 +16,19 @@
 //   npm run release                 (= node scripts/release.mjs)
 //   node scripts/release.mjs --snapshot
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { auditFile } from './audit-bundle.mjs';
+import { auditGraph, auditSources, formatFindings } from './audit-source.mjs';
 import { BUILD_INPUTS, buildBundle } from './build-bundle.mjs';
 import { cycloneDx } from './sbom.mjs';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const dist = path.join(root, 'dist');
 const FILE = 'proxy.js';
-/** What a release is made of: the build's inputs and the scripts that audit it and write the rest. */
-const RELEASE_INPUTS = [...BUILD_INPUTS, 'scripts/audit-bundle.mjs', 'scripts/release.mjs', 'scripts/sbom.mjs'];
+/** What a release is made of: the build's inputs, the audits with their declaration, and the scripts that write the rest. */
+const RELEASE_INPUTS = [...BUILD_INPUTS, 'scripts/kernel.json', 'scripts/audit-source.mjs', 'scripts/audit-rules.mjs', 'scripts/audit-bundle.mjs', 'scripts/release.mjs', 'scripts/sbom.mjs'];
 
 function git(args) {
   try {
@@ -63,7 +65,14 @@ async function main() {
   const refusal = notReleasable();
   if (refusal !== undefined && !snapshot) throw new Error(`${refusal}\n(node scripts/release.mjs --snapshot builds the files anyway, marked as not a release)`);
 
+  // The source audit as npm run build runs it: a finding leaves no file.
+  const source = auditSources(root);
   const bundle = await buildBundle({ root, outfile: path.join(dist, FILE) });
+  const findings = [...source.findings, ...auditGraph(bundle.metafile, source.declaration)];
+  if (findings.length > 0) {
+    rmSync(bundle.outfile, { force: true });
+    throw new Error(formatFindings(findings));
+  }
   const audit = auditFile(bundle.outfile);
   if (audit.status !== 0) throw new Error(`the audit of dist/${FILE} failed:\n${audit.stdout}${audit.stderr}`);
 
@@ -77,7 +86,7 @@ async function main() {
   console.log(
     [
       `release: credential-proxy ${pkg.version}${refusal === undefined ? '' : ' (a snapshot, not a release)'}, commit ${bundle.provenance.commit}, node ${process.versions.node}`,
-      `  dist/${FILE}            ${bundle.bytes.length} bytes, audit clean, requires ${bundle.requires.join(', ')}`,
+      `  dist/${FILE}            ${bundle.bytes.length} bytes, source and bundle audits clean, requires ${bundle.requires.join(', ')}`,
       `  dist/${FILE}.sha256     ${bundle.sha256}`,
       `  dist/${FILE}.cdx.json   CycloneDX ${sbom.specVersion}: no component at run time, ${sbom.components.length} development packages (scope excluded)`,
     ].join('\n'),

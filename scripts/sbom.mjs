@@ -10,7 +10,7 @@
 /** The description of each development package package.json names; others are what needs them. */
 const ROLES = {
   esbuild: 'bundles src/ into dist/proxy.js (scripts/build-bundle.mjs)',
-  typescript: 'type-checks src/, test/ and scripts/ (npm test); emits nothing',
+  typescript: 'type-checks src/, test/ and scripts/ (npm test), and parses src/ and dist/proxy.js for their audits (scripts/audit-source.mjs, scripts/audit-bundle.mjs); emits nothing',
   tsx: 'runs the tests and the TypeScript scripts',
   '@types/node': "Node's API types for the type check",
 };

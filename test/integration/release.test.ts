@@ -14,7 +14,7 @@ const dir = mkdtempSync(join(tmpdir(), 'release-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 const RELEASE_FILES = ['proxy.js', 'proxy.js.sha256', 'proxy.js.cdx.json'];
-const SCRIPTS = ['build-bundle.mjs', 'bundle-policy.mjs', 'audit-bundle.mjs', 'release.mjs', 'sbom.mjs'];
+const SCRIPTS = ['build-bundle.mjs', 'bundle-policy.mjs', 'kernel.json', 'audit-source.mjs', 'audit-rules.mjs', 'audit-bundle.mjs', 'release.mjs', 'sbom.mjs'];
 
 function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', ['-c', 'user.name=test', '-c', 'user.email=test@example.invalid', '-c', 'commit.gpgsign=false', ...args], { cwd, encoding: 'utf8' }).trim();
