@@ -3,14 +3,10 @@
 // rotate by replacing the file, or the symlink in front of it).
 import { readFileSync } from 'node:fs';
 import { Secret } from '../http/secret-value.ts';
+import type { SecretRead, SecretRef, SecretSource } from '../http/secret-source.ts';
 import { fileStamp } from './file-stamp.ts';
 
-export type SecretRef = { readonly env: string } | { readonly file: string };
-
-/** A secret as read: its value opaque (only kernel code reveals it), or why there is none. */
-export type SecretRead =
-  | { readonly ok: true; readonly value: Secret }
-  | { readonly ok: false; readonly reason: 'missing' | 'invalid' };
+export type { SecretRead, SecretRef, SecretSource };
 
 // Visible ASCII only: anything else (spaces, CR, LF, NUL, non-ASCII) could split or corrupt
 // the Authorization header we build from it, so such a value is never sent.
@@ -38,12 +34,6 @@ export function sanitizeSecret(raw: string | undefined): SecretRead {
 export function sanitizePassword(raw: string | undefined): SecretRead {
   const value = raw?.replace(TRAILING_NEWLINES, '');
   return value ? { ok: true, value: new Secret(value) } : { ok: false, reason: 'missing' };
-}
-
-export interface SecretSource {
-  read(): SecretRead;
-  /** Where the value is read from, for messages that tell the operator what to fix (never the value). */
-  readonly ref?: SecretRef;
 }
 
 export function envSecret(env: NodeJS.ProcessEnv, name: string): SecretSource {

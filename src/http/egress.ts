@@ -3,7 +3,7 @@
 // settings or a verdict out; a setting this file does not understand stops start-up with a
 // message naming the variable. The tunnel itself (sockets) is tunnel.ts.
 import { BlockList, isIP } from 'node:net';
-import type { SecretRead } from '../config/secret.ts';
+import type { SecretRead } from './secret-source.ts';
 import { Secret } from './secret-value.ts';
 
 /** The egress proxy: where CONNECT goes. `label` (host:port) names it in logs and messages. */

@@ -3,7 +3,7 @@
 // TLS to run inside it (forward.ts). The egress proxy sees the target host:port and its own
 // credential, nothing else: the upstream request, its credential and its answer are inside TLS.
 import { connect, type Socket } from 'node:net';
-import type { SecretSource } from '../config/secret.ts';
+import type { SecretSource } from './secret-source.ts';
 import { reveal } from './secret-value.ts';
 import { connectRequestHead, egressProxyFor, readConnectAnswer, type EgressProxy, type EgressSettings } from './egress.ts';
 
