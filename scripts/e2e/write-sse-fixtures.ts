@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PLAIN_ANSWER, pickShellTool } from '../../test/support/agent-turns.ts';
 import * as anthropic from '../../test/support/anthropic-upstream.ts';
-import * as responses from '../../test/support/responses-upstream.ts';
+import * as responses from '../../test/support/responses-transcripts.ts';
 import { ROOT } from '../../test/support/proxy-process.ts';
 
 const DIR = join(ROOT, 'test', 'fixtures', 'sse');

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { startBothListeners, type BothListeners } from '../support/both-listeners.ts';
-import { encodeFrame } from '../support/cloud-fakes.ts';
+import { encodeFrame } from '../support/eventstream-frame.ts';
 import { errorOf } from '../support/gateway-replies.ts';
 import { send, type Reply } from '../support/http-client.ts';
 import type { ModelUpstream } from '../support/model-upstream.ts';

@@ -7,9 +7,6 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { authorization, type AwsCredentials } from '../../src/gateway/credentials/sigv4.ts';
 import type { TestPki } from './tls.ts';
-import { crc32 } from 'node:zlib';
-
-const PRELUDE_BYTES = 12;
 
 export interface TokenEndpoint {
   readonly uri: string;
@@ -60,28 +57,3 @@ export function sigV4Valid(req: IncomingMessage, url: string, body: Buffer, cred
   const expected = authorization({ method: req.method!, path, query, headers: signed.map((n) => [n, String(h[n])] as const), payloadHash: String(h['x-amz-content-sha256']) }, { region, service, amzDate: String(h['x-amz-date']) }, credentials);
   return h.authorization === expected && h['x-amz-content-sha256'] === createHash('sha256').update(body).digest('hex') && signed.includes('content-type') && signed.includes('host');
 }
-
-/** One AWS event-stream frame, as Bedrock writes them: string headers (type 7) and a payload, with both CRCs. */
-export function encodeFrame(headers: Readonly<Record<string, string>>, payload: Buffer): Buffer {
-  const headerParts = Object.entries(headers).map(([name, value]) => {
-    const n = Buffer.from(name, 'utf8');
-    const v = Buffer.from(value, 'utf8');
-    const head = Buffer.alloc(1 + n.length + 1 + 2);
-    head.writeUInt8(n.length, 0);
-    n.copy(head, 1);
-    head.writeUInt8(7, 1 + n.length);
-    head.writeUInt16BE(v.length, 2 + n.length);
-    return Buffer.concat([head, v]);
-  });
-  const headerBytes = Buffer.concat(headerParts);
-  const total = PRELUDE_BYTES + headerBytes.length + payload.length + 4;
-  const prelude = Buffer.alloc(PRELUDE_BYTES);
-  prelude.writeUInt32BE(total, 0);
-  prelude.writeUInt32BE(headerBytes.length, 4);
-  prelude.writeUInt32BE(crc32(prelude.subarray(0, 8)), 8);
-  const body = Buffer.concat([prelude, headerBytes, payload]);
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(body), 0);
-  return Buffer.concat([body, crc]);
-}
-

@@ -16,7 +16,8 @@ import type { IncomingHttpHeaders, IncomingMessage, Server as HttpServer } from 
 import type { Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import type { ModelRequest } from './https-fake.ts';
-import { freshIds, transcriptFor, usage, type ResponsesRequest, type SseEvent } from './responses-upstream.ts';
+import { freshIds, usage, type SseEvent } from './responses-transcripts.ts';
+import { transcriptFor, type ResponsesRequest } from './responses-upstream.ts';
 import { acceptOf, closeBody, frame, FrameSplitter, OP, type ReadFrame } from './ws-wire.ts';
 
 /** One client connection to the fake. */

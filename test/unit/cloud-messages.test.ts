@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { EventStreamFramer, EventStreamGuard, frameHeaders } from '../../src/gateway/eventstream.ts';
-import { encodeFrame } from '../support/cloud-fakes.ts';
+import { encodeFrame } from '../support/eventstream-frame.ts';
 import { redactorOf } from '../support/secrets.ts';
 import { anthropicMessages } from '../../src/gateway/protocols/anthropic-messages.ts';
 import { parseBedrockPath, parseVertexPath } from '../../src/gateway/protocols/cloud-messages.ts';

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { EventStreamFramer, EventStreamGuard } from '../../src/gateway/eventstream.ts';
-import { encodeFrame } from '../support/cloud-fakes.ts';
+import { encodeFrame } from '../support/eventstream-frame.ts';
 import { redactorOf } from '../support/secrets.ts';
 import { bufferWork } from '../support/buffer-work.ts';
 import { base64Of, doublePercentOf, htmlReferencesOf } from '../support/secret-forms.ts';

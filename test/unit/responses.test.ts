@@ -9,7 +9,7 @@ import type { CallSummary } from '../../src/gateway/protocols/protocol.ts';
 import { responses } from '../../src/gateway/protocols/responses.ts';
 import { SseFramer } from '../../src/gateway/sse.ts';
 import type { ShellTool } from '../support/agent-turns.ts';
-import { encodeSse, failedTranscript, jsonBodyOf, textTranscript, toolCallTranscript } from '../support/responses-upstream.ts';
+import { encodeSse, failedTranscript, jsonBodyOf, textTranscript, toolCallTranscript } from '../support/responses-transcripts.ts';
 import { expectedSummaries, rawEvents, SSE_FIXTURES } from '../support/sse-fixtures.ts';
 import { framedEvents, splitsThatChangeTheEvents } from '../support/sse-splits.ts';
 import { countingReader } from '../support/counting-reader.ts';

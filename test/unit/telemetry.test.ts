@@ -17,7 +17,7 @@ import { gitSpans, modelSpans } from '../../src/telemetry/spans.ts';
 import { tracer } from '../../src/telemetry/tracer.ts';
 import { gitRecord } from '../../src/git/record.ts';
 import { eventually } from '../support/eventually.ts';
-import { validateExport } from '../support/otlp-receiver.ts';
+import { validateExport } from '../support/otlp-facts.ts';
 import { modelRecord } from '../support/records.ts';
 import { redactorOf, revealed } from '../support/secrets.ts';
 import { base64Of, doublePercentOf, htmlReferencesOf, recoverablePiece } from '../support/secret-forms.ts';
