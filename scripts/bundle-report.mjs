@@ -1,8 +1,8 @@
 // What dist/proxy.js holds, read from esbuild's metafile and the bundle's own text: bytes per
 // feature area (src/ folder) against the budgets in scripts/size-budget.json, and the names
 // esbuild renamed because two modules declare the same one (against the allowlist in
-// scripts/name-clashes.json). build.mjs prints both; test/unit/bundle-report.test.ts fails on
-// an area over its budget or a clash not in the allowlist. Pure functions: no file is read here
+// scripts/name-clashes.json). build.mjs prints both; test/integration/bundle-report.test.ts
+// fails on an area over its budget or a clash not in the allowlist. Pure functions: no file is read here
 // except the two data files, by their loaders.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';

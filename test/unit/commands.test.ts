@@ -1,13 +1,13 @@
 // The commands other than serve (src/run/commands.ts), run as functions: the environment, the
-// clock, stderr and the store's reach timeout are passed in, so nothing is spawned.
+// clock, stderr and the store's reach timeout are passed in, so nothing is spawned. The commands
+// that reach a store, against a port nothing listens on: test/integration/commands.test.ts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseCommandLine, UsageError } from '../../src/config/cli.ts';
-import { agentConfigText, confirmStoreReset, gitConfig, mintToken, revoke, type CommandContext } from '../../src/run/commands.ts';
+import { agentConfigText, gitConfig, mintToken, revoke, type CommandContext } from '../../src/run/commands.ts';
 
 const KEY = 'k'.repeat(32);
 const NOW_MS = Date.UTC(2026, 10, 26, 2, 0, 0);
@@ -18,15 +18,6 @@ function context(env: NodeJS.ProcessEnv = {}, storeReachTimeoutMs = 5000): Comma
 }
 
 const payload = (token: string) => JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8'));
-
-/** A port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 test('mint-token: the token is issued at the clock passed in, signed with the environment passed in, and its id told on stderr', () => {
   const ctx = context({ MODEL_PROXY_SIGNING_KEY: KEY });
@@ -77,24 +68,6 @@ test('revoke: a --revocations entry lasts from the clock passed in for the longe
 test('revoke: exactly one of --run-id, --instance-id, --token-id, and somewhere to write it, or a usage error', async () => {
   await assert.rejects(revoke(parseCommandLine(['revoke', '--run-id', 'r']), context()), (err) => err instanceof UsageError && /--revocations FILE/.test(err.message));
   await assert.rejects(revoke(parseCommandLine(['revoke', '--revocations', '/tmp/x', '--run-id', 'r', '--instance-id', 'i']), context()), (err) => err instanceof UsageError && /exactly one of/.test(err.message));
-});
-
-test('revoke: a store that cannot be reached fails within the reach timeout passed in, saying why (when it knows by then) and that nothing was revoked there', async () => {
-  const port = await closedPort();
-  // The message names the timeout passed in (0.2 s), not the default (5 s): no clock is read.
-  await assert.rejects(
-    revoke(parseCommandLine(['revoke', '--limits-store', `redis://127.0.0.1:${port}`, '--token-id', 't1']), context({}, 200)),
-    new RegExp(`^Error: revoke: the store at 127\\.0\\.0\\.1:${port} could not be reached within 0\\.2 s(?: \\(connect ECONNREFUSED 127\\.0\\.0\\.1:${port}\\))?; nothing was revoked there$`),
-  );
-});
-
-test('confirm-store-reset: a store that cannot be reached fails within the reach timeout passed in, saying nothing was confirmed', async () => {
-  const port = await closedPort();
-  await assert.rejects(
-    confirmStoreReset(parseCommandLine(['confirm-store-reset', '--limits-store', `redis://127.0.0.1:${port}`]), context({}, 200)),
-    /could not be reached within 0\.2 s(?: \(connect ECONNREFUSED [^)]+\))?; nothing was confirmed$/,
-  );
-  await assert.rejects(confirmStoreReset(parseCommandLine(['confirm-store-reset']), context()), (err) => err instanceof UsageError);
 });
 
 test('git-config: the hosts and proxy host come from the environment passed in', () => {

@@ -1,11 +1,10 @@
 // The verifier the listeners hold (src/auth/verifier.ts): sources asked in order, the first answer
 // final; our keys' source with its per-token cache of asymmetric verifications, which never
-// outlives the token's exp or its key; tokens signed and checked by openssl, an independent
-// implementation of Ed25519 and ES256; and mint-token's choice of key (src/run/keys.ts).
+// outlives the token's exp or its key; and mint-token's choice of key (src/run/keys.ts). Tokens
+// signed and checked by openssl: test/integration/keys-verifier.test.ts.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -99,63 +98,6 @@ test('sources are asked in order and the first answer is final: a later source n
   assert.deepEqual(asked.splice(0), ['a', 'b', 'c']);
   assert.deepEqual(await verifier.verify('git', {}, NOW), { ok: false, reason: 'no token', absent: true }, 'nothing presented: the listener asks for a token');
   assert.deepEqual(composeVerifier([]).verify('bot', { token: 'x' }, NOW), { ok: false, reason: 'no verifier for this token' });
-});
-
-/** openssl, an independent implementation, signs and verifies; our code does the other side. */
-function openssl(args: string[], input?: Buffer): Buffer {
-  return execFileSync('openssl', args, { input, stdio: ['pipe', 'pipe', 'pipe'] });
-}
-
-/** An ECDSA DER signature (SEQUENCE of two INTEGERs) as JOSE's r||s, 32 bytes each. */
-function derToJose(der: Buffer): Buffer {
-  let at = 2 + (der[1]! & 0x80 ? der[1]! & 0x7f : 0);
-  const part = () => {
-    const length = der[at + 1]!;
-    const bytes = der.subarray(at + 2, at + 2 + length);
-    at += 2 + length;
-    return Buffer.concat([Buffer.alloc(32), bytes.subarray(bytes.length > 32 ? bytes.length - 32 : 0)]).subarray(-32);
-  };
-  return Buffer.concat([part(), part()]);
-}
-
-function joseToDer(jose: Buffer): Buffer {
-  const integer = (b: Buffer) => {
-    let v = b;
-    while (v.length > 1 && v[0] === 0 && !(v[1]! & 0x80)) v = v.subarray(1);
-    if (v[0]! & 0x80) v = Buffer.concat([Buffer.from([0]), v]);
-    return Buffer.concat([Buffer.from([0x02, v.length]), v]);
-  };
-  const body = Buffer.concat([integer(jose.subarray(0, 32)), integer(jose.subarray(32))]);
-  return Buffer.concat([Buffer.from([0x30, body.length]), body]);
-}
-
-test('interoperability with openssl: tokens signed by openssl (Ed25519, and ES256 turned from DER into r||s) verify; our ES256 signature verifies in openssl', () => {
-  const edKey = join(dir, 'ed.key');
-  const ecKey = join(dir, 'ec.key');
-  openssl(['genpkey', '-algorithm', 'ed25519', '-out', edKey]);
-  openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', ecKey]);
-  const ring = keyRing([verificationKeyFile('ossl-ed.pem', openssl(['pkey', '-in', edKey, '-pubout'])), verificationKeyFile('ossl-ec.pem', openssl(['pkey', '-in', ecKey, '-pubout']))]);
-  const v = swappable(ring);
-  const b64 = (x: unknown) => Buffer.from(JSON.stringify(x)).toString('base64url');
-  const inputFile = join(dir, 'input');
-
-  const edInput = `${b64({ alg: 'EdDSA', typ: 'JWT', kid: 'ossl-ed' })}.${b64(CLAIMS)}`;
-  writeFileSync(inputFile, edInput);
-  const edSig = openssl(['pkeyutl', '-sign', '-rawin', '-inkey', edKey, '-in', inputFile]);
-  assert.equal(why(v.verify(`${edInput}.${edSig.toString('base64url')}`)), 'accepted');
-
-  const ecInput = `${b64({ alg: 'ES256', typ: 'JWT', kid: 'ossl-ec' })}.${b64(CLAIMS)}`;
-  writeFileSync(inputFile, ecInput);
-  const der = openssl(['dgst', '-sha256', '-sign', ecKey, inputFile]);
-  assert.equal(why(v.verify(`${ecInput}.${derToJose(der).toString('base64url')}`)), 'accepted');
-  assert.equal(why(v.verify(`${ecInput}.${der.toString('base64url')}`)), 'bad signature', 'DER as it comes from openssl is not JOSE');
-
-  const ours = signBotToken(CLAIMS, signingKeyFile('ossl-ec.pem', readFileSync(ecKey)));
-  const [h, p, s] = ours.split('.') as [string, string, string];
-  writeFileSync(inputFile, `${h}.${p}`);
-  writeFileSync(join(dir, 'sig.der'), joseToDer(Buffer.from(s, 'base64url')));
-  writeFileSync(join(dir, 'ec.pub'), openssl(['pkey', '-in', ecKey, '-pubout']));
-  assert.match(openssl(['dgst', '-sha256', '-verify', join(dir, 'ec.pub'), '-signature', join(dir, 'sig.der'), inputFile]).toString(), /Verified OK/);
 });
 
 test('mint-token\'s key: --signing-key FILE (a private key, its kid the file name), else the variable or its _FILE; both set, a public key, or an unreadable file is an error', () => {
