@@ -4,12 +4,15 @@
 // bundle start costs about 0.2 s of CPU (0.1 s of it Node's own start); this costs a few
 // milliseconds, and about a hundred tests start a proxy.
 //
-// It serves here only when this process trusts the same CAs a bundle started with `env` would,
-// beyond those both trust: Node reads NODE_EXTRA_CA_CERTS only when a process starts. npm test
-// starts the test processes with the default test PKI's CA (scripts/test.mjs), which is what
-// the tests' NODE_EXTRA_CA_CERTS names; otherwise (another CA, or a file run on its own) the
-// bundle is started instead. A test that needs the process itself (its exit code, signals other
-// than SIGTERM and SIGINT, its descriptors or memory, its working directory) uses startProxy.
+// It serves only an environment this process can stand for, and refuses any other, saying why:
+// it never starts the bundle instead, so a test knows which it tested. Node reads its own
+// variables (NODE_EXTRA_CA_CERTS, NODE_OPTIONS, NODE_TLS_REJECT_UNAUTHORIZED, ...) only when a
+// process starts: a test's NODE_EXTRA_CA_CERTS must name a CA this process already trusts (npm
+// test starts the test processes trusting the default test PKI's CA, scripts/test.mjs), and any
+// other NODE_* variable needs the bundle. A test that needs the process itself (its exit code,
+// signals other than SIGTERM and SIGINT, its descriptors or memory, its working directory, a
+// variable node reads at start) starts the bundle with startProxy, and its file is listed in
+// test/support/process-tests.ts.
 import { readFileSync } from 'node:fs';
 import { parseCommandLine, type ServeOptions } from '../../src/config/cli.ts';
 import type { LineWriter } from '../../src/http/line-writer.ts';
@@ -18,32 +21,29 @@ import type { LogEvent } from '../../src/run/log-events.ts';
 import { logLevel } from '../../src/run/log-levels.ts';
 import { startServing } from '../../src/run/serve.ts';
 import { shutdownOrder } from '../../src/run/shutdown.ts';
-import { proxyEnv, Records, serveArgs, startProxy, type LogRecord, type ProxyProcess, type StartOptions } from './proxy-process.ts';
+import { proxyEnv, Records, serveArgs, type LogRecord, type ProxyProcess, type StartOptions } from './proxy-process.ts';
 
 type Exit = { code: number | null; signal: NodeJS.Signals | null };
 
 /**
- * Whether `serve` here would behave as a bundle started with `env`: the variables Node itself
- * reads at start (NODE_TLS_REJECT_UNAUTHORIZED, NODE_OPTIONS, ...) are this process's, not
- * `env`'s, so any of them but NODE_EXTRA_CA_CERTS needs the bundle; and that one must name the
- * CA this process trusts (see above).
+ * Why `serve` here would not behave as a bundle started with `env`, or undefined when it would:
+ * the variables node itself reads at start are this process's, not `env`'s (see above);
+ * `trusted` is this process's NODE_EXTRA_CA_CERTS.
  */
-function servesHereLikeTheBundle(env: Readonly<Record<string, string>>): boolean {
-  if (Object.keys(env).some((name) => name.startsWith('NODE_') && name !== 'NODE_EXTRA_CA_CERTS')) return false;
-  return trustsLikeThisProcess(env);
-}
-
-/** Whether a bundle started with `env` would trust no CA this process does not (see above). */
-function trustsLikeThisProcess(env: Readonly<Record<string, string>>): boolean {
+export function differenceFromTheBundle(env: Readonly<Record<string, string>>, trusted: string | undefined): string | undefined {
+  const read = Object.keys(env).find((name) => name.startsWith('NODE_') && name !== 'NODE_EXTRA_CA_CERTS');
+  if (read !== undefined) return `${read} is read by node only when a process starts, so this process cannot stand for a bundle started with it: start the bundle (startProxy) and list the test file in test/support/process-tests.ts`;
   const wanted = env.NODE_EXTRA_CA_CERTS;
-  if (wanted === undefined) return true;
-  const here = process.env.NODE_EXTRA_CA_CERTS;
-  if (here === undefined) return false;
+  if (wanted === undefined) return undefined;
+  const runThrough = 'npm test and node scripts/test.mjs start the test processes trusting the default test PKI\'s CA (makeTestPki())';
+  if (trusted === undefined) return `NODE_EXTRA_CA_CERTS names ${wanted}, and this test process trusts no extra CA: run the file through node scripts/test.mjs (${runThrough})`;
+  let same: boolean;
   try {
-    return readFileSync(wanted, 'utf8') === readFileSync(here, 'utf8');
-  } catch {
-    return false; // a file that cannot be read: the bundle is the one to say what it does then
+    same = readFileSync(wanted, 'utf8') === readFileSync(trusted, 'utf8');
+  } catch (err) {
+    return `NODE_EXTRA_CA_CERTS: ${(err as Error).message}`;
   }
+  return same ? undefined : `NODE_EXTRA_CA_CERTS names ${wanted}, a CA this test process does not trust (it trusts ${trusted}): ${runThrough}; a peer the proxy must not trust uses makeTestPki('other')`;
 }
 
 /** A proxy's log lines in a test process, handed to `write` as they come: none pending, none dropped. */
@@ -76,10 +76,11 @@ export function serveHere(options: ServeOptions, env: NodeJS.ProcessEnv, write: 
   return { started: startServing(options, env, log, lines, shutdown), stop: (signal) => shutdown.stop(signal), exited, running: () => running };
 }
 
-/** The proxy's `serve`, in this process when it trusts the same CAs (see above), else the bundle. */
+/** The proxy's `serve` in this process; an environment this process cannot stand for is refused (see above), never given the bundle. */
 export async function startServe(opts: StartOptions): Promise<ProxyProcess> {
   if (opts.cwd !== undefined) throw new Error('startServe: a working directory of its own needs the bundle (startProxy)');
-  if (!servesHereLikeTheBundle(opts.env)) return startProxy(opts);
+  const difference = differenceFromTheBundle(opts.env, process.env.NODE_EXTRA_CA_CERTS);
+  if (difference !== undefined) throw new Error(`startServe: ${difference}`);
   const { args, listeners } = serveArgs(opts);
   const cli = parseCommandLine(args);
   if (cli.command !== 'serve') throw new Error(`startServe: ${cli.command} is not serve (runProxyCommand runs the other commands)`);
