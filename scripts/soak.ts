@@ -43,6 +43,7 @@ import { chunk, completionJson, sseEvent, startModelUpstream, USAGE, type ModelR
 import { parseExposition, sumOf, type Sample } from '../test/support/prometheus.ts';
 import { BUNDLE, ROOT, runProxyCommand, tcpSockets } from '../test/support/proxy-process.ts';
 import { makeTestPki } from '../test/support/tls.ts';
+import { judgeTrend, type Trend } from './memory-trend.ts';
 
 // ---- configuration ------------------------------------------------------------------------
 
@@ -123,20 +124,23 @@ const HARD_DEADLINE_MS = RUN_MS + 5 * 60_000;
 // 15 MiB, whichever is larger, stays above the noise (20% of a ~60 MiB baseline is only ~12 MiB,
 // within one GC cycle's swing, hence the floor) and far below what a per-request leak would add.
 // The end-versus-baseline comparison alone would miss a slow leak that has not reached the
-// threshold yet, so the trend is checked too: no strictly rising run across the last samples.
+// threshold yet, so the trend after warm-up is judged too, against an allowance per minute
+// (scripts/memory-trend.ts: the median slope of every pair of samples, a climb only beyond what
+// their scatter could make of it; "rose at every one of the last 3 samples" failed an idle run
+// whose RSS under load fell overall). A run with fewer than 20 samples under load after warm-up
+// (five minutes) is too short for a trend: it is told, not judged.
 const RSS_GROWTH_FRACTION = 0.2;
 const RSS_GROWTH_FLOOR_BYTES = 15 * 1024 * 1024;
-/** A strictly rising run over the last samples counts as a climb only if it adds up to this. */
-const CLIMB_MIN_TOTAL_BYTES = 2 * 1024 * 1024;
-const TREND_SAMPLES = 5;
+/** What RSS under load may rise per minute after warm-up: a leak of 1 KiB a request is several MiB a minute here. */
+const RSS_TREND_ALLOWANCE_PER_MINUTE = 1024 * 1024;
 /**
  * Descriptors: with nothing in flight and every keep-alive connection closed, the proxy should
  * hold exactly what it held at the quiet baseline (listeners, epoll, pipes, stdio). A small
  * margin allows for libuv/V8 internals that open lazily (e.g. a worker thread's eventfd).
  */
 const FD_QUIET_MARGIN = 3;
-/** Under load, a rising run of fd counts over the last samples adding up to this is a climb. */
-const FD_CLIMB_MIN_TOTAL = 10;
+/** What the descriptors under load may rise per minute after warm-up (they follow the requests in flight). */
+const FD_TREND_ALLOWANCE_PER_MINUTE = 1;
 
 const MODELS = ['soak-model-a', 'soak-model-b'];
 const MiB = 1024 * 1024;
@@ -1053,11 +1057,10 @@ function printLine(label: string, s: SoakSample, lagP99Ms: number | undefined): 
 
 // ---- verdict -------------------------------------------------------------------------------
 
-/** A strictly rising run across all of `values` whose total rise is at least `minTotal`. */
-function climbs(values: readonly number[], minTotal: number): boolean {
-  if (values.length < 3) return false;
-  for (let i = 1; i < values.length; i++) if (values[i]! <= values[i - 1]!) return false;
-  return values[values.length - 1]! - values[0]! >= minTotal;
+/** A trend as the verdict tells it: its rise over the window, the allowance, and the noise. */
+function trendLine(t: Trend, show: (n: number) => string, samples: number): string {
+  const scatter = t.judged ? `, the scatter's ±${show(t.noise)}` : '';
+  return `${t.rise >= 0 ? '+' : ''}${show(t.rise)} over ${(t.spanMs / 60_000).toFixed(1)} min after warm-up (allowed +${show(t.allowed)}${scatter}; ${samples} samples)`;
 }
 
 interface Verdict {
@@ -1093,28 +1096,23 @@ function judge(samples: readonly SoakSample[], crash: string | undefined, proxy:
     if (growth > allowed(qBase.rssBytes) && !QUICK) reasons.push(`memory not flat: ${line}`);
     else notes.push(line);
   }
-  // Trend: the per-minute samples after warm-up when there are enough of them, else all 15 s
-  // samples after warm-up (a short run).
-  // The trend starts after the quiet baseline: the warm-up sample just before it may still hold
-  // the heap's growth to its steady size (a 4-minute run: 105.8 MiB at the warm-up, then 112.2 to
-  // 113.0 for three minutes, which read as a climb of every sample).
-  const settled = qBase ? load.filter((s) => s.atMs > qBase.atMs) : load;
-  const minuteSamples = settled.filter((s) => s.atMs % PRINT_EVERY_MS < SAMPLE_EVERY_MS / 2 || s === last);
-  const trendBase = minuteSamples.length >= 4 ? minuteSamples : settled;
-  const trend = trendBase.slice(-TREND_SAMPLES);
+  // Trend: every sample under load from the warm-up on, against an allowance per minute (see the
+  // thresholds above). Under load the descriptors follow the requests in flight at the instant of
+  // the sample (24 workers, each request a client and an upstream socket: a short run read 75,
+  // 85, 90 while the quiet counts before and after were equal); the trend weighs that scatter, and
+  // the quiet comparison below is the leak check.
+  const rssTrend = judgeTrend(load.map((s) => ({ atMs: s.atMs, value: s.rssBytes })), { allowancePerMinute: RSS_TREND_ALLOWANCE_PER_MINUTE });
+  const fdTrend = judgeTrend(load.map((s) => ({ atMs: s.atMs, value: s.fds })), { allowancePerMinute: FD_TREND_ALLOWANCE_PER_MINUTE });
+  const rssLine = trendLine(rssTrend, (n) => `${mib(n)} MiB`, load.length);
+  const fdLine = trendLine(fdTrend, (n) => n.toFixed(1), load.length);
   if (QUICK) notes.push('SOAK_QUICK: too short for a trend; judged on the quiet samples and the outcomes');
-  else if (trend.length >= 3) {
-    if (climbs(trend.map((s) => s.rssBytes), CLIMB_MIN_TOTAL_BYTES)) {
-      reasons.push(`memory climbing: RSS rose at every one of the last ${trend.length} samples (${trend.map((s) => mib(s.rssBytes)).join(' -> ')} MiB)`);
-    } else notes.push(`RSS trend over the last ${trend.length} samples: ${trend.map((s) => mib(s.rssBytes)).join(', ')} MiB (no steady climb)`);
-    // Under load the count follows the requests in flight at the instant of the sample (24
-    // workers, each request a client and an upstream socket): 15 s samples of a short run rising
-    // 75 -> 85 -> 90 said nothing, while the quiet counts (below) stayed equal. Only per-minute
-    // samples of a long run can show a climb under load; the quiet comparison is the leak check.
-    if (minuteSamples.length >= 4 && climbs(trend.map((s) => s.fds), FD_CLIMB_MIN_TOTAL)) {
-      reasons.push(`descriptors climbing under load: ${trend.map((s) => s.fds).join(' -> ')}`);
-    }
-  } else notes.push('too few samples for a trend check');
+  else if (!rssTrend.judged) notes.push(`too few samples under load after warm-up to judge a trend (${load.length}; at least 20, five minutes): RSS ${rssLine}`);
+  else {
+    if (rssTrend.climbing) reasons.push(`memory climbing: RSS under load ${rssLine}`);
+    else notes.push(`RSS trend under load ${rssLine} (no climb)`);
+    if (fdTrend.climbing) reasons.push(`descriptors climbing under load: ${fdLine}`);
+    else notes.push(`open fds trend under load ${fdLine} (no climb)`);
+  }
 
   // Descriptors.
   if (qBase && qEnd) {
@@ -1419,7 +1417,7 @@ async function soak(): Promise<number> {
           faultShare: FAULT_SHARE,
           abortShare: ABORT_SHARE,
           upstreamTimeout: UPSTREAM_TIMEOUT,
-          thresholds: { rssGrowthFraction: RSS_GROWTH_FRACTION, rssGrowthFloorBytes: RSS_GROWTH_FLOOR_BYTES, climbMinTotalBytes: CLIMB_MIN_TOTAL_BYTES, trendSamples: TREND_SAMPLES, fdQuietMargin: FD_QUIET_MARGIN, fdClimbMinTotal: FD_CLIMB_MIN_TOTAL },
+          thresholds: { rssGrowthFraction: RSS_GROWTH_FRACTION, rssGrowthFloorBytes: RSS_GROWTH_FLOOR_BYTES, rssTrendAllowancePerMinute: RSS_TREND_ALLOWANCE_PER_MINUTE, fdQuietMargin: FD_QUIET_MARGIN, fdTrendAllowancePerMinute: FD_TREND_ALLOWANCE_PER_MINUTE },
           node: process.version,
         },
         verdict,

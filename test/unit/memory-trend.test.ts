@@ -1,0 +1,50 @@
+// The soak's verdict on memory and descriptors (scripts/memory-trend.ts): a trend after warm-up
+// against a stated allowance, never a run of rising samples that noise can make.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { judgeTrend, type Sample } from '../../scripts/memory-trend.ts';
+import { fuzzSeed, mulberry32, type Rng } from '../support/prng.ts';
+
+const MiB = 1024 * 1024;
+const ALLOWANCE = { allowancePerMinute: 1 * MiB };
+
+/** Samples every 15 s from `fromMs` for `minutes`, of `level(atMs)` plus noise (about ±sd, with a far swing now and then). */
+function run(rng: Rng, minutes: number, level: (atMs: number) => number, sd: number, fromMs = 60_000): Sample[] {
+  const out: Sample[] = [];
+  for (let atMs = fromMs; atMs <= fromMs + minutes * 60_000; atMs += 15_000) {
+    const noise = (rng.next() + rng.next() + rng.next() + rng.next() - 2) * sd * Math.sqrt(3);
+    const swing = rng.chance(0.05) ? (rng.chance(0.5) ? -1 : 1) * 4 * sd : 0;
+    out.push({ atMs, value: level(atMs) + noise + swing });
+  }
+  return out;
+}
+
+test('memory trend: the soak run that failed on three rising samples (110.5 MiB at warm-up, then 92.3 -> 104.8 -> 105.9 after the quiet pause) is no climb: too few samples to judge a trend', () => {
+  const t = judgeTrend([110.5, 92.3, 104.8, 105.9].map((mib, i) => ({ atMs: 30_000 + i * 15_000, value: mib * MiB })), ALLOWANCE);
+  assert.equal(t.judged, false);
+  assert.equal(t.climbing, false);
+});
+
+test('memory trend: a steady rise past the allowance is a climb, one within it is not, and the allowance is stated per minute of the window', () => {
+  const steady = (perMinute: number) => Array.from({ length: 37 }, (_, i) => ({ atMs: 60_000 + i * 15_000, value: 100 * MiB + (perMinute * i) / 4 }));
+  const over = judgeTrend(steady(1.2 * MiB), ALLOWANCE);
+  assert.deepEqual([over.judged, over.climbing], [true, true]);
+  assert.equal(Math.round(over.allowed / MiB), 9, 'nine minutes at 1 MiB a minute');
+  assert.equal(Math.round((over.rise / MiB) * 10) / 10, 10.8);
+  assert.equal(judgeTrend(steady(0.8 * MiB), ALLOWANCE).climbing, false);
+});
+
+test('memory trend: a leak of 3 MiB a minute under noise of 4 MiB is a climb over nine minutes; noise alone, flat, falling or a step while the heap settles, never is (200 seeded runs of each)', () => {
+  const seed = fuzzSeed(0x5eed);
+  const rng = mulberry32(seed);
+  const base = 100 * MiB;
+  const counts = { leak: 0, flat: 0, falling: 0, step: 0, short: 0 };
+  for (let i = 0; i < 200; i++) {
+    if (judgeTrend(run(rng, 9, (t) => base + (3 * MiB * t) / 60_000, 4 * MiB), ALLOWANCE).climbing) counts.leak++;
+    if (judgeTrend(run(rng, 9, () => base, 4 * MiB), ALLOWANCE).climbing) counts.flat++;
+    if (judgeTrend(run(rng, 9, (t) => base - (2 * MiB * t) / 60_000, 4 * MiB), ALLOWANCE).climbing) counts.falling++;
+    if (judgeTrend(run(rng, 9, (t) => base + (t < 120_000 ? 0 : 8 * MiB), 2 * MiB), ALLOWANCE).climbing) counts.step++;
+    if (judgeTrend(run(rng, 1, () => base, 4 * MiB), ALLOWANCE).climbing) counts.short++;
+  }
+  assert.deepEqual(counts, { leak: 200, flat: 0, falling: 0, step: 0, short: 0 }, `seed ${seed}`);
+});
