@@ -24,6 +24,12 @@ export interface AskOptions {
   readonly user?: string;
   readonly password?: string;
   readonly tls?: SetTls;
+  /**
+   * Milliseconds without a byte after which the attempt is given up (rejected, the connection
+   * destroyed), for a caller that polls and asks again: a reply that never comes then costs one
+   * attempt, not the rest of the wait. Default: none.
+   */
+  readonly idleMs?: number;
 }
 
 /** One command on a connection of its own (after AUTH when a password is given): its reply (an error reply is returned, not thrown). */
@@ -48,6 +54,7 @@ export function redisAsk(port: number, args: readonly (string | number)[], opts:
     });
     socket.once('error', reject);
     socket.once('close', () => reject(new Error(`port ${port} closed the connection before answering ${String(args[0])}`)));
+    if (opts.idleMs !== undefined) socket.setTimeout(opts.idleMs, () => socket.destroy(new Error(`port ${port} gave no answer to ${String(args[0])} within ${opts.idleMs} ms`)));
   });
 }
 
