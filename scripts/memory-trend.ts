@@ -25,6 +25,11 @@ export interface TrendOptions {
    * samples called 0.7% of them a climb, 20 samples 0.03 to 0.07%, 25 or more none.
    */
   readonly minSamples?: number;
+  /**
+   * A sample below this counts as this (default: none): the level the figure had before
+   * something the run itself did let it fall, so that its regrowth to where it was is no climb.
+   */
+  readonly floor?: number;
 }
 
 export interface Trend {
@@ -48,7 +53,8 @@ const median = (xs: readonly number[]): number => {
 
 /** Pure: the trend of `samples` (in time order or not) against the allowance. */
 export function judgeTrend(samples: readonly Sample[], opts: TrendOptions): Trend {
-  const pts = [...samples].sort((a, b) => a.atMs - b.atMs);
+  const floor = opts.floor ?? -Infinity;
+  const pts = samples.map((p) => ({ atMs: p.atMs, value: Math.max(p.value, floor) })).sort((a, b) => a.atMs - b.atMs);
   const spanMs = pts.length > 0 ? pts[pts.length - 1]!.atMs - pts[0]!.atMs : 0;
   const allowed = (opts.allowancePerMinute * spanMs) / 60_000;
   const slopes: number[] = [];

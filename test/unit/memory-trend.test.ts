@@ -25,6 +25,18 @@ test('memory trend: the soak run that failed on three rising samples (110.5 MiB 
   assert.equal(t.climbing, false);
 });
 
+test('memory trend: the heap regrowing after the soak\'s quiet pause to its level at warm-up is no climb when that level is the floor (a 6-minute run: 126.3 MiB at warm-up, 104.6 after the pause, 126.2 at the end)', () => {
+  const mib = [126.3, 104.6, 111.8, 111.2, 112.6, 119.9, 119.2, 118.6, 120.1, 120.4, 121.2, 123.6, 123.6, 123.6, 122.6, 122.6, 122.7, 122.7, 122.7, 123.2, 126.2];
+  const samples = mib.map((m, i) => ({ atMs: 60_000 + i * 15_000, value: m * MiB }));
+  const read = judgeTrend(samples, ALLOWANCE);
+  assert.ok(read.rise > read.allowed, `read as it came, the regrowth rises past the allowance: +${(read.rise / MiB).toFixed(1)} MiB`);
+  const floored = judgeTrend(samples, { ...ALLOWANCE, floor: samples[0]!.value });
+  assert.deepEqual([floored.judged, floored.climbing, floored.rise], [true, false, 0]);
+  // A leak past the level at warm-up still shows: the same run gaining 3 MiB a minute more.
+  const leaking = samples.map((p, i) => ({ atMs: p.atMs, value: p.value + (3 * MiB * i) / 4 }));
+  assert.equal(judgeTrend(leaking, { ...ALLOWANCE, floor: leaking[0]!.value }).climbing, true);
+});
+
 test('memory trend: a steady rise past the allowance is a climb, one within it is not, and the allowance is stated per minute of the window', () => {
   const steady = (perMinute: number) => Array.from({ length: 37 }, (_, i) => ({ atMs: 60_000 + i * 15_000, value: 100 * MiB + (perMinute * i) / 4 }));
   const over = judgeTrend(steady(1.2 * MiB), ALLOWANCE);
