@@ -82,6 +82,9 @@ export type ModelRequestRecord = {
   readonly charge_basis: ChargeBasis | null;
 };
 
+/** The record's method for a turn on a Responses WebSocket: a message on a socket, not an HTTP request. */
+export const TURN_METHOD = 'WS';
+
 /** What a model call knows about itself when it is over: the call object's state, read only. */
 export interface ModelCallState {
   readonly requestId: string;

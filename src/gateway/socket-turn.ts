@@ -23,10 +23,7 @@ import { openAiErrorType } from './protocols/openai.ts';
 import type { CallSummary } from './protocols/protocol.ts';
 import { responses } from './protocols/responses.ts';
 import type { Provider } from './providers.ts';
-import { callFailure, modelRecord, type ModelCallState, type ModelRequestRecord, type ModelSpanFacts } from './record.ts';
-
-/** The record's method for a turn: a message on a WebSocket, not an HTTP request. */
-export const TURN_METHOD = 'WS';
+import { callFailure, modelRecord, TURN_METHOD, type ModelCallState, type ModelRequestRecord, type ModelSpanFacts } from './record.ts';
 
 export class SocketTurn implements ModelCallState, ModelSpanFacts {
   readonly method = TURN_METHOD;

@@ -4,10 +4,9 @@
 // Because metrics are derived from the same record as the access log line, the two agree.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { ERRORS, type UpstreamFailure } from '../http/errors.ts';
-import { CREDENTIAL_REJECTED_STATUSES, credentialRejectedError, type ModelRequestRecord } from '../gateway/record.ts';
+import { CREDENTIAL_REJECTED_STATUSES, credentialRejectedError, TURN_METHOD, type ModelRequestRecord } from '../gateway/record.ts';
 import type { GitRequestRecord } from '../git/record.ts';
 import { openFileCount } from './open-files.ts';
-import { TURN_METHOD } from '../gateway/socket-turn.ts';
 import { Registry } from './registry.ts';
 import { costUsd, type PriceTable } from '../limits/prices.ts';
 

@@ -3,8 +3,8 @@
 // refused with 400 before any handler runs (server.ts bodylessMethodError), and what the proxy
 // forwards without a body carries no Content-Length or Transfer-Encoding (forward.ts
 // bodyFraming), so no upstream can read the proxy's next request on a pooled connection as a body.
-// The gateway forwards no GET today (its catalog is answered locally); the unit test of
-// bodyFraming over a real TLS connection (test/unit/framing.test.ts) shows the same core rule for
+// The gateway forwards no GET today (its catalog is answered locally); the test of the forwarding
+// core over a real TLS connection (test/integration/framing.test.ts) shows the same core rule for
 // the GET routes it will forward.
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
