@@ -40,7 +40,7 @@ export async function sendWithRetries(call: GatewayCall, target: UpstreamTarget,
       call.attemptEnded(kind);
       const delay = retryableFailure(kind) ? nextRetryDelay(policy.retry, call.retries, waited, undefined, policy.random) : undefined;
       if (delay === undefined) {
-        call.refuse({ error: errorForUpstream(failed) }, kind);
+        call.endRefused({ error: errorForUpstream(failed) }, kind);
         return { kind: 'ended' };
       }
       if (!(await backOff(call, delay))) return ended(call);
@@ -79,6 +79,6 @@ async function backOff(call: GatewayCall, ms: number): Promise<boolean> {
 }
 
 function ended(call: GatewayCall): Answer {
-  call.abandon();
+  call.endAbandoned();
   return { kind: 'ended' };
 }

@@ -1,7 +1,7 @@
 // One model call's state: who asked, what it asked for, the body bytes and the limits slot it
 // holds, what the upstream answered. Steps (./handler.ts) fill it in from their results; finish()
 // (in the handler's `finally`) gives back the body's bytes, charges the slot and writes the
-// record, exactly once, however the call ended.
+// record (settle), exactly once, however the call ended.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { NO_IDENTITY, type WorkloadIdentity } from '../auth/identity.ts';
@@ -58,7 +58,7 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState, Mod
   redactor: Redactor = NO_SECRETS;
   /** Its body's bytes in the process's count (--max-held-request-bytes), from before the body is read until the body is let go or finish(). */
   heldBody: BodyHold | undefined;
-  /** The limits slot, held from admission until finish() gives it back with the charge. */
+  /** The limits slot, held from admission until settle() gives it back with the charge. */
   reservation: Reservation | undefined;
   /** The most the call may cost (held against the budgets): what a call cut before its answer is charged. */
   worst: WorstCase | undefined;
@@ -101,7 +101,7 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState, Mod
   }
 
   /** Gives back the body's bytes (if the answer has not already), then the limits slot with the call's charge, then records: both come back even if recording fails. */
-  protected complete(outcome: Outcome): void {
+  protected settle(outcome: Outcome): void {
     try {
       this.heldBody?.release();
       if (this.reservation) {

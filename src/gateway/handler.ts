@@ -118,7 +118,7 @@ export function createGatewayHandler(deps: GatewayDeps): (req: IncomingMessage, 
     try {
       await runCall(ctx, call);
     } catch (err) {
-      call.fail(err);
+      call.endFailed(err);
     } finally {
       call.finish();
     }
@@ -139,7 +139,7 @@ export function createGatewayUpgrade(deps: GatewayDeps): NonNullable<ListenerSpe
 export function refuseAtGateway(deps: Pick<GatewayDeps, 'protocols' | 'record' | 'log' | 'prices' | 'trace'>): (req: IncomingMessage, res: ServerResponse, refusal: Refusal) => void {
   return (req, res, refusal) => {
     const call = new GatewayCall(deps, req, res);
-    call.refuse(refusal);
+    call.endRefused(refusal);
     call.finish();
   };
 }
@@ -147,18 +147,18 @@ export function refuseAtGateway(deps: Pick<GatewayDeps, 'protocols' | 'record' |
 /** The steps of one call. Each returns early by refusing, ending or abandoning the call; finish() follows in the caller. */
 async function runCall(ctx: GatewayContext, call: GatewayCall): Promise<void> {
   const route = call.route;
-  if (!route.ok) return call.refuse({ error: route.error, ...(route.allow ? { allow: route.allow } : {}) });
+  if (!route.ok) return call.endRefused({ error: route.error, ...(route.allow ? { allow: route.allow } : {}) });
 
   const who = await authenticateBot(call.req, ctx.auth, call.errorProtocol, nowSec());
-  if (call.gone) return call.abandon();
-  if (!who.ok) return call.refuse(who.refusal);
+  if (call.gone) return call.endAbandoned();
+  if (!who.ok) return call.endRefused(who.refusal);
   call.identity = who.identity;
   if (route.kind !== 'protocol') return answerCatalog(call, route, ctx);
 
   // Held by the call before a byte is read: finish() gives the bytes back, whatever follows.
   call.heldBody = ctx.heldBodies.open();
   const received = await receiveJsonBody(call.req, call.heldBody, ctx.maxBodyBytes, ctx.bodyIdleMs);
-  if (!received.ok) return 'gone' in received ? call.abandon() : call.refuse(received.refusal);
+  if (!received.ok) return 'gone' in received ? call.endAbandoned() : call.endRefused(received.refusal);
   const body = received.body;
   call.bytesIn = body.size;
 
@@ -167,7 +167,7 @@ async function runCall(ctx: GatewayContext, call: GatewayCall): Promise<void> {
   call.provider = checked.provider;
   if (!checked.ok) {
     call.refusedModel = checked.refusedModel ?? null;
-    return call.refuse(checked.refusal);
+    return call.endRefused(checked.refusal);
   }
   call.stream = checked.stream;
   call.maxOutputTokens = checked.maxOutputTokens;
@@ -178,16 +178,16 @@ async function runCall(ctx: GatewayContext, call: GatewayCall): Promise<void> {
     call.reservation = admitted.reservation;
     call.worst = admitted.worst;
   }
-  if (call.gone) return call.abandon();
+  if (call.gone) return call.endAbandoned();
   if (!admitted.ok) {
     call.limit = admitted.limit;
-    return call.refuse(admitted.refusal);
+    return call.endRefused(admitted.refusal);
   }
 
   const shape = { protocol: route.protocol, route: route.route, query: route.query, pathModel: route.pathModel, model: checked.model, provider: checked.provider, requestId: call.requestId };
   const upstream = await prepareUpstream(shape, call.req.headers, body.bytes!, ctx.log, Date.now());
-  if (call.gone) return call.abandon();
-  if (!upstream.ok) return call.refuse(upstream.refusal);
+  if (call.gone) return call.endAbandoned();
+  if (!upstream.ok) return call.endRefused(upstream.refusal);
   call.redactor = upstream.redactor;
 
   const answer = await sendWithRetries(call, upstream.target, body, route.protocol, ctx.send);
@@ -198,8 +198,8 @@ async function runCall(ctx: GatewayContext, call: GatewayCall): Promise<void> {
 /** GET /v1/models and /v1/models/<id>: the allowlist, answered by the gateway itself. */
 function answerCatalog(call: GatewayCall, route: Extract<GatewayRoute, { kind: 'models' | 'model' }>, ctx: GatewayContext): void {
   const body = route.kind === 'models' ? ctx.modelsBody : modelBody(route.id, ctx.catalog);
-  if (body === undefined) return call.refuse({ error: ERRORS.modelNotFound });
+  if (body === undefined) return call.endRefused({ error: ERRORS.modelNotFound });
   call.res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
   call.res.end(body);
-  call.end(200);
+  call.endAnswered(200);
 }

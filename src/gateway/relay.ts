@@ -70,18 +70,18 @@ export async function relayAnswer(call: GatewayCall, upstream: IncomingMessage, 
   switch (kind) {
     case 'bad_status':
       upstream.destroy();
-      call.refuse({ error: ERRORS.upstreamProtocol }, 'upstream_bad_status');
+      call.endRefused({ error: ERRORS.upstreamProtocol }, 'upstream_bad_status');
       return;
     case 'gateway_key_refused':
       // Relayed, the 401/403 would look like the bot's own token was refused; the body is
       // dropped unread (it may echo the key).
       upstream.resume();
       ctx.log({ event: 'config_error', listener: 'model', provider: provider.name, status, message: `the upstream refused the gateway API key of provider ${provider.name} (${provider.origin}): check the key and its permissions` });
-      call.refuse({ error: ERRORS.upstreamAuthFailed }, credentialRejectedError(status));
+      call.endRefused({ error: ERRORS.upstreamAuthFailed }, credentialRejectedError(status));
       return;
     case 'encoded':
       upstream.resume();
-      call.refuse({ error: ERRORS.upstreamEncoding }, 'upstream_encoded_body');
+      call.endRefused({ error: ERRORS.upstreamEncoding }, 'upstream_encoded_body');
       return;
     case 'error_body':
       return relayError(call, upstream, exchange, status, redactor);
@@ -97,9 +97,9 @@ export async function relayAnswer(call: GatewayCall, upstream: IncomingMessage, 
 async function relayError(call: GatewayCall, upstream: IncomingMessage, exchange: Exchange, status: number, redactor: Redactor): Promise<void> {
   call.relaying = true;
   const relayed = await relayRedactedBody(call.res, upstream, relayedHeaders(upstream.rawHeaders, redactor), redactor, exchange);
-  if (relayed.ok) return call.end(status, errorClassForStatus(status));
-  if (call.gone) return call.abandon();
-  call.refuse({ error: ERRORS.upstreamProtocol }, relayed.reason);
+  if (relayed.ok) return call.endAnswered(status, errorClassForStatus(status));
+  if (call.gone) return call.endAbandoned();
+  call.endRefused({ error: ERRORS.upstreamProtocol }, relayed.reason);
 }
 
 /**
@@ -127,7 +127,7 @@ async function relayStream(call: GatewayCall, upstream: IncomingMessage, exchang
     ctx.streams?.closed(provider, model);
     call.summary = reader.summary();
   }
-  call.end(status);
+  call.endAnswered(status);
 }
 
 /** A JSON answer: relayed as it comes (redacted), a copy of up to 8 MiB read for its usage once complete. */
@@ -145,5 +145,5 @@ async function relayJson(call: GatewayCall, upstream: IncomingMessage, exchange:
   // The upstream's answer arrived whole: its usage is read even when the client left before the
   // last bytes reached it (the provider billed the whole answer).
   if (copied <= MAX_SUMMARY_BODY_BYTES && upstream.complete) call.summary = protocol.summarizeJson(Buffer.concat(copy));
-  call.end(status);
+  call.endAnswered(status);
 }

@@ -195,7 +195,7 @@ export class ResponsesSocket {
     if (this.#turn !== undefined || this.#reason !== undefined) {
       // One response at a time per connection: every event is then the one turn's.
       if (this.#reason === undefined) this.#refuseTurn(turn, { error: ERRORS.socketTurnInFlight });
-      else turn.end(0);
+      else turn.endAnswered(0); // the connection is ending: dropped unsent, nothing answered
       return turn.finish();
     }
     let over!: () => void;
@@ -210,7 +210,7 @@ export class ResponsesSocket {
     } catch (err) {
       this.ctx.log({ event: 'handler_error', listener: 'model', error: (err as Error)?.name ?? 'Error', detail: String((err as Error)?.message ?? err) });
       if (!turn.relaying && turn.attempts === 0) this.#refuseTurn(turn, { error: ERRORS.internal });
-      turn.end(ERRORS.internal.status, ERRORS.internal.code);
+      turn.endFailed();
       this.#end('internal', [CLOSE.internalError, 'internal proxy error'], [CLOSE.goingAway, 'internal proxy error']);
     } finally {
       turn.summary = inTurn.reader.summary();
@@ -245,13 +245,13 @@ export class ResponsesSocket {
 
   /** The connection began to end while the turn was being checked: it is not sent. */
   #cutBeforeSent(turn: SocketTurn): false {
-    turn.cut(wasCutByShutdown(this.#client.socket) ? 'shutdown' : 'client_aborted');
+    turn.endCut(wasCutByShutdown(this.#client.socket) ? 'shutdown' : 'client_aborted');
     return false;
   }
 
   /** A turn refused by the gateway: the protocol's error event, never forwarded; the connection stays. */
   #refuseTurn(turn: SocketTurn, refusal: Refusal): void {
-    turn.end(refusal.error.status, refusal.error.code);
+    turn.endRefused(refusal);
     this.#sendError(refusal);
   }
 
@@ -310,10 +310,10 @@ export class ResponsesSocket {
     if (inTurn.first && facts.status !== undefined && facts.status >= 400) {
       // The error an HTTP call would have been answered with: recorded (and charged) as that answer.
       if (facts.status === 429) turn.rateLimited++;
-      turn.end(facts.status, errorClassForStatus(facts.status));
+      turn.endAnswered(facts.status, errorClassForStatus(facts.status));
     }
     inTurn.first = false;
-    turn.end(200);
+    turn.endAnswered(200);
     if (inTurn.reader.summary().terminated) inTurn.over();
     else this.#idleInTurn();
   }
@@ -322,7 +322,7 @@ export class ResponsesSocket {
   #interrupt(failure: NonNullable<Exchange['failure']>): void {
     const inTurn = this.#turn;
     if (inTurn === undefined) return;
-    inTurn.turn.cut(failure);
+    inTurn.turn.endCut(failure);
     inTurn.over();
   }
 

@@ -34,7 +34,7 @@ export async function serveSocketUpgrade(ctx: SocketContext, req: IncomingMessag
   try {
     opened = await handshake(ctx, call);
   } catch (err) {
-    call.fail(err);
+    call.endFailed(err);
   } finally {
     call.finish();
   }
@@ -45,7 +45,7 @@ export async function serveSocketUpgrade(ctx: SocketContext, req: IncomingMessag
 }
 
 function refuseUpgrade(call: GatewayCall, refusal: Refusal, errorClass?: string): undefined {
-  call.refuse({ ...refusal, closeAfter: true }, errorClass);
+  call.endRefused({ ...refusal, closeAfter: true }, errorClass);
   return undefined;
 }
 
@@ -63,14 +63,14 @@ async function handshake(ctx: SocketContext, call: GatewayCall): Promise<OpenedS
   if (problem === 'key') return refuseUpgrade(call, { error: ERRORS.socketHandshake });
 
   const who = await authenticateBot(call.req, ctx.auth, responses, Math.floor(Date.now() / 1000));
-  if (call.gone) return void call.abandon();
+  if (call.gone) return void call.endAbandoned();
   if (!who.ok) return refuseUpgrade(call, who.refusal);
   call.identity = who.identity;
   call.provider = provider;
 
   const shape = { protocol: responses, route: RESPONSES_ROUTE, query: '', pathModel: undefined, model: '', provider, requestId: call.requestId, method: 'GET' as const };
   const upstream = await prepareUpstream(shape, call.req.headers, NO_BODY, ctx.log, Date.now());
-  if (call.gone) return void call.abandon();
+  if (call.gone) return void call.endAbandoned();
   if (!upstream.ok) return refuseUpgrade(call, upstream.refusal);
 
   const attempt = newExchange();
@@ -83,7 +83,7 @@ async function handshake(ctx: SocketContext, call: GatewayCall): Promise<OpenedS
   try {
     answer = await sent.answer;
   } catch (err) {
-    if (call.gone) return void call.abandon();
+    if (call.gone) return void call.endAbandoned();
     const failed = err as UpstreamError;
     return refuseUpgrade(call, { error: errorForUpstream(failed) }, failed.kind);
   }
@@ -94,11 +94,11 @@ async function handshake(ctx: SocketContext, call: GatewayCall): Promise<OpenedS
   if (answer.kind === 'response') return void (await upgradeRefused(ctx, call, answer.res, attempt, upstream.redactor));
   if (call.gone) {
     answer.socket.destroy();
-    return void call.abandon();
+    return void call.endAbandoned();
   }
   const relayed = withoutHandshakeHeaders(relayedHeaders(answer.res.rawHeaders, upstream.redactor));
   call.req.socket.write(switchingProtocolsHead(call.req.headers['sec-websocket-key']!, ['X-Client-Request-Id', call.requestId, ...relayed]));
-  call.end(101);
+  call.endAnswered(101);
   return { upstream: answer.socket, head: answer.head, redactor: upstream.redactor, provider };
 }
 

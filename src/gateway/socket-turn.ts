@@ -1,9 +1,10 @@
 // One turn of a Responses WebSocket connection (./responses-socket.ts): a `response.create` the
 // client sent, checked as an HTTP call is (checkTurn), then forwarded and its events relayed until
 // the response ends. Its state is a GatewayCall's, as far as the record and the charge read it
-// (ModelCallState), filled by the connection's steps; finish(), in the turn's `finally`, gives back
-// the message's bytes and the limits slot with the turn's charge, and writes its one record,
-// exactly once, however the turn ended.
+// (ModelCallState), filled by the connection's steps. It ends as an HTTP call does, the first
+// ending said winning (endAnswered, endRefused, endFailed), or by endCut when the connection loses
+// a leg; finish(), in the turn's `finally`, gives back the message's bytes and the limits slot
+// with the turn's charge, and writes its one record, exactly once, however the turn ended.
 import type { IncomingMessage } from 'node:http';
 import { NO_IDENTITY, type WorkloadIdentity } from '../auth/identity.ts';
 import { ERRORS } from '../http/errors.ts';
@@ -73,14 +74,24 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
   }
 
   /** Ends the turn with a status and error class; the first ending wins. */
-  end(status: number, error?: string): void {
+  endAnswered(status: number, error?: string): void {
     this.#outcome ??= { status, error };
   }
 
+  /** A turn the gateway refused (the connection sends the error event). */
+  endRefused(refusal: Refusal): void {
+    this.endAnswered(refusal.error.status, refusal.error.code);
+  }
+
+  /** A turn a step threw in: recorded as internal. */
+  endFailed(): void {
+    this.endAnswered(ERRORS.internal.status, ERRORS.internal.code);
+  }
+
   /** The turn was cut: by whom is its failure; a turn whose first event went out keeps its 200. */
-  cut(failure: NonNullable<Exchange['failure']>): void {
+  endCut(failure: NonNullable<Exchange['failure']>): void {
     this.exchange.failure ??= failure;
-    this.end(this.relaying ? 200 : this.attempts > 0 && failure !== 'client_aborted' && failure !== 'shutdown' ? 502 : 0);
+    this.endAnswered(this.relaying ? 200 : this.attempts > 0 && failure !== 'client_aborted' && failure !== 'shutdown' ? 502 : 0);
   }
 
   /** Once, in the turn's `finally`: the bytes and the slot given back with the charge, then the record. */

@@ -1,5 +1,6 @@
 // One git request's state: the route, the verified identity, the workload's concurrency slot.
-// finish() (in the handler's `finally`) gives the slot back and writes the record, exactly once.
+// finish() (in the handler's `finally`) gives the slot back and writes the record (settle),
+// exactly once.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { WorkloadIdentity } from '../auth/identity.ts';
@@ -55,7 +56,7 @@ export class GitCall extends RequestLifecycle implements GitCallState, GitSpanFa
     super(req, res, log, 'git', spans?.tracing);
   }
 
-  /** Takes one of the workload's concurrency slots (0: no cap); held until finish(). */
+  /** Takes one of the workload's concurrency slots (0: no cap); held until settle(). */
   holdSlot(counts: KeyedCounts, key: string, max: number): boolean {
     if (!counts.tryAcquire(key, max)) return false;
     this.#slot = { counts, key };
@@ -63,24 +64,24 @@ export class GitCall extends RequestLifecycle implements GitCallState, GitSpanFa
   }
 
   /**
-   * Refuses a push the way receive-pack answers one a hook declined: 200 with its report
+   * Ends a refused push the way receive-pack answers one a hook declined: 200 with its report
    * (push-report.ts), which git shows as each ref's `[remote rejected]` line. Recorded with the
    * error's code. The rest of the body is the caller's to read: git reads the answer only once
    * it has sent its whole pack.
    */
-  refusePush(report: Buffer, error: ProxyError): void {
+  endRefusedPush(report: Buffer, error: ProxyError): void {
     if (!this.res.headersSent && !this.res.destroyed) {
       this.res.writeHead(200, { 'content-type': 'application/x-git-receive-pack-result', 'content-length': report.length, 'cache-control': 'no-store' });
       this.res.end(report);
     }
-    this.end(200, error.code);
+    this.endAnswered(200, error.code);
   }
 
   protected writeError(refusal: Refusal): void {
     sendGitError(this.req, this.res, refusal);
   }
 
-  protected complete(outcome: Outcome): void {
+  protected settle(outcome: Outcome): void {
     try {
       this.#slot?.counts.release(this.#slot.key);
     } finally {

@@ -93,7 +93,7 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
     try {
       await runGitRequest(deps, inProgress, call);
     } catch (err) {
-      call.fail(err);
+      call.endFailed(err);
     } finally {
       call.finish();
     }
@@ -104,32 +104,32 @@ export function createGitHandler(deps: GitProxyDeps): (req: IncomingMessage, res
 export function refuseAtGit(deps: Pick<GitProxyDeps, 'record' | 'log' | 'trace'>): (req: IncomingMessage, res: ServerResponse, refusal: Refusal) => void {
   return (req, res, refusal) => {
     const call = new GitCall(req, res, deps.log, deps.record, deps.trace);
-    call.refuse(refusal);
+    call.endRefused(refusal);
     call.finish();
   };
 }
 
 async function runGitRequest(deps: GitProxyDeps, inProgress: KeyedCounts, call: GitCall): Promise<void> {
   const parsed = parseGitRoute(call.method, call.target, (key) => deps.hosts.has(key));
-  if (!parsed.ok) return call.refuse({ error: parsed.error, ...(parsed.allow ? { allow: parsed.allow } : {}) });
+  if (!parsed.ok) return call.endRefused({ error: parsed.error, ...(parsed.allow ? { allow: parsed.allow } : {}) });
   call.host = parsed.hostKey;
   call.route = parsed.route;
   call.repo = parsed.repo;
   call.access = parsed.access;
   const upstream = deps.hosts.get(parsed.hostKey)!;
 
-  if (headerCount(call.req.rawHeaders, 'authorization') > 1) return call.refuse({ error: ERRORS.twoAuthorizations });
+  if (headerCount(call.req.rawHeaders, 'authorization') > 1) return call.endRefused({ error: ERRORS.twoAuthorizations });
   let workload = deps.verifier && proveWorkload(deps.verifier, call.req.headers.authorization, peerOf(call.req.socket), Math.floor(Date.now() / 1000));
   if (workload instanceof Promise) {
     workload = await workload;
-    if (call.gone) return call.abandon();
+    if (call.gone) return call.endAbandoned();
   }
   const access = decideGitAccess({ hostKey: parsed.hostKey, repo: parsed.repo, access: parsed.access }, { repos: upstream.config.repos, readOnly: upstream.config.readOnly, protectedRefs: upstream.config.protectedRefs, workload });
   call.identity = access.identity;
   if (!access.ok) {
     call.tokenError = access.tokenError;
     call.challenge = access.error.code === ERRORS.workloadTokenMissing.code;
-    return call.refuse(accessRefusal(access));
+    return call.endRefused(accessRefusal(access));
   }
 
   if (access.identity) {
@@ -145,10 +145,10 @@ async function runGitRequest(deps: GitProxyDeps, inProgress: KeyedCounts, call: 
   }
 
   const credential = await hostCredential(upstream.config.key, { authType: upstream.config.authType, token: upstream.token, username: upstream.username, installation: upstream.installation }, Date.now());
-  if (call.gone) return call.abandon();
-  if (!credential.ok) return call.refuse({ error: credential.error });
+  if (call.gone) return call.endAbandoned();
+  if (!credential.ok) return call.endRefused({ error: credential.error });
   call.redactor = new Redactor(credential.secrets);
-  if (!(await parserDoneWithRead(call))) return call.abandon();
+  if (!(await parserDoneWithRead(call))) return call.endAbandoned();
   const target: UpstreamTarget = {
     agent: upstream.agent,
     hostname: upstream.config.hostname,
@@ -186,16 +186,16 @@ async function parserDoneWithRead(call: GitCall): Promise<boolean> {
 async function admitWorkload(deps: GitProxyDeps, inProgress: KeyedCounts, call: GitCall, who: WorkloadIdentity): Promise<boolean> {
   if (deps.revoked) {
     const verdict = await Promise.resolve(deps.revoked(who, Math.floor(Date.now() / 1000))).catch((): RevocationVerdict => ({ kind: 'revoked', reason: 'the revocation list cannot be read' }));
-    if (call.gone) return (call.abandon(), true);
+    if (call.gone) return (call.endAbandoned(), true);
     const refusal = gitRevocationRefusal(verdict);
     if (refusal) {
       if (verdict.kind === 'revoked') call.tokenError = verdict.reason;
-      return (call.refuse(refusal), true);
+      return (call.endRefused(refusal), true);
     }
   }
-  if (call.gone) return (call.abandon(), true);
+  if (call.gone) return (call.endAbandoned(), true);
   if (!call.holdSlot(inProgress, who.instanceId ?? 'none', deps.maxConcurrentPerWorkload)) {
-    return (call.refuse({ error: ERRORS.workloadBusy, headers: { 'retry-after': String(WORKLOAD_BUSY_RETRY_AFTER_S) } }), true);
+    return (call.endRefused({ error: ERRORS.workloadBusy, headers: { 'retry-after': String(WORKLOAD_BUSY_RETRY_AFTER_S) } }), true);
   }
   return false;
 }
@@ -225,8 +225,8 @@ async function sendGit(call: GitCall, target: UpstreamTarget, timeouts: GitProxy
         exchange.failure = undefined;
         continue;
       }
-      if (call.gone || call.res.headersSent) return void call.end(0);
-      call.refuse({ error: errorForUpstream(failed) }, kind);
+      if (call.gone || call.res.headersSent) return void call.endAbandoned();
+      call.endRefused({ error: errorForUpstream(failed) }, kind);
       return undefined;
     }
   }
@@ -238,13 +238,13 @@ async function relayGitAnswer(call: GitCall, upstream: IncomingMessage, redactor
   const exchange = call.client;
   if (!isRelayableStatus(status)) {
     upstream.destroy();
-    return call.refuse({ error: ERRORS.upstreamProtocol }, 'upstream_bad_status');
+    return call.endRefused({ error: ERRORS.upstreamProtocol }, 'upstream_bad_status');
   }
   if (status === 401) {
     // Our credential was refused: an operator problem the workload cannot fix. Relayed, the 401
     // would make git ask for a username; our own line says whose problem it is.
     upstream.resume();
-    return call.refuse({ error: upstreamCredentialRefused(hostKey) });
+    return call.endRefused({ error: upstreamCredentialRefused(hostKey) });
   }
   const headers = redactor.headers(upstream.rawHeaders);
   if (status >= 200 && status < 300) {
@@ -253,12 +253,12 @@ async function relayGitAnswer(call: GitCall, upstream: IncomingMessage, redactor
     const reader = caps && (caps.reportStatus || caps.reportStatusV2) ? new HostReportReader(caps.sideBand) : undefined;
     if (reader) call.push!.hostReport = () => reader.report;
     await relayResponse(call.res, upstream, headers, exchange, reader && { onChunk: (chunk) => reader.push(chunk) });
-    return call.end(status, exchange.failure);
+    return call.endAnswered(status, exchange.failure);
   }
   const relayed = await relayRedactedBody(call.res, upstream, headers, redactor, exchange);
-  if (relayed.ok) return call.end(status, exchange.failure);
-  if (call.gone) return call.abandon();
-  call.refuse({ error: ERRORS.upstreamProtocol });
+  if (relayed.ok) return call.endAnswered(status, exchange.failure);
+  if (call.gone) return call.endAbandoned();
+  call.endRefused({ error: ERRORS.upstreamProtocol });
 }
 
 /** A push's head as read off the client's body, before anything was sent anywhere: the bytes taken, and whether the body ended. */
@@ -306,13 +306,13 @@ async function decidePush(deps: GitProxyDeps, call: GitCall, policy: PushPolicy)
   const ruled = hasRefRules(policy);
   if (call.req.headers['content-encoding'] !== undefined) {
     // http-backend inflates a gzip body itself: the commands would be read one way here and another there.
-    if (ruled) return void call.refuse({ error: ERRORS.pushUnreadable, message: 'the push body has a Content-Encoding, so its ref updates cannot be checked; push without one', closeAfter: true });
+    if (ruled) return void call.endRefused({ error: ERRORS.pushUnreadable, message: 'the push body has a Content-Encoding, so its ref updates cannot be checked; push without one', closeAfter: true });
     call.push = { unread: 'the body has a Content-Encoding' };
     return call.req;
   }
   const read = await readPushHead(call, deps.timeouts.bodyIdleMs);
-  if (read === 'gone') return void call.abandon();
-  if (read === 'stalled') return void call.refuse({ error: ERRORS.bodyTimeout, closeAfter: true });
+  if (read === 'gone') return void call.endAbandoned();
+  if (read === 'stalled') return void call.endRefused({ error: ERRORS.bodyTimeout, closeAfter: true });
   const { verdict } = read;
   if (verdict.kind === 'unreadable') {
     call.push = { unread: verdict.reason };
@@ -346,8 +346,8 @@ function pushBody(call: GitCall, read: Exclude<ReadHead, string>): ForwardBody {
  * body timeout still applying), else with the proxy's line (the connection closes after it).
  */
 async function refusePush(deps: GitProxyDeps, call: GitCall, declined: Buffer | undefined, error: ProxyError, message: string): Promise<undefined> {
-  if (declined === undefined) return void call.refuse({ error, message, closeAfter: true });
-  call.refusePush(declined, error);
+  if (declined === undefined) return void call.endRefused({ error, message, closeAfter: true });
+  call.endRefusedPush(declined, error);
   const req = call.req;
   if (req.readableEnded || req.destroyed) return undefined;
   await new Promise<void>((resolve) => {

@@ -1,8 +1,10 @@
 // One request's life, the same on both listeners: it begins when the handler is called and the
-// client-close watcher goes in at once, before any step awaits anything; it ends in exactly one
-// finish(), called from the handler's `finally`, which settles whatever the request holds and
-// writes its record. Steps never finish a request themselves: they refuse it, end it with a
-// status, or find the client gone, and return.
+// client-close watcher goes in at once, before any step awaits anything. It ends one of four
+// ways, the first one said winning: endAnswered (an answer went out: relayed, or the proxy's
+// own), endRefused (the proxy's error), endAbandoned (the client left), endFailed (a step threw).
+// Then exactly one finish(), from the handler's `finally`, settles whatever the request holds and
+// writes its record (settle, each listener's own). No step finishes a request: the step or its
+// handler says how it ended, and returns.
 import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
 import { ERRORS, type ProxyError } from './errors.ts';
 import { newExchange, type Exchange, type UpstreamTarget } from './forward.ts';
@@ -196,60 +198,55 @@ export abstract class RequestLifecycle implements TracedRequest {
     this.#wake?.();
   }
 
-  /** The outcome so far (undefined until a step ended the request). */
-  get outcome(): Outcome | undefined {
-    return this.#outcome;
+  /** Ends the request with the answer a step wrote or relayed: its status (0: none went out) and error class. The first ending wins. */
+  endAnswered(status: number, errorClass?: string): void {
+    this.#outcome ??= { status, error: errorClass };
   }
 
-  /** Ends the request with what was sent; the first ending wins. */
-  end(status: number, error?: string): void {
-    this.#outcome ??= { status, error };
-  }
-
-  /** Answers with the proxy's own error and ends the request with it (recorded as `errorClass`, else the error's code). */
-  refuse(refusal: Refusal, errorClass?: string): void {
+  /** Ends the request with the proxy's own error, answered here (recorded as `errorClass`, else the error's code). */
+  endRefused(refusal: Refusal, errorClass?: string): void {
     if (!this.res.headersSent && !this.res.destroyed) {
       for (const [name, value] of Object.entries(refusal.headers ?? {})) this.res.setHeader(name, assertHeaderValue(name, value));
       if (refusal.closeAfter) this.#afterTheAnswer(() => this.req.destroy());
       this.writeError(refusal);
     }
-    this.end(refusal.error.status, errorClass ?? refusal.error.code);
+    this.endAnswered(refusal.error.status, errorClass ?? refusal.error.code);
   }
 
-  /** The client left before the answer was complete: nothing was (or will be) sent. */
-  abandon(): void {
+  /** Ends the request the client left before its answer was complete: nothing was (or will be) sent. */
+  endAbandoned(): void {
     this.exchange.failure ??= 'client_aborted';
-    this.end(0);
+    this.endAnswered(0);
   }
 
   /**
-   * A step threw: a bug, never a request's fault. Logged without request data; the client gets a
-   * 500 if nothing was sent yet, else a broken connection.
+   * Ends the request a step threw in: a bug, never a request's fault. Logged without request
+   * data; the client gets a 500 if nothing was sent yet, else a broken connection.
    */
-  fail(err: unknown): void {
+  endFailed(err: unknown): void {
     this.log({ event: 'handler_error', listener: this.listener, error: (err as Error)?.name ?? 'Error', detail: String((err as Error)?.message ?? err) });
     if (!this.res.headersSent && !this.res.destroyed) {
       this.writeError({ error: ERRORS.internal });
-      this.end(ERRORS.internal.status, ERRORS.internal.code);
+      this.endAnswered(ERRORS.internal.status, ERRORS.internal.code);
       return;
     }
     this.#upstream?.destroy();
     this.res.destroy();
-    this.end(this.res.headersSent ? this.res.statusCode : 0, ERRORS.internal.code);
+    this.endAnswered(this.res.headersSent ? this.res.statusCode : 0, ERRORS.internal.code);
   }
 
   /**
-   * Called once, from the handler's `finally`, however the request went: settles what it holds
+   * Called once, from the handler's `finally`, however the request ended: settles what it holds
    * (a limits slot, a concurrency slot, a charge) and writes its record. A second call does nothing.
    */
   finish(): void {
     if (this.#finished) return;
     this.#finished = true;
-    // A path that returned without an answer is a bug: the client is not left hanging.
-    if (this.#outcome === undefined && !this.gone) this.fail(new Error('the request ended without an answer'));
+    // A path that returned without an ending is a bug: the client is not left hanging.
+    if (this.#outcome === undefined && !this.gone) this.endFailed(new Error('the request ended without an answer'));
     if (this.#upstream !== undefined) this.#letGoOf(this.#upstream, 'after the answer');
     const outcome = this.#outcome ?? { status: 0, error: undefined };
-    this.complete(outcome);
+    this.settle(outcome);
   }
 
   /**
@@ -282,6 +279,6 @@ export abstract class RequestLifecycle implements TracedRequest {
 
   /** Renders the proxy's own error the way this listener's clients read it. */
   protected abstract writeError(refusal: Refusal): void;
-  /** Settles and records the request; runs exactly once. */
-  protected abstract complete(outcome: Outcome): void;
+  /** Gives back what the request holds, charges it, and writes its record: once, from finish(). */
+  protected abstract settle(outcome: Outcome): void;
 }

@@ -215,7 +215,7 @@ const THROWS: { step: string; opts: () => Partial<GatewayOptions>; stream?: bool
 ];
 
 for (const t of THROWS) {
-  test(`call endings: a throw in ${t.step} answers 500, is recorded once as internal, and gives the slot back (GatewayCall.fail, finish)`, async () => {
+  test(`call endings: a throw in ${t.step} answers 500, is recorded once as internal, and gives the slot back (GatewayCall.endFailed, finish)`, async () => {
     const opts = t.opts();
     // The deny list is asked only of a verified token: that case runs with a signing key.
     const key = 'revoked' in opts ? randomBytes(32) : undefined;

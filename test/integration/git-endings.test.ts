@@ -36,7 +36,7 @@ function token(instance: string, hostKey = upstream.hostKey): string {
 const refs = (port: number, instance: string, hostKey = upstream.hostKey) =>
   send(port, 'GET', `/${hostKey}/acme/widgets.git/info/refs?service=git-upload-pack`, { headers: { authorization: `Bearer ${token(instance, hostKey)}` } });
 
-test('git endings: a throw in a step answers 500, is recorded once as internal, and gives the workload slot back (GitCall.fail, finish)', async () => {
+test('git endings: a throw in a step answers 500, is recorded once as internal, and gives the workload slot back (GitCall.endFailed, finish)', async () => {
   let broken = true;
   const git = await startGitInProcess({
     hostKey: upstream.hostKey,
