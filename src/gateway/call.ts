@@ -1,7 +1,9 @@
 // One model call's state: who asked, what it asked for, the body bytes and the limits slot it
-// holds, what the upstream answered. Steps (./handler.ts) fill it in from their results; finish()
-// (in the handler's `finally`) gives back the body's bytes, charges the slot and writes the
-// record (settle), exactly once, however the call ended.
+// holds, what the upstream answered. Private: the handler (./handler.ts) records each step's
+// result through one method, and the send step tells of each attempt as it goes (what the charge
+// and the record need of a call cut short); the record reads it through getters. finish() (in the
+// handler's `finally`) gives back the body's bytes, charges the slot and writes the record
+// (settle), exactly once, however the call ended.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { NO_IDENTITY, type WorkloadIdentity } from '../auth/identity.ts';
@@ -13,6 +15,10 @@ import { NO_SECRETS, type Redactor } from '../http/redactor.ts';
 import type { GatewayLogEvent } from './log-events.ts';
 import { writeProxyError } from '../http/respond.ts';
 import type { Reservation } from '../limits/admission.ts';
+import type { AdmittedCall } from './admit-call.ts';
+import type { RequestBody } from './body.ts';
+import type { CheckedCall } from './check-call.ts';
+import type { Relayed } from './relay.ts';
 import { chargeFor, type Charge } from '../limits/charge.ts';
 import type { WorstCase } from '../limits/worst-case.ts';
 import type { PriceTable } from '../limits/prices.ts';
@@ -38,36 +44,27 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState, Mod
   readonly errorProtocol: WireProtocol | undefined;
   readonly requestId: string;
   readonly usageExpected: boolean;
-  identity: WorkloadIdentity = NO_IDENTITY;
-  provider: Provider | undefined;
-  model: string | null = null;
-  refusedModel: string | null = null;
-  stream = false;
-  relaying = false;
-  summary: CallSummary | undefined;
-  attempts = 0;
-  /** The last upstream attempt's exchange, kept after it (`attempt` is let go of between attempts): whether the request reached the provider. */
-  lastAttempt: Exchange | undefined;
-  retries = 0;
-  rateLimited = 0;
-  upstreamRequestId: string | undefined;
-  bytesIn = 0;
-  limit: string | null = null;
-  maxOutputTokens: number | undefined;
-  /** The credential sent upstream, as the relays and the spans scrub it. */
-  redactor: Redactor = NO_SECRETS;
-  /** Its body's bytes in the process's count (--max-held-request-bytes), from before the body is read until the body is let go or finish(). */
-  heldBody: BodyHold | undefined;
-  /** The limits slot, held from admission until settle() gives it back with the charge. */
-  reservation: Reservation | undefined;
-  /** The most the call may cost (held against the budgets): what a call cut before its answer is charged. */
-  worst: WorstCase | undefined;
-  charge: Charge | undefined;
-  /**
-   * Between attempts after one the provider cannot have billed (a refused connect, a complete
-   * error answer such as a 429): a client leaving now leaves nothing to charge.
-   */
-  waitingAfterUnbilled = false;
+  // What the steps found: each written by the one method below that records it, read by getters.
+  #identity: WorkloadIdentity = NO_IDENTITY;
+  #heldBody: BodyHold | undefined;
+  #bytesIn = 0;
+  #provider: Provider | undefined;
+  #model: string | null = null;
+  #refusedModel: string | null = null;
+  #stream = false;
+  #maxOutputTokens: number | undefined;
+  #reservation: Reservation | undefined;
+  #worst: WorstCase | undefined;
+  #limit: string | null = null;
+  #redactor: Redactor = NO_SECRETS;
+  #attempts = 0;
+  #lastAttempt: Exchange | undefined;
+  #retries = 0;
+  #rateLimited = 0;
+  #upstreamRequestId: string | undefined;
+  #waitingToRetry = false;
+  #relaying = false;
+  #summary: CallSummary | undefined;
 
   /** Begins a call: its route, its correlation id on every answer. */
   constructor(
@@ -93,6 +90,130 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState, Mod
   get api(): ApiName | null {
     return this.errorProtocol?.api ?? null;
   }
+  get identity(): WorkloadIdentity {
+    return this.#identity;
+  }
+  get bytesIn(): number {
+    return this.#bytesIn;
+  }
+  get provider(): Provider | undefined {
+    return this.#provider;
+  }
+  get model(): string | null {
+    return this.#model;
+  }
+  get refusedModel(): string | null {
+    return this.#refusedModel;
+  }
+  get stream(): boolean {
+    return this.#stream;
+  }
+  get maxOutputTokens(): number | undefined {
+    return this.#maxOutputTokens;
+  }
+  get limit(): string | null {
+    return this.#limit;
+  }
+  get redactor(): Redactor {
+    return this.#redactor;
+  }
+  get attempts(): number {
+    return this.#attempts;
+  }
+  get retries(): number {
+    return this.#retries;
+  }
+  get rateLimited(): number {
+    return this.#rateLimited;
+  }
+  get upstreamRequestId(): string | undefined {
+    return this.#upstreamRequestId;
+  }
+  get relaying(): boolean {
+    return this.#relaying;
+  }
+  get summary(): CallSummary | undefined {
+    return this.#summary;
+  }
+
+  identified(identity: WorkloadIdentity): void {
+    this.#identity = identity;
+  }
+
+  /** The body's bytes in the process's count (--max-held-request-bytes), given back in settle() at the latest. */
+  holdBody(hold: BodyHold): BodyHold {
+    return (this.#heldBody = hold);
+  }
+
+  received(body: RequestBody): void {
+    this.#bytesIn = body.size;
+  }
+
+  /** The model and provider asked for (a refusal names them too), or the model the allowlist refused. */
+  checked(checked: CheckedCall): void {
+    this.#model = checked.model ?? null;
+    this.#provider = checked.provider;
+    if (!checked.ok) this.#refusedModel = checked.refusedModel ?? null;
+    else {
+      this.#stream = checked.stream;
+      this.#maxOutputTokens = checked.maxOutputTokens;
+    }
+  }
+
+  /** The limits slot and the worst case held against the budgets, given back by settle(); or the limit that refused. */
+  admitted(admitted: AdmittedCall): void {
+    if (!admitted.ok) this.#limit = admitted.limit;
+    else {
+      this.#reservation = admitted.reservation;
+      this.#worst = admitted.worst;
+    }
+  }
+
+  /** A WebSocket's handshake: no body chose the provider. */
+  servedBy(provider: Provider): void {
+    this.#provider = provider;
+  }
+
+  prepared(redactor: Redactor): void {
+    this.#redactor = redactor;
+  }
+
+  /** Counted; the last attempt's reach is what the charge reads. */
+  override attemptStarted(attempt: Exchange): void {
+    super.attemptStarted(attempt);
+    this.#lastAttempt = attempt;
+    this.#attempts++;
+    this.#waitingToRetry = false;
+  }
+
+  upstreamAnswered(status: number, upstreamRequestId: string | undefined): void {
+    this.attemptAnswered(status);
+    this.#upstreamRequestId = upstreamRequestId;
+  }
+
+  throttled(): void {
+    this.#rateLimited++;
+  }
+
+  /** Only after an attempt the provider cannot have billed: a client leaving meanwhile is charged nothing. */
+  override async waitToRetry(ms: number): Promise<boolean> {
+    this.#waitingToRetry = true;
+    if (!(await super.waitToRetry(ms))) return false;
+    this.#retries++;
+    return true;
+  }
+
+  relayStarted(stream: boolean): void {
+    this.#relaying = true;
+    if (stream) this.#stream = true;
+  }
+
+  /** The usage the relay read (a stream's as far as it came), and how it ended the call. */
+  relayed(relayed: Relayed): void {
+    if (!relayed.ok) return 'gone' in relayed ? this.endAbandoned() : this.endRefused(relayed.refusal, relayed.errorClass);
+    this.#summary = relayed.summary;
+    this.endAnswered(relayed.status, relayed.errorClass);
+  }
 
   protected writeError(refusal: Refusal): void {
     const errorBody = this.errorProtocol?.errorBody ?? openAiErrorBody;
@@ -102,29 +223,30 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState, Mod
 
   /** Gives back the body's bytes (if the answer has not already), then the limits slot with the call's charge, then records: both come back even if recording fails. */
   protected settle(outcome: Outcome): void {
+    let charge: Charge | undefined;
     try {
-      this.heldBody?.release();
-      if (this.reservation) {
-        const failure = callFailure(this.exchange.failure, this.summary);
-        const price = this.provider && this.model ? this.ctx.prices?.get(this.provider.config.name, this.model) : undefined;
-        this.charge = chargeFor(
+      this.#heldBody?.release();
+      if (this.#reservation) {
+        const failure = callFailure(this.exchange.failure, this.#summary);
+        const price = this.#provider && this.#model ? this.ctx.prices?.get(this.#provider.config.name, this.#model) : undefined;
+        charge = chargeFor(
           {
-            summary: this.summary,
-            bytesIn: this.bytesIn,
+            summary: this.#summary,
+            bytesIn: this.#bytesIn,
             bytesOut: this.exchange.bytesOut,
             cut: failure !== undefined,
-            reached: this.lastAttempt?.reached === true,
+            reached: this.#lastAttempt?.reached === true,
             status: outcome.status,
-            betweenAttempts: this.waitingAfterUnbilled,
-            streamed: this.stream,
+            betweenAttempts: this.#waitingToRetry,
+            streamed: this.#stream,
           },
           price,
-          this.worst,
+          this.#worst,
         );
-        this.reservation.release({ tokens: this.charge.tokens, costUsd: this.charge.costUsd });
+        this.#reservation.release({ tokens: charge.tokens, costUsd: charge.costUsd });
       }
     } finally {
-      const rec = modelRecord(this, outcome, this.charge, performance.now());
+      const rec = modelRecord(this, outcome, charge, performance.now());
       this.ctx.record(rec);
       if (this.span?.sampled) this.ctx.trace?.span(rec, this);
     }

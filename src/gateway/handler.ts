@@ -1,9 +1,10 @@
 // The model gateway's request handler, one for every wire protocol. A call reads as its steps,
 // each consuming the previous one's result: authenticate the bot, receive the body, check what it
 // asks for, admit it against the limits, prepare the upstream request with its credential, send
-// it (retrying only while nothing reached the client), relay the answer. The per-call state is
-// one GatewayCall (./call.ts); finish() charges, releases and records it exactly once, in the
-// `finally`, whichever way the call ended: answered, refused, cut, abandoned, or thrown.
+// it (retrying only while nothing reached the client), relay the answer. The handler records each
+// step's result in the call, and ends it by what a step returned: endAnswered, endRefused,
+// endAbandoned, or endFailed when a step threw. The per-call state is one GatewayCall
+// (./call.ts); finish() charges, releases and records it exactly once, in the `finally`.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RevocationCheck } from '../auth/identity.ts';
 import type { TokenVerifier } from '../auth/verifier.ts';
@@ -144,7 +145,7 @@ export function refuseAtGateway(deps: Pick<GatewayDeps, 'protocols' | 'record' |
   };
 }
 
-/** The steps of one call. Each returns early by refusing, ending or abandoning the call; finish() follows in the caller. */
+/** The steps of one call. Each returns its result, which the handler records; a call that goes no further is ended here, and finish() follows in the caller. */
 async function runCall(ctx: GatewayContext, call: GatewayCall): Promise<void> {
   const route = call.route;
   if (!route.ok) return call.endRefused({ error: route.error, ...(route.allow ? { allow: route.allow } : {}) });
@@ -152,35 +153,25 @@ async function runCall(ctx: GatewayContext, call: GatewayCall): Promise<void> {
   const who = await authenticateBot(call.req, ctx.auth, call.errorProtocol, nowSec());
   if (call.gone) return call.endAbandoned();
   if (!who.ok) return call.endRefused(who.refusal);
-  call.identity = who.identity;
+  call.identified(who.identity);
   if (route.kind !== 'protocol') return answerCatalog(call, route, ctx);
 
   // Held by the call before a byte is read: finish() gives the bytes back, whatever follows.
-  call.heldBody = ctx.heldBodies.open();
-  const received = await receiveJsonBody(call.req, call.heldBody, ctx.maxBodyBytes, ctx.bodyIdleMs);
+  const received = await receiveJsonBody(call.req, call.holdBody(ctx.heldBodies.open()), ctx.maxBodyBytes, ctx.bodyIdleMs);
   if (!received.ok) return 'gone' in received ? call.endAbandoned() : call.endRefused(received.refusal);
   const body = received.body;
-  call.bytesIn = body.size;
+  call.received(body);
 
   const checked = checkCall(body.bytes!, route.protocol, route.pathModel, ctx.policy);
-  call.model = checked.model ?? null;
-  call.provider = checked.provider;
-  if (!checked.ok) {
-    call.refusedModel = checked.refusedModel ?? null;
-    return call.endRefused(checked.refusal);
-  }
-  call.stream = checked.stream;
-  call.maxOutputTokens = checked.maxOutputTokens;
+  call.checked(checked);
+  if (!checked.ok) return call.endRefused(checked.refusal);
 
   const admitted = await admitCall(ctx.limits, call.identity, checked, call.req.headers['anthropic-beta'], body.size, route.protocol, Date.now());
   // Held before anything else is looked at: finish() gives it back, whatever follows.
-  if (admitted.ok) {
-    call.reservation = admitted.reservation;
-    call.worst = admitted.worst;
-  }
+  if (admitted.ok) call.admitted(admitted);
   if (call.gone) return call.endAbandoned();
   if (!admitted.ok) {
-    call.limit = admitted.limit;
+    call.admitted(admitted); // the limit that refused, for the record
     return call.endRefused(admitted.refusal);
   }
 
@@ -188,11 +179,11 @@ async function runCall(ctx: GatewayContext, call: GatewayCall): Promise<void> {
   const upstream = await prepareUpstream(shape, call.req.headers, body.bytes!, ctx.log, Date.now());
   if (call.gone) return call.endAbandoned();
   if (!upstream.ok) return call.endRefused(upstream.refusal);
-  call.redactor = upstream.redactor;
+  call.prepared(upstream.redactor);
 
-  const answer = await sendWithRetries(call, upstream.target, body, route.protocol, ctx.send);
-  if (answer.kind !== 'response') return;
-  await relayAnswer(call, answer.res, answer.exchange, upstream.redactor, route.protocol, ctx);
+  const sent = await sendWithRetries(call, upstream.target, body, route.protocol, ctx.send);
+  if (!sent.ok) return 'gone' in sent ? call.endAbandoned() : call.endRefused(sent.refusal, sent.errorClass);
+  call.relayed(await relayAnswer(call, sent.res, sent.exchange, upstream.redactor, route.protocol, ctx));
 }
 
 /** GET /v1/models and /v1/models/<id>: the allowlist, answered by the gateway itself. */

@@ -3,19 +3,20 @@
 // compressed body (refused: it could not be read on its way), an SSE or AWS event stream (relayed
 // chunk by chunk, unbuffered, its usage read on the way), or a JSON body (relayed, a bounded copy
 // read for its usage). Every relayed byte passes the call's Redactor (its secrets, opaque here).
-import type { IncomingMessage } from 'node:http';
+// The call is told when the relay begins; the rest (status, usage, error class) is the result.
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ERRORS } from '../http/errors.ts';
 import { relayResponse, type Exchange } from '../http/forward.ts';
 import { relayRedactedBody } from '../http/error-body.ts';
 import { mediaType } from '../http/headers.ts';
-import { isRelayableStatus } from '../http/lifecycle.ts';
+import { GONE, isRelayableStatus, type Stopped } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import type { GatewayLogEvent } from './log-events.ts';
 import { isIdentity } from '../http/redact.ts';
 import type { Redactor } from '../http/redactor.ts';
-import type { GatewayCall } from './call.ts';
 import { EventStreamFramer, EventStreamGuard } from './eventstream.ts';
-import type { WireProtocol } from './protocols/protocol.ts';
+import type { CallSummary, WireProtocol } from './protocols/protocol.ts';
+import type { Provider } from './providers.ts';
 import { CREDENTIAL_REJECTED_STATUSES, credentialRejectedError } from './record.ts';
 import { SseFramer } from './sse.ts';
 
@@ -62,27 +63,39 @@ export interface RelayContext {
   readonly streams?: { opened(provider: string, model: string): void; closed(provider: string, model: string): void };
 }
 
-/** The step: relays the answer and ends the call with its status. */
-export async function relayAnswer(call: GatewayCall, upstream: IncomingMessage, exchange: Exchange, redactor: Redactor, protocol: WireProtocol, ctx: RelayContext): Promise<void> {
+/** What the relay reads of its call, and tells it as the answer begins to be relayed (what the record needs of a relay cut short). */
+export interface RelayingCall {
+  readonly res: ServerResponse;
+  readonly gone: boolean;
+  readonly provider: Provider | undefined;
+  readonly model: string | null;
+  relayStarted(stream: boolean): void;
+}
+
+/**
+ * What the relay did: the answer relayed, its status and error class, and the usage it read (a
+ * stream's as far as it came, also when cut); or why nothing usable was relayed.
+ */
+export type Relayed = { readonly ok: true; readonly status: number; readonly errorClass?: string; readonly summary?: CallSummary } | Stopped;
+
+/** The step: relays the answer, and returns how it went. */
+export async function relayAnswer(call: RelayingCall, upstream: IncomingMessage, exchange: Exchange, redactor: Redactor, protocol: WireProtocol, ctx: RelayContext): Promise<Relayed> {
   const status = upstream.statusCode ?? 502;
   const kind = answerKind(status, upstream.headers['content-encoding'], upstream.headers['content-type'], protocol);
   const provider = call.provider!.config;
   switch (kind) {
     case 'bad_status':
       upstream.destroy();
-      call.endRefused({ error: ERRORS.upstreamProtocol }, 'upstream_bad_status');
-      return;
+      return { ok: false, refusal: { error: ERRORS.upstreamProtocol }, errorClass: 'upstream_bad_status' };
     case 'gateway_key_refused':
       // Relayed, the 401/403 would look like the bot's own token was refused; the body is
       // dropped unread (it may echo the key).
       upstream.resume();
       ctx.log({ event: 'config_error', listener: 'model', provider: provider.name, status, message: `the upstream refused the gateway API key of provider ${provider.name} (${provider.origin}): check the key and its permissions` });
-      call.endRefused({ error: ERRORS.upstreamAuthFailed }, credentialRejectedError(status));
-      return;
+      return { ok: false, refusal: { error: ERRORS.upstreamAuthFailed }, errorClass: credentialRejectedError(status) };
     case 'encoded':
       upstream.resume();
-      call.endRefused({ error: ERRORS.upstreamEncoding }, 'upstream_encoded_body');
-      return;
+      return { ok: false, refusal: { error: ERRORS.upstreamEncoding }, errorClass: 'upstream_encoded_body' };
     case 'error_body':
       return relayError(call, upstream, exchange, status, redactor);
     case 'sse':
@@ -94,21 +107,20 @@ export async function relayAnswer(call: GatewayCall, upstream: IncomingMessage, 
 }
 
 /** An error answer: upstreams echo keys in error messages, so it is read whole, decoded and redacted in every form first. */
-async function relayError(call: GatewayCall, upstream: IncomingMessage, exchange: Exchange, status: number, redactor: Redactor): Promise<void> {
-  call.relaying = true;
+async function relayError(call: RelayingCall, upstream: IncomingMessage, exchange: Exchange, status: number, redactor: Redactor): Promise<Relayed> {
+  call.relayStarted(false);
   const relayed = await relayRedactedBody(call.res, upstream, relayedHeaders(upstream.rawHeaders, redactor), redactor, exchange);
-  if (relayed.ok) return call.endAnswered(status, errorClassForStatus(status));
-  if (call.gone) return call.endAbandoned();
-  call.endRefused({ error: ERRORS.upstreamProtocol }, relayed.reason);
+  if (relayed.ok) return { ok: true, status, errorClass: errorClassForStatus(status) };
+  if (call.gone) return GONE;
+  return { ok: false, refusal: { error: ERRORS.upstreamProtocol }, errorClass: relayed.reason };
 }
 
 /**
  * A stream: every chunk written as it arrives, a copy to the protocol's reader.
  * A binary event-stream frame cannot be redacted inside: one carrying a secret cuts the stream.
  */
-async function relayStream(call: GatewayCall, upstream: IncomingMessage, exchange: Exchange, status: number, redactor: Redactor, protocol: WireProtocol, eventStream: boolean, ctx: RelayContext): Promise<void> {
-  call.stream = true;
-  call.relaying = true;
+async function relayStream(call: RelayingCall, upstream: IncomingMessage, exchange: Exchange, status: number, redactor: Redactor, protocol: WireProtocol, eventStream: boolean, ctx: RelayContext): Promise<Relayed> {
+  call.relayStarted(true);
   const headers = relayedHeaders(upstream.rawHeaders, redactor);
   headers.push('X-Accel-Buffering', 'no');
   const reader = protocol.newStreamReader(() => performance.now());
@@ -125,14 +137,14 @@ async function relayStream(call: GatewayCall, upstream: IncomingMessage, exchang
     });
   } finally {
     ctx.streams?.closed(provider, model);
-    call.summary = reader.summary();
   }
-  call.endAnswered(status);
+  // Cut or whole, the usage as far as the stream came (what a cut stream is charged).
+  return { ok: true, status, summary: reader.summary() };
 }
 
 /** A JSON answer: relayed as it comes (redacted), a copy of up to 8 MiB read for its usage once complete. */
-async function relayJson(call: GatewayCall, upstream: IncomingMessage, exchange: Exchange, status: number, redactor: Redactor, protocol: WireProtocol): Promise<void> {
-  call.relaying = true;
+async function relayJson(call: RelayingCall, upstream: IncomingMessage, exchange: Exchange, status: number, redactor: Redactor, protocol: WireProtocol): Promise<Relayed> {
+  call.relayStarted(false);
   const copy: Buffer[] = [];
   let copied = 0;
   await relayResponse(call.res, upstream, relayedHeaders(upstream.rawHeaders, redactor), exchange, {
@@ -144,6 +156,6 @@ async function relayJson(call: GatewayCall, upstream: IncomingMessage, exchange:
   });
   // The upstream's answer arrived whole: its usage is read even when the client left before the
   // last bytes reached it (the provider billed the whole answer).
-  if (copied <= MAX_SUMMARY_BODY_BYTES && upstream.complete) call.summary = protocol.summarizeJson(Buffer.concat(copy));
-  call.endAnswered(status);
+  if (copied <= MAX_SUMMARY_BODY_BYTES && upstream.complete) return { ok: true, status, summary: protocol.summarizeJson(Buffer.concat(copy)) };
+  return { ok: true, status };
 }

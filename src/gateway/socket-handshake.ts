@@ -65,8 +65,8 @@ async function handshake(ctx: SocketContext, call: GatewayCall): Promise<OpenedS
   const who = await authenticateBot(call.req, ctx.auth, responses, Math.floor(Date.now() / 1000));
   if (call.gone) return void call.endAbandoned();
   if (!who.ok) return refuseUpgrade(call, who.refusal);
-  call.identity = who.identity;
-  call.provider = provider;
+  call.identified(who.identity);
+  call.servedBy(provider);
 
   const shape = { protocol: responses, route: RESPONSES_ROUTE, query: '', pathModel: undefined, model: '', provider, requestId: call.requestId, method: 'GET' as const };
   const upstream = await prepareUpstream(shape, call.req.headers, NO_BODY, ctx.log, Date.now());
@@ -74,9 +74,7 @@ async function handshake(ctx: SocketContext, call: GatewayCall): Promise<OpenedS
   if (!upstream.ok) return refuseUpgrade(call, upstream.refusal);
 
   const attempt = newExchange();
-  call.attempt = attempt;
-  call.lastAttempt = attempt;
-  call.attempts = 1;
+  call.attemptStarted(attempt);
   const sent = openUpstreamSocket(upstream.target, ctx.send.timeouts, attempt);
   call.attach(sent.request);
   let answer: UpgradeAnswer;
@@ -90,7 +88,7 @@ async function handshake(ctx: SocketContext, call: GatewayCall): Promise<OpenedS
   call.attach(undefined);
   if (answer.kind === 'refused') return refuseUpgrade(call, { error: ERRORS.upstreamProtocol, message: `the upstream's WebSocket handshake was not one RFC 6455 allows (${answer.problem})` }, 'upstream_bad_upgrade');
   const id = answer.res.headers['x-request-id'];
-  call.upstreamRequestId = typeof id === 'string' ? id.slice(0, 128) : undefined;
+  call.upstreamAnswered(answer.res.statusCode ?? 502, typeof id === 'string' ? id.slice(0, 128) : undefined);
   if (answer.kind === 'response') return void (await upgradeRefused(ctx, call, answer.res, attempt, upstream.redactor));
   if (call.gone) {
     answer.socket.destroy();
@@ -115,5 +113,5 @@ async function upgradeRefused(ctx: SocketContext, call: GatewayCall, res: Incomi
     return void refuseUpgrade(call, { error: ERRORS.upstreamProtocol }, 'upstream_bad_status');
   }
   // Its key refused (502 upstream_auth_failed), or an error answer, relayed redacted, as on HTTP.
-  await relayAnswer(call, res, exchange, redactor, responses, ctx);
+  call.relayed(await relayAnswer(call, res, exchange, redactor, responses, ctx));
 }

@@ -35,6 +35,12 @@ export interface Refusal {
   readonly closeAfter?: boolean;
 }
 
+/** A step's result when the request goes no further: refused (recorded as `errorClass`, else the error's code), or its client gone. */
+export type Stopped = { readonly ok: false; readonly refusal: Refusal; readonly errorClass?: string } | typeof GONE;
+
+/** The client left: the step did not go on. */
+export const GONE = Object.freeze({ ok: false, gone: true } as const);
+
 /** Pure: a status Node can write and a client can read (llhttp accepts 000 and 099 from an upstream). */
 export function isRelayableStatus(status: number): boolean {
   return Number.isInteger(status) && status >= 100 && status <= 599;
@@ -103,11 +109,11 @@ export abstract class RequestLifecycle implements TracedRequest {
   readonly trace: TraceContext | undefined;
   /** Outside an upstream attempt (reading the body, waiting to retry), the client's leaving is recorded here. */
   readonly client: Exchange = newExchange();
-  /** The upstream attempt in flight, with its own bytes and failure (a retried one never mixes into the next). */
-  attempt: Exchange | undefined;
   /** With tracing on: the proxy's span, the upstream's parent (undefined with tracing off: the client's traceparent crosses as sent). */
   readonly span: SpanContext | undefined;
   readonly attemptSpans: AttemptSpan[] = [];
+  /** The upstream attempt in flight, with its own bytes and failure (a retried one never mixes into the next). */
+  #attempt: Exchange | undefined;
   #upstream: ClientRequest | undefined;
   #outcome: Outcome | undefined;
   #finished = false;
@@ -131,13 +137,18 @@ export abstract class RequestLifecycle implements TracedRequest {
 
   /** The exchange the bytes and the failure are accounted in right now. */
   get exchange(): Exchange {
-    return this.attempt ?? this.client;
+    return this.#attempt ?? this.client;
   }
 
   /** The client is gone (its connection closed before the answer was complete): nothing more is forwarded. */
   get gone(): boolean {
     const failure = this.exchange.failure;
     return this.#closed || this.res.destroyed || this.req.socket?.destroyed === true || failure === 'client_aborted' || failure === 'shutdown';
+  }
+
+  /** An upstream attempt's exchange: the request's until the next, or a wait to retry. */
+  attemptStarted(attempt: Exchange): void {
+    this.#attempt = attempt;
   }
 
   /** The upstream request in flight: the client's leaving destroys it. One it replaces (a retried attempt) is let go of. */
@@ -174,8 +185,10 @@ export abstract class RequestLifecycle implements TracedRequest {
     last.failure = failure;
   }
 
-  /** Waits `ms`, or less when the client leaves first: true if the full wait passed with the client still there. */
-  pause(ms: number): Promise<boolean> {
+  /** Lets the attempt go and waits `ms`, or less when the client leaves: true if the wait passed with the client still there. */
+  waitToRetry(ms: number): Promise<boolean> {
+    this.#attempt = undefined;
+    this.attach(undefined);
     if (this.gone) return Promise.resolve(false);
     return new Promise((resolve) => {
       const timer = setTimeout(() => {

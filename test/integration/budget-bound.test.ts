@@ -136,7 +136,7 @@ test('budget: with perCall.holdWorstCase, what is left of a run\'s budget is hel
   }
 });
 
-test('budget: a client that leaves while the gateway waits to retry after a 429 (which the provider did not bill) is charged nothing (waitingAfterUnbilled, chargeFor)', { timeout: 30_000 }, async () => {
+test('budget: a client that leaves while the gateway waits to retry after a 429 (which the provider did not bill) is charged nothing (GatewayCall.waitToRetry, chargeFor)', { timeout: 30_000 }, async () => {
   const limits = new LocalLimits(parseLimitsFile(JSON.stringify({ perInstance: { concurrent: 1 }, perRun: { budgetUsd: 1 } }), 'limits.json'));
   const prices = parsePrices(JSON.stringify({ providers: { anthropic: { [TEST_MODEL]: PRICE } } }), 'prices.json');
   const gw = await startGatewayInProcess({ baseUrl: `https://127.0.0.1:${upstream.port}`, pki, kind: 'anthropic', limits, prices, deps: { retry: { maxRetries: 2, budgetMs: 60_000, baseDelayMs: 30_000 } } });
