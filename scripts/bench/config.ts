@@ -24,6 +24,10 @@ export function loadConfig() {
     quick: QUICK,
     smoke: SMOKE,
     run: (name: ScenarioName) => only.length === 0 || only.includes(name),
+    /** BENCH_ROUNDS=N: pack, refs, model, messages and streams N times over; medians and the RSS trend. */
+    rounds: num('BENCH_ROUNDS', 1, 1, 1),
+    /** BENCH_BASELINE=file: a second bundle measured as `base` beside the proxy (before and after a change, in one run). */
+    baseline: process.env.BENCH_BASELINE || undefined,
     /** BENCH_CPU_PROF=1: the main proxy runs with --cpu-prof; the profile lands in bench-results/. */
     cpuProf: process.env.BENCH_CPU_PROF === '1',
     startups: num('BENCH_STARTUPS', 10, 5, 2),

@@ -13,8 +13,8 @@ import { makeTestPki } from '../../test/support/tls.ts';
 import { loadConfig, type ScenarioName } from './config.ts';
 import type { Ctx, ScenarioResult } from './context.ts';
 import { entry, startChild } from './ipc.ts';
-import { bundleHelp, launchNginx, launchProxy, nginxBinary, nginxVersion, proxyArgs, type NginxRun, type ProxyRun } from './procs.ts';
-import { svg, table, verdict, type Row } from './report.ts';
+import { bundleHelp, launchFloor, launchNginx, launchProxy, nginxBinary, nginxVersion, peakRssBytes, proxyArgs, rssBytes, type NginxRun, type ProxyRun } from './procs.ts';
+import { svg, table, verdict, VERSUS, type Row } from './report.ts';
 import { limits } from './scenarios/limits.ts';
 import { messages } from './scenarios/messages.ts';
 import { model } from './scenarios/model.ts';
@@ -24,7 +24,7 @@ import { refs } from './scenarios/refs.ts';
 import { responses } from './scenarios/responses.ts';
 import { startup } from './scenarios/startup.ts';
 import { streams } from './scenarios/streams.ts';
-import { CLAUDE_MODEL, MODEL } from './shared.ts';
+import { CLAUDE_MODEL, median, MiB, MODEL } from './shared.ts';
 
 export const OUT_DIR = join(ROOT, 'bench-results');
 
@@ -88,7 +88,7 @@ export async function main(): Promise<number> {
   }, watchdogS * 1000);
   watchdog.unref();
 
-  const results: Partial<Record<ScenarioName, ScenarioResult>> = {};
+  const results: Partial<Record<ScenarioName | 'memory', ScenarioResult>> = {};
   const errors: Record<string, string> = {};
   let nginxNote = '';
   let nginxConfig: string | undefined;
@@ -119,19 +119,22 @@ export async function main(): Promise<number> {
     const pa = proxyArgs();
     // Without BENCH_BASELINE the bench measures this build as before. With it (the path of
     // another build's dist/proxy.js, say the commit before a change), that build runs beside this
-    // one, configured as it always was, and the pack scenario gives both a turn in every round.
-    // This build then registers the host from a hosts file with a protected ref, when it knows
-    // them, so that every pack upload is read and decided against a rule on its way.
-    const baselineBundle = process.env.BENCH_BASELINE || undefined;
-    const baselineEnv = { ...proxyEnv };
-    const baselineArgs = { args: [...pa.args], listeners: [...pa.listeners] };
-    if (baselineBundle && readFileSync(BUNDLE, 'latin1').includes('protectedRefs')) {
+    // one as the path `base`, taking turns with it in every scenario. Each build that knows
+    // protected refs then registers the host from a hosts file with one, so that every pack
+    // upload is read and decided against a rule on its way; a build from before them (70201bd)
+    // runs configured as it always was.
+    const baseEnv = { ...proxyEnv };
+    const baseArgs = { args: [...pa.args], listeners: [...pa.listeners] };
+    if (cfg.baseline) {
       const hostsFile = join(pki.dir, 'bench-hosts.json');
       writeFileSync(hostsFile, JSON.stringify({ hosts: [{ host: hostKey, auth: 'bearer', tokenEnv: 'BENCH_GIT_TOKEN', protectedRefs: ['refs/heads/main'] }] }));
-      delete proxyEnv.GIT_HOST_A;
-      delete proxyEnv.GIT_HOST_A_TOKEN;
-      proxyEnv.BENCH_GIT_TOKEN = token;
-      pa.args.push('--git-hosts', hostsFile);
+      for (const [bundle, env, a] of [[BUNDLE, proxyEnv, pa], [cfg.baseline, baseEnv, baseArgs]] as const) {
+        if (!readFileSync(bundle, 'latin1').includes('protectedRefs')) continue;
+        delete env.GIT_HOST_A;
+        delete env.GIT_HOST_A_TOKEN;
+        env.BENCH_GIT_TOKEN = token;
+        a.args.push('--git-hosts', hostsFile);
+      }
     }
     // An anthropic-kind provider beside the UPSTREAM_* one, on the same upstream process, for
     // the Messages scenario (a bundle without --providers runs without it).
@@ -139,6 +142,7 @@ export async function main(): Promise<number> {
       const providersFile = join(pki.dir, 'providers.json');
       writeFileSync(providersFile, JSON.stringify({ providers: [{ name: 'anthropic', kind: 'anthropic', baseUrl: `https://127.0.0.1:${modelPort}`, keyEnv: 'ANTHROPIC_BENCH_KEY', models: [CLAUDE_MODEL] }] }));
       pa.args.push('--providers', providersFile);
+      baseArgs.args.push('--providers', providersFile);
     }
 
     const run = async (name: ScenarioName, fn: () => Promise<ScenarioResult>) => {
@@ -160,6 +164,10 @@ export async function main(): Promise<number> {
     mainProxy = await launchProxy({ env: proxyEnv, ...pa, nodeArgs: cfg.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', OUT_DIR] : [] });
     const proxy = mainProxy;
     cleanups.push(() => proxy.stop());
+    const floor = await launchFloor({ hostKey, gitPort, modelPort, token, caFile: pki.caFile });
+    cleanups.push(() => floor.stop());
+    const base = cfg.baseline ? await launchProxy({ env: baseEnv, ...baseArgs, bundle: cfg.baseline }) : undefined;
+    if (base) cleanups.push(() => base.stop());
     let nginx: NginxRun | undefined;
     const bin = nginxBinary();
     if (!bin) nginxNote = 'nginx not installed: nginx columns skipped (apt-get install nginx to compare)';
@@ -174,12 +182,6 @@ export async function main(): Promise<number> {
         nginxNote = `nginx failed to start, nginx columns skipped: ${(e as Error).message.split('\n')[0]}`;
       }
     }
-    let baseline: ProxyRun | undefined;
-    if (baselineBundle) {
-      baseline = await launchProxy({ env: baselineEnv, ...baselineArgs, bundle: baselineBundle });
-      const b = baseline;
-      cleanups.push(() => b.stop());
-    }
     const ctx: Ctx = {
       cfg,
       pki,
@@ -192,30 +194,59 @@ export async function main(): Promise<number> {
       proxyEnv,
       proxyArgs: pa,
       proxy,
+      floor,
+      base,
       nginx,
       git: {
         direct: { name: 'direct', scheme: 'https', port: gitPort, prefix: '', headers: { authorization: `Bearer ${token}` }, ca: pki.caPem },
         proxy: { name: 'proxy', scheme: 'http', port: proxy.ports.git!, prefix: `/${hostKey}`, headers: {} },
+        floor: { name: 'floor', scheme: 'http', port: floor.ports.git, prefix: `/${hostKey}`, headers: {} },
+        base: base ? { name: 'base', scheme: 'http', port: base.ports.git!, prefix: `/${hostKey}`, headers: {} } : undefined,
         nginx: nginx ? { name: 'nginx', scheme: 'http', port: nginx.port, prefix: `/${hostKey}`, headers: {} } : undefined,
-        baseline: baseline ? { name: 'baseline', scheme: 'http', port: baseline.ports.git!, prefix: `/${hostKey}`, headers: {} } : undefined,
       },
-      baseline,
       model: {
         direct: { name: 'direct', scheme: 'https', port: modelPort, prefix: '', headers: { authorization: `Bearer ${token}` }, ca: pki.caPem },
         proxy: { name: 'proxy', scheme: 'http', port: proxy.ports.model!, prefix: '', headers: {} },
+        floor: { name: 'floor', scheme: 'http', port: floor.ports.model, prefix: '', headers: {} },
+        base: base ? { name: 'base', scheme: 'http', port: base.ports.model!, prefix: '', headers: {} } : undefined,
+        nginx: undefined,
       },
       messages: {
         direct: { name: 'direct', scheme: 'https', port: modelPort, prefix: '', headers: { 'x-api-key': token }, ca: pki.caPem },
         proxy: { name: 'proxy', scheme: 'http', port: proxy.ports.model!, prefix: '', headers: {} },
+        floor: { name: 'floor', scheme: 'http', port: floor.ports.model, prefix: '', headers: {} },
+        base: base ? { name: 'base', scheme: 'http', port: base.ports.model!, prefix: '', headers: {} } : undefined,
+        nginx: undefined,
       },
       say,
     };
-    await run('pack', () => pack(ctx));
-    await run('refs', () => refs(ctx));
-    await run('model', () => model(ctx));
-    await run('messages', () => messages(ctx));
+    // BENCH_ROUNDS=N: the comparison N times over, the same processes throughout; each figure is
+    // then the median of the rounds, each ratio the median of the rounds' ratios (with their
+    // range), and the proxy's memory is judged as a trend from the first round (the warm-up) on.
+    const perRound: Partial<Record<ScenarioName, ScenarioResult>>[] = [];
+    const memory: { rss: Record<string, number[]>; peak: Record<string, number> } = { rss: {}, peak: {} };
+    const watched: Record<string, number | undefined> = { proxy: proxy.pid, floor: floor.pid, base: base?.pid };
+    const notePeaks = (pack?: ScenarioResult) => {
+      for (const [k, pid] of Object.entries(watched)) {
+        if (pid === undefined) continue;
+        const packPeak = (pack?.data.peak_rss_mib as Record<string, number[]> | undefined)?.[k] ?? [];
+        memory.peak[k] = Math.max(memory.peak[k] ?? 0, peakRssBytes(pid) / MiB, ...packPeak);
+      }
+    };
+    for (let round = 0; round < cfg.rounds; round++) {
+      if (cfg.rounds > 1) say(`round ${round + 1} of ${cfg.rounds}`);
+      for (const k of ['pack', 'refs', 'model', 'messages', 'streams'] as const) {
+        delete results[k];
+        await run(k, () => ({ pack, refs, model, messages, streams })[k](ctx));
+        notePeaks(k === 'pack' ? results.pack : undefined);
+      }
+      perRound.push({ ...results });
+      await new Promise((r) => setTimeout(r, 500));
+      for (const [k, pid] of Object.entries(watched)) if (pid !== undefined) (memory.rss[k] ??= []).push(rssBytes(pid) / MiB);
+    }
+    if (cfg.rounds > 1) Object.assign(results, mediansOfRounds(perRound));
+    results.memory = memoryResult(memory, cfg.rounds);
     await run('responses', () => responses(ctx));
-    await run('streams', () => streams(ctx));
     await run('open', () => openStreams(ctx));
     const upStats = await up.call<Record<string, number>>('stats');
     if (upStats.refused || upStats.packBad || upStats.chatBad) errors.upstream = `the upstream refused ${upStats.refused} requests, saw ${upStats.packBad} corrupt packs and ${upStats.chatBad} bad chat bodies`;
@@ -228,9 +259,64 @@ export async function main(): Promise<number> {
   return Object.keys(errors).length ? 1 : 0;
 }
 
+/**
+ * The rounds as one result per scenario: each figure the median of the rounds', each row keeping
+ * the rounds' ratios (proxy over each other path) for the table's ranges; the data of every round.
+ */
+function mediansOfRounds(rounds: Partial<Record<ScenarioName, ScenarioResult>>[]): Partial<Record<ScenarioName, ScenarioResult>> {
+  const out: Partial<Record<ScenarioName, ScenarioResult>> = {};
+  for (const name of Object.keys(rounds[0] ?? {}) as ScenarioName[]) {
+    const each = rounds.map((r) => r[name]).filter((r): r is ScenarioResult => r !== undefined);
+    const rows = each[0]!.rows.map((first) => {
+      const same = each.map((r) => r.rows.find((x) => x.id === first.id)).filter((x): x is Row => x !== undefined);
+      const med = (k: 'direct' | 'proxy' | 'floor' | 'base' | 'nginx') => {
+        const xs = same.map((x) => x[k]).filter((x): x is number => x !== undefined && Number.isFinite(x));
+        return xs.length ? median(xs) : undefined;
+      };
+      const row: Row = { ...first, direct: med('direct'), proxy: med('proxy'), floor: med('floor'), base: med('base'), nginx: med('nginx'), roundRatios: {} };
+      for (const vs of VERSUS) {
+        const ratios = same.filter((x) => x.proxy !== undefined && x[vs]).map((x) => x.proxy! / x[vs]!);
+        if (ratios.length) row.roundRatios![vs] = ratios;
+      }
+      if (first.target) {
+        const values = same.map((x) => x.target?.value).filter((x): x is number => x !== undefined && Number.isFinite(x));
+        const limits = same.map((x) => x.target?.limit).filter((x): x is number => x !== undefined && Number.isFinite(x));
+        row.target = { ...first.target, value: values.length ? median(values) : NaN, limit: limits.length ? median(limits) : NaN };
+      }
+      return row;
+    });
+    out[name] = { rows, data: { rounds: each.map((r) => r.data) } };
+  }
+  return out;
+}
+
+/** Memory over the run: the peak (every pack upload's and VmHWM), and RSS after each round judged as a trend after the first. */
+export const RSS_TREND_ALLOWANCE_MIB = 2;
+function memoryResult(m: { rss: Record<string, number[]>; peak: Record<string, number> }, rounds: number): ScenarioResult {
+  const trend = (xs: number[] | undefined) => (xs && xs.length > 2 ? (xs[xs.length - 1]! - xs[1]!) / (xs.length - 2) : undefined);
+  const rows: Row[] = [
+    { id: 'memory.peak', label: 'peak RSS over the run (VmHWM, every pack upload)', unit: 'MiB', proxy: m.peak.proxy, floor: m.peak.floor, base: m.peak.base, better: 'lower', digits: 1, target: { text: '< 100 MiB', value: m.peak.proxy ?? NaN, limit: 100, op: '<' } },
+  ];
+  if (rounds > 2) {
+    const t = { proxy: trend(m.rss.proxy), floor: trend(m.rss.floor), base: trend(m.rss.base) };
+    rows.push({
+      id: 'memory.trend',
+      label: `RSS after each round, change per round after the first (${rounds} rounds)`,
+      unit: 'MiB',
+      proxy: t.proxy,
+      floor: t.floor,
+      base: t.base,
+      better: 'lower',
+      digits: 2,
+      target: { text: `< ${RSS_TREND_ALLOWANCE_MIB} MiB a round`, value: t.proxy ?? NaN, limit: RSS_TREND_ALLOWANCE_MIB, op: '<' },
+    });
+  } else rows.push({ id: 'memory.trend', label: 'RSS trend after warm-up', unit: 'MiB', better: 'lower', targetNote: `needs BENCH_ROUNDS >= 3 (allowance ${RSS_TREND_ALLOWANCE_MIB} MiB a round)` });
+  return { rows, data: { rss_after_each_round_mib: m.rss, peak_rss_mib: m.peak } };
+}
+
 function report(o: {
   cfg: ReturnType<typeof loadConfig>;
-  results: Partial<Record<ScenarioName, ScenarioResult>>;
+  results: Partial<Record<ScenarioName | 'memory', ScenarioResult>>;
   errors: Record<string, string>;
   nginx: boolean;
   nginxNote: string;
@@ -251,11 +337,14 @@ function report(o: {
     '  upstreams     one node process: HTTPS git host and HTTPS model API; they demand the credential and check every body',
     '  load gen      one node process: node:http/https clients, the same code for every path',
     '  proxy         node dist/proxy.js (its stdout, one JSON line per request, to a pipe)',
+    '  floor         node scripts/bench/floor-proxy.mjs: a bare node:http + https.request proxy, what Node itself costs',
+    ...(o.cfg.baseline ? [`  base          node ${o.cfg.baseline}: the baseline bundle, configured as the proxy`] : []),
+    ...(o.cfg.rounds > 1 ? [`rounds: ${o.cfg.rounds}; figures are medians of the rounds, ratios the median of the rounds' ratios (lowest-highest)`] : []),
     `  nginx         ${o.nginxNote}`,
     `tracing (BENCH_OTEL): ${otel === 'off' ? 'off' : `on, every call sampled, to a collector that ${COLLECTOR_MODES[otel]}`}`,
     'direct = the load generator straight to the HTTPS upstream, sending the credential itself; added = proxy - direct',
   ];
-  const lines = [...header, '', table(rows, o.nginx)];
+  const lines = [...header, '', table(rows)];
   const judged = rows.map(verdict).filter((v) => v.pass !== null);
   lines.push('', `targets: ${judged.filter((v) => v.pass).length} pass, ${judged.filter((v) => !v.pass).length} miss (goals, not assertions)`);
   for (const [k, e] of Object.entries(o.errors)) lines.push(`FAILED ${k}: ${e.split('\n')[0]}`);
@@ -274,7 +363,7 @@ function report(o: {
         config: { ...o.cfg, run: undefined },
         rows: rows.map((r) => {
           const v = verdict(r);
-          return { ...r, proxy_over_direct: r.proxy !== undefined && r.direct ? r.proxy / r.direct : undefined, proxy_over_nginx: r.proxy !== undefined && r.nginx ? r.proxy / r.nginx : undefined, target_pass: v.pass };
+          return { ...r, proxy_over_direct: r.proxy !== undefined && r.direct ? r.proxy / r.direct : undefined, proxy_over_nginx: r.proxy !== undefined && r.nginx ? r.proxy / r.nginx : undefined, proxy_over_floor: r.proxy !== undefined && r.floor ? r.proxy / r.floor : undefined, proxy_over_base: r.proxy !== undefined && r.base ? r.proxy / r.base : undefined, target_pass: v.pass };
         }),
         scenarios: Object.fromEntries(Object.entries(o.results).map(([k, v]) => [k, v!.data])),
         upstream_counters: o.upStats,

@@ -177,6 +177,33 @@ export function launchBareNode(): Promise<number> {
   });
 }
 
+// ---- the floor: a bare node:http + https.request proxy (floor-proxy.mjs) ----------------------
+
+export interface FloorRun {
+  readonly pid: number;
+  readonly ports: { git: number; model: number };
+  stop(): Promise<void>;
+}
+
+/** Starts floor-proxy.mjs with plain node (no loader, as the bundle runs) and reads its ports. */
+export function launchFloor(o: { hostKey: string; gitPort: number; modelPort: number; token: string; caFile: string; nodeArgs?: string[] }): Promise<FloorRun> {
+  const child = spawn(process.execPath, [...(o.nodeArgs ?? []), join(__dirname, 'floor-proxy.mjs')], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', FLOOR_CONFIG: JSON.stringify(o) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout!.setEncoding('utf8').on('data', (s: string) => {
+      if (out.includes('\n')) return;
+      out += s;
+      if (!out.includes('\n')) return;
+      resolve({ pid: child.pid!, ports: JSON.parse(out.split('\n')[0]!), stop: () => stopChild(child, exited) });
+    });
+    child.once('exit', (code) => reject(new Error(`the floor proxy exited (${code}) before it listened`)));
+  });
+}
+
 // ---- nginx -------------------------------------------------------------------------------
 
 export function nginxBinary(): string | undefined {

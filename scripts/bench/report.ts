@@ -16,7 +16,13 @@ export interface Row {
   unit: string;
   direct?: number;
   proxy?: number;
+  /** The bare node:http + https.request proxy (floor-proxy.mjs): what Node itself costs. */
+  floor?: number;
+  /** A baseline bundle (BENCH_BASELINE): the code before a change, in the same run. */
+  base?: number;
   nginx?: number;
+  /** BENCH_ROUNDS: the ratios of each round (proxy over direct, floor, base, nginx), for their range. */
+  roundRatios?: Partial<Record<Versus, number[]>>;
   better: 'higher' | 'lower';
   /** Show proxy − direct (latencies). */
   added?: boolean;
@@ -45,21 +51,40 @@ function fmt(v: number | undefined, digits: number): string {
   return v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 }
 
-export function table(rows: Row[], hasNginx: boolean): string {
-  const head = ['figure', 'unit', 'direct', 'proxy', ...(hasNginx ? ['nginx'] : []), 'proxy/direct', ...(hasNginx ? ['proxy/nginx'] : []), 'added', 'target', ''];
+/** What the proxy's figures are divided by, in the ratio columns. */
+export type Versus = 'direct' | 'floor' | 'base' | 'nginx';
+export const VERSUS: readonly Versus[] = ['direct', 'floor', 'base', 'nginx'];
+
+/** The ratio cell: proxy over `vs`; in rounds, the median of the rounds' ratios and their range. */
+function ratioCell(r: Row, vs: Versus): string {
+  const range = r.roundRatios?.[vs];
+  if (range && range.length > 1) {
+    const sorted = [...range].sort((a, b) => a - b);
+    const mid = sorted[Math.floor((sorted.length - 1) / 2)]!;
+    return `${fmt(mid, 2)}x (${fmt(sorted[0], 2)}-${fmt(sorted[sorted.length - 1], 2)})`;
+  }
+  const v = ratio(r.proxy, r[vs]);
+  return v === undefined ? '' : `${fmt(v, 2)}x`;
+}
+
+export function table(rows: Row[]): string {
+  const cols = VERSUS.filter((k) => rows.some((r) => r[k] !== undefined));
+  const head = ['figure', 'unit', 'direct', ...cols.filter((k) => k !== 'direct'), 'proxy', ...cols.map((k) => `proxy/${k}`), 'added', 'over floor', 'target', ''];
   const body = rows.map((r) => {
     const d = r.digits ?? 2;
     const v = verdict(r);
     const added = r.added && r.direct !== undefined && r.proxy !== undefined ? r.proxy - r.direct : undefined;
+    const overFloor = r.added && r.floor !== undefined && r.proxy !== undefined ? r.proxy - r.floor : undefined;
+    const signed = (x: number | undefined) => (x !== undefined ? `${x >= 0 ? '+' : ''}${fmt(x, 3)}` : '');
     return [
       r.label,
       r.unit,
       fmt(r.direct, d),
+      ...cols.filter((k) => k !== 'direct').map((k) => fmt(r[k], d)),
       fmt(r.proxy, d),
-      ...(hasNginx ? [fmt(r.nginx, d)] : []),
-      ratio(r.proxy, r.direct) !== undefined ? `${fmt(ratio(r.proxy, r.direct), 2)}x` : '',
-      ...(hasNginx ? [ratio(r.proxy, r.nginx) !== undefined ? `${fmt(ratio(r.proxy, r.nginx), 2)}x` : ''] : []),
-      added !== undefined ? `${added >= 0 ? '+' : ''}${fmt(added, 3)}` : '',
+      ...cols.map((k) => ratioCell(r, k)),
+      signed(added),
+      signed(overFloor),
       v.text,
       v.pass === null ? '' : v.pass ? 'pass' : 'MISS',
     ];
@@ -81,7 +106,7 @@ const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replac
  *  - targets: every figure divided by its target, turned so that left of the line always passes.
  */
 export function svg(rows: Row[], title: string, subtitle: string): string {
-  const W = 1060;
+  const W = 1160;
   const labelW = 330;
   const plotX0 = labelW + 10;
   const plotW = 500;
@@ -111,21 +136,24 @@ export function svg(rows: Row[], title: string, subtitle: string): string {
   y += 26;
 
   // Panel 1: ratios.
-  const ratioRows = rows.filter((r) => ratio(r.proxy, r.direct) !== undefined || ratio(r.proxy, r.nginx) !== undefined);
+  const ratioRows = rows.filter((r) => ratio(r.proxy, r.direct) !== undefined || ratio(r.proxy, r.floor) !== undefined || ratio(r.proxy, r.nginx) !== undefined);
   text(10, y, 'How the proxy compares (log scale; 1 = the same)', 'class="head"');
   out.push(`<rect x="${noteX}" y="${y - 11}" width="10" height="10" fill="#4a7ebb"/>`);
   text(noteX + 14, y - 2, 'proxy / direct', 'class="tick"');
   out.push(`<rect x="${noteX + 100}" y="${y - 11}" width="10" height="10" fill="#d9822b"/>`);
   text(noteX + 114, y - 2, 'proxy / nginx', 'class="tick"');
+  out.push(`<rect x="${noteX + 200}" y="${y - 11}" width="10" height="10" fill="#8a5cb8"/>`);
+  text(noteX + 214, y - 2, 'proxy / floor', 'class="tick"');
   y += 10;
   const top1 = y;
   for (const r of ratioRows) {
     const bars: [number | undefined, string][] = [
       [ratio(r.proxy, r.direct), '#4a7ebb'],
+      [ratio(r.proxy, r.floor), '#8a5cb8'],
       [ratio(r.proxy, r.nginx), '#d9822b'],
     ];
     const n = bars.filter(([v]) => v !== undefined).length;
-    const h = n === 2 ? rowH + 8 : rowH;
+    const h = rowH + (n - 1) * 8;
     text(labelW, y + h / 2 + 4, `${r.label} (${r.better === 'higher' ? 'higher' : 'lower'} is better)`, 'text-anchor="end" class="label"');
     let by = y + 3;
     const bh = (h - 6) / n;

@@ -4,12 +4,12 @@
 // and to its last, both from the same calls, the gateway reading its usage on the way. The
 // direct path sends the key in x-api-key; the gateway gets no key from the load generator and
 // injects its anthropic provider's.
-import type { Ctx, ScenarioResult } from '../context.ts';
+import { allPaths, byPath, type Ctx, type ScenarioResult } from '../context.ts';
 import { messagesEvents, summarize, type LatencySummary } from '../shared.ts';
 
 export async function messages(ctx: Ctx): Promise<ScenarioResult> {
   const c = ctx.cfg;
-  const targets = [ctx.messages.direct, ctx.messages.proxy];
+  const targets = allPaths(ctx.messages);
   const events = messagesEvents().length;
   ctx.say(`messages: ${c.modelCalls} streams one at a time per path, to the first and to the last byte`);
   const got = await ctx.lg.call<Record<string, { latencies: Float64Array; firstByte?: Float64Array }>>('sequential', { targets, kind: 'messages', n: c.modelCalls, warmup: c.modelWarmup });
@@ -19,7 +19,7 @@ export async function messages(ctx: Ctx): Promise<ScenarioResult> {
     f[k] = summarize(v.firstByte!);
     w[k] = summarize(v.latencies);
   }
-  const row = (id: string, label: string, s: Record<string, LatencySummary>, p: 'p50' | 'p99') => ({ id, label, unit: 'ms', direct: s.direct![p], proxy: s.proxy![p], better: 'lower' as const, added: true, digits: 3 });
+  const row = (id: string, label: string, s: Record<string, LatencySummary>, p: 'p50' | 'p99') => ({ id, label, unit: 'ms', ...byPath(s, (v) => v[p]), better: 'lower' as const, added: true, digits: 3 });
   return {
     rows: [
       row('messages.ttfb_p50', 'messages stream, time to first byte: p50', f, 'p50'),

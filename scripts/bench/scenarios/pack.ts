@@ -1,16 +1,16 @@
 // 1. Pack upload: a large chunked POST to git-receive-pack (a command list, then the pack),
-// checked byte for byte upstream; direct, proxy and nginx take turns, round after round, and with
-// BENCH_BASELINE another build of the proxy too. The proxies' (and nginx's) peak RSS is taken per
-// upload: the kernel's high-water mark is reset before each one.
-import type { Ctx, ScenarioResult } from '../context.ts';
+// checked byte for byte upstream; direct, the floor, proxy, with BENCH_BASELINE another build of
+// the proxy, and nginx take turns, round after round. The proxies' (and nginx's) peak RSS is
+// taken per upload: the kernel's high-water mark is reset before each one.
+import { allPaths, type Ctx, type ScenarioResult } from '../context.ts';
 import type { Target } from '../loadgen-proc.ts';
 import { peakRssBytes, resetPeakRss, rssBytes } from '../procs.ts';
 import { median, MiB } from '../shared.ts';
 
 export async function pack(ctx: Ctx): Promise<ScenarioResult> {
   const { packMiB: mib, packRounds: rounds } = ctx.cfg;
-  const targets = [ctx.git.direct, ctx.git.proxy, ...(ctx.git.baseline ? [ctx.git.baseline] : []), ...(ctx.git.nginx ? [ctx.git.nginx] : [])];
-  const pidOf: Record<string, number | undefined> = { proxy: ctx.proxy.pid, baseline: ctx.baseline?.pid, nginx: ctx.nginx?.pid };
+  const targets = allPaths(ctx.git);
+  const pidOf: Record<string, number | undefined> = { proxy: ctx.proxy.pid, floor: ctx.floor.pid, base: ctx.base?.pid, nginx: ctx.nginx?.pid };
   const speed: Record<string, number[]> = {};
   const peak: Record<string, number[]> = {};
   const idle: Record<string, number> = {};
@@ -53,6 +53,8 @@ export async function pack(ctx: Ctx): Promise<ScenarioResult> {
         unit: 'MiB/s',
         direct: d,
         proxy: p,
+        floor: med(speed.floor),
+        base: med(speed.base),
         nginx: med(speed.nginx),
         better: 'higher',
         digits: 0,
@@ -63,34 +65,13 @@ export async function pack(ctx: Ctx): Promise<ScenarioResult> {
         label: 'pack upload: peak RSS of the proxy',
         unit: 'MiB',
         proxy: proxyPeak,
+        floor: max(peak.floor),
+        base: max(peak.base),
         nginx: max(peak.nginx),
         better: 'lower',
         digits: 1,
         target: { text: '< 100 MiB', value: proxyPeak, limit: 100, op: '<' },
       },
-      ...(speed.baseline
-        ? [
-            {
-              id: 'pack.throughput_vs_baseline',
-              label: `pack upload: this build ("proxy") against BENCH_BASELINE ("direct" column), median of ${rounds}`,
-              unit: 'MiB/s',
-              direct: med(speed.baseline),
-              proxy: p,
-              better: 'higher' as const,
-              digits: 0,
-              target: { text: '>= 0.95x baseline', value: p / med(speed.baseline)!, limit: 0.95, op: '>=' as const },
-            },
-            {
-              id: 'pack.peak_rss_vs_baseline',
-              label: 'pack upload: peak RSS, this build ("proxy") against BENCH_BASELINE ("direct" column)',
-              unit: 'MiB',
-              direct: max(peak.baseline),
-              proxy: proxyPeak,
-              better: 'lower' as const,
-              digits: 1,
-            },
-          ]
-        : []),
     ],
     data: { mib, rounds, body: 'a command list, then chunked 1 MiB writes, verified byte for byte upstream', mib_per_s: speed, peak_rss_mib: peak, peak_rss_method: peakMethod, idle_rss_mib_before: idle },
   };

@@ -6,18 +6,17 @@
 // delay; direct and proxy take turns (D P P D ...). The proxy's CPU time is read from /proc
 // over the same windows.
 import { cpus } from 'node:os';
-import type { Ctx, ScenarioResult } from '../context.ts';
+import { allPaths, byPath, type Ctx, type ScenarioResult } from '../context.ts';
 import type { Target } from '../loadgen-proc.ts';
 import { cpuSeconds, cpuTotals } from '../procs.ts';
 import { median, Samples, summarize, type LatencySummary } from '../shared.ts';
 
 export async function streams(ctx: Ctx): Promise<ScenarioResult> {
   const c = ctx.cfg;
-  const d = ctx.model.direct;
-  const p = ctx.model.proxy;
+  const paths = allPaths(ctx.model);
   const order: Target[] = [];
-  for (let r = 0; r < c.streamRounds; r++) order.push(...(r % 2 === 0 ? [d, p] : [p, d]));
-  const delays: Record<string, Samples> = { direct: new Samples(), proxy: new Samples() };
+  for (let r = 0; r < c.streamRounds; r++) order.push(...(r % 2 === 0 ? paths : [...paths].reverse()));
+  const delays: Record<string, Samples> = Object.fromEntries(paths.map((t) => [t.name, new Samples()]));
   const runs: Record<string, unknown>[] = [];
   let proxyCpu = 0;
   let proxyWall = 0;
@@ -92,7 +91,7 @@ export async function streams(ctx: Ctx): Promise<ScenarioResult> {
       throw e;
     }
   }
-  const s: Record<string, LatencySummary> = { direct: summarize(delays.direct!.values()), proxy: summarize(delays.proxy!.values()) };
+  const s: Record<string, LatencySummary> = Object.fromEntries(Object.entries(delays).map(([k, v]) => [k, summarize(v.values())]));
   const N = c.streams.toLocaleString('en-US');
   const minOpen = (k: string) => Math.min(...opened[k]!);
   // Past the ramp limit a path may measure fewer streams than the other: its delays, deliveries
@@ -102,27 +101,26 @@ export async function streams(ctx: Ctx): Promise<ScenarioResult> {
     const hi = Math.max(...opened[k]!);
     return lo === hi ? lo.toLocaleString('en-US') : `${lo.toLocaleString('en-US')}-${hi.toLocaleString('en-US')}`;
   };
-  const all = [...opened.direct!, ...opened.proxy!];
+  const all = Object.values(opened).flat();
   const loadsDiffer = Math.min(...all) !== Math.max(...all);
   const differ = loadsDiffer ? ` (loads differ: proxy ${openText('proxy')} vs direct ${openText('direct')} open)` : '';
   const addedTarget = { text: 'added < 1 ms', value: s.proxy!.p99 - s.direct!.p99, limit: 1, op: '<' as const };
   return {
     rows: [
-      { id: 'streams.open', label: `${N} streams: open in the window (fewest of the runs)`, unit: 'streams', direct: minOpen('direct'), proxy: minOpen('proxy'), better: 'higher', digits: 0 },
-      { id: 'streams.delivered', label: `${N} streams: chunks delivered per second${differ}`, unit: 'chunks/s', direct: median(delivered.direct!), proxy: median(delivered.proxy!), better: 'higher', digits: 0 },
-      { id: 'streams.p50', label: `${N} streams: delay per chunk p50${differ}`, unit: 'ms', direct: s.direct!.p50, proxy: s.proxy!.p50, better: 'lower', added: true, digits: 3 },
+      { id: 'streams.open', label: `${N} streams: open in the window (fewest of the runs)`, unit: 'streams', ...byPath(opened, (v) => Math.min(...v)), better: 'higher', digits: 0 },
+      { id: 'streams.delivered', label: `${N} streams: chunks delivered per second${differ}`, unit: 'chunks/s', ...byPath(delivered, median), better: 'higher', digits: 0 },
+      { id: 'streams.p50', label: `${N} streams: delay per chunk p50${differ}`, unit: 'ms', ...byPath(s, (v) => v.p50), better: 'lower', added: true, digits: 3 },
       {
         id: 'streams.p99',
         label: `${N} streams: delay per chunk p99${differ}`,
         unit: 'ms',
-        direct: s.direct!.p99,
-        proxy: s.proxy!.p99,
+        ...byPath(s, (v) => v.p99),
         better: 'lower',
         added: true,
         digits: 3,
         ...(loadsDiffer ? { targetNote: `${addedTarget.text}: not judged, loads differ` } : { target: addedTarget }),
       },
-      { id: 'streams.open_all', label: `${N} streams: time to open (info)${differ}`, unit: 'ms', direct: median(openAll.direct!), proxy: median(openAll.proxy!), better: 'lower', digits: 0 },
+      { id: 'streams.open_all', label: `${N} streams opened together: until each has its first byte${differ}`, unit: 'ms', ...byPath(openAll, median), better: 'lower', digits: 0 },
       { id: 'streams.cpu', label: `${N} streams: proxy CPU (user+sys)${loadsDiffer ? ` (${openText('proxy')} open)` : ''}`, unit: 'cores', proxy: proxyCpu / proxyWall, better: 'lower', digits: 2 },
       { id: 'streams.cpu_per_chunk', label: `${N} streams: proxy CPU per chunk`, unit: 'us', proxy: (proxyCpu / proxyChunks) * 1e6, better: 'lower', digits: 1 },
     ],
