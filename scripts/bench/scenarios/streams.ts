@@ -22,12 +22,17 @@ export async function streams(ctx: Ctx): Promise<ScenarioResult> {
   let proxyWall = 0;
   let proxyChunks = 0;
   const openAll: Record<string, number[]> = {};
+  const openCpu: Record<string, number[]> = {};
   const opened: Record<string, number[]> = {};
   const delivered: Record<string, number[]> = {};
   let abandonedTotal = 0;
   for (const [i, t] of order.entries()) {
     ctx.say(`streams: ${c.streams} x ${c.streamDurationMs / 1000} s, a chunk every ${c.streamIntervalMs} ms, run ${i + 1}/${order.length}: ${t.name}`);
     try {
+      // CPU the path's own process spends opening the streams (none for direct): one event loop
+      // takes each stream's request in turn, so the last first byte waits for all of them.
+      const pidOf: Record<string, number | undefined> = { proxy: ctx.proxy.pid, floor: ctx.floor.pid, base: ctx.base?.pid };
+      const openCpu0 = pidOf[t.name] === undefined ? 0 : cpuSeconds(pidOf[t.name]!);
       const st = await ctx.lg.call<{ openMs: number; opened: number; abandoned: number }>('streamsStart', {
         target: t,
         count: c.streams,
@@ -37,6 +42,7 @@ export async function streams(ctx: Ctx): Promise<ScenarioResult> {
       });
       if (st.abandoned) ctx.say(`streams: ${t.name}: only ${st.opened} of ${c.streams} open after ${c.streamRampLimitMs} ms; measuring those`);
       // The window: every stream that opened, for durationMs; then the upstream ends them all.
+      if (pidOf[t.name] !== undefined) (openCpu[t.name] ??= []).push(((cpuSeconds(pidOf[t.name]!) - openCpu0) * 1e6) / st.opened);
       const got0 = await ctx.lg.call<number>('streamsProgress');
       const cpu0 = cpuSeconds(ctx.proxy.pid);
       const m0 = cpuTotals();
@@ -121,6 +127,7 @@ export async function streams(ctx: Ctx): Promise<ScenarioResult> {
         ...(loadsDiffer ? { targetNote: `${addedTarget.text}: not judged, loads differ` } : { target: addedTarget }),
       },
       { id: 'streams.open_all', label: `${N} streams opened together: until each has its first byte${differ}`, unit: 'ms', ...byPath(openAll, median), better: 'lower', digits: 0 },
+      { id: 'streams.open_cpu', label: `${N} streams opened together: CPU of the path's process per stream opened`, unit: 'us', ...byPath(openCpu, median), better: 'lower', digits: 0 },
       { id: 'streams.cpu', label: `${N} streams: proxy CPU (user+sys)${loadsDiffer ? ` (${openText('proxy')} open)` : ''}`, unit: 'cores', proxy: proxyCpu / proxyWall, better: 'lower', digits: 2 },
       { id: 'streams.cpu_per_chunk', label: `${N} streams: proxy CPU per chunk`, unit: 'us', proxy: (proxyCpu / proxyChunks) * 1e6, better: 'lower', digits: 1 },
     ],
