@@ -6,9 +6,17 @@
 // proxy against the floor: CPU per request (from /proc), and the profile's busy time per request
 // grouped by the request's steps (scripts/bench/profile-steps.ts), then the top functions by self
 // time. Profiles and summaries land in bench-results/profile/.
-//   PROFILE_ONLY=refs,chat  a subset (refs, push, chat, stream, messages)
+//   PROFILE_ONLY=refs,chat  a subset (refs, push, chat, stream, messages, open: 200 streams opened together)
 //   PROFILE_SECONDS=8       load per path and per process (default 8; the push: PROFILE_PUSH_MIB, 256, x3)
 //   PROFILE_BUNDLE=file     profile another bundle than dist/proxy.js
+//   PROFILE_NICE=-15        run the profiled processes at this niceness (root only): on shared cores
+//                           a profile's samples take the time a process waited preempted to the
+//                           function it was in (often a write that woke a peer); fewer preemptions,
+//                           truer per-function figures
+//   PROFILE_AB=file         no profiler: CPU per request (/proc) of dist/proxy.js against that bundle
+//                           (the code before a change) and the floor, the three taking turns request
+//                           by request in one load, PROFILE_ROUNDS times (default 5); medians and
+//                           the range of the ratio proxy/base over the rounds
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -20,18 +28,42 @@ import { cpuSeconds, launchFloor, launchProxy, proxyArgs } from './bench/procs.t
 import { summariseSteps } from './bench/profile-steps.ts';
 import { CLAUDE_MODEL, MODEL } from './bench/shared.ts';
 
-const PATHS = ['refs', 'push', 'chat', 'stream', 'messages'] as const;
+const PATHS = ['refs', 'push', 'chat', 'stream', 'messages', 'open'] as const;
 type PathName = (typeof PATHS)[number];
 const OUT = join(ROOT, 'bench-results', 'profile');
 const only = (process.env.PROFILE_ONLY ?? '').split(',').filter(Boolean);
 for (const o of only) if (!(PATHS as readonly string[]).includes(o)) throw new Error(`PROFILE_ONLY: unknown path ${o} (${PATHS.join(', ')})`);
 const SECONDS = Number(process.env.PROFILE_SECONDS ?? 8);
 const PUSH_MIB = Number(process.env.PROFILE_PUSH_MIB ?? 256);
+const OPEN_STREAMS = 200;
 const bundle = process.env.PROFILE_BUNDLE || BUNDLE;
+const AB = process.env.PROFILE_AB || undefined;
+/**
+ * PROFILE_HEAP=1: allocations sampled (every 4 KiB allocated, freed ones included: alloc-profile.cjs)
+ * in place of the CPU profile; what a request allocates is what its share of garbage collection costs.
+ */
+const HEAP = process.env.PROFILE_HEAP === '1';
+const profArgs = (dir: string) => (HEAP ? ['--require', join(__dirname, 'bench', 'alloc-profile.cjs')] : ['--cpu-prof', '--cpu-prof-dir', dir]);
+const prefix = process.env.PROFILE_NICE ? ['nice', '-n', process.env.PROFILE_NICE] : [];
+const ROUNDS = Number(process.env.PROFILE_ROUNDS ?? 5);
 
 /** Drives `kind` through the targets in turns for about SECONDS each; returns requests per target. */
-async function drive(lg: Child, path: PathName, targets: Target[], seed: string): Promise<Record<string, number>> {
+async function drive(lg: Child, up: Child, path: PathName, targets: Target[], seed: string): Promise<Record<string, number>> {
   const count: Record<string, number> = {};
+  if (path === 'open') {
+    // OPEN_STREAMS streams opened together, each to its first chunk, then ended: what opening costs.
+    for (let r = 0; r < Math.max(2, Math.round(SECONDS / 2)); r++) {
+      for (const t of r % 2 ? [...targets].reverse() : targets) {
+        const st = await lg.call<{ opened: number }>('streamsStart', { target: t, count: OPEN_STREAMS, intervalMs: 50, concurrency: 128, rampLimitMs: 20_000 });
+        await up.call('endStreams');
+        await lg.call('streamsFinish', { timeoutMs: 30_000 });
+        count[t.name] = (count[t.name] ?? 0) + st.opened;
+        // The pool's idle connections close (4 s) before the next round, as between the bench's runs.
+        await new Promise((res) => setTimeout(res, 4500));
+      }
+    }
+    return count;
+  }
   if (path === 'push') {
     for (let r = 0; r < 3; r++) {
       for (const t of r % 2 ? [...targets].reverse() : targets) {
@@ -42,7 +74,7 @@ async function drive(lg: Child, path: PathName, targets: Target[], seed: string)
     return count;
   }
   if (path === 'refs') {
-    const got = await lg.call<Record<string, { counts: number[] }>>('closedLoop', { targets, kind: 'refs', conns: 64, sliceMs: 1000, rounds: SECONDS, warmupMs: 500 });
+    const got = await lg.call<Record<string, { counts: number[] }>>('closedLoop', { targets, kind: 'refs', conns: 64, sliceMs: 250, rounds: SECONDS * 4, warmupMs: AB ? 0 : 500 });
     for (const [k, v] of Object.entries(got)) count[k] = v.counts.reduce((a, b) => a + b, 0);
     return count;
   }
@@ -54,8 +86,42 @@ async function drive(lg: Child, path: PathName, targets: Target[], seed: string)
   return count;
 }
 
+const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
+
+/** PROFILE_AB: CPU per request of the bundle, the baseline bundle and the floor, in ROUNDS rounds taking turns. */
+async function cpuAb(lg: Child, up: Child, path: PathName, o: { env: Record<string, string>; pa: { args: string[]; listeners: string[] }; hostKey: string; gitPort: number; modelPort: number; token: string; caFile: string; seed: string }): Promise<string> {
+  const proxy = await launchProxy({ env: o.env, ...o.pa, bundle, prefix });
+  const base = await launchProxy({ env: o.env, ...o.pa, bundle: AB!, prefix });
+  const floor = await launchFloor({ hostKey: o.hostKey, gitPort: o.gitPort, modelPort: o.modelPort, token: o.token, caFile: o.caFile, prefix });
+  const git = path === 'refs' || path === 'push';
+  const port = (p: Record<string, number | undefined>) => (git ? p.git! : p.model!);
+  const procs = { floor: { pid: floor.pid, port: port(floor.ports) }, base: { pid: base.pid, port: port(base.ports) }, proxy: { pid: proxy.pid, port: port(proxy.ports) } };
+  const us: Record<string, number[]> = { floor: [], base: [], proxy: [] };
+  const ratio: number[] = [];
+  // The three take turns request by request (slice by slice for refs) within one load, each
+  // one's CPU read over the whole of it: the machine's noise falls on all three alike.
+  const targets: Target[] = (Object.keys(procs) as (keyof typeof procs)[]).map((name) => ({ name, scheme: 'http', port: procs[name].port, prefix: git ? `/${o.hostKey}` : '', headers: {} }));
+  try {
+    for (let r = 0; r < ROUNDS; r++) {
+      const cpu0 = Object.fromEntries(Object.entries(procs).map(([k, v]) => [k, cpuSeconds(v.pid)]));
+      const n = await drive(lg, up, path, r % 2 ? [...targets].reverse() : targets, o.seed);
+      const round: Record<string, number> = {};
+      for (const [k, v] of Object.entries(procs)) {
+        round[k] = ((cpuSeconds(v.pid) - cpu0[k]!) / n[k]!) * 1e6;
+        us[k]!.push(round[k]!);
+      }
+      ratio.push(round.proxy! / round.base!);
+      process.stderr.write(`[profile] ${path} round ${r + 1}: floor ${round.floor!.toFixed(0)}, base ${round.base!.toFixed(0)}, proxy ${round.proxy!.toFixed(0)} µs CPU per request\n`);
+    }
+  } finally {
+    await Promise.all([proxy.stop(), base.stop(), floor.stop()]);
+  }
+  const sorted = [...ratio].sort((a, b) => a - b);
+  return `${path}: CPU per ${path === 'push' ? `push of ${PUSH_MIB} MiB` : 'request'}, medians of ${ROUNDS} rounds: floor ${med(us.floor!).toFixed(0)} µs, base ${med(us.base!).toFixed(0)} µs, proxy ${med(us.proxy!).toFixed(0)} µs; proxy/base ${med(ratio).toFixed(3)} (${sorted[0]!.toFixed(3)}-${sorted[sorted.length - 1]!.toFixed(3)}), proxy/floor ${(med(us.proxy!) / med(us.floor!)).toFixed(2)}`;
+}
+
 async function main(): Promise<void> {
-  rmSync(OUT, { recursive: true, force: true });
+  if (!AB) rmSync(OUT, { recursive: true, force: true });
   mkdirSync(OUT, { recursive: true });
   const pki = makeTestPki();
   const token = `bench-${randomBytes(16).toString('hex')}`;
@@ -80,11 +146,17 @@ async function main(): Promise<void> {
     pa.args.push('--providers', providersFile);
     for (const path of PATHS) {
       if (only.length && !only.includes(path)) continue;
+      if (AB) {
+        const text = await cpuAb(lg, up, path, { env, pa, hostKey, gitPort, modelPort, token, caFile: pki.caFile, seed });
+        report.push('', text);
+        process.stderr.write(`${text}\n`);
+        continue;
+      }
       const dir = join(OUT, path);
       mkdirSync(join(dir, 'proxy'), { recursive: true });
       mkdirSync(join(dir, 'floor'), { recursive: true });
-      const proxy = await launchProxy({ env, ...pa, bundle, nodeArgs: ['--cpu-prof', '--cpu-prof-dir', join(dir, 'proxy')] });
-      const floor = await launchFloor({ hostKey, gitPort, modelPort, token, caFile: pki.caFile, nodeArgs: ['--cpu-prof', '--cpu-prof-dir', join(dir, 'floor')] });
+      const proxy = await launchProxy({ env: { ...env, ALLOC_PROFILE_FILE: join(dir, 'proxy', 'alloc.heapprofile') }, ...pa, bundle, prefix, nodeArgs: profArgs(join(dir, 'proxy')) });
+      const floor = await launchFloor({ hostKey, gitPort, modelPort, token, caFile: pki.caFile, prefix, env: { ALLOC_PROFILE_FILE: join(dir, 'floor', 'alloc.heapprofile') }, nodeArgs: profArgs(join(dir, 'floor')) });
       const git = path === 'refs' || path === 'push';
       const headers = {};
       const targets: Target[] = [
@@ -93,15 +165,19 @@ async function main(): Promise<void> {
       ];
       process.stderr.write(`[profile] ${path}: driving the floor and the proxy in turns\n`);
       const cpu0 = { proxy: cpuSeconds(proxy.pid), floor: cpuSeconds(floor.pid) };
-      const requests = await drive(lg, path, targets, seed);
+      const requests = await drive(lg, up, path, targets, seed);
       const cpu = { proxy: cpuSeconds(proxy.pid) - cpu0.proxy, floor: cpuSeconds(floor.pid) - cpu0.floor };
       await Promise.all([proxy.stop(), floor.stop()]);
+      if (HEAP) {
+        report.push('', `${path}: heap profiles in ${dir}/{proxy,floor}/ (${requests.proxy} and ${requests.floor} requests)`);
+        continue;
+      }
       const file = (who: string) => {
         const f = readdirSync(join(dir, who)).find((x) => x.endsWith('.cpuprofile'));
         if (!f) throw new Error(`no profile written by the ${who} for ${path}`);
         return join(dir, who, f);
       };
-      const unit = path === 'push' ? `push of ${PUSH_MIB} MiB` : 'request';
+      const unit = path === 'push' ? `push of ${PUSH_MIB} MiB` : path === 'open' ? `stream opened (${OPEN_STREAMS} together)` : 'request';
       const text = summariseSteps({ path, unit, proxy: { file: file('proxy'), requests: requests.proxy!, cpuS: cpu.proxy }, floor: { file: file('floor'), requests: requests.floor!, cpuS: cpu.floor }, bundle });
       writeFileSync(join(dir, 'summary.txt'), `${text}\n`);
       report.push('', text);
@@ -111,7 +187,7 @@ async function main(): Promise<void> {
     await Promise.all([up.stop(), lg.stop()]);
     pki.cleanup();
   }
-  writeFileSync(join(OUT, 'summary.txt'), `${report.join('\n')}\n`);
+  writeFileSync(join(OUT, AB ? 'ab.txt' : 'summary.txt'), `${report.join('\n')}\n`);
   console.log(report.join('\n'));
   console.log(`\nwritten: ${OUT}/<path>/{proxy,floor}/*.cpuprofile and summary.txt`);
 }

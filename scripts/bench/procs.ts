@@ -96,9 +96,10 @@ export function proxyArgs(): { args: string[]; listeners: string[] } {
  * listener in `listeners` has printed its `listening` line. Output is drained (a full pipe
  * would stall the proxy) and only counted after that.
  */
-export function launchProxy(o: { env: Record<string, string>; args: string[]; listeners: string[]; nodeArgs?: string[]; timeoutMs?: number; bundle?: string }): Promise<ProxyRun> {
+export function launchProxy(o: { env: Record<string, string>; args: string[]; listeners: string[]; nodeArgs?: string[]; timeoutMs?: number; bundle?: string; prefix?: string[] }): Promise<ProxyRun> {
   const t0 = performance.now();
-  const child = spawn(process.execPath, [...(o.nodeArgs ?? []), o.bundle ?? BUNDLE, ...o.args], {
+  const [cmd, ...argv] = [...(o.prefix ?? []), process.execPath, ...(o.nodeArgs ?? []), o.bundle ?? BUNDLE, ...o.args];
+  const child = spawn(cmd!, argv, {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...o.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -186,9 +187,10 @@ export interface FloorRun {
 }
 
 /** Starts floor-proxy.mjs with plain node (no loader, as the bundle runs) and reads its ports. */
-export function launchFloor(o: { hostKey: string; gitPort: number; modelPort: number; token: string; caFile: string; nodeArgs?: string[] }): Promise<FloorRun> {
-  const child = spawn(process.execPath, [...(o.nodeArgs ?? []), join(__dirname, 'floor-proxy.mjs')], {
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', FLOOR_CONFIG: JSON.stringify(o) },
+export function launchFloor(o: { hostKey: string; gitPort: number; modelPort: number; token: string; caFile: string; nodeArgs?: string[]; prefix?: string[]; env?: Record<string, string> }): Promise<FloorRun> {
+  const [cmd, ...argv] = [...(o.prefix ?? []), process.execPath, ...(o.nodeArgs ?? []), join(__dirname, 'floor-proxy.mjs')];
+  const child = spawn(cmd!, argv, {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...o.env, FLOOR_CONFIG: JSON.stringify({ hostKey: o.hostKey, gitPort: o.gitPort, modelPort: o.modelPort, token: o.token, caFile: o.caFile }) },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

@@ -5,7 +5,7 @@ import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type Cl
 import { Agent, request as httpsRequest } from 'node:https';
 import { isIP, type Socket } from 'node:net';
 import { createSecureContext } from 'node:tls';
-import { pipeline, Transform, type Duplex } from 'node:stream';
+import { pipeline, type Duplex } from 'node:stream';
 import { classifyUpstreamError, UpstreamError, type UpstreamFailure } from './errors.ts';
 import { withCredential, type CredentialHeaders } from './headers.ts';
 import { STREAM_HIGH_WATER_MARK } from './sockets.ts';
@@ -336,31 +336,8 @@ export function relayResponse(res: ServerResponse, upstream: IncomingMessage, he
     exchange.bytesOut += chunk.length;
     onChunk?.(chunk);
   });
-  // With a rewrite, its output is what the client gets, and its end (once it has let go of what
-  // it held) is the body's end.
-  const source = rewrite
-    ? upstream.pipe(
-        new Transform({
-          transform: (chunk: Buffer, _encoding, done) => {
-            try {
-              done(null, rewrite.push(chunk));
-            } catch (err) {
-              done(err as Error); // the rewrite refused what came: the relay is cut (below)
-            }
-          },
-          flush: (done) => {
-            try {
-              done(null, rewrite.end());
-            } catch (err) {
-              done(err as Error);
-            }
-          },
-        }),
-      )
-    : upstream;
-  // pipe() rather than pipeline(): pipeline makes and aborts an AbortController per call, and
-  // the DOMException that costs stood out in the CPU profile of every relayed response. The
-  // two failure paths pipeline would handle are handled here, explicitly.
+  // pipe() rather than pipeline(): pipeline makes and aborts an AbortController per call (the
+  // DOMException stood out in every response's profile); its failure paths are handled here.
   return new Promise((resolve) => {
     const broken = (kind: UpstreamFailure) => {
       exchange.failure ??= kind;
@@ -368,33 +345,59 @@ export function relayResponse(res: ServerResponse, upstream: IncomingMessage, he
       resolve(false);
     };
     upstream.once('error', (err) => broken(classifyUpstreamError(err)));
-    if (source !== upstream) {
-      source.once('error', () => {
-        upstream.destroy();
-        broken('protocol');
-      });
-    }
     upstream.once('close', () => {
       if (!upstream.complete) broken('reset');
     });
-    // The end is ours to write: only a body whose end is clean ends cleanly for the client.
-    // Otherwise the bytes already relayed still go out, then the connection closes without the
-    // final chunk, which every HTTP client reads as a broken response.
-    source.once('end', () => {
-      if (endIsClean === undefined || endIsClean()) {
-        res.end();
-        return;
-      }
+    // The end is ours: only a clean end ends cleanly; else what came (and `tail`) goes out, then the connection closes unfinished.
+    const endBody = (tail: Buffer | undefined) => {
+      if (endIsClean === undefined || endIsClean()) return void res.end(tail); // the last bytes and the end in one write
+      if (tail !== undefined) res.write(tail);
       exchange.failure ??= 'truncated';
       if (res.socket) res.socket.end();
       else res.destroy();
       resolve(false);
-    });
+    };
     res.once('close', () => {
       if (res.writableFinished) return resolve(true);
       upstream.destroy(); // the client went away: stop reading (abortUpstreamOnClientClose frees the socket)
       resolve(false);
     });
-    source.pipe(res, { end: false });
+    if (rewrite === undefined) {
+      upstream.once('end', () => endBody(undefined));
+      upstream.pipe(res, { end: false });
+      return;
+    }
+    // A rewrite's output is written from the upstream's own 'data' with pipe()'s backpressure, not
+    // through a Transform (a stream hop per chunk, issue 44); one that throws cuts the relay.
+    const refused = () => {
+      upstream.destroy();
+      broken('protocol');
+    };
+    let waiting = false;
+    const resume = () => {
+      waiting = false;
+      upstream.resume();
+    };
+    upstream.on('data', (chunk: Buffer) => {
+      let out: Buffer;
+      try {
+        out = rewrite.push(chunk);
+      } catch {
+        return refused();
+      }
+      if (out.length === 0 || res.write(out) || waiting) return;
+      waiting = true;
+      upstream.pause();
+      res.once('drain', resume);
+    });
+    upstream.once('end', () => {
+      let tail: Buffer;
+      try {
+        tail = rewrite.end();
+      } catch {
+        return refused();
+      }
+      endBody(tail.length > 0 ? tail : undefined);
+    });
   });
 }
