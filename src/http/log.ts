@@ -29,9 +29,11 @@ const NULL_FIELD = /,"[a-z_]+":null(?=[,}])/g;
 
 /**
  * Writes records as JSON lines: `time` and `level` first, so that lines sort and read naturally;
- * a field that is null or undefined is left out (what it means is in docs/operations.md).
+ * a field that is null or undefined is left out (what it means is in docs/operations.md). `write`
+ * is told whether the line may wait to share a write with others (LineWriter.write): a request's
+ * record may, any other event goes out at once.
  */
-export function jsonLineSink<E extends LogRecord = LogRecord>(write: (line: string) => void, options: LineOptions<E> = {}): LogSink<E> {
+export function jsonLineSink<E extends LogRecord = LogRecord>(write: (line: string, batched: boolean) => void, options: LineOptions<E> = {}): LogSink<E> {
   const { now = () => new Date(), levelOf: levelOfRecord = () => 'info', minimum = 'debug' } = options;
   const least = LOG_LEVELS.indexOf(minimum);
   return (record) => {
@@ -39,7 +41,7 @@ export function jsonLineSink<E extends LogRecord = LogRecord>(write: (line: stri
     if (LOG_LEVELS.indexOf(level) < least) return;
     // Spliced rather than spread into a new object: one copy less on every request.
     const fields = JSON.stringify(record).replace(NULL_FIELD, '');
-    write(`{"time":"${now().toISOString()}","level":"${level}"${fields === '{}' ? '' : ','}${fields.slice(1)}\n`);
+    write(`{"time":"${now().toISOString()}","level":"${level}"${fields === '{}' ? '' : ','}${fields.slice(1)}\n`, record.event === 'request');
   };
 }
 

@@ -58,3 +58,19 @@ test('a JSON log line starts with the time and ends with a newline', () => {
   assert.equal(elapsedMs(1, 2.0004567), 1);
   assert.equal(elapsedMs(0, 1.23456789), 1.235);
 });
+
+test('access-log lines may wait for a shared write, other lines do not: both come out in the order written', async () => {
+  const f = withFile('batched.log');
+  const w = asyncLineWriter(f.fd, 1 << 20);
+  w.write('a\n', true);
+  w.write('b\n');
+  w.write('c\n', true);
+  assert.equal(f.read(), '', 'nothing is written synchronously by write()');
+  await w.drain();
+  assert.equal(f.read(), 'a\nb\nc\n');
+  const batched: boolean[] = [];
+  jsonLineSink((_line, b) => batched.push(b))({ event: 'request', status: 200 });
+  jsonLineSink((_line, b) => batched.push(b))({ event: 'listening', listener: 'git' });
+  assert.deepEqual(batched, [true, false], "a request's record may wait; a listening line may not");
+  f.close();
+});
