@@ -9,6 +9,7 @@
 //   PROFILE_ONLY=refs,chat  a subset (refs, push, chat, stream, messages, open: 200 streams opened together)
 //   PROFILE_SECONDS=8       load per path and per process (default 8; the push: PROFILE_PUSH_MIB, 256, x3)
 //   PROFILE_BUNDLE=file     profile another bundle than dist/proxy.js
+//   PROFILE_INTERVAL_US=250 the CPU profile's sampling interval (default 1000)
 //   PROFILE_NICE=-15        run the profiled processes at this niceness (root only): on shared cores
 //                           a profile's samples take the time a process waited preempted to the
 //                           function it was in (often a write that woke a peer); fewer preemptions,
@@ -43,7 +44,7 @@ const AB = process.env.PROFILE_AB || undefined;
  * in place of the CPU profile; what a request allocates is what its share of garbage collection costs.
  */
 const HEAP = process.env.PROFILE_HEAP === '1';
-const profArgs = (dir: string) => (HEAP ? ['--require', join(__dirname, 'bench', 'alloc-profile.cjs')] : ['--cpu-prof', '--cpu-prof-dir', dir]);
+const profArgs = (dir: string) => (HEAP ? ['--require', join(__dirname, 'bench', 'alloc-profile.cjs')] : ['--cpu-prof', '--cpu-prof-interval', process.env.PROFILE_INTERVAL_US ?? '1000', '--cpu-prof-dir', dir]);
 const prefix = process.env.PROFILE_NICE ? ['nice', '-n', process.env.PROFILE_NICE] : [];
 const ROUNDS = Number(process.env.PROFILE_ROUNDS ?? 5);
 
