@@ -2,8 +2,7 @@
 // stdout, its failure to an exit code (2: usage, 1: any other). What each command does is in
 // src/run/ (serve.ts: start-up as its order; commands.ts: the others).
 import { parseCommandLine, usage, UsageError } from './config/cli.ts';
-import { asyncLineWriter } from './http/line-writer.ts';
-import { jsonLineSink, type LogSink } from './http/log.ts';
+import { asyncLineWriter, jsonLineSink, type LogSink } from './http/log.ts';
 import type { LogEvent } from './run/log-events.ts';
 import { logLevel } from './run/log-levels.ts';
 import { runCommand, type CommandContext } from './run/commands.ts';

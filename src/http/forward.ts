@@ -336,8 +336,7 @@ export function relayResponse(res: ServerResponse, upstream: IncomingMessage, he
     exchange.bytesOut += chunk.length;
     onChunk?.(chunk);
   });
-  // pipe() rather than pipeline(): pipeline makes and aborts an AbortController per call (the
-  // DOMException stood out in every response's profile); its failure paths are handled here.
+  // pipe(), not pipeline(): its AbortController per call stood out in every response's profile; its failure paths are here.
   return new Promise((resolve) => {
     const broken = (kind: UpstreamFailure) => {
       exchange.failure ??= kind;
@@ -367,35 +366,33 @@ export function relayResponse(res: ServerResponse, upstream: IncomingMessage, he
       upstream.pipe(res, { end: false });
       return;
     }
-    // A rewrite's output is written from the upstream's own 'data' with pipe()'s backpressure, not
-    // through a Transform (a stream hop per chunk, issue 44); one that throws cuts the relay.
-    const refused = () => {
+    // A rewrite's output goes from the upstream's own 'data', with pipe()'s backpressure (a Transform is a hop a chunk); a throw cuts.
+    const rewriteRefused = () => {
       upstream.destroy();
       broken('protocol');
     };
     let waiting = false;
-    const resume = () => {
-      waiting = false;
-      upstream.resume();
-    };
     upstream.on('data', (chunk: Buffer) => {
       let out: Buffer;
       try {
         out = rewrite.push(chunk);
       } catch {
-        return refused();
+        return rewriteRefused();
       }
       if (out.length === 0 || res.write(out) || waiting) return;
       waiting = true;
       upstream.pause();
-      res.once('drain', resume);
+      res.once('drain', () => {
+        waiting = false;
+        upstream.resume();
+      });
     });
     upstream.once('end', () => {
       let tail: Buffer;
       try {
         tail = rewrite.end();
       } catch {
-        return refused();
+        return rewriteRefused();
       }
       endBody(tail.length > 0 ? tail : undefined);
     });

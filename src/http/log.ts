@@ -3,7 +3,8 @@
 // events are in log-events.ts here. A module's sink (LogSink<E>) takes only the events it may
 // write, so a misspelt event name or a field its type does not name is a type error: the types
 // are the allowlist of what a line holds, never headers, bodies, queries or credentials. The
-// lines reach their file descriptor through line-writer.ts.
+// lines reach their file descriptor through asyncLineWriter below and line-writer.ts's write.
+import { writeOut, writeOutSync } from './line-writer.ts';
 
 export type LogValue = string | number | boolean | null | undefined | readonly LogValue[] | { readonly [k: string]: LogValue };
 /** A log line's fields, each a JSON value: what the sink writes (every event type must be one). */
@@ -55,6 +56,102 @@ export function pathForLog(target: string): string {
 /** Milliseconds with microsecond precision, for duration fields. */
 export function elapsedMs(startedAt: number, now: number): number {
   return Math.round((now - startedAt) * 1000) / 1000;
+}
+
+/**
+ * How long a request's line may wait for others to share its write. A write is a hand-over to
+ * libuv's thread pool, a system call and a wake-up of the log's reader, whatever it carries: at
+ * one call at a time a write per line cost about 150 µs of the event loop a call on two shared
+ * cores (npm run profile, issue 44), more than all the gateway's own steps, and a write every
+ * 10 ms still about 6% of a call's CPU against one every 100 ms.
+ */
+const LOG_BATCH_MS = 100;
+
+export interface LineWriter {
+  /**
+   * `batched`: the line may wait up to LOG_BATCH_MS to share a write (the access log, a line per
+   * request); otherwise it goes out at the next turn of the event loop, with every line before it.
+   */
+  write(line: string, batched?: boolean): void;
+  /** Lines dropped because the reader fell more than the buffer limit behind. */
+  dropped(): number;
+  /** Resolves once everything written so far is out: before a normal exit. */
+  drain(): Promise<void>;
+  /** Writes whatever is pending, synchronously: for an immediate exit (order not guaranteed). */
+  flushSync(): void;
+}
+
+/**
+ * Log lines for a file descriptor that never block the event loop. On Linux a write to a pipe
+ * from process.stdout is synchronous, so a slow log collector would stall every request. Here
+ * lines go out in asynchronous writes (libuv's thread pool), in order, one write at a time: the
+ * access log's lines at most one write every LOG_BATCH_MS, any other line at the next turn of the
+ * loop. If the reader falls more than `maxPendingBytes` behind, new lines are dropped and counted
+ * instead of growing memory without bound.
+ */
+export function asyncLineWriter(fd: number, maxPendingBytes: number): LineWriter {
+  let pending: string[] = [];
+  let pendingBytes = 0;
+  let writing = false;
+  /** A line that may not wait is pending: the next write goes at the next turn, not at the batch's time. */
+  let prompt = false;
+  let dropped = 0;
+  const drained: (() => void)[] = [];
+  let batchTimer: NodeJS.Timeout | undefined;
+  let soon: NodeJS.Immediate | undefined;
+  const soonFlush = (): void => {
+    soon = undefined;
+    if (prompt) flush(); // else a write since took the line that asked for this turn
+  };
+  /** The next write, when nothing is being written: at the next turn for a prompt line, else at the batch's time. */
+  const schedule = (): void => {
+    if (prompt) soon ??= setImmediate(soonFlush);
+    else batchTimer ??= setTimeout(flush, LOG_BATCH_MS);
+  };
+  const flush = (): void => {
+    clearTimeout(batchTimer);
+    batchTimer = undefined;
+    if (writing || pending.length === 0) return;
+    writing = true;
+    prompt = false;
+    const buf = Buffer.from(pending.join(''));
+    pending = [];
+    pendingBytes = 0;
+    writeOut(fd, buf, () => {
+      writing = false;
+      if (pending.length === 0) for (const d of drained.splice(0)) d();
+      else if (drained.length > 0) flush(); // someone waits for everything to be out
+      else schedule();
+    });
+  };
+
+  return {
+    write(line, batched = false) {
+      if (pendingBytes + line.length > maxPendingBytes) {
+        dropped++;
+        return;
+      }
+      pending.push(line);
+      pendingBytes += line.length;
+      if (!batched) prompt = true;
+      if (!writing) schedule();
+    },
+    dropped: () => dropped,
+    drain() {
+      if (!writing && pending.length === 0) return Promise.resolve();
+      return new Promise((resolve) => {
+        drained.push(resolve);
+        flush();
+      });
+    },
+    flushSync() {
+      if (pending.length === 0) return;
+      const buf = Buffer.from(pending.join(''));
+      pending = [];
+      pendingBytes = 0;
+      writeOutSync(fd, buf);
+    },
+  };
 }
 
 /** A value from the request shown in a message or the log: printable ASCII, at most 128 characters. */

@@ -4,8 +4,7 @@
 import type { ServeOptions } from '../config/cli.ts';
 import { VERSION } from '../config/version.ts';
 import { METRICS_LISTENER_CAPS } from '../http/connection-caps.ts';
-import type { LineWriter } from '../http/line-writer.ts';
-import type { LogSink } from '../http/log.ts';
+import type { LineWriter, LogSink } from '../http/log.ts';
 import type { LogEvent } from './log-events.ts';
 import { writeProxyError } from '../http/respond.ts';
 import { startListener, type Listener } from '../http/server.ts';

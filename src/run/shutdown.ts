@@ -1,7 +1,6 @@
 // Start-up, the process-wide parts: the nets under the handlers, and the shutdown order the
 // signals start (installed before any listener is announced).
-import type { LineWriter } from '../http/line-writer.ts';
-import type { LogSink } from '../http/log.ts';
+import type { LineWriter, LogSink } from '../http/log.ts';
 import type { LogEvent } from './log-events.ts';
 import type { Listener } from '../http/server.ts';
 

@@ -15,8 +15,7 @@
 // test/support/process-tests.ts.
 import { readFileSync } from 'node:fs';
 import { parseCommandLine, type ServeOptions } from '../../src/config/cli.ts';
-import type { LineWriter } from '../../src/http/line-writer.ts';
-import { jsonLineSink } from '../../src/http/log.ts';
+import { jsonLineSink, type LineWriter } from '../../src/http/log.ts';
 import type { LogEvent } from '../../src/run/log-events.ts';
 import { logLevel } from '../../src/run/log-levels.ts';
 import { startServing } from '../../src/run/serve.ts';

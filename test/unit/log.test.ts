@@ -3,8 +3,7 @@ import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { asyncLineWriter } from '../../src/http/line-writer.ts';
-import { elapsedMs, jsonLineSink } from '../../src/http/log.ts';
+import { asyncLineWriter, elapsedMs, jsonLineSink } from '../../src/http/log.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'log-test-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -3,7 +3,7 @@
 // The bundle's own signals are tested in test/integration/lifecycle.test.ts and forced-shutdown.test.ts.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { LineWriter } from '../../src/http/line-writer.ts';
+import type { LineWriter } from '../../src/http/log.ts';
 import type { Listener } from '../../src/http/server.ts';
 import type { LogEvent } from '../../src/run/log-events.ts';
 import { shutdownOrder } from '../../src/run/shutdown.ts';
