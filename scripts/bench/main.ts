@@ -81,7 +81,8 @@ export async function main(): Promise<number> {
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  const watchdogS = Number(process.env.BENCH_TIMEOUT_S ?? (cfg.quick ? 300 : 900));
+  // The rounds repeat most of the run: each round adds the default allowance again.
+  const watchdogS = Number(process.env.BENCH_TIMEOUT_S ?? (cfg.quick ? 300 : 900) * cfg.rounds);
   const watchdog = setTimeout(() => {
     say(`still running after ${watchdogS} s (BENCH_TIMEOUT_S): giving up`);
     void cleanup().then(() => process.exit(1));
@@ -235,12 +236,14 @@ export async function main(): Promise<number> {
     };
     for (let round = 0; round < cfg.rounds; round++) {
       if (cfg.rounds > 1) say(`round ${round + 1} of ${cfg.rounds}`);
+      const thisRound: Partial<Record<ScenarioName, ScenarioResult>> = {};
       for (const k of ['pack', 'refs', 'model', 'messages', 'streams'] as const) {
         delete results[k];
         await run(k, () => ({ pack, refs, model, messages, streams })[k](ctx));
         notePeaks(k === 'pack' ? results.pack : undefined);
+        if (results[k]) thisRound[k] = results[k];
       }
-      perRound.push({ ...results });
+      perRound.push(thisRound); // only what the rounds repeat: start-up and limits ran once
       await new Promise((r) => setTimeout(r, 500));
       for (const [k, pid] of Object.entries(watched)) if (pid !== undefined) (memory.rss[k] ??= []).push(rssBytes(pid) / MiB);
     }

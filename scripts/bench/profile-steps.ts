@@ -33,9 +33,10 @@ const STEPS: readonly [RegExp, string][] = [
   [/^src\/http\/(forward|slices|egress|tunnel)\.ts$/, 'upstream: send, relay (forward.ts)'],
   [/^src\/(gateway\/(relay|attempts|retry|json-capture)\.ts|http\/error-body\.ts)/, 'relay answer, retries'],
   [/^src\/gateway\/(sse|eventstream)\.ts$/, 'stream inspector: SSE and event-stream framing'],
-  [/^src\/http\/(redact|secret-forms|spelled-secrets)\.ts$/, 'redaction'],
+  [/^src\/http\/(redact|redactor|secret-forms|spelled-secrets)\.ts$/, 'redaction'],
   [/^src\/(http\/(lifecycle|respond|errors)|git\/call|gateway\/call)\.ts$/, 'call lifecycle, errors'],
-  [/^src\/(git\/record\.ts|gateway\/(record|log-events)\.ts|http\/log\.ts|run\/)/, 'record, log line'],
+  [/^src\/(git\/record\.ts|gateway\/(record|log-events)\.ts|http\/(log|line-writer)\.ts|run\/)/, 'record, log line'],
+  [/^src\/(telemetry\/|http\/otlp-client\.ts)/, 'tracing: spans, export'],
   [/^src\/metrics\//, 'metrics'],
   [/^src\/(git\/proxy|gateway\/handler)\.ts$/, 'handler (the steps in order)'],
 ];
