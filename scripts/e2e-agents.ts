@@ -285,7 +285,10 @@ async function runBudgetTurn(agent: AgentSpec, config: AgentConfig, fake: { requ
   const refusedBefore = gateway.records().filter((r) => r.event === 'request' && r.limit === 'run_budget').length;
   const result = await runAgent({ command: binPath(agent), args: command.args, env, cwd: sandbox.work, timeoutMs: opts.turnTimeoutMs, traceFile: opts.trace ? traceFileFor(root) : undefined, sandboxRoot: root });
   const upstream = fake.requests.slice(from);
-  const refused = gateway.records().filter((r) => r.event === 'request' && r.limit === 'run_budget').length - refusedBefore;
+  // The access log batches its lines (up to 100 ms, src/http/log.ts): an agent that stops at once
+  // can exit before the refusal's record is written, so wait for it (5 s at most).
+  const isRefusal = (r: LogRecord): boolean => r.limit === 'run_budget';
+  const refused = (await recordsOf(gateway, 0, isRefusal, refusedBefore + 1)).filter((r) => r.event === 'request' && isRefusal(r)).length - refusedBefore;
   const output = `${result.stdout}\n${result.stderr}`;
   const problems: string[] = [];
   if (result.timedOut) problems.push(`timed out after ${opts.turnTimeoutMs / 1000} s: it kept retrying`);
