@@ -125,7 +125,8 @@ async function main(): Promise<number> {
     for (const c of cases) {
       const res = await send(proxy.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${c.token}` }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });
       const body = res.body.toString();
-      const got = res.status === 200 ? 'served' : (/refused \(([^)]*)\)/.exec(body)?.[1] ?? `${res.status} ${body.slice(0, 200)}`);
+      // A refusal's message ends with the verifier's reason: 'the service-account token was refused: <why>'.
+      const got = res.status === 200 ? 'served' : (/token was refused: (.*)$/.exec(refusalMessage(body))?.[1] ?? `${res.status} ${body.slice(0, 200)}`);
       const ok = got === c.expect;
       if (!ok) failures++;
       console.log(`${ok ? 'ok  ' : 'FAIL'} ${c.name}: ${got}${ok ? '' : ` (expected ${c.expect})`}`);
@@ -149,3 +150,13 @@ main().then(
     process.exit(1);
   },
 );
+
+/** The error message of an OpenAI-format refusal body, or '' when the body is not one. */
+function refusalMessage(body: string): string {
+  try {
+    const message: unknown = (JSON.parse(body) as { error?: { message?: unknown } }).error?.message;
+    return typeof message === 'string' ? message : '';
+  } catch {
+    return '';
+  }
+}
