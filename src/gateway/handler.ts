@@ -17,11 +17,11 @@ import type { ListenerSpec } from '../http/server.ts';
 import type { GatewayLogEvent } from './log-events.ts';
 import type { LimitsStore } from '../limits/admission.ts';
 import { admitCall } from './admit-call.ts';
-import { sendWithRetries, type SendPolicy } from './attempts.ts';
-import { authenticateBot, type BotAuth } from './authenticate.ts';
+import { sendWithRetries } from './attempts.ts';
+import { authenticateBot } from './authenticate.ts';
 import { receiveJsonBody } from './body.ts';
 import { GatewayCall, type CallContext } from './call.ts';
-import { checkCall, type CallPolicy } from './check-call.ts';
+import { checkCall } from './check-call.ts';
 import type { PriceTable } from '../limits/prices.ts';
 import { prepareUpstream } from './prepare-upstream.ts';
 import type { WireProtocol } from './protocols/protocol.ts';
@@ -70,12 +70,6 @@ export interface GatewayDeps {
 
 /** Everything a call's steps read, built once from the dependencies. */
 interface GatewayContext extends CallContext, RelayContext, SocketContext {
-  readonly auth: BotAuth;
-  readonly policy: CallPolicy;
-  readonly send: SendPolicy;
-  readonly limits: LimitsStore | undefined;
-  readonly maxBodyBytes: number;
-  readonly heldBodies: HeldBodies;
   readonly bodyIdleMs: number;
   readonly catalog: readonly Provider['config'][];
   readonly modelsBody: string;
