@@ -25,9 +25,9 @@ import { BUNDLE, ROOT } from '../test/support/proxy-process.ts';
 import { makeTestPki } from '../test/support/tls.ts';
 import { entry, startChild, type Child } from './bench/ipc.ts';
 import type { Target } from './bench/loadgen-proc.ts';
-import { cpuSeconds, launchFloor, launchProxy, proxyArgs } from './bench/procs.ts';
+import { cpuSeconds, launchFloor, launchProxy, proxyArgs, proxyEnvFor } from './bench/procs.ts';
 import { summariseSteps } from './bench/profile-steps.ts';
-import { CLAUDE_MODEL, MODEL } from './bench/shared.ts';
+import { CLAUDE_MODEL } from './bench/shared.ts';
 
 const PATHS = ['refs', 'push', 'chat', 'stream', 'messages', 'open'] as const;
 type PathName = (typeof PATHS)[number];
@@ -134,15 +134,7 @@ async function main(): Promise<void> {
     const hostKey = `127.0.0.1:${gitPort}`;
     const providersFile = join(pki.dir, 'providers.json');
     writeFileSync(providersFile, JSON.stringify({ providers: [{ name: 'anthropic', kind: 'anthropic', baseUrl: `https://127.0.0.1:${modelPort}`, keyEnv: 'ANTHROPIC_BENCH_KEY', models: [CLAUDE_MODEL] }] }));
-    const env = {
-      GIT_HOST_A: hostKey,
-      GIT_HOST_A_TOKEN: token,
-      NODE_EXTRA_CA_CERTS: pki.caFile,
-      UPSTREAM_BASE_URL: `https://127.0.0.1:${modelPort}/v1`,
-      UPSTREAM_API_KEY: token,
-      UPSTREAM_ALLOWED_MODELS: MODEL,
-      ANTHROPIC_BENCH_KEY: token,
-    };
+    const env = { ...proxyEnvFor({ gitPort, modelPort, token, caFile: pki.caFile }), ANTHROPIC_BENCH_KEY: token };
     const pa = proxyArgs();
     pa.args.push('--providers', providersFile);
     for (const path of PATHS) {

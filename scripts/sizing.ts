@@ -24,8 +24,7 @@ import { BUNDLE, ROOT } from '../test/support/proxy-process.ts';
 import { makeTestPki } from '../test/support/tls.ts';
 import { entry, startChild, type Child } from './bench/ipc.ts';
 import type { Target } from './bench/loadgen-proc.ts';
-import { cpuSeconds, launchProxy, peakRssBytes, proxyArgs, resetPeakRss, rssBytes, type ProxyRun } from './bench/procs.ts';
-import { MODEL } from './bench/shared.ts';
+import { cpuSeconds, launchProxy, peakRssBytes, proxyArgs, proxyEnvFor, resetPeakRss, rssBytes, type ProxyRun } from './bench/procs.ts';
 
 const list = (name: string, fallback: number[]): number[] => {
   const raw = process.env[name];
@@ -93,14 +92,7 @@ async function main(): Promise<void> {
     children.push(up, lg);
     const { gitPort, modelPort } = await up.call<{ gitPort: number; modelPort: number }>('start', { keyPem: pki.keyPem, certPem: pki.certPem, token, seed: randomBytes(8).toString('hex') });
     const hostKey = `127.0.0.1:${gitPort}`;
-    const env = {
-      GIT_HOST_A: hostKey,
-      GIT_HOST_A_TOKEN: token,
-      NODE_EXTRA_CA_CERTS: pki.caFile,
-      UPSTREAM_BASE_URL: `https://127.0.0.1:${modelPort}/v1`,
-      UPSTREAM_API_KEY: token,
-      UPSTREAM_ALLOWED_MODELS: MODEL,
-    };
+    const env = proxyEnvFor({ gitPort, modelPort, token, caFile: pki.caFile });
     const pa = proxyArgs();
     // On a busy machine the load generator may take longer than the default 60 s to send a body
     // it began: the proxy would answer 408, and the phase measure the machine, not the proxy.

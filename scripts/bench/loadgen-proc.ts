@@ -89,6 +89,7 @@ function streamFirstByte(t: Target, agent: AnyAgent): Promise<number> {
     req.end(FIRST_BYTE_BODY);
   });
 }
+
 /**
  * One Messages stream, read to its end and compared byte for byte with what the upstream sends;
  * resolves with the times to its first and to its last body byte, in ms.
@@ -96,28 +97,7 @@ function streamFirstByte(t: Target, agent: AnyAgent): Promise<number> {
 const MESSAGES_BODY = messagesRequestBody();
 const MESSAGES_STREAM = messagesStream();
 const MESSAGES_HEADERS = { 'content-type': 'application/json', accept: 'text/event-stream', 'anthropic-version': '2023-06-01', 'user-agent': 'claude-cli/2.1.330', 'content-length': MESSAGES_BODY.length };
-function messagesCall(t: Target, agent: AnyAgent): Promise<FirstLast> {
-  return new Promise((resolve, reject) => {
-    const start = performance.now();
-    const req = open(t, agent, 'POST', '/v1/messages', MESSAGES_HEADERS);
-    req.on('error', (e) => reject(new BenchError(`${t.name} messages: ${e.message}`)));
-    req.on('response', (res: IncomingMessage) => {
-      let first: number | undefined;
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => {
-        first ??= performance.now() - start;
-        chunks.push(c);
-      });
-      res.on('error', (e) => reject(new BenchError(`${t.name} messages: response ${e.message}`)));
-      res.on('end', () => {
-        const last = performance.now() - start;
-        if (res.statusCode !== 200 || !Buffer.concat(chunks).equals(MESSAGES_STREAM)) return reject(new BenchError(`${t.name} messages: status ${res.statusCode} or a stream that differs`));
-        resolve({ first: first!, last });
-      });
-    });
-    req.end(MESSAGES_BODY);
-  });
-}
+const messagesCall = (t: Target, agent: AnyAgent): Promise<FirstLast> => streamedCall(t, agent, 'messages', '/v1/messages', MESSAGES_HEADERS, MESSAGES_BODY, MESSAGES_STREAM);
 
 /**
  * A Responses turn over HTTP (`POST /v1/responses`, streamed), read to its end and compared byte
@@ -126,11 +106,14 @@ function messagesCall(t: Target, agent: AnyAgent): Promise<FirstLast> {
 const RESPONSES = responsesTurn();
 const RESPONSES_STREAM = Buffer.from(encodeSse(responsesEvents()));
 const RESPONSES_HEADERS = { 'content-type': 'application/json', accept: 'text/event-stream', 'user-agent': 'codex_exec/0.169.0', 'content-length': RESPONSES.http.length };
-function responsesCall(t: Target, agent: AnyAgent): Promise<FirstLast> {
+const responsesCall = (t: Target, agent: AnyAgent): Promise<FirstLast> => streamedCall(t, agent, 'responses', '/v1/responses', RESPONSES_HEADERS, RESPONSES.http, RESPONSES_STREAM);
+
+/** A streamed POST read to its end and compared byte for byte with `expected`; the times to its first and last body byte, in ms. */
+function streamedCall(t: Target, agent: AnyAgent, label: string, path: string, headers: Record<string, string | number>, body: Buffer | string, expected: Buffer): Promise<FirstLast> {
   return new Promise((resolve, reject) => {
     const start = performance.now();
-    const req = open(t, agent, 'POST', '/v1/responses', RESPONSES_HEADERS);
-    req.on('error', (e) => reject(new BenchError(`${t.name} responses: ${e.message}`)));
+    const req = open(t, agent, 'POST', path, headers);
+    req.on('error', (e) => reject(new BenchError(`${t.name} ${label}: ${e.message}`)));
     req.on('response', (res: IncomingMessage) => {
       let first: number | undefined;
       const chunks: Buffer[] = [];
@@ -138,13 +121,14 @@ function responsesCall(t: Target, agent: AnyAgent): Promise<FirstLast> {
         first ??= performance.now() - start;
         chunks.push(c);
       });
-      res.on('error', (e) => reject(new BenchError(`${t.name} responses: response ${e.message}`)));
+      res.on('error', (e) => reject(new BenchError(`${t.name} ${label}: response ${e.message}`)));
       res.on('end', () => {
-        if (res.statusCode !== 200 || !Buffer.concat(chunks).equals(RESPONSES_STREAM)) return reject(new BenchError(`${t.name} responses: status ${res.statusCode} or a stream that differs`));
-        resolve({ first: first!, last: performance.now() - start });
+        const last = performance.now() - start;
+        if (res.statusCode !== 200 || !Buffer.concat(chunks).equals(expected)) return reject(new BenchError(`${t.name} ${label}: status ${res.statusCode} or a stream that differs`));
+        resolve({ first: first!, last });
       });
     });
-    req.end(RESPONSES.http);
+    req.end(body);
   });
 }
 

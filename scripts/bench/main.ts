@@ -14,7 +14,7 @@ import { makeTestPki } from '../../test/support/tls.ts';
 import { loadConfig, type ScenarioName } from './config.ts';
 import type { Ctx, ScenarioResult } from './context.ts';
 import { entry, startChild } from './ipc.ts';
-import { bundleHelp, launchFloor, launchNginx, launchProxy, nginxBinary, nginxVersion, peakRssBytes, proxyArgs, rssBytes, type NginxRun, type ProxyRun } from './procs.ts';
+import { bundleHelp, launchFloor, launchNginx, launchProxy, nginxBinary, nginxVersion, peakRssBytes, proxyArgs, proxyEnvFor, rssBytes, type NginxRun, type ProxyRun } from './procs.ts';
 import { svg, table, verdict, VERSUS, type Row } from './report.ts';
 import { limits } from './scenarios/limits.ts';
 import { messages } from './scenarios/messages.ts';
@@ -25,7 +25,7 @@ import { refs } from './scenarios/refs.ts';
 import { responses } from './scenarios/responses.ts';
 import { startup } from './scenarios/startup.ts';
 import { streams } from './scenarios/streams.ts';
-import { CLAUDE_MODEL, median, MiB, MODEL } from './shared.ts';
+import { CLAUDE_MODEL, median, MiB } from './shared.ts';
 
 export const OUT_DIR = join(ROOT, 'bench-results');
 
@@ -108,12 +108,7 @@ export async function main(): Promise<number> {
     cleanups.push(() => collector?.close());
     const proxyEnv: Record<string, string> = {
       ...collector?.env,
-      GIT_HOST_A: hostKey,
-      GIT_HOST_A_TOKEN: token,
-      NODE_EXTRA_CA_CERTS: pki.caFile,
-      UPSTREAM_BASE_URL: `https://127.0.0.1:${modelPort}/v1`,
-      UPSTREAM_API_KEY: token,
-      UPSTREAM_ALLOWED_MODELS: MODEL,
+      ...proxyEnvFor({ gitPort, modelPort, token, caFile: pki.caFile }),
       // The upstream serves the Responses API's WebSocket mode (the responses scenario).
       UPSTREAM_WEBSOCKET: 'true',
       ANTHROPIC_BENCH_KEY: token,

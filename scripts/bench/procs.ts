@@ -6,6 +6,7 @@ import { createConnection, createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BUNDLE } from '../../test/support/proxy-process.ts';
+import { MODEL } from './shared.ts';
 
 // ---- /proc -----------------------------------------------------------------------------
 
@@ -89,6 +90,18 @@ export function proxyArgs(): { args: string[]; listeners: string[] } {
   // a real deployment keeps) would refuse it, and the bench measures the path, not the caps.
   if (bundleHelp().includes('--max-connections-per-client')) args.push('--max-connections', '0', '--max-connections-per-client', '0');
   return { args, listeners };
+}
+
+/** The environment every bench path's proxy starts with: the bench's git host and model upstream, its CA, the one model. */
+export function proxyEnvFor(o: { gitPort: number; modelPort: number; token: string; caFile: string }): Record<string, string> {
+  return {
+    GIT_HOST_A: `127.0.0.1:${o.gitPort}`,
+    GIT_HOST_A_TOKEN: o.token,
+    NODE_EXTRA_CA_CERTS: o.caFile,
+    UPSTREAM_BASE_URL: `https://127.0.0.1:${o.modelPort}/v1`,
+    UPSTREAM_API_KEY: o.token,
+    UPSTREAM_ALLOWED_MODELS: MODEL,
+  };
 }
 
 /**
