@@ -18,7 +18,12 @@
 //                           (the code before a change) and the floor, the three taking turns request
 //                           by request in one load, PROFILE_ROUNDS times (default 5); medians and
 //                           the range of the ratio proxy/base over the rounds
-import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+//   PROFILE_SYSCALLS=1      no profiler: system calls per request of the proxy and of the floor
+//                           (strace -c attached to each for the load; strace must be installed), to
+//                           tell a write the proxy makes more often from one the profile charges
+//                           more time (a write that wakes a peer on shared cores)
+import { spawn } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { BUNDLE, ROOT } from '../test/support/proxy-process.ts';
@@ -87,6 +92,63 @@ async function drive(lg: Child, up: Child, path: PathName, targets: Target[], se
   return count;
 }
 
+const SYSCALLS = process.env.PROFILE_SYSCALLS === '1';
+
+/** PROFILE_SYSCALLS: `strace -c` attached to a running process until `stop` resolves; its counts by system call. */
+function countSyscalls(pid: number, file: string): { stop(): Promise<Map<string, number>> } {
+  const tracer = spawn('strace', ['-f', '-c', '-o', file, '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  tracer.stderr!.setEncoding('utf8').on('data', (s: string) => (err += s));
+  const exited = new Promise<void>((resolve) => tracer.once('close', () => resolve()));
+  return {
+    async stop() {
+      tracer.kill('SIGINT'); // strace writes its table when interrupted
+      await exited;
+      const counts = new Map<string, number>();
+      let text: string;
+      try {
+        text = readFileSync(file, 'utf8');
+      } catch {
+        throw new Error(`strace wrote no table for pid ${pid}: ${err.trim() || 'is strace installed, and may it attach (ptrace)?'}`);
+      }
+      // "% time  seconds  usecs/call  calls  errors  syscall": the calls and the name
+      for (const m of text.matchAll(/^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$/gm)) if (m[2] !== 'total') counts.set(m[2]!, Number(m[1]));
+      return counts;
+    },
+  };
+}
+
+/** PROFILE_SYSCALLS: the proxy and the floor in turns under the path's load, each traced; system calls per request. */
+async function syscallsOf(lg: Child, up: Child, path: PathName, o: { env: Record<string, string>; pa: { args: string[]; listeners: string[] }; hostKey: string; gitPort: number; modelPort: number; token: string; caFile: string; seed: string }): Promise<string> {
+  const proxy = await launchProxy({ env: o.env, ...o.pa, bundle });
+  const floor = await launchFloor({ hostKey: o.hostKey, gitPort: o.gitPort, modelPort: o.modelPort, token: o.token, caFile: o.caFile });
+  const git = path === 'refs' || path === 'push';
+  const targets: Target[] = [
+    { name: 'floor', scheme: 'http', port: git ? floor.ports.git : floor.ports.model, prefix: git ? `/${o.hostKey}` : '', headers: {} },
+    { name: 'proxy', scheme: 'http', port: git ? proxy.ports.git! : proxy.ports.model!, prefix: git ? `/${o.hostKey}` : '', headers: {} },
+  ];
+  const dir = join(OUT, path);
+  mkdirSync(dir, { recursive: true });
+  try {
+    await drive(lg, up, path, targets, o.seed); // warm: pools full, code compiled
+    const traced = { proxy: countSyscalls(proxy.pid, join(dir, 'strace-proxy.txt')), floor: countSyscalls(floor.pid, join(dir, 'strace-floor.txt')) };
+    await new Promise((res) => setTimeout(res, 500)); // attached
+    const n = await drive(lg, up, path, targets, o.seed);
+    const counts = { proxy: await traced.proxy.stop(), floor: await traced.floor.stop() };
+    const names = [...new Set([...counts.proxy.keys(), ...counts.floor.keys()])];
+    const per = (who: 'proxy' | 'floor', name: string) => (counts[who].get(name) ?? 0) / n[who]!;
+    const rows = names
+      .map((name) => ({ name, proxy: per('proxy', name), floor: per('floor', name) }))
+      .filter((r) => r.proxy >= 0.01 || r.floor >= 0.01)
+      .sort((a, b) => b.proxy - a.proxy);
+    const total = (who: 'proxy' | 'floor') => names.reduce((sum, name) => sum + per(who, name), 0);
+    const unit = path === 'push' ? `push of ${PUSH_MIB} MiB` : 'request';
+    return [`${path}: system calls per ${unit} (strace -c; ${n.proxy} through the proxy, ${n.floor} through the floor)`, `  ${'call'.padEnd(16)} ${'proxy'.padStart(9)} ${'floor'.padStart(9)}`, ...rows.map((r) => `  ${r.name.padEnd(16)} ${r.proxy.toFixed(2).padStart(9)} ${r.floor.toFixed(2).padStart(9)}`), `  ${'all'.padEnd(16)} ${total('proxy').toFixed(2).padStart(9)} ${total('floor').toFixed(2).padStart(9)}`].join('\n');
+  } finally {
+    await Promise.all([proxy.stop(), floor.stop()]);
+  }
+}
+
 const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 
 /** PROFILE_AB: CPU per request of the bundle, the baseline bundle and the floor, in ROUNDS rounds taking turns. */
@@ -122,7 +184,7 @@ async function cpuAb(lg: Child, up: Child, path: PathName, o: { env: Record<stri
 }
 
 async function main(): Promise<void> {
-  if (!AB) rmSync(OUT, { recursive: true, force: true });
+  if (!AB && !SYSCALLS) rmSync(OUT, { recursive: true, force: true });
   mkdirSync(OUT, { recursive: true });
   const pki = makeTestPki();
   const token = `bench-${randomBytes(16).toString('hex')}`;
@@ -139,8 +201,9 @@ async function main(): Promise<void> {
     pa.args.push('--providers', providersFile);
     for (const path of PATHS) {
       if (only.length && !only.includes(path)) continue;
-      if (AB) {
-        const text = await cpuAb(lg, up, path, { env, pa, hostKey, gitPort, modelPort, token, caFile: pki.caFile, seed });
+      if (AB || SYSCALLS) {
+        const how = { env, pa, hostKey, gitPort, modelPort, token, caFile: pki.caFile, seed };
+        const text = AB ? await cpuAb(lg, up, path, how) : await syscallsOf(lg, up, path, how);
         report.push('', text);
         process.stderr.write(`${text}\n`);
         continue;
@@ -180,7 +243,7 @@ async function main(): Promise<void> {
     await Promise.all([up.stop(), lg.stop()]);
     pki.cleanup();
   }
-  writeFileSync(join(OUT, AB ? 'ab.txt' : 'summary.txt'), `${report.join('\n')}\n`);
+  writeFileSync(join(OUT, AB ? 'ab.txt' : SYSCALLS ? 'syscalls.txt' : 'summary.txt'), `${report.join('\n')}\n`);
   console.log(report.join('\n'));
   console.log(`\nwritten: ${OUT}/<path>/{proxy,floor}/*.cpuprofile and summary.txt`);
 }
