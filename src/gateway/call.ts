@@ -19,13 +19,13 @@ import type { AdmittedCall } from './admit-call.ts';
 import type { RequestBody } from './body.ts';
 import type { CheckedCall } from './check-call.ts';
 import type { Relayed } from './relay.ts';
-import { chargeFor, type Charge } from '../limits/charge.ts';
 import type { WorstCase } from '../limits/worst-case.ts';
 import type { PriceTable } from '../limits/prices.ts';
 import { openAiErrorBody } from './protocols/openai.ts';
 import type { ApiName, CallSummary, WireProtocol } from './protocols/protocol.ts';
 import type { Provider } from './providers.ts';
-import { callFailure, modelRecord, type ModelCallState, type ModelRequestRecord, type ModelSpanFacts } from './record.ts';
+import type { ModelCallState, ModelRequestRecord, ModelSpanFacts } from './record.ts';
+import { settleModelCall } from './settle.ts';
 import { clientRequestId, routeGatewayRequest, type GatewayRoute } from './route.ts';
 
 /** What a call needs from the gateway to begin and to finish. */
@@ -223,32 +223,7 @@ export class GatewayCall extends RequestLifecycle implements ModelCallState, Mod
 
   /** Gives back the body's bytes (if the answer has not already), then the limits slot with the call's charge, then records: both come back even if recording fails. */
   protected settle(outcome: Outcome): void {
-    let charge: Charge | undefined;
-    try {
-      this.#heldBody?.release();
-      if (this.#reservation) {
-        const failure = callFailure(this.exchange.failure, this.#summary);
-        const price = this.#provider && this.#model ? this.ctx.prices?.get(this.#provider.config.name, this.#model) : undefined;
-        charge = chargeFor(
-          {
-            summary: this.#summary,
-            bytesIn: this.#bytesIn,
-            bytesOut: this.exchange.bytesOut,
-            cut: failure !== undefined,
-            reached: this.#lastAttempt?.reached === true,
-            status: outcome.status,
-            betweenAttempts: this.#waitingToRetry,
-            streamed: this.#stream,
-          },
-          price,
-          this.#worst,
-        );
-        this.#reservation.release({ tokens: charge.tokens, costUsd: charge.costUsd });
-      }
-    } finally {
-      const rec = modelRecord(this, outcome, charge, performance.now());
-      this.ctx.record(rec);
-      if (this.span?.sampled) this.ctx.trace?.span(rec, this);
-    }
+    const held = { body: this.#heldBody, reservation: this.#reservation, worst: this.#worst, reached: this.#lastAttempt?.reached === true, betweenAttempts: this.#waitingToRetry };
+    settleModelCall(this.ctx, this, held, outcome);
   }
 }

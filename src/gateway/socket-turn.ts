@@ -10,12 +10,10 @@ import { NO_IDENTITY, type WorkloadIdentity } from '../auth/identity.ts';
 import { ERRORS } from '../http/errors.ts';
 import { newExchange, type Exchange } from '../http/forward.ts';
 import type { BodyHold } from '../http/held-bodies.ts';
-import type { AttemptSpan, Outcome, Refusal, SpanSink } from '../http/lifecycle.ts';
+import type { AttemptSpan, Outcome, Refusal } from '../http/lifecycle.ts';
 import { NO_SECRETS, type Redactor } from '../http/redactor.ts';
 import type { SpanContext, TraceContext } from '../http/trace-context.ts';
 import type { LimitsStore, Reservation } from '../limits/admission.ts';
-import { chargeFor, type Charge } from '../limits/charge.ts';
-import type { PriceTable } from '../limits/prices.ts';
 import type { WorstCase } from '../limits/worst-case.ts';
 import { admitCall } from './admit-call.ts';
 import { authenticateBot, type BotAuth } from './authenticate.ts';
@@ -23,8 +21,9 @@ import { checkCall, type CallPolicy } from './check-call.ts';
 import { openAiErrorType } from './protocols/openai.ts';
 import type { CallSummary } from './protocols/protocol.ts';
 import { responses } from './protocols/responses.ts';
+import { settleModelCall, type SettleContext } from './settle.ts';
 import type { Provider } from './providers.ts';
-import { callFailure, modelRecord, TURN_METHOD, type ModelCallState, type ModelRequestRecord, type ModelSpanFacts } from './record.ts';
+import { TURN_METHOD, type ModelCallState, type ModelSpanFacts } from './record.ts';
 
 export class SocketTurn implements ModelCallState, ModelSpanFacts {
   readonly method = TURN_METHOD;
@@ -54,7 +53,6 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
   hold: BodyHold | undefined;
   reservation: Reservation | undefined;
   worst: WorstCase | undefined;
-  charge: Charge | undefined;
   /** With tracing on, the turn's span: a turn is a model call, traced as an HTTP call is (its upstream leg is the connection's socket: no attempt spans). */
   readonly span: SpanContext | undefined;
   readonly attemptSpans: readonly AttemptSpan[] = [];
@@ -68,7 +66,7 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
   constructor(
     readonly requestId: string,
     readonly trace: TraceContext | undefined,
-    private readonly ctx: { readonly record: (rec: ModelRequestRecord) => void; readonly prices?: PriceTable; readonly trace?: SpanSink<ModelRequestRecord, ModelSpanFacts> },
+    private readonly ctx: SettleContext,
   ) {
     this.span = ctx.trace?.tracing.start(trace);
   }
@@ -99,20 +97,8 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
     if (this.#finished) return;
     this.#finished = true;
     const outcome = this.#outcome ?? { status: 0, error: undefined };
-    try {
-      this.hold?.release();
-      if (this.reservation) {
-        const failure = callFailure(this.exchange.failure, this.summary);
-        const price = this.provider && this.model ? this.ctx.prices?.get(this.provider.config.name, this.model) : undefined;
-        const charged = { summary: this.summary, bytesIn: this.bytesIn, bytesOut: this.exchange.bytesOut, cut: failure !== undefined, reached: this.exchange.reached, status: outcome.status, betweenAttempts: false, streamed: true };
-        this.charge = chargeFor(charged, price, this.worst);
-        this.reservation.release({ tokens: this.charge.tokens, costUsd: this.charge.costUsd });
-      }
-    } finally {
-      const rec = modelRecord(this, outcome, this.charge, performance.now());
-      this.ctx.record(rec);
-      if (this.span?.sampled) this.ctx.trace?.span(rec, this);
-    }
+    const held = { body: this.hold, reservation: this.reservation, worst: this.worst, reached: this.exchange.reached, betweenAttempts: false };
+    settleModelCall(this.ctx, this, held, outcome);
   }
 }
 
