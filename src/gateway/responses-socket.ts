@@ -307,13 +307,14 @@ export class ResponsesSocket {
       this.#responses.add(facts.responseId);
       turn.upstreamRequestId = facts.responseId.slice(0, 128);
     }
-    if (inTurn.first && facts.status !== undefined && facts.status >= 400) {
-      // The error an HTTP call would have been answered with: recorded (and charged) as that answer.
+    if (inTurn.first) {
+      // The turn's answer is its first message: an error is what an HTTP call would have been answered with, recorded (and charged) as that answer.
+      inTurn.first = false;
+      const failed = facts.status !== undefined && facts.status >= 400;
       if (facts.status === 429) turn.rateLimited++;
-      turn.endAnswered(facts.status, errorClassForStatus(facts.status));
+      if (failed) turn.endAnswered(facts.status!, errorClassForStatus(facts.status!));
+      else turn.endAnswered(200);
     }
-    inTurn.first = false;
-    turn.endAnswered(200);
     if (inTurn.reader.summary().terminated) inTurn.over();
     else this.#idleInTurn();
   }

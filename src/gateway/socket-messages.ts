@@ -9,12 +9,9 @@ import type { StreamRedactor } from '../http/redact.ts';
 import type { Redactor } from '../http/redactor.ts';
 import type { WsEndpoint } from '../http/ws-endpoint.ts';
 import type { StreamReader } from './protocols/protocol.ts';
-import type { LargeEventConsumer } from './sse.ts';
+import { DEFAULT_MAX_EVENT_BYTES as EVENT_COPY_BYTES, type LargeEventConsumer } from './sse.ts';
 
-/** An upstream event kept whole for its usage up to this size (as the SSE reader keeps one); past it, read in pieces. */
-const EVENT_COPY_BYTES = 1024 * 1024;
-
-/** A copy of one upstream message for the protocol's reader: whole up to EVENT_COPY_BYTES, in pieces to its large-event consumer past that. */
+/** A copy of one upstream message for the protocol's reader: whole up to the size the SSE reader keeps an event whole, in pieces to its large-event consumer past that. */
 class EventCopy {
   #parts: Buffer[] = [];
   #bytes = 0;
@@ -68,7 +65,10 @@ export class UpstreamMessage {
    */
   push(piece: Buffer, last: boolean): Buffer | undefined {
     let out = this.#redactor.push(piece);
-    if (last) out = Buffer.concat([out, this.#redactor.end()]);
+    if (last) {
+      const tail = this.#redactor.end();
+      if (tail.length > 0) out = out.length === 0 ? tail : Buffer.concat([out, tail]);
+    }
     if (out.length > 0 || last) {
       this.client.sendData(out, true, !this.#sent, last);
       this.#sent = true;

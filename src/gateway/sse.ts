@@ -37,7 +37,7 @@ const DATA_FIELD = Buffer.from('data');
 const NEWLINE = Buffer.from('\n');
 const UTF8_BOM = [0xef, 0xbb, 0xbf];
 
-const DEFAULT_MAX_EVENT_BYTES = 1024 * 1024;
+export const DEFAULT_MAX_EVENT_BYTES = 1024 * 1024;
 
 const enum Line {
   /** Nothing of the current line seen yet. */
