@@ -3,6 +3,7 @@
 // headers.ts) and never hands their values out.
 import { scrubResponseHeaders } from './headers.ts';
 import { carriesSecret, headerCarriesSecret, redactBody, StreamRedactor } from './redact.ts';
+import { fixedSecretList } from './secret-forms.ts';
 import { reveal, type Secret } from './secret-value.ts';
 
 /**
@@ -19,7 +20,7 @@ export class Redactor {
   readonly #secrets: readonly string[];
 
   constructor(secrets: readonly Secret[]) {
-    this.#secrets = secrets.map(reveal);
+    this.#secrets = fixedSecretList(secrets.map(reveal));
   }
 
   headers(rawHeaders: readonly string[]): string[] {

@@ -217,6 +217,23 @@ const MAX_BUILT = 32;
  * A form with `+` or `/`, which encoders escape, is looked for spelled out instead.
  */
 export function secretForms(secrets: readonly string[]): SecretForms | undefined {
+  return builtFor.has(secrets) ? builtFor.get(secrets) : formsOf(secrets);
+}
+
+/** The lists fixedSecretList made, and their forms, for as long as a list lives. */
+const builtFor = new WeakMap<readonly string[], SecretForms | undefined>();
+
+/**
+ * A copy of `secrets` that cannot change, its forms found now and then looked up by identity: a
+ * Redactor's list, asked for its forms by every header, body and stream check of its call.
+ */
+export function fixedSecretList(secrets: readonly string[]): readonly string[] {
+  const fixed = Object.freeze([...secrets]);
+  builtFor.set(fixed, formsOf(fixed));
+  return fixed;
+}
+
+function formsOf(secrets: readonly string[]): SecretForms | undefined {
   const usable = secrets.filter((s) => s.length > 0);
   if (usable.length === 0) return undefined;
   const key = usable.join('\u0000');
