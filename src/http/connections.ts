@@ -193,12 +193,7 @@ export class ConnectionTable {
         }, Math.min(DRAIN_HEAD_DEADLINE_MS, headerMs || DRAIN_HEAD_DEADLINE_MS))
       : undefined;
     // The grace is over: what is still open is cut by the shutdown, and recorded so (not as a client that left).
-    const force = setTimeout(() => {
-      for (const socket of this.#connections.keys()) markCutByShutdown(socket);
-      server.closeAllConnections();
-      // Node's list no longer holds an upgraded connection.
-      for (const [socket, state] of this.#connections) if (state.drain) socket.destroy();
-    }, graceMs);
+    const force = setTimeout(() => this.#cutAll(server), graceMs);
     // Every connection closed: the requests they carried still finish (recorded, charged, slots
     // given back) before the drain is over, within the forced cut's deadline.
     return closed
@@ -225,10 +220,16 @@ export class ConnectionTable {
   async cut(server: Server, deadlineMs: number): Promise<void> {
     this.draining = true;
     server.close();
+    this.#cutAll(server);
+    await this.#settled(deadlineMs);
+  }
+
+  /** Every connection cut, and recorded as cut by the shutdown (not as a client that left). */
+  #cutAll(server: Server): void {
     for (const socket of this.#connections.keys()) markCutByShutdown(socket);
     server.closeAllConnections();
+    // Node's list no longer holds an upgraded connection: destroyed here (destroying one Node closed already does nothing).
     for (const socket of this.#connections.keys()) socket.destroy();
-    await this.#settled(deadlineMs);
   }
 }
 

@@ -11,7 +11,7 @@ import { withCredential, type CredentialHeaders } from './headers.ts';
 import { STREAM_HIGH_WATER_MARK } from './sockets.ts';
 import { watchBodyIdle } from './body-idle.ts';
 import { writeInSlices } from './slices.ts';
-import { openTunnel, tunnelRouteFor, type Egress, type TunnelRoute } from './tunnel.ts';
+import { openTunnel, tunnelRouteForUrl, type Egress, type TunnelRoute } from './tunnel.ts';
 
 export interface UpstreamAgentOptions {
   /** PEM text of extra CA certificates; replaces the public roots for this upstream. */
@@ -122,8 +122,7 @@ export function createUpstreamAgent(options: UpstreamAgentOptions): HttpAgent {
  * when the fetch goes direct or is not https. The caller destroys it with the fetch.
  */
 export function tunnelAgentFor(url: URL, egress: Egress | undefined, ca?: string): HttpAgent | undefined {
-  if (url.protocol !== 'https:') return undefined;
-  const tunnel = tunnelRouteFor(egress, url.hostname.replace(/^\[|\]$/g, ''), Number(url.port || 443));
+  const tunnel = tunnelRouteForUrl(egress, url);
   return tunnel === undefined ? undefined : createUpstreamAgent({ ca, tlsInsecureSkipVerify: false, tunnel });
 }
 
@@ -189,8 +188,7 @@ export interface UpstreamTimeouts {
 export interface Exchange {
   bytesIn: number;
   bytesOut: number;
-  /** Set once, by whichever side failed first. */
-  /** `shutdown`: a forced shutdown cut the client's connection. */
+  /** Set once, by whichever side failed first; `shutdown`: a forced shutdown cut the client's connection. */
   failure: UpstreamFailure | 'client_aborted' | 'shutdown' | undefined;
   /**
    * The request went out on a connection to the upstream that was up (a pooled one, or a new one

@@ -7,9 +7,9 @@
 import { request as httpRequest, type Agent } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { createUpstreamAgent } from './forward.ts';
-import { assertHeaderValue } from './headers.ts';
-import { reveal, type Secret } from './secret-value.ts';
-import { tunnelRouteFor, type Egress } from './tunnel.ts';
+import { withCredential } from './headers.ts';
+import type { Secret } from './secret-value.ts';
+import { tunnelRouteForUrl, type Egress } from './tunnel.ts';
 
 export interface CollectorAnswer {
   /** 0: no answer (the reason in `error`). */
@@ -23,17 +23,13 @@ const MAX_ANSWER_BYTES = 64 * 1024;
 
 /** The pool for the collector: an https:// one through the egress tunnel unless NO_PROXY names it; an http:// one direct (HTTP_PROXY is not read). */
 export function collectorAgent(url: URL, egress: Egress | undefined): Agent {
-  const plainHttp = url.protocol === 'http:';
-  const port = Number(url.port || (plainHttp ? 80 : 443));
-  const tunnel = plainHttp ? undefined : tunnelRouteFor(egress, url.hostname.replace(/^\[|\]$/g, ''), port);
-  return createUpstreamAgent({ ca: undefined, tlsInsecureSkipVerify: false, plainHttp, tunnel });
+  return createUpstreamAgent({ ca: undefined, tlsInsecureSkipVerify: false, plainHttp: url.protocol === 'http:', tunnel: tunnelRouteForUrl(egress, url) });
 }
 
 /** POSTs `body` to the collector; resolves with its answer, or status 0 when none came within `timeoutMs`. */
 export function postToCollector(url: URL, agent: Agent, headers: Readonly<Record<string, Secret>>, body: string, timeoutMs: number): Promise<CollectorAnswer> {
   return new Promise((resolve) => {
-    const outgoing: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
-    for (const [name, value] of Object.entries(headers)) outgoing[name] = assertHeaderValue(name, reveal(value));
+    const outgoing = withCredential({ 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }, headers);
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     let settled = false;
     const done = (answer: CollectorAnswer) => {

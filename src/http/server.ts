@@ -1,6 +1,7 @@
 // Listener lifecycle shared by both proxies: the node:http server and its timeouts, /healthz,
 // refusal of CONNECT and of upgrades (404, so that clients fall back), isolation of handler
 // errors, and graceful draining.
+import { connectionNamed } from './headers.ts';
 import { createServer, ServerResponse, type IncomingMessage, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
@@ -235,8 +236,7 @@ export function requestFormError(major: number, minor: number, host: string | un
  * does not name is only a hop-by-hop header, dropped like the others (headers.ts).
  */
 export function upgradeRequested(connection: string | undefined, upgrade: string | undefined): boolean {
-  if (upgrade === undefined || connection === undefined) return false;
-  return connection.split(',').some((token) => token.trim().toLowerCase() === 'upgrade');
+  return upgrade !== undefined && connectionNamed(connection).has('upgrade');
 }
 
 /**

@@ -29,6 +29,11 @@ export function tunnelRouteFor(egress: Egress | undefined, host: string, port: n
   return proxy === undefined ? undefined : { proxy, authorization: egress!.authorization, connectTimeoutMs: egress!.connectTimeoutMs };
 }
 
+/** Pure: the tunnel to reach an https: URL by (its host unbracketed, port 443 unless named), or undefined (direct, or not https). */
+export function tunnelRouteForUrl(egress: Egress | undefined, url: URL): TunnelRoute | undefined {
+  return url.protocol === 'https:' ? tunnelRouteFor(egress, url.hostname.replace(/^\[|\]$/g, ''), Number(url.port || 443)) : undefined;
+}
+
 /**
  * A failure of the egress proxy, not of the upstream: its message names the egress proxy and what
  * it did (never a credential, never its answer's text), and is what the client is told (502).

@@ -8,7 +8,7 @@ import type { GitRequestRecord, GitSpanFacts } from '../git/record.ts';
 import type { SpanSink } from '../http/lifecycle.ts';
 import type { LogSink } from '../http/log.ts';
 import { collectorAgent, postToCollector } from '../http/otlp-client.ts';
-import { tunnelRouteFor, type Egress } from '../http/tunnel.ts';
+import { tunnelRouteForUrl, type Egress } from '../http/tunnel.ts';
 import { SpanExporter, type ExporterCounts } from '../telemetry/exporter.ts';
 import { attributes, exportRequestBody } from '../telemetry/otlp.ts';
 import { parseTracingEnv } from '../telemetry/settings.ts';
@@ -40,7 +40,7 @@ export function openTelemetry(env: NodeJS.ProcessEnv, egress: Egress, log: LogSi
     (change) => log({ event: 'traces_export', endpoint, ...change }),
   );
   const tracing = tracer(settings.sampler);
-  const egressLabel = url.protocol === 'https:' ? (tunnelRouteFor(egress, url.hostname.replace(/^\[|\]$/g, ''), Number(url.port || 443))?.proxy.label ?? 'direct') : 'direct';
+  const egressLabel = tunnelRouteForUrl(egress, url)?.proxy.label ?? 'direct';
   log({ event: 'tracing', endpoint, parent_based: settings.sampler.parentBased, ratio: settings.sampler.ratio, headers: Object.keys(settings.headers), egress: egressLabel });
   return {
     model: { tracing, span: (rec, call) => exporter.add(modelSpans(rec, call)) },
