@@ -20,6 +20,7 @@
 // the key set (a key removed from the set refuses its tokens from the next request), and the
 // policy is asked on every request, cached or not.
 import { decodeSegment, parseClaimsObject, tokenCacheKey } from './compact-token.ts';
+import { bounded } from '../http/log.ts';
 import { isObject } from '../json/keys.ts';
 import { IDENTITY_VALUE, TOKEN_LEEWAY_SEC, type BotClaims } from './jwt.ts';
 import type { JwkKey } from './jwks.ts';
@@ -77,7 +78,7 @@ export function serviceAccountSource(opts: ServiceAccountSourceOptions): TokenSo
       }
       const issuer = issuerOf(token, opts.issuer, issuerForms, kubernetesForms);
       if (issuer === undefined) return undefined;
-      if (issuer !== opts.issuer) return refused(`its issuer ${JSON.stringify(unverifiedShown(issuer))} is not --sa-issuer ${JSON.stringify(opts.issuer)}: the cluster's --service-account-issuer is what --sa-issuer must be`);
+      if (issuer !== opts.issuer) return refused(`its issuer ${JSON.stringify(bounded(issuer))} is not --sa-issuer ${JSON.stringify(opts.issuer)}: the cluster's --service-account-issuer is what --sa-issuer must be`);
       const check = (keys: ReadonlyMap<string, JwkKey>) => verifyServiceAccountToken(token, keys, { issuer: opts.issuer, audience: opts.audience, nowSec, maxLifetimeSec: opts.maxLifetimeSec });
       const first = check(opts.keys.current());
       // A key id the set lacks may be a rotation the proxy has not seen: fetch the set again (at
@@ -113,12 +114,6 @@ function issuerOf(token: string, issuer: string, issuerForms: readonly string[],
   // minted token never does.
   if (ours && payload.iss === issuer) return issuer;
   return isObject(payload['kubernetes.io']) ? payload.iss : undefined;
-}
-
-/** Pure: an unverified value fit for a message: printable ASCII, at most 128 characters. */
-function unverifiedShown(text: string): string {
-  const printable = text.replace(/[^\x20-\x7e]/g, '?');
-  return printable.length > 128 ? `${printable.slice(0, 128)}…` : printable;
 }
 
 /**

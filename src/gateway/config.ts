@@ -132,7 +132,6 @@ export function parseAllowedModels(text: string | undefined): string[] {
   return [...new Set(models)];
 }
 
-/** The UPSTREAM_* shorthand: one OpenAI-kind provider, or none when no UPSTREAM_* variable is set. */
 /**
  * Whether a provider speaks WebSocket mode when its configuration does not say: OpenAI's own API
  * does (wss://api.openai.com/v1/responses); another host is not assumed to.
@@ -166,6 +165,7 @@ function withWebSocket(providers: readonly ReadProvider[]): ProviderConfig[] {
   return providers.map((p) => ({ ...p, websocket: p === serving }));
 }
 
+/** The UPSTREAM_* shorthand: one OpenAI-kind provider, or none when no UPSTREAM_* variable is set. */
 function providerFromEnv(env: NodeJS.ProcessEnv, required: boolean): ReadProvider | undefined {
   if (env.UPSTREAM_API_KEY && env.UPSTREAM_API_KEY_FILE) {
     throw new Error('UPSTREAM_API_KEY and UPSTREAM_API_KEY_FILE are both set: keep one, so that it is clear which key is used');
@@ -176,7 +176,7 @@ function providerFromEnv(env: NodeJS.ProcessEnv, required: boolean): ReadProvide
   const name = env.UPSTREAM_PROVIDER || DEFAULT_PROVIDER;
   if (!PROVIDER.test(name)) throw new Error(`UPSTREAM_PROVIDER: "${name}" must be lower-case letters, digits, - or _`);
   const upstream = parseBaseUrl(env.UPSTREAM_BASE_URL || DEFAULT_BASE_URL);
-  const websocket = env.UPSTREAM_WEBSOCKET ? { true: true, false: false }[env.UPSTREAM_WEBSOCKET] : undefined;
+  const websocket = env.UPSTREAM_WEBSOCKET === 'true' ? true : env.UPSTREAM_WEBSOCKET === 'false' ? false : undefined;
   if (env.UPSTREAM_WEBSOCKET && websocket === undefined) throw new Error(`UPSTREAM_WEBSOCKET: "${env.UPSTREAM_WEBSOCKET}" must be true or false`);
   return {
     name,

@@ -13,7 +13,6 @@ import type { ModelRequestRecord } from '../gateway/record.ts';
 import type { GitRequestRecord } from '../git/record.ts';
 import type { StartupWarning } from './warnings.ts';
 
-/** A token key as the logs name it: its kid and algorithm, never its value. */
 /** A git host as the start-up line shows it: presence of its credential, never its value. */
 export type HostState = {
   readonly host: string;
@@ -28,6 +27,7 @@ export type HostState = {
   readonly egress: string;
 };
 
+/** A token key as the logs name it: its kid and algorithm, never its value. */
 export type KeyDescription = { readonly kid: string | null; readonly alg: string };
 
 /** How a listener authenticates its callers (listenerAuthentication, keys.ts). */

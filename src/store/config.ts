@@ -110,7 +110,6 @@ export function storeConnection(flags: StoreFlags): {
 
 /** The CA file, when it can be read now (it is read again on every connection). */
 function readable(caFile: string | undefined): string | undefined {
-  if (caFile === undefined) return undefined;
-  if (!fileSecret(caFile, sanitizePassword).read().ok) throw new Error(`--limits-store-ca-file: ${caFile} cannot be read, or is empty`);
+  passwordFile('limits-store-ca-file', caFile);
   return caFile;
 }

@@ -1,6 +1,7 @@
 // The OTLP/HTTP JSON encoding of spans (the protobuf JSON mapping with OTLP's own rules: trace and
 // span ids in hex, enums as integers, 64-bit integers as decimal strings, lowerCamelCase field
 // names), and what a collector's answer means for the batch. Pure.
+import { retryHintMs } from '../gateway/retry.ts';
 
 /** An attribute's value, as the AnyValue JSON form. */
 export type OtlpValue = { readonly stringValue: string } | { readonly intValue: string } | { readonly doubleValue: number } | { readonly boolValue: boolean } | { readonly arrayValue: { readonly values: readonly OtlpValue[] } };
@@ -77,11 +78,10 @@ export type ExportOutcome =
 /** The statuses OTLP/HTTP says to retry (with the Retry-After the collector sends, if any). */
 const RETRYABLE: ReadonlySet<number> = new Set([429, 502, 503, 504]);
 
-/** Pure: the Retry-After delay in milliseconds (seconds, or an HTTP date), at most `maxMs`; undefined when absent or unreadable. */
+/** Pure: the Retry-After delay in milliseconds, read as the gateway reads a provider's (retryHintMs), at most `maxMs`; undefined when absent or unreadable. */
 function retryAfterMs(value: string | undefined, nowMs: number, maxMs: number): number | undefined {
-  if (value === undefined) return undefined;
-  const seconds = /^\d+$/.test(value.trim()) ? Number(value.trim()) * 1000 : Date.parse(value) - nowMs;
-  return Number.isFinite(seconds) ? Math.min(Math.max(seconds, 0), maxMs) : undefined;
+  const ms = value === undefined ? undefined : retryHintMs({ 'retry-after': value }, nowMs);
+  return ms === undefined ? undefined : Math.min(ms, maxMs);
 }
 
 /**
