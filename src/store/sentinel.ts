@@ -116,11 +116,13 @@ export function watchSwitches(opts: SentinelOptions, onSwitch: (to: StoreAddress
     if (stopped) return;
     const at = opts.sentinels[turn++ % opts.sentinels.length]!;
     const password = opts.password?.read();
+    // As askOnce: a password file that cannot be read is no reason to subscribe without AUTH (the sentinel would refuse it); tried again later.
+    if (password?.ok === false) return retry();
     try {
       const opened = openSocket(at, opts.tls);
       socket = opened.socket;
       socket.setKeepAlive(true, 10_000);
-      const auth = password?.ok ? [authCommand(opts.user, password.value)] : [];
+      const auth = password === undefined ? [] : [authCommand(opts.user, password.value)];
       socket.once(opened.ready, () => socket?.write(Buffer.concat([...auth, ['SUBSCRIBE', '+switch-master']].map(encodeCommand))));
     } catch {
       return retry();
