@@ -259,9 +259,10 @@ test('a turn the policy refuses gets the protocol\'s error event with the HTTP s
       assert.deepEqual([e.type, e.status, (e.error as { code: string }).code], ['error', status, code], JSON.stringify(body));
       assert.equal(typeof (e.error as { message: string }).message, 'string');
     }
-    assert.equal(conn.frames.filter((f) => f.opcode === 1).length, 0, 'nothing was forwarded');
     const ok = await turn(client, PLAIN);
     assert.equal(ok.at(-1)!.type, 'response.completed', 'the connection is still usable');
+    // Counted once a later turn completed, so that a forwarded refusal would have arrived by now.
+    assert.equal(conn.frames.filter((f) => f.opcode === 1).length, 1, 'nothing was forwarded but the usable turn');
     client.close();
     await client.gone();
     const records = await Promise.all(Array.from({ length: refusals.length + 2 }, (_, i) => gw.records.nth(i + 1)));
@@ -284,7 +285,9 @@ test("previous_response_id may name only a response this connection's own turns 
     const stolen = await turn(b, { ...PLAIN, previous_response_id: first });
     assert.deepEqual([stolen[0]!.type, stolen[0]!.status, (stolen[0]!.error as { code: string; param: string }).code, (stolen[0]!.error as { param: string }).param], ['error', 400, 'stored_state_not_allowed', 'previous_response_id']);
     assert.match((stolen[0]!.error as { message: string }).message, /names no response of this WebSocket connection/);
-    assert.equal(upstreamB.frames.filter((f) => f.opcode === 1).length, 0, "b's turn never reached the upstream");
+    // Counted once b's next turn completed, so that a forwarded refusal would have arrived by now.
+    assert.equal((await turn(b, PLAIN)).at(-1)!.type, 'response.completed');
+    assert.equal(upstreamB.frames.filter((f) => f.opcode === 1).length, 1, "b's refused turn never reached the upstream, only its next one");
     a.close();
     b.close();
     await Promise.all([a.gone(), b.gone()]);
