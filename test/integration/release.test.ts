@@ -4,17 +4,17 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { copyBuildInputs } from '../support/build-inputs.ts';
 import { ROOT } from '../support/proxy-process.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'release-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 const RELEASE_FILES = ['proxy.js', 'proxy.js.sha256', 'proxy.js.cdx.json'];
-const SCRIPTS = ['build-bundle.mjs', 'bundle-policy.mjs', 'kernel.json', 'audit-source.mjs', 'audit-rules.mjs', 'audit-bundle.mjs', 'release.mjs', 'sbom.mjs'];
 
 function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', ['-c', 'user.name=test', '-c', 'user.email=test@example.invalid', '-c', 'commit.gpgsign=false', ...args], { cwd, encoding: 'utf8' }).trim();
@@ -22,15 +22,11 @@ function git(cwd: string, ...args: string[]): string {
 
 /** A git repository holding what a release is made of, committed, with node_modules linked in. */
 function repository(at: string): string {
-  mkdirSync(join(at, 'scripts'), { recursive: true });
-  cpSync(join(ROOT, 'src'), join(at, 'src'), { recursive: true });
-  for (const file of ['package.json', 'package-lock.json', 'tsconfig.json', 'build.mjs', 'LICENSE']) cpSync(join(ROOT, file), join(at, file));
-  for (const file of SCRIPTS) cpSync(join(ROOT, 'scripts', file), join(at, 'scripts', file));
+  copyBuildInputs(at, ['LICENSE', 'scripts/release.mjs', 'scripts/sbom.mjs']);
   writeFileSync(join(at, '.gitignore'), 'node_modules\ndist\n');
   git(at, 'init', '-q');
   git(at, 'add', '.');
   git(at, 'commit', '-q', '-m', 'a release');
-  symlinkSync(join(ROOT, 'node_modules'), join(at, 'node_modules'), 'dir');
   return at;
 }
 

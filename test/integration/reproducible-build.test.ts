@@ -5,10 +5,11 @@
 // "How to review").
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import { copyBuildInputs } from '../support/build-inputs.ts';
 
 const ROOT = join(__dirname, '..', '..');
 const dir = mkdtempSync(join(tmpdir(), 'reproducible-build-'));
@@ -23,17 +24,7 @@ let checkoutBuild: ReturnType<typeof buildBundle> | undefined;
 const buildOfCheckout = () => (checkoutBuild ??= buildBundle(ROOT, join(dir, 'checkout', 'proxy.js')));
 
 /** A copy of the build's inputs (no .git: outside any repository) at `at`, with the build scripts and node_modules linked in. */
-function checkoutCopy(at: string): string {
-  mkdirSync(at, { recursive: true });
-  cpSync(join(ROOT, 'src'), join(at, 'src'), { recursive: true });
-  for (const file of ['package.json', 'package-lock.json', 'tsconfig.json', 'build.mjs']) cpSync(join(ROOT, file), join(at, file));
-  mkdirSync(join(at, 'scripts'));
-  for (const file of ['build-bundle.mjs', 'bundle-policy.mjs', 'bundle-report.mjs', 'audit-bundle.mjs', 'audit-rules.mjs', 'audit-source.mjs', 'kernel.json', 'size-budget.json', 'name-clashes.json']) {
-    cpSync(join(ROOT, 'scripts', file), join(at, 'scripts', file));
-  }
-  symlinkSync(join(ROOT, 'node_modules'), join(at, 'node_modules'), 'dir');
-  return at;
-}
+const checkoutCopy = (at: string): string => copyBuildInputs(at);
 
 /** The code after the header: what esbuild wrote from src/. */
 // What tells two builds of the same sources apart: the header, and the commit it names, which
