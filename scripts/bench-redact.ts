@@ -8,7 +8,7 @@
 // the event loop.
 //
 //   npx tsx scripts/bench-redact.ts
-import { crc32 } from 'node:zlib';
+import { CHUNK_HEADERS, encodeFrame } from '../test/support/eventstream-frame.ts';
 import { StreamRedactor } from '../src/http/redact.ts';
 import { EventStreamGuard } from '../src/gateway/eventstream.ts';
 import { redactorOf } from '../test/support/secrets.ts';
@@ -22,27 +22,7 @@ const sseChunk = Buffer.from(Array.from({ length: 328 }, (_, i) => event(i)).joi
 const escapedEvent = (i: number) => `data: {"delta":{"text":"line ${i}\\n\\u00e9t\\u00e9 50% & more \\"quoted\\" a\\/b"}}\n\n`;
 const escapedChunk = Buffer.from(Array.from({ length: 1200 }, (_, i) => escapedEvent(i)).join('').slice(0, 64 * 1024 - 2) + '\n\n');
 
-/** One AWS event-stream chunk frame with string headers, as Bedrock writes it. */
-function frame(payload: Buffer): Buffer {
-  const headers = Buffer.concat(
-    Object.entries({ ':event-type': 'chunk', ':content-type': 'application/json', ':message-type': 'event' }).map(([n, v]) => {
-      const head = Buffer.alloc(4 + n.length);
-      head.writeUInt8(n.length, 0);
-      head.write(n, 1, 'utf8');
-      head.writeUInt8(7, 1 + n.length);
-      head.writeUInt16BE(v.length, 2 + n.length);
-      return Buffer.concat([head, Buffer.from(v)]);
-    }),
-  );
-  const prelude = Buffer.alloc(12);
-  prelude.writeUInt32BE(12 + headers.length + payload.length + 4, 0);
-  prelude.writeUInt32BE(headers.length, 4);
-  prelude.writeUInt32BE(crc32(prelude.subarray(0, 8)), 8);
-  const body = Buffer.concat([prelude, headers, payload]);
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(body), 0);
-  return Buffer.concat([body, crc]);
-}
+const frame = (payload: Buffer): Buffer => encodeFrame(CHUNK_HEADERS, payload);
 const delta = JSON.stringify({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Hello there, a few words of text.' } });
 const bedrockFrame = frame(Buffer.from(JSON.stringify({ bytes: Buffer.from(delta).toString('base64'), p: 'abcdefghij' })));
 

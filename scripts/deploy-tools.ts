@@ -57,7 +57,8 @@ export function findValidator(): string | undefined {
   return existsSync(join(dir, MARKER)) && readFileSync(join(dir, MARKER), 'utf8').trim() === VALIDATE.join(' ') ? dir : undefined;
 }
 
-function run(cmd: string, args: string[], cwd: string): string {
+/** Runs a tool of an install (npm pack, tar, unzip) and answers its output; a failure names the command, its exit and its last lines. */
+export function run(cmd: string, args: string[], cwd: string): string {
   const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
   if (r.error) throw new Error(`\`${cmd}\` could not run (${r.error.message})${cmd === 'unzip' ? ': apt-get install unzip' : ''}`);
   if (r.status !== 0) throw new Error(`\`${cmd} ${args.join(' ')}\` failed (exit ${r.status ?? r.signal}) in ${cwd}:\n${(r.stderr || r.stdout).trim().split('\n').slice(-15).join('\n')}`);

@@ -19,7 +19,7 @@ import { claudeCode } from './e2e/agents/claude-code.ts';
 import { binPath, cacheRoot, ensureDependencyDir, ensureInstalled } from './e2e/install.ts';
 import { startAnthropicUpstream, streamHandler, textTranscript } from '../test/support/anthropic-upstream.ts';
 import { startTokenEndpoint } from '../test/support/cloud-fakes.ts';
-import { encodeFrame } from '../test/support/eventstream-frame.ts';
+import { CHUNK_HEADERS, encodeFrame } from '../test/support/eventstream-frame.ts';
 import type { ModelRequest } from '../test/support/https-fake.ts';
 import { runProxyCommand, startProxy } from '../test/support/proxy-process.ts';
 import { makeTestPki } from '../test/support/tls.ts';
@@ -93,7 +93,7 @@ async function main(): Promise<void> {
       verifiedByAws++;
       res.writeHead(200, { 'content-type': 'application/vnd.amazon.eventstream' });
       for (const e of textTranscript('E2E-BEDROCK-OK', { model: 'us.anthropic.claude-opus-5-5' })) {
-        res.write(encodeFrame({ ':event-type': 'chunk', ':content-type': 'application/json', ':message-type': 'event' }, Buffer.from(JSON.stringify({ bytes: Buffer.from(JSON.stringify(e.data)).toString('base64') }))));
+        res.write(encodeFrame(CHUNK_HEADERS, Buffer.from(JSON.stringify({ bytes: Buffer.from(JSON.stringify(e.data)).toString('base64') }))));
       }
       res.end();
     };

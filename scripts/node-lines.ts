@@ -21,6 +21,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { PROCESS_TESTS as ALL_PROCESS_TESTS } from '../test/support/process-tests.ts';
 import { NODE_LINES } from './node-releases.ts';
+import { run } from './deploy-tools.ts';
 
 /** The process tests that start dist/proxy.js through proxy-process.ts, whose node PROXY_NODE names. */
 const PROCESS_TESTS = ALL_PROCESS_TESTS.filter((t) => t.how === 'proxy-process').map((t) => t.file);
@@ -35,13 +36,6 @@ const DEPRECATIONS_THROW = '--throw-deprecation --pending-deprecation';
 export function nodeLinesDir(): string {
   if (process.env.NODE_LINES_DIR) return process.env.NODE_LINES_DIR;
   return join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'credential-proxy-node');
-}
-
-function run(cmd: string, args: string[], cwd: string): string {
-  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 16 << 20 });
-  if (r.error) throw new Error(`\`${cmd}\` could not run (${r.error.message})`);
-  if (r.status !== 0) throw new Error(`\`${cmd} ${args.join(' ')}\` failed (exit ${r.status ?? r.signal}) in ${cwd}:\n${(r.stderr || r.stdout).trim().split('\n').slice(-15).join('\n')}`);
-  return r.stdout;
 }
 
 /** Undefined when `node --version` names the version; else what it said. */

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { startAnthropicUpstream, streamHandler, textTranscript, type AnthropicUpstream } from '../support/anthropic-upstream.ts';
 import { sigV4Valid, startTokenEndpoint, type TokenEndpoint } from '../support/cloud-fakes.ts';
-import { encodeFrame } from '../support/eventstream-frame.ts';
+import { CHUNK_HEADERS, encodeFrame } from '../support/eventstream-frame.ts';
 import { send } from '../support/http-client.ts';
 import type { ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
@@ -96,7 +96,7 @@ test('bedrock: Claude Code\'s recorded invoke-with-response-stream is signed (ch
     { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 4 } },
     { type: 'message_stop' },
   ];
-  const wire = Buffer.concat(events.map((e) => encodeFrame({ ':event-type': 'chunk', ':content-type': 'application/json', ':message-type': 'event' }, Buffer.from(JSON.stringify({ bytes: Buffer.from(JSON.stringify(e)).toString('base64') })))));
+  const wire = Buffer.concat(events.map((e) => encodeFrame(CHUNK_HEADERS, Buffer.from(JSON.stringify({ bytes: Buffer.from(JSON.stringify(e)).toString('base64') })))));
   let signed = false;
   bedrock.script((req, res, r) => {
     signed = sigV4Valid(req, r.url, r.body, AWS, 'us-east-1', 'bedrock');

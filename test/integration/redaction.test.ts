@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { startBothListeners, type BothListeners } from '../support/both-listeners.ts';
-import { encodeFrame } from '../support/eventstream-frame.ts';
+import { CHUNK_HEADERS, encodeFrame } from '../support/eventstream-frame.ts';
 import { errorOf } from '../support/gateway-replies.ts';
 import { send, type Reply } from '../support/http-client.ts';
 import type { ModelUpstream } from '../support/model-upstream.ts';
@@ -249,7 +249,7 @@ function sendUntilCut(port: number, path: string, body: string): Promise<{ statu
 }
 
 test('redaction, gateway (Bedrock event stream): an exception frame whose message holds the key base64-encoded is never relayed; the stream is cut after the frames before it', async () => {
-  const CHUNK = { ':event-type': 'chunk', ':content-type': 'application/json', ':message-type': 'event' };
+  const CHUNK = CHUNK_HEADERS;
   const chunkOf = (event: unknown) => encodeFrame(CHUNK, Buffer.from(JSON.stringify({ bytes: Buffer.from(JSON.stringify(event)).toString('base64') })));
   const first = chunkOf({ type: 'message_start', message: { id: 'msg_r', type: 'message', role: 'assistant', model: BEDROCK_MODEL, content: [], usage: { input_tokens: 3, output_tokens: 1 } } });
   const leak = encodeFrame({ ':message-type': 'exception', ':exception-type': 'validationException', ':content-type': 'application/json' }, Buffer.from(JSON.stringify({ message: `The request signature we calculated does not match; secret ${base64Of(AWS_SECRET, 'k')}` })));

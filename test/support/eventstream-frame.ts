@@ -4,6 +4,9 @@ import { crc32 } from 'node:zlib';
 
 const PRELUDE_BYTES = 12;
 
+/** The headers of a Bedrock stream's `chunk` event. */
+export const CHUNK_HEADERS: Readonly<Record<string, string>> = { ':event-type': 'chunk', ':content-type': 'application/json', ':message-type': 'event' };
+
 /** One AWS event-stream frame, as Bedrock writes them: string headers (type 7) and a payload, with both CRCs. */
 export function encodeFrame(headers: Readonly<Record<string, string>>, payload: Buffer): Buffer {
   const headerParts = Object.entries(headers).map(([name, value]) => {

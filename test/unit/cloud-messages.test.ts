@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { EventStreamFramer, EventStreamGuard, frameHeaders } from '../../src/gateway/eventstream.ts';
-import { encodeFrame } from '../support/eventstream-frame.ts';
+import { CHUNK_HEADERS, encodeFrame } from '../support/eventstream-frame.ts';
 import { redactorOf } from '../support/secrets.ts';
 import { anthropicMessages } from '../../src/gateway/protocols/anthropic-messages.ts';
 import { parseBedrockPath, parseVertexPath } from '../../src/gateway/protocols/cloud-messages.ts';
@@ -56,7 +56,7 @@ test('cloud routes: Claude Code\'s Bedrock inference-profile listing is not rout
   assert.equal(!route.ok && route.error.code, 'not_found');
 });
 
-const chunkFrame = (event: Record<string, unknown>) => encodeFrame({ ':event-type': 'chunk', ':content-type': 'application/json', ':message-type': 'event' }, Buffer.from(JSON.stringify({ bytes: Buffer.from(JSON.stringify(event)).toString('base64'), p: 'abcd' })));
+const chunkFrame = (event: Record<string, unknown>) => encodeFrame(CHUNK_HEADERS, Buffer.from(JSON.stringify({ bytes: Buffer.from(JSON.stringify(event)).toString('base64'), p: 'abcd' })));
 const BEDROCK_EVENTS = [
   { type: 'message_start', message: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-opus-5-5', content: [], usage: { input_tokens: 12, output_tokens: 1 } } },
   { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },

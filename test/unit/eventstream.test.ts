@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { EventStreamFramer, EventStreamGuard } from '../../src/gateway/eventstream.ts';
-import { encodeFrame } from '../support/eventstream-frame.ts';
+import { CHUNK_HEADERS, encodeFrame } from '../support/eventstream-frame.ts';
 import { redactorOf } from '../support/secrets.ts';
 import { bufferWork } from '../support/buffer-work.ts';
 import { base64Of, doublePercentOf, htmlReferencesOf } from '../support/secret-forms.ts';
@@ -13,7 +13,7 @@ import { base64Of, doublePercentOf, htmlReferencesOf } from '../support/secret-f
 const KEY = 'wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY12';
 const escapeAll = (s: string) => [...s].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
 const delta = (text: string) => JSON.stringify({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } });
-const CHUNK = { ':event-type': 'chunk', ':content-type': 'application/json', ':message-type': 'event' };
+const CHUNK = CHUNK_HEADERS;
 /** A chunk frame as Bedrock writes it: the event's JSON, base64-encoded, in `bytes`. */
 const chunk = (event: string, field = 'bytes', encoding: 'base64' | 'base64url' = 'base64') => encodeFrame(CHUNK, Buffer.from(JSON.stringify({ [field]: Buffer.from(event).toString(encoding), p: 'abcd' })));
 const exception = (message: string) => encodeFrame({ ':message-type': 'exception', ':exception-type': 'validationException', ':content-type': 'application/json' }, Buffer.from(JSON.stringify({ message })));
