@@ -18,7 +18,7 @@ import type { WorstCase } from '../limits/worst-case.ts';
 import { admitCall } from './admit-call.ts';
 import { authenticateBot, type BotAuth } from './authenticate.ts';
 import { checkCall, type CallPolicy } from './check-call.ts';
-import { openAiErrorType } from './protocols/openai.ts';
+import { openAiError } from './protocols/openai.ts';
 import type { CallSummary } from './protocols/protocol.ts';
 import { responses } from './protocols/responses.ts';
 import { settleModelCall, type SettleContext } from './settle.ts';
@@ -105,7 +105,7 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
 /** The protocol's `error` event for a refusal, as OpenAI wraps an HTTP error on the socket (Codex reads `status` as the HTTP status). */
 export function socketErrorEvent(refusal: Refusal): Buffer {
   const { error } = refusal;
-  const body = { type: 'error', status: error.status, error: { type: error.type ?? openAiErrorType(error.status), code: error.code, message: refusal.message ?? error.message, param: refusal.param ?? null }, ...(refusal.headers ? { headers: refusal.headers } : {}) };
+  const body = { type: 'error', status: error.status, error: openAiError(error, refusal.param ?? null, refusal.message ?? error.message), ...(refusal.headers ? { headers: refusal.headers } : {}) };
   return Buffer.from(JSON.stringify(body), 'utf8');
 }
 

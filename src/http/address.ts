@@ -100,7 +100,12 @@ export function parsePositiveAmount(flag: string, text: string): number {
 
 /** A whole number within [min, max]. */
 export function parseCount(flag: string, text: string, min: number, max: number): number {
-  if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) throw new Error(`--${flag}: "${text}" must be a whole number from ${min} to ${max}`);
+  return wholeNumberIn(`--${flag}`, text, min, max);
+}
+
+/** A whole number within [min, max], or an error naming `label` (a flag, an environment variable). */
+export function wholeNumberIn(label: string, text: string, min: number, max: number): number {
+  if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) throw new Error(`${label}: "${text}" must be a whole number from ${min} to ${max}`);
   return Number(text);
 }
 

@@ -100,7 +100,7 @@ function policyWarnings({ policy, limits }: PolicyFacts): StartupWarning[] {
     out.push({ event: 'warning', message: `workload policy ${policy.source}: the entry "${entry}" grants ${grants.join(' and ')} to ${who} that has no entry of its own: whoever may create a service account of that name in any namespace gets it; name the namespace (${instead}) unless every namespace is trusted` });
   }
   const everyRef = [...policy.entries.values()].flatMap((g) => (g.git ?? []).filter((scope) => scope.endsWith(':write')).map((scope) => `"${g.entry}": ${scope}`));
-  if (everyRef.length > 0) out.push({ event: 'warning', listener: 'git', message: `workload policy ${policy.source}: write scopes without ref rules (${everyRef.length > 3 ? `${everyRef.slice(0, 3).join('; ')} and ${everyRef.length - 3} more` : everyRef.join('; ')}): each ${EVERY_REF}` });
+  if (everyRef.length > 0) out.push({ event: 'warning', listener: 'git', message: `workload policy ${policy.source}: write scopes without ref rules (${firstThree(everyRef, '; ')}): each ${EVERY_REF}` });
   if (limits === undefined) return out;
   for (const grant of policy.entries.values()) {
     const l = grant.limits;
@@ -122,6 +122,11 @@ function policyWarnings({ policy, limits }: PolicyFacts): StartupWarning[] {
 export function unenforcedPolicyLimits(policy: WorkloadPolicy): string | undefined {
   const entries = [...policy.entries.values()].filter((g) => g.limits !== undefined).map((g) => `"${g.entry}"`);
   if (entries.length === 0) return undefined;
-  const named = entries.length > 3 ? `${entries.slice(0, 3).join(', ')} and ${entries.length - 3} more` : entries.join(', ');
+  const named = firstThree(entries, ', ');
   return `--workload-policy ${policy.source}: ${entries.length === 1 ? 'the entry' : 'the entries'} ${named} set limits, which only a gateway started with --limits enforces; give --limits FILE (a file holding {} sets no ceiling of its own, so the entries' limits apply as written), or remove the entries' "limits"`;
+}
+
+/** Pure: the first three of `items` joined, then how many more. */
+function firstThree(items: readonly string[], separator: string): string {
+  return items.length > 3 ? `${items.slice(0, 3).join(separator)} and ${items.length - 3} more` : items.join(separator);
 }

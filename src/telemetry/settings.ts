@@ -4,6 +4,7 @@
 // bodies is spoken (no dependency: the exporter is written here), so another protocol is refused
 // rather than sent the wrong bytes. The headers sent with every export (a collector's key) are
 // held as Secrets from here on: only the collector's connection reads them (http/otlp-client.ts).
+import { wholeNumberIn } from '../http/address.ts';
 import { Secret } from '../http/secret-value.ts';
 
 export type Sampler = { readonly parentBased: boolean; readonly ratio: number };
@@ -55,9 +56,7 @@ function keyValues(text: string, variable: string, check?: (key: string, value: 
 /** Pure: a whole number in [min, max] (milliseconds, or spans), or the default. */
 function wholeNumber(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
   const text = env[name]?.trim();
-  if (text === undefined || text === '') return fallback;
-  if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) throw new Error(`${name}: "${text}" must be a whole number from ${min} to ${max}`);
-  return Number(text);
+  return text === undefined || text === '' ? fallback : wholeNumberIn(name, text, min, max);
 }
 
 /** Pure: the collector's URL: http(s), no user name or password (a collector's key goes in the headers variable). */

@@ -17,7 +17,12 @@ export function openAiErrorType(status: number): string {
 
 /** `{"error":{"message","type","code","param"}}`, as OpenAI answers. */
 export function openAiErrorBody(error: ProxyError, param: string | null, message: string): string {
-  return JSON.stringify({ error: { message, type: error.type ?? openAiErrorType(error.status), code: error.code, param } });
+  return JSON.stringify({ error: openAiError(error, param, message) });
+}
+
+/** The error object itself, `{"message","type","code","param"}`: an HTTP answer's, and a WebSocket error event's (socket-turn.ts). */
+export function openAiError(error: ProxyError, param: string | null, message: string): { message: string; type: string; code: string; param: string | null } {
+  return { message, type: error.type ?? openAiErrorType(error.status), code: error.code, param };
 }
 
 /**
