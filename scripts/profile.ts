@@ -18,6 +18,9 @@
 //                           (the code before a change) and the floor, the three taking turns request
 //                           by request in one load, PROFILE_ROUNDS times (default 5); medians and
 //                           the range of the ratio proxy/base over the rounds
+//   PROFILE_LATENCY=1       no profiler: the wall time of each phase of a model call (chat, stream,
+//                           messages), through the floor, the held floor (the body read whole before
+//                           it is sent, as the gateway must) and the proxy (bench/latency-probe.cjs)
 //   PROFILE_SYSCALLS=1      no profiler: system calls per request of the proxy and of the floor
 //                           (strace -c attached to each for the load; strace must be installed), to
 //                           tell a write the proxy makes more often from one the profile charges
@@ -93,6 +96,7 @@ async function drive(lg: Child, up: Child, path: PathName, targets: Target[], se
 }
 
 const SYSCALLS = process.env.PROFILE_SYSCALLS === '1';
+const LATENCY = process.env.PROFILE_LATENCY === '1';
 
 /** PROFILE_SYSCALLS: `strace -c` attached to a running process until `stop` resolves; its counts by system call. */
 function countSyscalls(pid: number, file: string): { stop(): Promise<Map<string, number>> } {
@@ -151,6 +155,43 @@ async function syscallsOf(lg: Child, up: Child, path: PathName, o: { env: Record
 
 const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 
+/**
+ * PROFILE_LATENCY: where a model call's wall time goes, phase by phase (latency-probe.cjs), through
+ * the floor, the held floor (the floor reading the body whole before it sends, as a proxy that
+ * checks a call must; a floor process of its own, so that each probe times one path) and the
+ * proxy, taking turns call by call in one load; no profiler.
+ */
+async function latencyOf(lg: Child, up: Child, path: PathName, o: { env: Record<string, string>; pa: { args: string[]; listeners: string[] }; hostKey: string; gitPort: number; modelPort: number; token: string; caFile: string; seed: string }): Promise<string> {
+  if (path !== 'chat' && path !== 'stream' && path !== 'messages') return `${path}: PROFILE_LATENCY times model calls one at a time (chat, stream, messages), not ${path}`;
+  const dir = join(OUT, path);
+  mkdirSync(dir, { recursive: true });
+  const file = (who: string) => join(dir, `latency-${who}.json`);
+  const nodeArgs = ['--require', join(__dirname, 'bench', 'latency-probe.cjs')];
+  const floorOf = (who: string) => launchFloor({ hostKey: o.hostKey, gitPort: o.gitPort, modelPort: o.modelPort, token: o.token, caFile: o.caFile, prefix, nodeArgs, env: { LATENCY_PROBE_FILE: file(who) } });
+  const proxy = await launchProxy({ env: { ...o.env, LATENCY_PROBE_FILE: file('proxy') }, ...o.pa, bundle, prefix, nodeArgs });
+  const floor = await floorOf('floor');
+  const held = await floorOf('held');
+  const targets: Target[] = [
+    { name: 'floor', scheme: 'http', port: floor.ports.model, prefix: '', headers: {} },
+    { name: 'held', scheme: 'http', port: held.ports.held, prefix: '', headers: {} },
+    { name: 'proxy', scheme: 'http', port: proxy.ports.model!, prefix: '', headers: {} },
+  ];
+  let n: Record<string, number>;
+  try {
+    n = await drive(lg, up, path, targets, o.seed);
+  } finally {
+    await Promise.all([proxy.stop(), floor.stop(), held.stop()]); // each probe writes its file at exit
+  }
+  const runs = ['floor', 'held', 'proxy'].map((who) => JSON.parse(readFileSync(file(who), 'utf8')) as { calls: number; overlapped: number; medians: Record<string, number | null> });
+  const cell = (v: number | null | undefined) => (v === null || v === undefined ? '-' : v.toFixed(1)).padStart(10);
+  return [
+    `${path}: wall time of each phase of a call, µs, medians (latency-probe.cjs; ${n.proxy} calls a path, the three taking turns call by call)`,
+    `  ${'phase'.padEnd(44)} ${'floor'.padStart(10)} ${'held'.padStart(10)} ${'proxy'.padStart(10)}`,
+    ...Object.keys(runs[2]!.medians).map((phase) => `  ${phase.padEnd(44)} ${runs.map((r) => cell(r.medians[phase])).join(' ')}`),
+    `  calls timed: ${runs.map((r) => r.calls).join(', ')}; arriving before the last one ended (not timed): ${runs.map((r) => r.overlapped).join(', ')}`,
+  ].join('\n');
+}
+
 /** PROFILE_AB: CPU per request of the bundle, the baseline bundle and the floor, in ROUNDS rounds taking turns. */
 async function cpuAb(lg: Child, up: Child, path: PathName, o: { env: Record<string, string>; pa: { args: string[]; listeners: string[] }; hostKey: string; gitPort: number; modelPort: number; token: string; caFile: string; seed: string }): Promise<string> {
   const proxy = await launchProxy({ env: o.env, ...o.pa, bundle, prefix });
@@ -184,7 +225,7 @@ async function cpuAb(lg: Child, up: Child, path: PathName, o: { env: Record<stri
 }
 
 async function main(): Promise<void> {
-  if (!AB && !SYSCALLS) rmSync(OUT, { recursive: true, force: true });
+  if (!AB && !SYSCALLS && !LATENCY) rmSync(OUT, { recursive: true, force: true });
   mkdirSync(OUT, { recursive: true });
   const pki = makeTestPki();
   const token = `bench-${randomBytes(16).toString('hex')}`;
@@ -201,9 +242,9 @@ async function main(): Promise<void> {
     pa.args.push('--providers', providersFile);
     for (const path of PATHS) {
       if (only.length && !only.includes(path)) continue;
-      if (AB || SYSCALLS) {
+      if (AB || SYSCALLS || LATENCY) {
         const how = { env, pa, hostKey, gitPort, modelPort, token, caFile: pki.caFile, seed };
-        const text = AB ? await cpuAb(lg, up, path, how) : await syscallsOf(lg, up, path, how);
+        const text = AB ? await cpuAb(lg, up, path, how) : SYSCALLS ? await syscallsOf(lg, up, path, how) : await latencyOf(lg, up, path, how);
         report.push('', text);
         process.stderr.write(`${text}\n`);
         continue;
@@ -243,7 +284,7 @@ async function main(): Promise<void> {
     await Promise.all([up.stop(), lg.stop()]);
     pki.cleanup();
   }
-  writeFileSync(join(OUT, AB ? 'ab.txt' : SYSCALLS ? 'syscalls.txt' : 'summary.txt'), `${report.join('\n')}\n`);
+  writeFileSync(join(OUT, AB ? 'ab.txt' : SYSCALLS ? 'syscalls.txt' : LATENCY ? 'latency.txt' : 'summary.txt'), `${report.join('\n')}\n`);
   console.log(report.join('\n'));
   console.log(`\nwritten: ${OUT}/<path>/{proxy,floor}/*.cpuprofile and summary.txt`);
 }

@@ -195,7 +195,7 @@ export function launchBareNode(): Promise<number> {
 
 export interface FloorRun {
   readonly pid: number;
-  readonly ports: { git: number; model: number };
+  readonly ports: { git: number; model: number; held: number };
   stop(): Promise<void>;
 }
 
