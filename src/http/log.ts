@@ -28,6 +28,37 @@ export interface LineOptions<E extends LogRecord> {
 // escaped, so `,"` before a bare name and `":null` after it only ever stand for a field.
 const NULL_FIELD = /,"[a-z_]+":null(?=[,}])/g;
 
+/** Each field's opening in a line (`,"name":`), written once per name. */
+const fieldOpenings = new Map<string, string>();
+function fieldOpening(name: string): string {
+  let opening = fieldOpenings.get(name);
+  if (opening === undefined) {
+    opening = `,${JSON.stringify(name)}:`;
+    if (fieldOpenings.size < 1024) fieldOpenings.set(name, opening);
+  }
+  return opening;
+}
+
+/**
+ * Pure: a record's fields (`,"name":value` each) as JSON.stringify writes them, those null or
+ * undefined left out, inside an object too (NULL_FIELD). Field by field: half the time of
+ * stringifying the record and then a pass of NULL_FIELD over the whole line.
+ */
+export function recordFields(record: LogRecord): string {
+  let out = '';
+  for (const name in record) {
+    const value: unknown = record[name];
+    if (value === null || value === undefined) continue;
+    let json: string | undefined;
+    if (typeof value === 'string') json = JSON.stringify(value);
+    else if (typeof value === 'number') json = Number.isFinite(value) ? String(value) : undefined; // JSON's null: left out
+    else if (typeof value === 'boolean') json = value ? 'true' : 'false';
+    else json = JSON.stringify(value)?.replace(NULL_FIELD, '');
+    if (json !== undefined) out += fieldOpening(name) + json;
+  }
+  return out;
+}
+
 /**
  * Writes records as JSON lines: `time` and `level` first, so that lines sort and read naturally;
  * a field that is null or undefined is left out (what it means is in docs/operations.md). `write`
@@ -40,9 +71,7 @@ export function jsonLineSink<E extends LogRecord = LogRecord>(write: (line: stri
   return (record) => {
     const level = levelOfRecord(record);
     if (LOG_LEVELS.indexOf(level) < least) return;
-    // Spliced rather than spread into a new object: one copy less on every request.
-    const fields = JSON.stringify(record).replace(NULL_FIELD, '');
-    write(`{"time":"${now().toISOString()}","level":"${level}"${fields === '{}' ? '' : ','}${fields.slice(1)}\n`, record.event === 'request');
+    write(`{"time":"${now().toISOString()}","level":"${level}"${recordFields(record)}}\n`, record.event === 'request');
   };
 }
 

@@ -3,7 +3,7 @@ import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { asyncLineWriter, elapsedMs, jsonLineSink } from '../../src/http/log.ts';
+import { asyncLineWriter, elapsedMs, jsonLineSink, recordFields } from '../../src/http/log.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'log-test-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -56,6 +56,44 @@ test('a JSON log line starts with the time and ends with a newline', () => {
   assert.equal(lines[0], '{"time":"2026-01-02T03:04:05.678Z","level":"info","event":"request","status":200}\n');
   assert.equal(elapsedMs(1, 2.0004567), 1);
   assert.equal(elapsedMs(0, 1.23456789), 1.235);
+});
+
+test('a log line holds each field as JSON.stringify writes it, the null and undefined ones left out, inside an object too', () => {
+  const record = {
+    event: 'request',
+    text: 'a "quoted" \\ line\nwith \u2028 and \u0000',
+    count: 42,
+    fraction: 0.125,
+    negative: -0,
+    not_a_number: Number.NaN,
+    yes: true,
+    no: false,
+    absent: null,
+    unset: undefined,
+    Upper9: null,
+    nested: { kept: 'x', gone: null, list: [1, null, 'y'] },
+    list: ['a', 'b'],
+  };
+  const lines: string[] = [];
+  jsonLineSink((line) => lines.push(line), { now: () => new Date(0) })(record);
+  const line = lines[0]!;
+  assert.equal(line, `{"time":"1970-01-01T00:00:00.000Z","level":"info"${recordFields(record)}}\n`);
+  assert.deepEqual(JSON.parse(line), {
+    time: '1970-01-01T00:00:00.000Z',
+    level: 'info',
+    event: 'request',
+    text: record.text,
+    count: 42,
+    fraction: 0.125,
+    negative: 0,
+    yes: true,
+    no: false,
+    nested: { kept: 'x', list: [1, null, 'y'] },
+    list: ['a', 'b'],
+  });
+  // Field by field, exactly as JSON.stringify of the whole record less its null fields.
+  const plain = { event: 'request', request_id: 'r-1', status: 200, duration_ms: 0.734, error: null, stream: false, limit: { tokens: 5, usd: null } };
+  assert.equal(recordFields(plain), JSON.stringify({ ...plain, error: undefined, limit: { tokens: 5 } }).replace(/^\{/, ',').slice(0, -1));
 });
 
 test('access-log lines may wait for a shared write, other lines do not: both come out in the order written', async () => {
