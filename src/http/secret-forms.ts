@@ -220,23 +220,40 @@ export function secretForms(secrets: readonly string[]): SecretForms | undefined
   return builtFor.has(secrets) ? builtFor.get(secrets) : formsOf(secrets);
 }
 
+/** Pure: a list's key, each secret after its length: joined with a separator, `a\0b` and `a`, `b` were one key. */
+function setKey(secrets: readonly string[]): string {
+  let key = '';
+  for (const s of secrets) key += `${s.length}:${s}`;
+  return key;
+}
+
 /** The lists fixedSecretList made, and their forms, for as long as a list lives. */
 const builtFor = new WeakMap<readonly string[], SecretForms | undefined>();
 
+/** The lists fixedSecretList made, by setKey: the last MAX_BUILT, the oldest dropped first. */
+const fixedLists = new Map<string, readonly string[]>();
+
 /**
- * A copy of `secrets` that cannot change, its forms found now and then looked up by identity: a
- * Redactor's list, asked for its forms by every header, body and stream check of its call.
+ * A copy of `secrets` that cannot change, its forms found once and then looked up by identity: a
+ * Redactor's list, asked for its forms by every check of its call. The same secrets give the same
+ * list: a list per call (a copy, a WeakMap entry) cost about 10 µs of CPU a model call (issue 44).
  */
 export function fixedSecretList(secrets: readonly string[]): readonly string[] {
-  const fixed = Object.freeze([...secrets]);
-  builtFor.set(fixed, formsOf(fixed));
+  const key = setKey(secrets);
+  let fixed = fixedLists.get(key);
+  if (fixed === undefined) {
+    fixed = Object.freeze([...secrets]);
+    builtFor.set(fixed, formsOf(fixed));
+    fixedLists.set(key, fixed);
+    if (fixedLists.size > MAX_BUILT) fixedLists.delete(fixedLists.keys().next().value!);
+  }
   return fixed;
 }
 
 function formsOf(secrets: readonly string[]): SecretForms | undefined {
   const usable = secrets.filter((s) => s.length > 0);
   if (usable.length === 0) return undefined;
-  const key = usable.join('\u0000');
+  const key = setKey(usable);
   let forms = built.get(key);
   if (forms !== undefined) {
     built.delete(key);

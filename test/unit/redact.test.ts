@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { brotliCompressSync, constants, deflateSync, gzipSync } from 'node:zlib';
 import { carriesSecret, decodeBody, headerCarriesSecret, redactBody, StreamRedactor } from '../../src/http/redact.ts';
-import { base64Forms, keyTail } from '../../src/http/secret-forms.ts';
+import { base64Forms, fixedSecretList, keyTail } from '../../src/http/secret-forms.ts';
 import { scrubResponseHeaders } from '../../src/http/headers.ts';
 import { bufferWork } from '../support/buffer-work.ts';
 import { mulberry32 } from '../support/prng.ts';
@@ -434,4 +434,18 @@ test('redaction, no false positive on a short fragment: a tail under 20 characte
       assert.equal(redactBody(body, [key]), body, `${key}: ${piece}`);
     }
   }
+});
+
+test('rule 7: every secret of a set is looked for, never the forms of another set; the same secrets make one list, once', () => {
+  const key = 'sk-proj-' + 'Q'.repeat(40);
+  const first = fixedSecretList([key]);
+  assert.equal(fixedSecretList([key]), first, 'the same secrets give the same list');
+  assert.deepEqual(fixedSecretList([key, 'other-secret-value-0123456789']), [key, 'other-secret-value-0123456789']);
+  // Two sets whose joined key is the same: each gets a list of its own secrets.
+  const joined = fixedSecretList(['alpha-secret-value-0123456789\u0000beta-secret-value-0123456789']);
+  const apart = fixedSecretList(['alpha-secret-value-0123456789', 'beta-secret-value-0123456789']);
+  assert.deepEqual(apart, ['alpha-secret-value-0123456789', 'beta-secret-value-0123456789']);
+  assert.deepEqual(joined, ['alpha-secret-value-0123456789\u0000beta-secret-value-0123456789']);
+  assert.equal(redactBody(Buffer.from('x alpha-secret-value-0123456789 y'), apart).toString(), 'x [REDACTED] y');
+  assert.ok(Object.isFrozen(first));
 });
