@@ -187,7 +187,9 @@ test('deploy kit: the Redis example (three pods, Redis and Sentinel) and the pro
   assert.deepEqual(warnings.filter((w) => /cannot be read/.test(w)), [], 'every credential file the kit names is read');
   assert.ok(!proxy.output().includes('x'.repeat(40)), 'no secret in the output');
 
-  assert.equal(lines().find((r) => r.event === 'limits_store' && r.state === 'up')!.node, `127.0.0.1:${redisPorts[0]}`, 'on the first pod, the master');
+  // The line is written by the thread pool, in its own time: waited for, not assumed read (the suite's load delayed it).
+  const first = await until('the limits_store up line', () => lines().find((r) => r.event === 'limits_store' && r.state === 'up'), proxy.output, t.signal);
+  assert.equal(first.node, `127.0.0.1:${redisPorts[0]}`, 'on the first pod, the master');
 
   // The master's pod lost: the sentinels promote a replica, the proxy follows without a restart.
   pods[0]!.redis.child.kill('SIGKILL');
