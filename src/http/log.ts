@@ -94,7 +94,7 @@ export function elapsedMs(startedAt: number, now: number): number {
  * cores (npm run profile, issue 44), more than all the gateway's own steps, and a write every
  * 10 ms still about 6% of a call's CPU against one every 100 ms.
  */
-const LOG_BATCH_MS = 100;
+export const LOG_BATCH_MS = 100;
 
 export interface LineWriter {
   /**

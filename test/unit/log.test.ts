@@ -3,7 +3,7 @@ import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { asyncLineWriter, elapsedMs, jsonLineSink, recordFields } from '../../src/http/log.ts';
+import { asyncLineWriter, elapsedMs, jsonLineSink, LOG_BATCH_MS, recordFields } from '../../src/http/log.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'log-test-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -94,6 +94,33 @@ test('a log line holds each field as JSON.stringify writes it, the null and unde
   // Field by field, exactly as JSON.stringify of the whole record less its null fields.
   const plain = { event: 'request', request_id: 'r-1', status: 200, duration_ms: 0.734, error: null, stream: false, limit: { tokens: 5, usd: null } };
   assert.equal(recordFields(plain), JSON.stringify({ ...plain, error: undefined, limit: { tokens: 5 } }).replace(/^\{/, ',').slice(0, -1));
+});
+
+test('an access-log line waits LOG_BATCH_MS for others to share its write, no longer; any other line goes out at the next turn and takes the waiting ones with it', async (t) => {
+  // Captured before the clock is mocked: the real turn of the loop, for the file write's own callback.
+  const realImmediate = setImmediate;
+  const realTurn = () => new Promise<void>((resolve) => realImmediate(resolve));
+  const writtenBy = async (f: { read(): string }, expected: string) => {
+    for (let i = 0; i < 500 && f.read() !== expected; i++) await realTurn();
+    return f.read();
+  };
+  t.mock.timers.enable({ apis: ['setTimeout', 'setImmediate'] });
+  const f = withFile('waits.log');
+  const w = asyncLineWriter(f.fd, 1 << 20);
+  w.write('a\n', true);
+  w.write('b\n', true);
+  t.mock.timers.tick(LOG_BATCH_MS - 1);
+  for (let i = 0; i < 20; i++) await realTurn(); // a write started now would have landed
+  assert.equal(f.read(), '', `nothing written before ${LOG_BATCH_MS} ms`);
+  t.mock.timers.tick(1);
+  assert.equal(await writtenBy(f, 'a\nb\n'), 'a\nb\n', `both lines in one write at ${LOG_BATCH_MS} ms`);
+  await w.drain(); // nothing is pending: this waits for that write's own callback, and writes nothing
+  // A line that may not wait goes at the next turn, with the access-log line waiting before it.
+  w.write('c\n', true);
+  w.write('d\n');
+  t.mock.timers.tick(0);
+  assert.equal(await writtenBy(f, 'a\nb\nc\nd\n'), 'a\nb\nc\nd\n', 'a prompt line takes the waiting ones with it, without the wait');
+  f.close();
 });
 
 test('access-log lines may wait for a shared write, other lines do not: both come out in the order written', async () => {
