@@ -30,6 +30,16 @@ test('log lines are written asynchronously, in order, and drain() waits for all 
   f.close();
 });
 
+test('lines are written as their UTF-8 bytes, whatever they hold and however long: text past the first block of pending bytes, a line longer than a block, non-ASCII and lone surrogates as Buffer.from writes them', async () => {
+  const f = withFile('bytes.log');
+  const w = asyncLineWriter(f.fd, 1 << 24);
+  const lines = ['plain\n', `${'x'.repeat(70_000)}\n`, 'path…/caf\u00e9 \u{1F600}\n', 'lone \ud800 surrogate\n', ...Array.from({ length: 2000 }, (_, i) => `{"n":${i},"s":"${'é'.repeat(i % 50)}"}\n`)];
+  for (const [i, line] of lines.entries()) w.write(line, i % 3 !== 0);
+  await w.drain();
+  assert.equal(readFileSync(join(dir, 'bytes.log')).equals(Buffer.from(lines.join(''))), true);
+  f.close();
+});
+
 test('a reader too far behind loses new lines, counted, instead of growing memory', async () => {
   const f = withFile('drop.log');
   const w = asyncLineWriter(f.fd, 100);
