@@ -449,3 +449,17 @@ test('rule 7: every secret of a set is looked for, never the forms of another se
   assert.equal(redactBody(Buffer.from('x alpha-secret-value-0123456789 y'), apart).toString(), 'x [REDACTED] y');
   assert.ok(Object.isFrozen(first));
 });
+
+test('rule 7: a header value found clean is remembered for its set of secrets only: the same value is still caught for a set whose secret it carries, in any form', () => {
+  const first = 'sk-proj-' + 'A1b2C3d4'.repeat(5);
+  const second = 'ghp_' + 'Z9y8X7w6'.repeat(5);
+  const value = `session=${Buffer.from(`user:${second}`).toString('base64')}; Path=/`;
+  const withFirst = headerCarriesSecret([first]);
+  assert.equal(withFirst(value), false);
+  assert.equal(withFirst(value), false, 'remembered clean for the first set');
+  const withSecond = headerCarriesSecret([second]);
+  assert.equal(withSecond(value), true, 'the second set finds its secret in the base64 run');
+  assert.equal(withSecond(value), true, 'and again: a value that carries a secret is never remembered as clean');
+  assert.equal(headerCarriesSecret([first, second])(value), true);
+  assert.equal(headerCarriesSecret([first])(`x ${first.toUpperCase()} y`), true);
+});
