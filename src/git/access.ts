@@ -124,7 +124,7 @@ export function decideGitAccess(req: AccessRequest, policy: AccessPolicy): Acces
     identity = { instanceId: verified.claims.sub, workflow: verified.claims.workflow, runId: verified.claims.run_id, ...(verified.claims.jti === undefined ? {} : { tokenId: verified.claims.jti }) };
   }
   const protectedRefs = policy.protectedRefs ?? [];
-  if (policy.repos === undefined && !policy.readOnly && scope === undefined) return withPushPolicy({ ok: true, identity }, req, protectedRefs, []);
+  if (policy.repos === undefined && !policy.readOnly && scope === undefined) return withPushPolicy({ ok: true, identity }, req, protectedRefs, NO_REF_RULES);
 
   // Matched as the host reads the path; one that does not decode matches nothing.
   const repo = canonicalRepoPath(req.repo);
@@ -143,30 +143,38 @@ export function decideGitAccess(req: AccessRequest, policy: AccessPolicy): Acces
       return refused(withMessage(ERRORS.pushNotInScope, `this workload may not push to ${where} (its token allows reading only)`), identity);
     }
   }
-  return withPushPolicy({ ok: true, identity }, req, protectedRefs, repo === undefined || req.access !== 'write' ? [] : refLayers(req.hostKey, policy.repos, scope, repo));
+  return withPushPolicy({ ok: true, identity }, req, protectedRefs, repo === undefined || req.access !== 'write' ? NO_REF_RULES : refRules(req.hostKey, policy.repos, scope, repo));
 }
 
+/** The ref rules on a push: the layers that have rules, and the scope entry that allows every ref, if one does. */
+interface RefRules {
+  readonly layers: readonly RefLayer[];
+  readonly everyRef?: string;
+}
+
+const NO_REF_RULES: RefRules = { layers: [] };
+
 /**
- * The layers of ref rules on a push to this repository: the hosts file's matching `repos` entries,
- * the workload's matching write entries. A layer with an entry that has no ref rules is every ref.
+ * The ref rules on a push to this repository: the hosts file's matching `repos` entries (a layer
+ * only when every one of them has rules: an entry without is every ref), and the workload's
+ * matching write entries (scopeRefLayer: a layer, or the entry that allows every ref).
  */
-function refLayers(hostKey: string, repos: readonly RepoRule[] | undefined, scope: readonly ScopeEntry[] | undefined, repo: readonly string[]): (RefLayer | { everyRef: string })[] {
-  const layers: (RefLayer | { everyRef: string })[] = [];
+function refRules(hostKey: string, repos: readonly RepoRule[] | undefined, scope: readonly ScopeEntry[] | undefined, repo: readonly string[]): RefRules {
+  const layers: RefLayer[] = [];
   const hostRepos = repos?.filter((p) => patternMatches(p, repo)) ?? [];
   const hostRules = hostRepos.flatMap((p) => (p.refs ? [p.refs] : []));
   if (hostRepos.length > 0 && hostRules.length === hostRepos.length) layers.push({ source: `the hosts file's repos for ${hostKey}`, entries: hostRepos.map(formatRepoRule), rules: hostRules });
-  if (scope !== undefined) layers.push(scopeRefLayer(scope, hostKey, repo));
-  return layers;
+  if (scope === undefined) return { layers };
+  const fromScope = scopeRefLayer(scope, hostKey, repo);
+  if ('everyRef' in fromScope) return { layers, everyRef: fromScope.everyRef };
+  layers.push(fromScope);
+  return { layers };
 }
 
-/**
- * A push's policy on an allowed write: the host's protected refs, the layers that have ref rules,
- * and the scope entry that allows every ref when the workload's scope has no rules (said once).
- */
-function withPushPolicy(decision: AccessDecision & { ok: true }, req: AccessRequest, protectedRefs: readonly RefPattern[], layers: readonly (RefLayer | { everyRef: string })[]): AccessDecision {
+/** A push's policy on an allowed write: the host's protected refs and the ref rules, when there is any of them. */
+function withPushPolicy(decision: AccessDecision & { ok: true }, req: AccessRequest, protectedRefs: readonly RefPattern[], rules: RefRules): AccessDecision {
   if (req.access !== 'write') return decision;
-  const ruled = layers.filter((l): l is RefLayer => !('everyRef' in l));
-  const everyRef = layers.find((l): l is { everyRef: string } => 'everyRef' in l)?.everyRef;
-  if (protectedRefs.length === 0 && ruled.length === 0 && everyRef === undefined) return decision;
-  return { ...decision, push: { host: req.hostKey, protectedRefs, layers: ruled, ...(everyRef ? { everyRef } : {}) } };
+  const { layers, everyRef } = rules;
+  if (protectedRefs.length === 0 && layers.length === 0 && everyRef === undefined) return decision;
+  return { ...decision, push: { host: req.hostKey, protectedRefs, layers, ...(everyRef ? { everyRef } : {}) } };
 }
