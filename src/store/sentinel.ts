@@ -28,16 +28,33 @@ export function masterAddress(reply: RespValue): StoreAddress | undefined {
   return { host, port: Number(port) };
 }
 
+type SentinelSocket = ReturnType<typeof openSocket>['socket'];
+
 /**
- * Sends `args` on a connection of its own (after AUTH when there is a password), and answers its
- * reply; the connection is closed in any case. Fails on a refused password, a connection that
- * ends or errs, and no answer within `timeoutMs`.
+ * A connection of its own to a sentinel, `commands` sent once it is up, after AUTH when the
+ * sentinels have a password; undefined when the password file cannot be read (nothing is sent
+ * without AUTH to a sentinel that wants it: it would refuse every command). `expected`: the
+ * replies to wait for, AUTH's first when `authed`.
+ */
+function connectSentinel(at: StoreAddress, opts: Pick<SentinelOptions, 'tls' | 'user' | 'password'>, commands: readonly (readonly (string | number)[])[]): { socket: SentinelSocket; expected: number; authed: boolean } | undefined {
+  const password = opts.password?.read();
+  if (password?.ok === false) return undefined;
+  const { socket, ready } = openSocket(at, opts.tls);
+  const sent = password === undefined ? commands : [authCommand(opts.user, password.value), ...commands];
+  socket.once(ready, () => socket.write(Buffer.concat(sent.map(encodeCommand))));
+  return { socket, expected: sent.length, authed: password !== undefined };
+}
+
+/**
+ * Sends `args` on a connection of its own (connectSentinel), and answers its reply; the
+ * connection is closed in any case. Fails on a password file that cannot be read, a refused
+ * password, a connection that ends or errs, and no answer within `timeoutMs`.
  */
 function askOnce(at: StoreAddress, opts: Pick<SentinelOptions, 'tls' | 'user' | 'password' | 'timeoutMs'>, args: readonly (string | number)[]): Promise<RespValue> {
   return new Promise((resolve, reject) => {
-    const password = opts.password?.read();
-    if (password?.ok === false) return reject(new Error('its password file is missing or empty'));
-    const { socket, ready } = openSocket(at, opts.tls);
+    const conn = connectSentinel(at, opts, [args]);
+    if (conn === undefined) return reject(new Error('its password file is missing or empty'));
+    const { socket } = conn;
     const done = (err: Error | undefined, value?: RespValue) => {
       clearTimeout(timer);
       socket.destroy();
@@ -45,18 +62,16 @@ function askOnce(at: StoreAddress, opts: Pick<SentinelOptions, 'tls' | 'user' | 
       else resolve(value!);
     };
     const timer = setTimeout(() => done(new Error('no answer in time')), opts.timeoutMs);
-    const commands = password === undefined ? [args] : [authCommand(opts.user, password.value), args];
     const replies: RespValue[] = [];
     const reader = new RespReader();
-    socket.once(ready, () => socket.write(Buffer.concat(commands.map(encodeCommand))));
     socket.on('data', (chunk: Buffer) => {
       try {
         replies.push(...reader.push(chunk));
       } catch (err) {
         return done(err as Error);
       }
-      if (password !== undefined && replies[0] instanceof RespError) return done(new Error('it refused the user or password'));
-      if (replies.length === commands.length) done(undefined, replies.at(-1));
+      if (conn.authed && replies[0] instanceof RespError) return done(new Error('it refused the user or password'));
+      if (replies.length === conn.expected) done(undefined, replies.at(-1));
     });
     socket.once('error', (err) => done(err));
     socket.once('close', () => done(new Error('the connection closed')));
@@ -110,25 +125,23 @@ export function watchSwitches(opts: SentinelOptions, onSwitch: (to: StoreAddress
   let stopped = false;
   let turn = 0;
   let failures = 0;
-  let socket: ReturnType<typeof openSocket>['socket'] | undefined;
+  let socket: SentinelSocket | undefined;
   let timer: NodeJS.Timeout | undefined;
   const next = () => {
     if (stopped) return;
     const at = opts.sentinels[turn++ % opts.sentinels.length]!;
-    const password = opts.password?.read();
-    // As askOnce: a password file that cannot be read is no reason to subscribe without AUTH (the sentinel would refuse it); tried again later.
-    if (password?.ok === false) return retry();
+    let conn: ReturnType<typeof connectSentinel>;
     try {
-      const opened = openSocket(at, opts.tls);
-      socket = opened.socket;
-      socket.setKeepAlive(true, 10_000);
-      const auth = password === undefined ? [] : [authCommand(opts.user, password.value)];
-      socket.once(opened.ready, () => socket?.write(Buffer.concat([...auth, ['SUBSCRIBE', '+switch-master']].map(encodeCommand))));
+      conn = connectSentinel(at, opts, [['SUBSCRIBE', '+switch-master']]);
     } catch {
       return retry();
     }
+    // A password file that cannot be read: tried again later, never subscribed without AUTH.
+    if (conn === undefined) return retry();
+    const own = conn.socket;
+    socket = own;
+    own.setKeepAlive(true, 10_000);
     const reader = new RespReader();
-    const own = socket;
     own.on('data', (chunk: Buffer) => {
       try {
         for (const value of reader.push(chunk)) {
