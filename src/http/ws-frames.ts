@@ -97,6 +97,18 @@ export function closePayload(code: number, reason: string): Buffer {
   return out;
 }
 
+/** Pure: where the last character of `bytes` (from `from` on) begins when the piece's end cuts it short; else the end. */
+export function unfinishedTail(bytes: Buffer, from: number): number {
+  for (let i = bytes.length - 1; i >= Math.max(from, bytes.length - 3); i--) {
+    const b = bytes[i]!;
+    if (b < 0x80) return bytes.length;
+    if (b < 0xc0) continue; // a continuation byte
+    const length = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
+    return bytes.length - i < length ? i : bytes.length;
+  }
+  return bytes.length;
+}
+
 /**
  * UTF-8 checked piece by piece (a character may be split between pieces): the states of the
  * well-formed byte sequences of Unicode's table 3-7, so overlong forms, surrogates and code points
@@ -108,19 +120,26 @@ export class Utf8Check {
   #low = 0x80;
   #high = 0xbf;
 
-  /** False at the first byte that cannot be UTF-8. */
+  /** False at the first byte that cannot be UTF-8. Only a character cut between pieces is checked byte by byte here (a piece's loop cost 9 ms a MiB). */
   push(bytes: Buffer): boolean {
-    // The usual piece is whole characters: checked at native speed.
-    if (this.#need === 0 && isUtf8(bytes)) return true;
-    for (const b of bytes) {
-      if (this.#need > 0) {
-        if (b < this.#low || b > this.#high) return false;
-        this.#need--;
-        this.#low = 0x80;
-        this.#high = 0xbf;
-      } else if (b >= 0x80 && !this.#lead(b)) return false;
-    }
+    let at = 0;
+    while (this.#need > 0 && at < bytes.length) if (!this.#byte(bytes[at++]!)) return false;
+    const tail = unfinishedTail(bytes, at);
+    if (at === 0 && tail === bytes.length) return isUtf8(bytes); // whole characters: the usual piece
+    if (tail > at && !isUtf8(bytes.subarray(at, tail))) return false;
+    for (let i = tail; i < bytes.length; i++) if (!this.#byte(bytes[i]!)) return false;
     return true;
+  }
+
+  #byte(b: number): boolean {
+    if (this.#need > 0) {
+      if (b < this.#low || b > this.#high) return false;
+      this.#need--;
+      this.#low = 0x80;
+      this.#high = 0xbf;
+      return true;
+    }
+    return b < 0x80 || this.#lead(b);
   }
 
   /** The message is over: true when no character was left unfinished. */

@@ -5,7 +5,7 @@
 // built by test/support/ws-wire.ts, written apart from the code under test.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { acceptFor, closeCodeAllowed, closePayload, encodeFrame, FrameReader, keyWellFormed, readClose, Utf8Check, type Violation } from '../../src/http/ws-frames.ts';
+import { acceptFor, closeCodeAllowed, closePayload, encodeFrame, FrameReader, keyWellFormed, readClose, unfinishedTail, Utf8Check, type Violation } from '../../src/http/ws-frames.ts';
 import { fuzzSeed, mulberry32 } from '../support/prng.ts';
 import { closeBody, frame, FrameSplitter, OP } from '../support/ws-wire.ts';
 
@@ -191,4 +191,42 @@ test(`Utf8Check agrees with the WHATWG decoder on random byte strings split anyw
     const got = check.push(bytes.subarray(0, at)) && check.push(bytes.subarray(at)) && check.end();
     assert.equal(got, expected, bytes.toString('hex'));
   }
+});
+
+test(`Utf8Check agrees with the WHATWG decoder on longer byte strings cut into up to five pieces, mostly inside characters (seed ${SEED})`, () => {
+  const rng = mulberry32(SEED ^ 0x5eed);
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  const alphabet = [0x41, 0x7f, 0x80, 0xbf, 0xc0, 0xc2, 0xdf, 0xe0, 0xe1, 0xed, 0xef, 0xf0, 0xf1, 0xf4, 0xf5, 0xff, 0x9f, 0xa0, 0x8f, 0x90];
+  const characters = ['a', 'é', '€', '\u{1F600}', '\u{10FFFF}', '\uD7FF', '\uE000'].map((c) => [...Buffer.from(c)]);
+  for (let n = 0; n < 20_000; n++) {
+    // Mostly valid text with a wrong byte now and then, so that the cuts fall inside characters.
+    const bytes = Buffer.from(Array.from({ length: rng.between(1, 12) }, () => (rng.int(8) === 0 ? [rng.pick(alphabet)] : rng.pick(characters))).flat());
+    let expected = true;
+    try {
+      decoder.decode(bytes);
+    } catch {
+      expected = false;
+    }
+    const cuts = Array.from({ length: rng.int(5) }, () => rng.int(bytes.length + 1)).sort((a, b) => a - b);
+    const check = new Utf8Check();
+    let got = true;
+    let from = 0;
+    for (const cut of [...cuts, bytes.length]) {
+      got &&= check.push(bytes.subarray(from, cut));
+      from = cut;
+    }
+    got &&= check.end();
+    assert.equal(got, expected, `${bytes.toString('hex')} cut at ${cuts.join(',')}`);
+  }
+});
+
+test('unfinishedTail: where a character cut short by the end of a piece begins; the end when the last one is whole', () => {
+  const hex = (s: string) => Buffer.from(s.replace(/ /g, ''), 'hex');
+  assert.equal(unfinishedTail(hex('41 42'), 0), 2);
+  assert.equal(unfinishedTail(hex('41 c3'), 0), 1);
+  assert.equal(unfinishedTail(hex('41 c3 a9'), 0), 3);
+  assert.equal(unfinishedTail(hex('41 e2 82'), 0), 1);
+  assert.equal(unfinishedTail(hex('f0 9f 98'), 0), 0);
+  assert.equal(unfinishedTail(hex('f0 9f 98 80'), 0), 4);
+  assert.equal(unfinishedTail(hex('f0 9f 98'), 1), 3, 'never before `from`');
 });
