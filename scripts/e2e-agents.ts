@@ -16,6 +16,9 @@
 //          built-in provider, `openai_base_url` at the gateway and the bot token in CODEX_API_KEY,
 //          which speaks the Responses API over a WebSocket; every upstream request must have come
 //          over the socket, and each turn must be recorded by the gateway with its usage and charge.
+//   ws-config (gateway mode, Codex) the plain turn in the configuration `agent-config --agent
+//          codex --websocket` prints (the gateway provider with supports_websockets, the token in
+//          MODEL_PROXY_TOKEN), checked as the ws-* turns are.
 //   ws-fallback (gateway mode, Codex) the plain turn in that configuration against a second
 //          gateway whose OpenAI provider has no WebSocket mode: every upgrade Codex tries is
 //          answered 404 upgrade_not_served, Codex falls back to POST /v1/responses and completes;
@@ -90,7 +93,7 @@ interface Options {
 interface Row {
   agent: AgentSpec;
   /** The turn; `ws-...`: Codex in its WebSocket configuration (SOCKET). */
-  turn: TurnName | 'setup' | 'budget' | 'rotate' | `ws-${TurnName | 'budget' | 'fallback'}`;
+  turn: TurnName | 'setup' | 'budget' | 'rotate' | `ws-${TurnName | 'budget' | 'fallback' | 'config'}`;
   ok: boolean;
   seconds: number;
   requests: number;
@@ -166,6 +169,8 @@ interface SocketMode {
   readonly env: Record<string, string>;
   /** The gateway serves no WebSocket: Codex must fall back to HTTP (checkFallbackTurn). */
   readonly fallback?: boolean;
+  /** The row's name, when not `ws-<turn>`. */
+  readonly row?: string;
 }
 
 function socketMode(gateway: Gateway, token: string): SocketMode {
@@ -226,7 +231,8 @@ function checkTurn(agent: AgentSpec, turn: TurnName, result: RunResult, upstream
 }
 
 async function runTurn(agent: AgentSpec, turn: TurnName, config: AgentConfig, token: string, fake: { requests: ModelRequest[] }, runRoot: string, opts: Options, gateway: Gateway | undefined, socket?: SocketMode): Promise<Row> {
-  const root = join(runRoot, `${agent.name}-${socket?.fallback ? 'ws-fallback-' : socket ? 'ws-' : ''}${turn}`);
+  const rowName = socket?.row ?? (socket?.fallback ? 'ws-fallback' : socket ? `ws-${turn}` : turn);
+  const root = join(runRoot, `${agent.name}-${rowName}${socket?.row ? `-${turn}` : ''}`);
   const sandbox: Sandbox = { root, home: join(root, 'home'), work: join(root, 'work') };
   mkdirSync(sandbox.home, { recursive: true });
   mkdirSync(sandbox.work, { recursive: true });
@@ -244,7 +250,7 @@ async function runTurn(agent: AgentSpec, turn: TurnName, config: AgentConfig, to
     : socket
       ? 'over the WebSocket, each turn charged its usage; '
       : '';
-  const row: Row = { agent, turn: socket?.fallback ? 'ws-fallback' : socket ? `ws-${turn}` : turn, ok: problems.length === 0, seconds: result.ms / 1000, requests: upstream.length, note: problems.join('; ') || `${how}${opts.trace ? 'loopback only' : 'egress not traced'}` };
+  const row: Row = { agent, turn: rowName as Row['turn'], ok: problems.length === 0, seconds: result.ms / 1000, requests: upstream.length, note: problems.join('; ') || `${how}${opts.trace ? 'loopback only' : 'egress not traced'}` };
   if (!row.ok) {
     // For a post-mortem with E2E_KEEP_SANDBOX=1: what reached the upstream, one JSON per line.
     writeFileSync(join(root, 'upstream-requests.jsonl'), upstream.map((r) => JSON.stringify({ method: r.method, url: r.url, body: r.body.toString('utf8') })).join('\n'));
@@ -452,6 +458,11 @@ async function main(): Promise<number> {
         log(`  ${agent.name}: ${turn} turn over the WebSocket (openai_base_url, CODEX_API_KEY) via ${origin}`);
         rows.push(await runTurn(agent, turn, config, token, fakeOf(agent), runRoot, opts, gateway, socketMode(gateway, token)));
       }
+      // agent-config's own WebSocket configuration (--websocket): the gateway provider with
+      // supports_websockets, the token from MODEL_PROXY_TOKEN; every call a turn on the socket.
+      log(`  ${agent.name}: plain turn in agent-config --websocket's configuration via ${origin}`);
+      const wsConfig = await gateway.configFor(agent, ['--websocket']);
+      rows.push(await runTurn(agent, 'plain', config, token, fakeOf(agent), runRoot, opts, gateway, { config: wsConfig.text, env: {}, row: 'ws-config' }));
       log(`  ${agent.name}: budget turn over the WebSocket via ${origin}`);
       rows.push(await runBudgetTurn(agent, config, fakeOf(agent), runRoot, opts, gateway, (spent) => socketMode(gateway!, spent)));
       rows.push(await runFallbackTurn(agent, config, fakes, pki.caFile, runRoot, opts));
