@@ -187,11 +187,7 @@ export class ResponsesSocket {
   /** One message, one turn: its steps, and in the `finally` its one finish. */
   async #turnOf(message: Buffer, hold: BodyHold): Promise<void> {
     const turn = new SocketTurn(`${this.call.requestId}.${++this.#turns}`, this.call.trace, this.ctx);
-    turn.hold = hold;
-    turn.bytesIn = message.length;
-    turn.identity = this.call.identity;
-    turn.provider = this.opened.provider;
-    turn.redactor = this.opened.redactor;
+    turn.received(message, hold, { identity: this.call.identity, provider: this.opened.provider, redactor: this.opened.redactor });
     if (this.#turn !== undefined || this.#reason !== undefined) {
       // One response at a time per connection: every event is then the one turn's.
       if (this.#reason === undefined) this.#refuseTurn(turn, { error: ERRORS.socketTurnInFlight });
@@ -213,7 +209,7 @@ export class ResponsesSocket {
       turn.endFailed();
       this.#end('internal', [CLOSE.internalError, 'internal proxy error'], [CLOSE.goingAway, 'internal proxy error']);
     } finally {
-      turn.summary = inTurn.reader.summary();
+      turn.relayed(inTurn.reader.summary());
       if (this.#turn === inTurn) this.#turn = undefined;
       turn.finish();
       settle();
@@ -233,11 +229,8 @@ export class ResponsesSocket {
       if (refused.closes) this.#end('token_refused', [CLOSE.policyViolation, 'the bot token was refused'], [CLOSE.goingAway, 'the client was refused']);
       return false;
     }
-    turn.attempts = 1;
-    turn.exchange.reached = true;
-    turn.exchange.bytesIn = bytes.length;
     this.#upstream.sendData(bytes, true, true, true);
-    turn.hold?.release();
+    turn.sent();
     this.#idleInTurn();
     this.#flow();
     return true;
@@ -288,8 +281,7 @@ export class ResponsesSocket {
     }
     const inTurn = relayed.live;
     if (inTurn !== undefined && inTurn === this.#turn) {
-      inTurn.turn.exchange.bytesOut += piece.length;
-      inTurn.turn.relaying = true;
+      inTurn.turn.relayedPiece(piece.length);
       if (last) this.#eventOf(inTurn, whole);
       else this.#idleInTurn();
     }
@@ -305,13 +297,13 @@ export class ResponsesSocket {
       // Bounded: a long session's oldest ids go first (the provider keeps fewer still).
       if (this.#responses.size >= MAX_RESPONSE_IDS) this.#responses.delete(this.#responses.values().next().value!);
       this.#responses.add(facts.responseId);
-      turn.upstreamRequestId = facts.responseId.slice(0, 128);
+      turn.upstreamNamed(facts.responseId);
     }
     if (inTurn.first) {
       // The turn's answer is its first message: an error is what an HTTP call would have been answered with, recorded (and charged) as that answer.
       inTurn.first = false;
       const failed = facts.status !== undefined && facts.status >= 400;
-      if (facts.status === 429) turn.rateLimited++;
+      if (facts.status === 429) turn.throttled();
       if (failed) turn.endAnswered(facts.status!, errorClassForStatus(facts.status!));
       else turn.endAnswered(200);
     }

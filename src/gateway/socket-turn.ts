@@ -1,7 +1,8 @@
 // One turn of a Responses WebSocket connection (./responses-socket.ts): a `response.create` the
 // client sent, checked as an HTTP call is (checkTurn), then forwarded and its events relayed until
 // the response ends. Its state is a GatewayCall's, as far as the record and the charge read it
-// (ModelCallState), filled by the connection's steps. It ends as an HTTP call does, the first
+// (ModelCallState), and kept as a GatewayCall keeps it: private, each fact written by the one
+// method that records it (the connection's steps call them), read by getters. It ends as an HTTP call does, the first
 // ending said winning (endAnswered, endRefused, endFailed), or by endCut when the connection loses
 // a leg; finish(), in the turn's `finally`, gives back the message's bytes and the limits slot
 // with the turn's charge, and writes its one record, exactly once, however the turn ended.
@@ -15,9 +16,9 @@ import { NO_SECRETS, type Redactor } from '../http/redactor.ts';
 import type { SpanContext, TraceContext } from '../http/trace-context.ts';
 import type { LimitsStore, Reservation } from '../limits/admission.ts';
 import type { WorstCase } from '../limits/worst-case.ts';
-import { admitCall } from './admit-call.ts';
+import { admitCall, type AdmittedCall } from './admit-call.ts';
 import { authenticateBot, type BotAuth } from './authenticate.ts';
-import { checkCall, type CallPolicy } from './check-call.ts';
+import { checkCall, type CallPolicy, type CheckedCall } from './check-call.ts';
 import { openAiError } from './protocols/openai.ts';
 import type { CallSummary } from './protocols/protocol.ts';
 import { responses } from './protocols/responses.ts';
@@ -34,32 +35,27 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
   readonly startedAt = performance.now();
   /** The turn's bytes both ways and how it failed, if it did: `client_aborted`, `shutdown`, `reset`, `protocol`, `idle_timeout`. */
   readonly exchange: Exchange = newExchange();
-  identity: WorkloadIdentity = NO_IDENTITY;
-  provider: Provider | undefined;
-  model: string | null = null;
-  refusedModel: string | null = null;
-  /** Its first event was relayed to the client. */
-  relaying = false;
-  summary: CallSummary | undefined;
-  /** 1 once the message was sent upstream (a turn is never sent twice). */
-  attempts = 0;
-  readonly retries = 0;
-  rateLimited = 0;
-  /** The response's id (`resp_...`), as the upstream named it. */
-  upstreamRequestId: string | undefined;
-  bytesIn = 0;
-  limit: string | null = null;
-  /** The message's bytes in the process's count (--max-held-request-bytes), until it is forwarded or the turn is over. */
-  hold: BodyHold | undefined;
-  reservation: Reservation | undefined;
-  worst: WorstCase | undefined;
   /** With tracing on, the turn's span: a turn is a model call, traced as an HTTP call is (its upstream leg is the connection's socket: no attempt spans). */
   readonly span: SpanContext | undefined;
   readonly attemptSpans: readonly AttemptSpan[] = [];
-  /** The most output the message allows, when it names a limit (the span's gen_ai.request.max_tokens). */
-  maxOutputTokens: number | undefined;
-  /** The credential the connection sent upstream: no span attribute may carry it. */
-  redactor: Redactor = NO_SECRETS;
+  readonly retries = 0;
+  // What the steps found: each written by the one method below that records it, read by getters.
+  #identity: WorkloadIdentity = NO_IDENTITY;
+  #provider: Provider | undefined;
+  #model: string | null = null;
+  #refusedModel: string | null = null;
+  #maxOutputTokens: number | undefined;
+  #bytesIn = 0;
+  #hold: BodyHold | undefined;
+  #reservation: Reservation | undefined;
+  #worst: WorstCase | undefined;
+  #limit: string | null = null;
+  #redactor: Redactor = NO_SECRETS;
+  #attempts = 0;
+  #rateLimited = 0;
+  #upstreamRequestId: string | undefined;
+  #relaying = false;
+  #summary: CallSummary | undefined;
   #outcome: Outcome | undefined;
   #finished = false;
 
@@ -69,6 +65,110 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
     private readonly ctx: SettleContext,
   ) {
     this.span = ctx.trace?.tracing.start(trace);
+  }
+
+  get identity(): WorkloadIdentity {
+    return this.#identity;
+  }
+  get provider(): Provider | undefined {
+    return this.#provider;
+  }
+  get model(): string | null {
+    return this.#model;
+  }
+  get refusedModel(): string | null {
+    return this.#refusedModel;
+  }
+  /** The most output the message allows, when it names a limit (the span's gen_ai.request.max_tokens). */
+  get maxOutputTokens(): number | undefined {
+    return this.#maxOutputTokens;
+  }
+  get bytesIn(): number {
+    return this.#bytesIn;
+  }
+  get limit(): string | null {
+    return this.#limit;
+  }
+  /** The credential the connection sent upstream: no span attribute may carry it. */
+  get redactor(): Redactor {
+    return this.#redactor;
+  }
+  /** 1 once the message was sent upstream (a turn is never sent twice). */
+  get attempts(): number {
+    return this.#attempts;
+  }
+  get rateLimited(): number {
+    return this.#rateLimited;
+  }
+  /** The response's id (`resp_...`), as the upstream named it. */
+  get upstreamRequestId(): string | undefined {
+    return this.#upstreamRequestId;
+  }
+  /** Its first event was relayed to the client. */
+  get relaying(): boolean {
+    return this.#relaying;
+  }
+  get summary(): CallSummary | undefined {
+    return this.#summary;
+  }
+
+  /** The message (its bytes counted, --max-held-request-bytes, until forwarded), and who, which provider, which credential the handshake settled. */
+  received(message: Buffer, hold: BodyHold, on: { readonly identity: WorkloadIdentity; readonly provider: Provider; readonly redactor: Redactor }): void {
+    this.#bytesIn = message.length;
+    this.#hold = hold;
+    this.#identity = on.identity;
+    this.#provider = on.provider;
+    this.#redactor = on.redactor;
+  }
+
+  /** The bot token checked again for this turn. */
+  identified(identity: WorkloadIdentity): void {
+    this.#identity = identity;
+  }
+
+  /** The model asked for, its provider when the allowlist names one, or the model refused. */
+  checked(checked: CheckedCall): void {
+    this.#model = checked.model ?? null;
+    if (checked.provider !== undefined) this.#provider = checked.provider;
+    if (!checked.ok) this.#refusedModel = checked.refusedModel ?? null;
+    else this.#maxOutputTokens = checked.maxOutputTokens;
+  }
+
+  /** The limits slot and worst case held (given back by finish()), or the limit that refused. */
+  admitted(admitted: AdmittedCall): void {
+    if (!admitted.ok) this.#limit = admitted.limit;
+    else {
+      this.#reservation = admitted.reservation;
+      this.#worst = admitted.worst;
+    }
+  }
+
+  /** The message went upstream, once: its bytes leave the process's count. */
+  sent(): void {
+    this.#attempts = 1;
+    this.exchange.reached = true;
+    this.exchange.bytesIn = this.#bytesIn;
+    this.#hold?.release();
+  }
+
+  /** A piece of the turn's answer went to the client. */
+  relayedPiece(bytes: number): void {
+    this.exchange.bytesOut += bytes;
+    this.#relaying = true;
+  }
+
+  /** The upstream named the response. */
+  upstreamNamed(responseId: string): void {
+    this.#upstreamRequestId = responseId.slice(0, 128);
+  }
+
+  throttled(): void {
+    this.#rateLimited++;
+  }
+
+  /** The usage as far as the turn's events came (a cut turn is charged it). */
+  relayed(summary: CallSummary): void {
+    this.#summary = summary;
   }
 
   /** Ends the turn with a status and error class; the first ending wins. */
@@ -89,7 +189,7 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
   /** The turn was cut: by whom is its failure; a turn whose first event went out keeps its 200. */
   endCut(failure: NonNullable<Exchange['failure']>): void {
     this.exchange.failure ??= failure;
-    this.endAnswered(this.relaying ? 200 : this.attempts > 0 && failure !== 'client_aborted' && failure !== 'shutdown' ? 502 : 0);
+    this.endAnswered(this.#relaying ? 200 : this.#attempts > 0 && failure !== 'client_aborted' && failure !== 'shutdown' ? 502 : 0);
   }
 
   /** Once, in the turn's `finally`: the bytes and the slot given back with the charge, then the record. */
@@ -97,7 +197,7 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
     if (this.#finished) return;
     this.#finished = true;
     const outcome = this.#outcome ?? { status: 0, error: undefined };
-    const held = { body: this.hold, reservation: this.reservation, worst: this.worst, reached: this.exchange.reached, betweenAttempts: false };
+    const held = { body: this.#hold, reservation: this.#reservation, worst: this.#worst, reached: this.exchange.reached, betweenAttempts: false };
     settleModelCall(this.ctx, this, held, outcome);
   }
 }
@@ -134,29 +234,18 @@ export async function checkTurn(turn: SocketTurn, message: Buffer, c: TurnChecks
   const who = await authenticateBot(c.req, c.auth, responses, Math.floor(Date.now() / 1000));
   if (ending()) return 'ending';
   if (!who.ok) return { refusal: who.refusal, closes: who.refusal.error.status === 401 || who.refusal.error.status === 403 };
-  turn.identity = who.identity;
+  turn.identified(who.identity);
   const checked = checkCall(message, responses, undefined, c.policy);
-  turn.model = checked.model ?? null;
-  turn.provider = checked.provider ?? c.provider;
-  if (checked.ok) turn.maxOutputTokens = checked.maxOutputTokens;
-  if (!checked.ok) {
-    turn.refusedModel = checked.refusedModel ?? null;
-    return { refusal: checked.refusal, closes: false };
-  }
+  turn.checked(checked);
+  if (!checked.ok) return { refusal: checked.refusal, closes: false };
   if (checked.provider !== c.provider) {
     const why = `model "${checked.model}" is served by provider ${checked.provider.config.name}; this WebSocket reaches provider ${c.provider.config.name}: send it as POST /v1/responses`;
     return { refusal: { error: ERRORS.modelNotOnRoute, param: 'model', message: why }, closes: false };
   }
   const admitted = await admitCall(c.limits, turn.identity, checked, undefined, message.length, responses, Date.now());
   // Held before anything else is looked at: the turn's finish gives it back, whatever follows.
-  if (admitted.ok) {
-    turn.reservation = admitted.reservation;
-    turn.worst = admitted.worst;
-  }
+  turn.admitted(admitted);
   if (ending()) return 'ending';
-  if (!admitted.ok) {
-    turn.limit = admitted.limit;
-    return { refusal: admitted.refusal, closes: false };
-  }
+  if (!admitted.ok) return { refusal: admitted.refusal, closes: false };
   return undefined;
 }
