@@ -3,23 +3,20 @@
 // (test/support/responses-socket-upstream.ts). Codex's own messages are replayed from
 // test/fixtures/recorded-socket/: what 0.169 sent, recorded from its side.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { after, before, test } from 'node:test';
-import { signBotToken } from '../../src/auth/jwt.ts';
+import { test } from 'node:test';
 import type { ModelRequestRecord } from '../../src/gateway/record.ts';
 import { LocalLimits } from '../../src/limits/admission.ts';
 import { parsePrices } from '../../src/limits/prices.ts';
 import { startGatewayInProcess, TEST_MODEL, UPSTREAM_KEY, type GatewayOptions, type InProcessListener } from '../support/harness.ts';
-import { defaultResponses, startResponsesUpstream, type ResponsesUpstream } from '../support/responses-upstream.ts';
-import { serveResponsesSocket, type ResponsesSocketFake } from '../support/responses-socket-upstream.ts';
-import { makeTestPki, type TestPki } from '../support/tls.ts';
+import { defaultResponses, startResponsesUpstream } from '../support/responses-upstream.ts';
+import { serveResponsesSocket } from '../support/responses-socket-upstream.ts';
+import { socketSuite } from '../support/socket-suite.ts';
 import { eventually } from '../support/eventually.ts';
 import { openSocket, type SocketClient } from '../support/ws-client.ts';
 import { clientText as clientTextFrame, frame, OP } from '../support/ws-wire.ts';
 import type { FakeSocketConnection } from '../support/responses-socket-upstream.ts';
 
-const SIGNING_KEY = randomBytes(32);
 
 interface Recorded {
   upgrades: { url: string; headers: Record<string, string> }[];
@@ -27,29 +24,14 @@ interface Recorded {
 }
 const RECORDED = JSON.parse(readFileSync('test/fixtures/recorded-socket/codex-0.169.0.json', 'utf8')) as Recorded;
 
-let pki: TestPki;
-let upstream: ResponsesUpstream;
-let fake: ResponsesSocketFake;
-
-before(async () => {
-  pki = makeTestPki();
-  upstream = await startResponsesUpstream(pki, defaultResponses);
-  fake = serveResponsesSocket(upstream.server, upstream.requests);
-});
-after(async () => {
-  await upstream.close();
-  pki.cleanup();
-});
+const suite = socketSuite();
 
 /** The gateway, its one provider speaking WebSocket mode. */
 function gateway(extra: Partial<GatewayOptions> = {}): Promise<InProcessListener<ModelRequestRecord>> {
-  return startGatewayInProcess({ baseUrl: upstream.baseUrl, pki, signingKey: SIGNING_KEY, provider: (p) => ({ ...p, config: { ...p.config, websocket: true } }), ...extra });
+  return startGatewayInProcess({ baseUrl: suite.upstream.baseUrl, pki: suite.pki, signingKey: suite.signingKey, provider: (p) => ({ ...p, config: { ...p.config, websocket: true } }), ...extra });
 }
 
-function token(instance: string, ttlSec = 600): string {
-  const now = Math.floor(Date.now() / 1000);
-  return signBotToken({ sub: instance, workflow: 'w', run_id: `run-${instance}`, iat: now, exp: now + ttlSec }, SIGNING_KEY);
-}
+const token = (instance: string, ttlSec = 600): string => suite.token(instance, { ttlSec });
 
 /** Codex's recorded upgrade headers, but the key, host and credential: the bot token goes as CODEX_API_KEY sends it. */
 function codexHeaders(bot: string): Record<string, string> {
@@ -81,7 +63,7 @@ test("Codex's recorded tool session over one WebSocket: warm-up, tool call, fina
   const prices = parsePrices(JSON.stringify({ [TEST_MODEL]: { input: 1, output: 2 } }), 'prices');
   const gw = await gateway({ limits, prices });
   try {
-    const before = fake.connections.length;
+    const before = suite.fake.connections.length;
     const opened = await openSocket(gw.port, '/v1/responses', codexHeaders(token('codex-1')));
     assert.equal(opened.status, 101, opened.body);
     const client = opened.client!;
@@ -96,8 +78,8 @@ test("Codex's recorded tool session over one WebSocket: warm-up, tool call, fina
     assert.equal(done.at(-1)!.type, 'response.completed');
     assert.match(JSON.stringify(done), /E2E-TOOL-DONE/);
     // One upstream connection for the three turns, and the provider's key, never the bot's token.
-    assert.equal(fake.connections.length, before + 1);
-    const conn = fake.connections.at(-1)!;
+    assert.equal(suite.fake.connections.length, before + 1);
+    const conn = suite.fake.connections.at(-1)!;
     assert.equal(conn.headers.authorization, `Bearer ${UPSTREAM_KEY}`);
     assert.equal(conn.headers['openai-beta'], 'responses_websockets=2026-02-06');
     assert.equal(conn.headers['sec-websocket-extensions'], undefined, 'no extension offered upstream');
@@ -122,32 +104,31 @@ test("Codex's recorded tool session over one WebSocket: warm-up, tool call, fina
 /** A turn that asks for nothing the policy refuses. */
 const PLAIN: Record<string, unknown> = { model: TEST_MODEL, input: 'hi', store: false };
 
+/** Connected, its upstream leg open. */
 async function connectAs(gw: InProcessListener<ModelRequestRecord>, instance: string, headers: Record<string, string> = {}): Promise<SocketClient> {
-  const opened = await openSocket(gw.port, '/v1/responses', { authorization: `Bearer ${token(instance)}`, ...headers });
-  assert.equal(opened.status, 101, opened.body);
-  return opened.client!;
+  return (await suite.connect(gw.port, { authorization: `Bearer ${token(instance)}`, ...headers })).client;
 }
 
 test('an upgrade through a gateway whose providers speak no WebSocket mode gets 404 upgrade_not_served in the Responses format (Codex falls back to POST), recorded; no upstream connection is opened', async () => {
-  const gw = await startGatewayInProcess({ baseUrl: upstream.baseUrl, pki, signingKey: SIGNING_KEY });
+  const gw = await startGatewayInProcess({ baseUrl: suite.upstream.baseUrl, pki: suite.pki, signingKey: suite.signingKey });
   try {
-    const before = fake.connections.length;
+    const before = suite.fake.connections.length;
     const r = await openSocket(gw.port, '/v1/responses', codexHeaders(token('no-ws')));
     assert.equal(r.status, 404);
     assert.equal(r.headers.connection, 'close');
     assert.deepEqual((JSON.parse(r.body) as { error: { code: string; type: string } }).error.code, 'upgrade_not_served');
     const rec = await gw.records.nth(1);
     assert.deepEqual([rec.method, rec.status, rec.error, rec.api, rec.attempts], ['GET', 404, 'upgrade_not_served', 'responses', 0]);
-    assert.equal(fake.connections.length, before);
+    assert.equal(suite.fake.connections.length, before);
   } finally {
     await gw.close();
   }
 });
 
 test('a provider that does not switch (404 to the upgrade) gets the client the 404 that makes it fall back to HTTP, recorded as such', async () => {
-  const own = await startResponsesUpstream(pki, defaultResponses);
+  const own = await startResponsesUpstream(suite.pki, defaultResponses);
   serveResponsesSocket(own.server, own.requests).refuseUpgrades(404);
-  const gw = await startGatewayInProcess({ baseUrl: own.baseUrl, pki, signingKey: SIGNING_KEY, provider: (p) => ({ ...p, config: { ...p.config, websocket: true } }) });
+  const gw = await startGatewayInProcess({ baseUrl: own.baseUrl, pki: suite.pki, signingKey: suite.signingKey, provider: (p) => ({ ...p, config: { ...p.config, websocket: true } }) });
   try {
     const r = await openSocket(gw.port, '/v1/responses', codexHeaders(token('provider-404')));
     assert.equal(r.status, 404);
@@ -164,7 +145,7 @@ test('the handshake authenticates as HTTP does: no token, a bad token or a revok
   let revoked = false;
   const gw = await gateway({ revoked: async () => (revoked ? { kind: 'revoked', reason: 'instance revoked' } : { kind: 'ok' }) });
   try {
-    const before = fake.connections.length;
+    const before = suite.fake.connections.length;
     const none = await openSocket(gw.port, '/v1/responses', {});
     assert.equal(none.status, 401);
     assert.match(none.body, /"code":"invalid_bot_token"/);
@@ -174,7 +155,7 @@ test('the handshake authenticates as HTTP does: no token, a bad token or a revok
     const stopped = await openSocket(gw.port, '/v1/responses', { authorization: `Bearer ${token('revoked-at-upgrade')}` });
     assert.equal(stopped.status, 401);
     assert.match(stopped.body, /stopped it before it expired/);
-    assert.equal(fake.connections.length, before, 'nothing reached the upstream');
+    assert.equal(suite.fake.connections.length, before, 'nothing reached the upstream');
     const recs = [await gw.records.nth(1), await gw.records.nth(2), await gw.records.nth(3)];
     assert.deepEqual(recs.map((r) => [r.status, r.error]), [[401, 'invalid_bot_token'], [401, 'invalid_bot_token'], [401, 'invalid_bot_token']]);
   } finally {
@@ -206,7 +187,7 @@ test('a malformed handshake is refused over HTTP: version 8 is 426 with Sec-WebS
 test("the upstream's WebSocket is the gateway's own: the provider's key, the allowed headers only, no Sec-WebSocket-* or extension offer of the client's, and the key never in the 101 (gatewayUpstreamHeaders at the upgrade)", async () => {
   const gw = await gateway();
   try {
-    const before = fake.connections.length;
+    const before = suite.fake.connections.length;
     const opened = await openSocket(gw.port, '/v1/responses', {
       ...codexHeaders(token('headers')),
       'Sec-WebSocket-Protocol': 'chat',
@@ -219,7 +200,7 @@ test("the upstream's WebSocket is the gateway's own: the provider's key, the all
     assert.equal(opened.headers['sec-websocket-extensions'], undefined, 'no extension accepted');
     assert.equal(opened.headers['sec-websocket-protocol'], undefined);
     assert.ok(!JSON.stringify(opened.headers).includes(UPSTREAM_KEY));
-    const conn = fake.connections[before]!;
+    const conn = suite.fake.connections[before]!;
     const h = conn.headers;
     assert.equal(h.authorization, `Bearer ${UPSTREAM_KEY}`);
     assert.equal(h['sec-websocket-extensions'], undefined);
@@ -240,7 +221,7 @@ test('a turn the policy refuses gets the protocol\'s error event with the HTTP s
   const gw = await gateway();
   try {
     const client = await connectAs(gw, 'refusals');
-    const conn = fake.connections.at(-1)!;
+    const conn = suite.fake.connections.at(-1)!;
     const refusals: [Record<string, unknown> | string, number, string][] = [
       [{ ...PLAIN, store: true }, 400, 'stored_state_not_allowed'],
       [{ ...PLAIN, previous_response_id: 'resp_of_another_connection' }, 400, 'stored_state_not_allowed'],
@@ -281,7 +262,7 @@ test("previous_response_id may name only a response this connection's own turns 
     const first = responseOf(await turn(a, PLAIN));
     const own = await turn(a, { ...PLAIN, previous_response_id: first, input: [{ role: 'user', content: 'more' }] });
     assert.equal(own.at(-1)!.type, 'response.completed');
-    const upstreamB = fake.connections.at(-1)!;
+    const upstreamB = suite.fake.connections.at(-1)!;
     const stolen = await turn(b, { ...PLAIN, previous_response_id: first });
     assert.deepEqual([stolen[0]!.type, stolen[0]!.status, (stolen[0]!.error as { code: string; param: string }).code, (stolen[0]!.error as { param: string }).param], ['error', 400, 'stored_state_not_allowed', 'previous_response_id']);
     assert.match((stolen[0]!.error as { message: string }).message, /names no response of this WebSocket connection/);
@@ -299,11 +280,11 @@ test("previous_response_id may name only a response this connection's own turns 
 test('one response at a time per connection: a response.create while one is in progress gets response_in_flight and is not forwarded; the first completes', async () => {
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
-  fake.script((t) => void held.then(() => t.answer()));
+  suite.fake.script((t) => void held.then(() => t.answer()));
   const gw = await gateway();
   try {
     const client = await connectAs(gw, 'in-flight');
-    const conn = fake.connections.at(-1)!;
+    const conn = suite.fake.connections.at(-1)!;
     client.sendTurn(PLAIN);
     await eventuallyFrames(conn, 1);
     client.sendTurn(PLAIN);
@@ -324,7 +305,7 @@ test('a response.create split over fragments, with a ping between them, is one t
   const gw = await gateway();
   try {
     const client = await connectAs(gw, 'fragments');
-    const conn = fake.connections.at(-1)!;
+    const conn = suite.fake.connections.at(-1)!;
     const text = JSON.stringify({ type: 'response.create', ...PLAIN });
     const cut = Math.floor(text.length / 2);
     client.send(frame({ opcode: OP.text, payload: text.slice(0, cut), fin: false, mask: true }));
@@ -345,7 +326,7 @@ test('a response.create split over fragments, with a ping between them, is one t
 
 test('the upstream key is never in anything sent to the client: echoed in an event, split across fragments of one message and across frames, in base64, every form is redacted (StreamRedactor per message)', async () => {
   const b64 = Buffer.from(UPSTREAM_KEY).toString('base64');
-  fake.script((t) => {
+  suite.fake.script((t) => {
     const e1 = JSON.stringify({ type: 'response.created', response: { id: 'resp_echo1', status: 'in_progress', instructions: `key ${UPSTREAM_KEY} and ${b64}` } });
     // One message in three fragments, the key cut at two places.
     const at = e1.indexOf(UPSTREAM_KEY);

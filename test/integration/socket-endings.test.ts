@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { signBotToken } from '../../src/auth/jwt.ts';
 import { composeVerifier, type TokenVerifier } from '../../src/auth/verifier.ts';
 import type { ModelRequestRecord } from '../../src/gateway/record.ts';
 import type { LimitsStore } from '../../src/limits/admission.ts';
@@ -16,27 +15,20 @@ import { RespClient } from '../../src/store/resp.ts';
 import { eventually } from '../support/eventually.ts';
 import { startGatewayInProcess, TEST_MODEL, type GatewayOptions, type InProcessListener } from '../support/harness.ts';
 import { startRedis, type RedisServer } from '../support/redis-server.ts';
-import { defaultResponses, startResponsesUpstream, type ResponsesUpstream } from '../support/responses-upstream.ts';
-import { serveResponsesSocket, type FakeSocketConnection, type ResponsesSocketFake, type SocketTurn } from '../support/responses-socket-upstream.ts';
+import type { FakeSocketConnection, SocketTurn } from '../support/responses-socket-upstream.ts';
 import { secretVerifier } from '../support/tokens.ts';
-import { makeTestPki, type TestPki } from '../support/tls.ts';
-import { openSocket, type SocketClient } from '../support/ws-client.ts';
+import { socketSuite } from '../support/socket-suite.ts';
+import type { SocketClient } from '../support/ws-client.ts';
 
-const SIGNING_KEY = randomBytes(32);
 const PLAIN: Record<string, unknown> = { model: TEST_MODEL, input: 'hi', store: false };
 const PRICES = parsePrices(JSON.stringify({ [TEST_MODEL]: { input: 1, output: 1 } }), 'prices');
 const ONE_AT_A_TIME = { concurrent: 1, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 };
 
-let pki: TestPki;
-let upstream: ResponsesUpstream;
-let fake: ResponsesSocketFake;
+const suite = socketSuite();
 let redis: RedisServer;
 let store: RespClient;
 
 before(async () => {
-  pki = makeTestPki();
-  upstream = await startResponsesUpstream(pki, defaultResponses);
-  fake = serveResponsesSocket(upstream.server, upstream.requests);
   redis = await startRedis();
   store = new RespClient({ address: { host: '127.0.0.1', port: redis.port }, tls: false, password: undefined, onState: () => {} });
   await eventually('Redis up', () => store.up, AbortSignal.timeout(60_000));
@@ -44,30 +36,18 @@ before(async () => {
 after(async () => {
   store.close();
   await redis.close();
-  await upstream.close();
-  pki.cleanup();
 });
 
 const signal = () => AbortSignal.timeout(60_000);
 
 function gateway(extra: Partial<GatewayOptions> = {}): Promise<InProcessListener<ModelRequestRecord>> {
-  return startGatewayInProcess({ baseUrl: upstream.baseUrl, pki, signingKey: SIGNING_KEY, prices: PRICES, provider: (p) => ({ ...p, config: { ...p.config, websocket: true } }), ...extra, deps: { socketCloseMs: 2000, ...extra.deps } });
+  return startGatewayInProcess({ baseUrl: suite.upstream.baseUrl, pki: suite.pki, signingKey: suite.signingKey, prices: PRICES, provider: (p) => ({ ...p, config: { ...p.config, websocket: true } }), ...extra, deps: { socketCloseMs: 2000, ...extra.deps } });
 }
 
 const redisLimits = (policy: typeof ONE_AT_A_TIME) => new RedisLimits(policy, store, 'closed');
 
-function token(instance: string, run = `run-${instance}`, extra: Record<string, unknown> = {}): string {
-  const now = Math.floor(Date.now() / 1000);
-  return signBotToken({ sub: instance, workflow: 'w', run_id: run, iat: now, exp: now + 600, ...extra }, SIGNING_KEY);
-}
-
-async function connect(gw: InProcessListener<ModelRequestRecord>, bot: string): Promise<{ client: SocketClient; conn: FakeSocketConnection }> {
-  const before = fake.connections.length;
-  const opened = await openSocket(gw.port, '/v1/responses', { authorization: `Bearer ${bot}` });
-  assert.equal(opened.status, 101, opened.body);
-  await eventually('the upstream connection', () => fake.connections.length > before, signal());
-  return { client: opened.client!, conn: fake.connections[before]! };
-}
+const token = (instance: string, run = `run-${instance}`, extra: Record<string, unknown> = {}): string => suite.token(instance, { run, extra });
+const connect = (gw: InProcessListener<ModelRequestRecord>, bot: string) => suite.connect(gw.port, { authorization: `Bearer ${bot}` });
 
 /** Whether the identity can be admitted now (its slot is free): admitted and at once given back. */
 async function slotFree(limits: LimitsStore, instance: string): Promise<boolean> {
@@ -82,7 +62,7 @@ function heldTurn(): { release: () => void; started: Promise<SocketTurn> } {
   let started!: (t: SocketTurn) => void;
   const gate = new Promise<void>((r) => (release = r));
   const startedP = new Promise<SocketTurn>((r) => (started = r));
-  fake.script((t) => {
+  suite.fake.script((t) => {
     t.conn.sendEvent({ type: 'response.created', response: { id: `resp_held_${randomBytes(3).toString('hex')}`, status: 'in_progress', model: TEST_MODEL, usage: null } });
     t.conn.sendEvent({ type: 'response.output_text.delta', delta: 'partial answer' });
     started(t);
@@ -239,7 +219,7 @@ test('revocation mid-connection: a token revoked after a turn is refused at its 
 
 test('identity expiry mid-connection: a token the verifier no longer accepts (expired) is refused at its next turn and the connection closed with 1008', async () => {
   let expired = false;
-  const real = secretVerifier(SIGNING_KEY, 3600);
+  const real = secretVerifier(suite.signingKey, 3600);
   const verifier: TokenVerifier = composeVerifier([{ name: 'expiring', verify: (kind, presented, now) => (expired ? { ok: false, reason: 'token expired' } : real.verify(kind, presented, now)) }]);
   const gw = await gateway({ deps: { verifier } });
   try {

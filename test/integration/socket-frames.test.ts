@@ -5,36 +5,21 @@
 // costs the client a close (1014) and the turn its ending, never a hang or a leak; and a peer
 // that does not read grows nothing here (backpressure both ways).
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { after, before, test } from 'node:test';
-import { signBotToken } from '../../src/auth/jwt.ts';
+import { test } from 'node:test';
 import type { ModelRequestRecord } from '../../src/gateway/record.ts';
 import { LocalLimits } from '../../src/limits/admission.ts';
 import { eventually } from '../support/eventually.ts';
 import { startGatewayInProcess, TEST_MODEL, type GatewayOptions, type InProcessListener } from '../support/harness.ts';
-import { defaultResponses, startResponsesUpstream, type ResponsesUpstream } from '../support/responses-upstream.ts';
-import { serveResponsesSocket, type FakeSocketConnection, type ResponsesSocketFake } from '../support/responses-socket-upstream.ts';
-import { makeTestPki, type TestPki } from '../support/tls.ts';
-import { openSocket, type SocketClient } from '../support/ws-client.ts';
+import { defaultResponses, startResponsesUpstream } from '../support/responses-upstream.ts';
+import { serveResponsesSocket, type FakeSocketConnection } from '../support/responses-socket-upstream.ts';
+import { socketSuite } from '../support/socket-suite.ts';
+import { openSocket } from '../support/ws-client.ts';
 import { clientText, closeBody, frame, OP } from '../support/ws-wire.ts';
 
-const SIGNING_KEY = randomBytes(32);
 const PLAIN: Record<string, unknown> = { model: TEST_MODEL, input: 'hi', store: false };
 const MAX_MESSAGE = 1024 * 1024; // the harness's --max-request-body
 
-let pki: TestPki;
-let upstream: ResponsesUpstream;
-let fake: ResponsesSocketFake;
-
-before(async () => {
-  pki = makeTestPki();
-  upstream = await startResponsesUpstream(pki, defaultResponses);
-  fake = serveResponsesSocket(upstream.server, upstream.requests);
-});
-after(async () => {
-  await upstream.close();
-  pki.cleanup();
-});
+const suite = socketSuite();
 
 interface Spy {
   refused: string[];
@@ -45,9 +30,9 @@ async function gateway(extra: Partial<GatewayOptions> = {}, timeouts: { idleMs?:
   const spy: Spy = { refused: [], open: 0 };
   const sockets = { opened: () => void spy.open++, closed: () => void spy.open--, refused: (side: string, reason: string) => void spy.refused.push(`${side}:${reason}`) };
   const gw = await startGatewayInProcess({
-    baseUrl: upstream.baseUrl,
-    pki,
-    signingKey: SIGNING_KEY,
+    baseUrl: suite.upstream.baseUrl,
+    pki: suite.pki,
+    signingKey: suite.signingKey,
     provider: (p) => ({ ...p, config: { ...p.config, websocket: true } }),
     ...extra,
     deps: { sockets, socketCloseMs: 2000, timeouts: { connectMs: 5000, responseMs: 10_000, idleMs: timeouts.idleMs ?? 10_000, bodyIdleMs: 5000 }, ...extra.deps },
@@ -55,18 +40,8 @@ async function gateway(extra: Partial<GatewayOptions> = {}, timeouts: { idleMs?:
   return Object.assign(gw, { spy });
 }
 
-function token(instance: string): string {
-  const now = Math.floor(Date.now() / 1000);
-  return signBotToken({ sub: instance, workflow: 'w', run_id: `run-${instance}`, iat: now, exp: now + 600 }, SIGNING_KEY);
-}
-
-async function connectAs(gw: InProcessListener<ModelRequestRecord>, instance: string): Promise<{ client: SocketClient; conn: FakeSocketConnection }> {
-  const before = fake.connections.length;
-  const opened = await openSocket(gw.port, '/v1/responses', { authorization: `Bearer ${token(instance)}` });
-  assert.equal(opened.status, 101, opened.body);
-  await eventually('the upstream connection', () => fake.connections.length > before, AbortSignal.timeout(60_000));
-  return { client: opened.client!, conn: fake.connections[before]! };
-}
+const token = (instance: string): string => suite.token(instance);
+const connectAs = (gw: InProcessListener<ModelRequestRecord>, instance: string) => suite.connect(gw.port, { authorization: `Bearer ${token(instance)}` });
 
 const textFrames = (conn: FakeSocketConnection) => conn.frames.filter((f) => f.opcode === OP.text || f.opcode === OP.cont);
 const signal = () => AbortSignal.timeout(60_000);
@@ -159,7 +134,7 @@ test('a flood of pings: every one answered with its pong (and relayed upstream),
 test('a client that never reads grows nothing here: the gateway stops reading the upstream (which keeps the bytes), and the turn completes once the client reads', async (t) => {
   const events = 2000;
   const payload = 'x'.repeat(32 * 1024);
-  fake.script((turn) => {
+  suite.fake.script((turn) => {
     turn.conn.sendEvent({ type: 'response.created', response: { id: 'resp_big', status: 'in_progress', model: TEST_MODEL } });
     for (let i = 0; i < events; i++) turn.conn.sendEvent({ type: 'response.output_text.delta', delta: payload, sequence_number: i });
     turn.conn.sendEvent({ type: 'response.completed', response: { id: 'resp_big', status: 'completed', model: TEST_MODEL, usage: { input_tokens: 1, output_tokens: 1 } } });
@@ -194,7 +169,7 @@ const UPSTREAM_HOSTILE: { name: string; send: (conn: FakeSocketConnection) => vo
 
 for (const h of UPSTREAM_HOSTILE) {
   test(`a hostile upstream: ${h.name} mid-turn is refused with ${h.code}, the client gets close 1014, and the turn is recorded cut (upstream) with its charge and its slot back`, async () => {
-    fake.script((turn) => h.send(turn.conn));
+    suite.fake.script((turn) => h.send(turn.conn));
     const limits = new LocalLimits({ concurrent: 1, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 });
     const gw = await gateway({ limits });
     try {
@@ -215,7 +190,7 @@ for (const h of UPSTREAM_HOSTILE) {
 }
 
 test('a hostile upstream that never completes a turn: cut at --upstream-idle-timeout as a stalled HTTP stream is (interrupted idle_timeout), charged, its slot back, the client closed with 1014', async () => {
-  fake.script((turn) => turn.conn.sendEvent({ type: 'response.created', response: { id: 'resp_stall', status: 'in_progress', model: TEST_MODEL } }));
+  suite.fake.script((turn) => turn.conn.sendEvent({ type: 'response.created', response: { id: 'resp_stall', status: 'in_progress', model: TEST_MODEL } }));
   const limits = new LocalLimits({ concurrent: 1, requestsPerMinute: 0, tokensPerMinute: 0, runBudgetUsd: 0, workflowBudgetUsdPerDay: 0 });
   const gw = await gateway({ limits }, { idleMs: 1000 });
   try {
@@ -257,9 +232,9 @@ test('idle between turns: a connection with no response.create for --upstream-id
 });
 
 test('an upstream that never answers the upgrade: the handshake is cut at --upstream-response-timeout and the client answered 504 upstream_timeout over HTTP, before any upgrade', async () => {
-  const own = await startResponsesUpstream(pki, defaultResponses);
+  const own = await startResponsesUpstream(suite.pki, defaultResponses);
   serveResponsesSocket(own.server, own.requests).hangUpgrades();
-  const gw = await startGatewayInProcess({ baseUrl: own.baseUrl, pki, signingKey: SIGNING_KEY, provider: (p) => ({ ...p, config: { ...p.config, websocket: true } }), deps: { timeouts: { connectMs: 5000, responseMs: 300, idleMs: 10_000, bodyIdleMs: 5000 } } });
+  const gw = await startGatewayInProcess({ baseUrl: own.baseUrl, pki: suite.pki, signingKey: suite.signingKey, provider: (p) => ({ ...p, config: { ...p.config, websocket: true } }), deps: { timeouts: { connectMs: 5000, responseMs: 300, idleMs: 10_000, bodyIdleMs: 5000 } } });
   try {
     const r = await openSocket(gw.port, '/v1/responses', { authorization: `Bearer ${token('hang')}` });
     assert.equal(r.status, 504);
