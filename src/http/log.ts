@@ -159,7 +159,7 @@ class PendingBytes {
  * loop. If the reader falls more than `maxPendingBytes` behind, new lines are dropped and counted
  * instead of growing memory without bound.
  */
-export function asyncLineWriter(fd: number, maxPendingBytes: number): LineWriter {
+export function asyncLineWriter(fd: number, maxPendingBytes: number, out: typeof writeOut = writeOut): LineWriter {
   const pending = new PendingBytes();
   let writing = false;
   /** A line that may not wait is pending: the next write goes at the next turn, not at the batch's time. */
@@ -183,7 +183,7 @@ export function asyncLineWriter(fd: number, maxPendingBytes: number): LineWriter
     if (writing || pending.length === 0) return;
     writing = true;
     prompt = false;
-    writeOut(fd, pending.take(), () => {
+    out(fd, pending.take(), () => {
       writing = false;
       if (pending.length === 0) for (const d of drained.splice(0)) d();
       else if (drained.length > 0) flush(); // someone waits for everything to be out

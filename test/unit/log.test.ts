@@ -106,31 +106,30 @@ test('a log line holds each field as JSON.stringify writes it, the null and unde
   assert.equal(recordFields(plain), JSON.stringify({ ...plain, error: undefined, limit: { tokens: 5 } }).replace(/^\{/, ',').slice(0, -1));
 });
 
-test('an access-log line waits LOG_BATCH_MS for others to share its write, no longer; any other line goes out at the next turn and takes the waiting ones with it', async (t) => {
-  // Captured before the clock is mocked: the real turn of the loop, for the file write's own callback.
-  const realImmediate = setImmediate;
-  const realTurn = () => new Promise<void>((resolve) => realImmediate(resolve));
-  const writtenBy = async (f: { read(): string }, expected: string) => {
-    for (let i = 0; i < 500 && f.read() !== expected; i++) await realTurn();
-    return f.read();
-  };
+test('an access-log line waits LOG_BATCH_MS for others to share its write, no longer; any other line goes out at the next turn and takes the waiting ones with it', (t) => {
   t.mock.timers.enable({ apis: ['setTimeout', 'setImmediate'] });
-  const f = withFile('waits.log');
-  const w = asyncLineWriter(f.fd, 1 << 20);
+  // The writes as the writer starts them, each done when the test says (no file, no thread pool: nothing to wait for).
+  const writes: { text: string; done: () => void }[] = [];
+  const w = asyncLineWriter(1, 1 << 20, (_fd, buf, done) => void writes.push({ text: buf.toString('utf8'), done }));
   w.write('a\n', true);
   w.write('b\n', true);
   t.mock.timers.tick(LOG_BATCH_MS - 1);
-  for (let i = 0; i < 20; i++) await realTurn(); // a write started now would have landed
-  assert.equal(f.read(), '', `nothing written before ${LOG_BATCH_MS} ms`);
+  assert.equal(writes.length, 0, `nothing written before ${LOG_BATCH_MS} ms`);
   t.mock.timers.tick(1);
-  assert.equal(await writtenBy(f, 'a\nb\n'), 'a\nb\n', `both lines in one write at ${LOG_BATCH_MS} ms`);
-  await w.drain(); // nothing is pending: this waits for that write's own callback, and writes nothing
+  assert.deepEqual(writes.map((x) => x.text), ['a\nb\n'], `both lines in one write at ${LOG_BATCH_MS} ms`);
+  writes[0]!.done();
   // A line that may not wait goes at the next turn, with the access-log line waiting before it.
   w.write('c\n', true);
   w.write('d\n');
   t.mock.timers.tick(0);
-  assert.equal(await writtenBy(f, 'a\nb\nc\nd\n'), 'a\nb\nc\nd\n', 'a prompt line takes the waiting ones with it, without the wait');
-  f.close();
+  assert.deepEqual(writes.map((x) => x.text), ['a\nb\n', 'c\nd\n'], 'a prompt line takes the waiting ones with it, without the wait');
+  // One write at a time: what is written meanwhile waits for the write in progress to end.
+  w.write('e\n');
+  t.mock.timers.tick(LOG_BATCH_MS);
+  assert.equal(writes.length, 2, 'nothing else starts while a write is in progress');
+  writes[1]!.done();
+  t.mock.timers.tick(0);
+  assert.deepEqual(writes.map((x) => x.text), ['a\nb\n', 'c\nd\n', 'e\n']);
 });
 
 test('access-log lines may wait for a shared write, other lines do not: both come out in the order written', async () => {
