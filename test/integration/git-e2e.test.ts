@@ -8,7 +8,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { gitEnv, makeGitHome, runGit, type GitResult } from '../support/git-client.ts';
+import { gitEnv, type GitResult, includeGitConfig, makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer, type RecordedRequest } from '../support/git-server.ts';
 import { assertNoSecrets, runProxyCommand, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
@@ -67,9 +67,7 @@ before(async () => {
   workload = makeGitHome();
   admin = makeGitHome();
   work = mkdtempSync(join(tmpdir(), 'test-git-e2e-'));
-  const configFile = join(workload.home, 'git-auth-proxy.gitconfig');
-  writeFileSync(configFile, workloadConfig);
-  await git(['config', '--global', '--add', 'include.path', configFile]);
+  includeGitConfig(workload.home, workloadConfig);
 });
 
 after(async () => {

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { makeGitHome, runGit, type GitResult } from '../support/git-client.ts';
+import { type GitResult, includeGitConfig, makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { startGitHubAppFake, type GitHubAppFake } from '../support/github-app-fake.ts';
 import { seenResponses, send } from '../support/http-client.ts';
@@ -79,9 +79,7 @@ before(async () => {
   const generated = await runCommandInProcess(['git-config', '--git-hosts', hostsFile], { GIT_AUTH_PROXY_HOST: `127.0.0.1:${proxy.ports.git}` });
   assert.equal(generated.code, 0, generated.stderr);
   workload = makeGitHome();
-  const configFile = join(workload.home, 'git-auth-proxy.gitconfig');
-  writeFileSync(configFile, generated.stdout);
-  await git(['config', '--global', '--add', 'include.path', configFile]);
+  includeGitConfig(workload.home, generated.stdout);
 });
 
 after(async () => {

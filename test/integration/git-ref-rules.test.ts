@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { after, before, test } from 'node:test';
 import { runCommandInProcess } from '../support/command-in-process.ts';
-import { gitEnv, makeGitHome, runGit, type GitResult } from '../support/git-client.ts';
+import { gitEnv, type GitResult, includeGitConfig, makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import type { LogRecord, ProxyProcess } from '../support/proxy-process.ts';
@@ -65,9 +65,7 @@ before(async () => {
   const generated = await runCommandInProcess(['git-config', '--git-hosts', hostsFile, '--proxy-host', `127.0.0.1:${proxy.ports.git}`, '--workload-token-env', TOKEN_VAR], {});
   assert.equal(generated.code, 0, generated.stderr);
   workload = makeGitHome();
-  const configFile = join(workload.home, 'git-auth-proxy.gitconfig');
-  writeFileSync(configFile, generated.stdout);
-  execFileSync('git', ['config', '--global', '--add', 'include.path', configFile], { env: gitEnv(workload.home) });
+  includeGitConfig(workload.home, generated.stdout);
   for (const name of ['acme/widgets.git', 'acme/gadgets.git']) {
     const path = server.createBareRepo(name);
     execFileSync('git', ['-C', path, 'config', 'receive.advertisePushOptions', 'true'], { env: gitEnv(workload.home) });

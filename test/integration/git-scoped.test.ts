@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { signBotToken } from '../../src/auth/jwt.ts';
 import { eventually } from '../support/eventually.ts';
-import { gitEnv, makeGitHome, runGit, type GitResult } from '../support/git-client.ts';
+import { gitEnv, type GitResult, includeGitConfig, makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import { parseExposition } from '../support/prometheus.ts';
@@ -84,9 +84,7 @@ before(async () => {
   workloadConfig = generated.stdout;
   workload = makeGitHome();
   admin = makeGitHome();
-  const configFile = join(workload.home, 'git-auth-proxy.gitconfig');
-  writeFileSync(configFile, workloadConfig);
-  execFileSync('git', ['config', '--global', '--add', 'include.path', configFile], { env: gitEnv(workload.home) });
+  includeGitConfig(workload.home, workloadConfig);
 
   for (const name of ['acme/widgets.git', 'acme/docs.git', 'other/secret.git']) serverA.createBareRepo(name);
   for (const name of ['team/tools.git', 'elsewhere/tools.git']) serverB.createBareRepo(name);

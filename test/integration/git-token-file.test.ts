@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { makeGitHome, runGit, type GitResult } from '../support/git-client.ts';
+import { type GitResult, includeGitConfig, makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { assertNoSecrets, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
@@ -46,11 +46,9 @@ before(async () => {
   const generated = await runCommandInProcess(['git-config', '--proxy-host', `127.0.0.1:${proxy.ports.git}`, '--workload-token-file', tokenFile], { GIT_HOST_A: server.hostKey });
   assert.equal(generated.code, 0, generated.stderr);
   workload = makeGitHome();
-  const configFile = join(workload.home, 'git-auth-proxy.gitconfig');
-  writeFileSync(configFile, generated.stdout);
   // A store helper configured before the include: the generated empty helper drops it.
   await runGit(['config', '--global', '--add', 'credential.helper', 'store'], { home: workload.home });
-  await runGit(['config', '--global', '--add', 'include.path', configFile], { home: workload.home });
+  includeGitConfig(workload.home, generated.stdout);
 });
 
 after(async () => {

@@ -5,13 +5,12 @@
 // each account may do, and an account it does not name is refused with its name on both listeners.
 // Rotation, the fetch floor and hostile issuers are tested in process: service-account-keys.test.ts.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { gitEnv, makeGitHome, runGit } from '../support/git-client.ts';
+import { includeGitConfig, makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
@@ -70,9 +69,7 @@ before(async () => {
   tokenFile = join(work, 'token');
   const generated = await runCommandInProcess(['git-config', '--proxy-host', `127.0.0.1:${proxy.ports.git}`, '--workload-token-file', tokenFile], { GIT_HOST_A: gitServer.hostKey });
   assert.equal(generated.code, 0, generated.stderr);
-  const configFile = join(workload.home, 'proxy.gitconfig');
-  writeFileSync(configFile, generated.stdout);
-  execFileSync('git', ['config', '--global', '--add', 'include.path', configFile], { env: gitEnv(workload.home) });
+  includeGitConfig(workload.home, generated.stdout, 'proxy.gitconfig');
 });
 
 after(async () => {

@@ -1,6 +1,6 @@
 // Helpers for running the real `git` CLI in tests, isolated from the user's
 // and the system's git configuration and never prompting for credentials.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -72,4 +72,15 @@ export function makeGitHome(): { home: string; cleanup(): void } {
     ].join('\n'),
   );
   return { home, cleanup: () => rmSync(home, { recursive: true, force: true }) };
+}
+
+/**
+ * What `git-config` printed, installed as a workload does: written to a file in `home` and
+ * included from its global configuration (after whatever that already holds). The file's path.
+ */
+export function includeGitConfig(home: string, text: string, name = 'git-auth-proxy.gitconfig'): string {
+  const file = join(home, name);
+  writeFileSync(file, text);
+  execFileSync('git', ['config', '--global', '--add', 'include.path', file], { env: gitEnv(home) });
+  return file;
 }
