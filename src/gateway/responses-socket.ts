@@ -297,7 +297,7 @@ export class ResponsesSocket {
       // Bounded: a long session's oldest ids go first (the provider keeps fewer still).
       if (this.#responses.size >= MAX_RESPONSE_IDS) this.#responses.delete(this.#responses.values().next().value!);
       this.#responses.add(facts.responseId);
-      turn.upstreamNamed(facts.responseId);
+      turn.responseNamed(facts.responseId);
     }
     if (inTurn.first) {
       // The turn's answer is its first message: an error is what an HTTP call would have been answered with, recorded (and charged) as that answer.

@@ -1,24 +1,24 @@
 // One turn of a Responses WebSocket connection (./responses-socket.ts): a `response.create` the
 // client sent, checked as an HTTP call is (checkTurn), then forwarded and its events relayed until
 // the response ends. Its state is a GatewayCall's, as far as the record and the charge read it
-// (ModelCallState), and kept as a GatewayCall keeps it: private, each fact written by the one
-// method that records it (the connection's steps call them), read by getters. It ends as an HTTP call does, the first
+// (ModelCallState), and kept as a GatewayCall keeps it (call-facts.ts): each fact written by the
+// one method that records it, the connection's steps calling them. It ends as an HTTP call does, the first
 // ending said winning (endAnswered, endRefused, endFailed), or by endCut when the connection loses
 // a leg; finish(), in the turn's `finally`, gives back the message's bytes and the limits slot
 // with the turn's charge, and writes its one record, exactly once, however the turn ended.
 import type { IncomingMessage } from 'node:http';
-import { NO_IDENTITY, type WorkloadIdentity } from '../auth/identity.ts';
+import type { WorkloadIdentity } from '../auth/identity.ts';
 import { ERRORS } from '../http/errors.ts';
 import { newExchange, type Exchange } from '../http/forward.ts';
 import type { BodyHold } from '../http/held-bodies.ts';
 import type { AttemptSpan, Outcome, Refusal } from '../http/lifecycle.ts';
-import { NO_SECRETS, type Redactor } from '../http/redactor.ts';
+import type { Redactor } from '../http/redactor.ts';
 import type { SpanContext, TraceContext } from '../http/trace-context.ts';
-import type { LimitsStore, Reservation } from '../limits/admission.ts';
-import type { WorstCase } from '../limits/worst-case.ts';
-import { admitCall, type AdmittedCall } from './admit-call.ts';
+import type { LimitsStore } from '../limits/admission.ts';
+import { admitCall } from './admit-call.ts';
 import { authenticateBot, type BotAuth } from './authenticate.ts';
-import { checkCall, type CallPolicy, type CheckedCall } from './check-call.ts';
+import { withCallFacts } from './call-facts.ts';
+import { checkCall, type CallPolicy } from './check-call.ts';
 import { openAiError } from './protocols/openai.ts';
 import type { CallSummary } from './protocols/protocol.ts';
 import { responses } from './protocols/responses.ts';
@@ -26,7 +26,10 @@ import { settleModelCall, type SettleContext } from './settle.ts';
 import type { Provider } from './providers.ts';
 import { TURN_METHOD, type ModelCallState, type ModelSpanFacts } from './record.ts';
 
-export class SocketTurn implements ModelCallState, ModelSpanFacts {
+/** A turn extends nothing else: its facts are its whole base. */
+class NoBase {}
+
+export class SocketTurn extends withCallFacts(NoBase) implements ModelCallState, ModelSpanFacts {
   readonly method = TURN_METHOD;
   readonly target = '/v1/responses';
   readonly api = 'responses';
@@ -39,23 +42,9 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
   readonly span: SpanContext | undefined;
   readonly attemptSpans: readonly AttemptSpan[] = [];
   readonly retries = 0;
-  // What the steps found: each written by the one method below that records it, read by getters.
-  #identity: WorkloadIdentity = NO_IDENTITY;
-  #provider: Provider | undefined;
-  #model: string | null = null;
-  #refusedModel: string | null = null;
-  #maxOutputTokens: number | undefined;
-  #bytesIn = 0;
+  // What only a turn finds (the rest: call-facts.ts), each written by its one method below.
   #hold: BodyHold | undefined;
-  #reservation: Reservation | undefined;
-  #worst: WorstCase | undefined;
-  #limit: string | null = null;
-  #redactor: Redactor = NO_SECRETS;
   #attempts = 0;
-  #rateLimited = 0;
-  #upstreamRequestId: string | undefined;
-  #relaying = false;
-  #summary: CallSummary | undefined;
   #outcome: Outcome | undefined;
   #finished = false;
 
@@ -64,111 +53,46 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
     readonly trace: TraceContext | undefined,
     private readonly ctx: SettleContext,
   ) {
+    super();
     this.span = ctx.trace?.tracing.start(trace);
   }
 
-  get identity(): WorkloadIdentity {
-    return this.#identity;
-  }
-  get provider(): Provider | undefined {
-    return this.#provider;
-  }
-  get model(): string | null {
-    return this.#model;
-  }
-  get refusedModel(): string | null {
-    return this.#refusedModel;
-  }
-  /** The most output the message allows, when it names a limit (the span's gen_ai.request.max_tokens). */
-  get maxOutputTokens(): number | undefined {
-    return this.#maxOutputTokens;
-  }
-  get bytesIn(): number {
-    return this.#bytesIn;
-  }
-  get limit(): string | null {
-    return this.#limit;
-  }
-  /** The credential the connection sent upstream: no span attribute may carry it. */
-  get redactor(): Redactor {
-    return this.#redactor;
-  }
   /** 1 once the message was sent upstream (a turn is never sent twice). */
   get attempts(): number {
     return this.#attempts;
   }
-  get rateLimited(): number {
-    return this.#rateLimited;
-  }
-  /** The response's id (`resp_...`), as the upstream named it. */
-  get upstreamRequestId(): string | undefined {
-    return this.#upstreamRequestId;
-  }
-  /** Its first event was relayed to the client. */
-  get relaying(): boolean {
-    return this.#relaying;
-  }
-  get summary(): CallSummary | undefined {
-    return this.#summary;
-  }
 
   /** The message (its bytes counted, --max-held-request-bytes, until forwarded), and who, which provider, which credential the handshake settled. */
   received(message: Buffer, hold: BodyHold, on: { readonly identity: WorkloadIdentity; readonly provider: Provider; readonly redactor: Redactor }): void {
-    this.#bytesIn = message.length;
+    this.bodySized(message.length);
     this.#hold = hold;
-    this.#identity = on.identity;
-    this.#provider = on.provider;
-    this.#redactor = on.redactor;
-  }
-
-  /** The bot token checked again for this turn. */
-  identified(identity: WorkloadIdentity): void {
-    this.#identity = identity;
-  }
-
-  /** The model asked for, its provider when the allowlist names one, or the model refused. */
-  checked(checked: CheckedCall): void {
-    this.#model = checked.model ?? null;
-    if (checked.provider !== undefined) this.#provider = checked.provider;
-    if (!checked.ok) this.#refusedModel = checked.refusedModel ?? null;
-    else this.#maxOutputTokens = checked.maxOutputTokens;
-  }
-
-  /** The limits slot and worst case held (given back by finish()), or the limit that refused. */
-  admitted(admitted: AdmittedCall): void {
-    if (!admitted.ok) this.#limit = admitted.limit;
-    else {
-      this.#reservation = admitted.reservation;
-      this.#worst = admitted.worst;
-    }
+    this.identified(on.identity);
+    this.servedBy(on.provider);
+    this.prepared(on.redactor);
   }
 
   /** The message went upstream, once: its bytes leave the process's count. */
   sent(): void {
     this.#attempts = 1;
     this.exchange.reached = true;
-    this.exchange.bytesIn = this.#bytesIn;
+    this.exchange.bytesIn = this.bytesIn;
     this.#hold?.release();
   }
 
   /** A piece of the turn's answer went to the client. */
   relayedPiece(bytes: number): void {
     this.exchange.bytesOut += bytes;
-    this.#relaying = true;
+    this.relayBegan();
   }
 
-  /** The upstream named the response. */
-  upstreamNamed(responseId: string): void {
-    this.#upstreamRequestId = responseId.slice(0, 128);
-  }
-
-  throttled(): void {
-    this.#rateLimited++;
+  /** The upstream named the response (`resp_...`). */
+  responseNamed(responseId: string): void {
+    this.upstreamNamed(responseId.slice(0, 128));
   }
 
   /** The usage as far as the turn's events came (a cut turn is charged it). */
   relayed(summary: CallSummary): void {
-    this.#summary = summary;
+    this.summarized(summary);
   }
 
   /** Ends the turn with a status and error class; the first ending wins. */
@@ -189,7 +113,7 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
   /** The turn was cut: by whom is its failure; a turn whose first event went out keeps its 200. */
   endCut(failure: NonNullable<Exchange['failure']>): void {
     this.exchange.failure ??= failure;
-    this.endAnswered(this.#relaying ? 200 : this.#attempts > 0 && failure !== 'client_aborted' && failure !== 'shutdown' ? 502 : 0);
+    this.endAnswered(this.relaying ? 200 : this.#attempts > 0 && failure !== 'client_aborted' && failure !== 'shutdown' ? 502 : 0);
   }
 
   /** Once, in the turn's `finally`: the bytes and the slot given back with the charge, then the record. */
@@ -197,7 +121,7 @@ export class SocketTurn implements ModelCallState, ModelSpanFacts {
     if (this.#finished) return;
     this.#finished = true;
     const outcome = this.#outcome ?? { status: 0, error: undefined };
-    const held = { body: this.#hold, reservation: this.#reservation, worst: this.#worst, reached: this.exchange.reached, betweenAttempts: false };
+    const held = { ...this.held, body: this.#hold, reached: this.exchange.reached, betweenAttempts: false };
     settleModelCall(this.ctx, this, held, outcome);
   }
 }
