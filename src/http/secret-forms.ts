@@ -201,8 +201,7 @@ export type SecretForms = {
   readonly shortest: number;
 };
 
-/** Built forms by secret set, the least recently used dropped first (a minted token rotates every hour). */
-const built = new Map<string, SecretForms>();
+/** Sets of secrets whose forms are kept, the least recently used dropped first (a minted token rotates every hour). */
 const MAX_BUILT = 32;
 
 /**
@@ -217,7 +216,7 @@ const MAX_BUILT = 32;
  * A form with `+` or `/`, which encoders escape, is looked for spelled out instead.
  */
 export function secretForms(secrets: readonly string[]): SecretForms | undefined {
-  return builtFor.has(secrets) ? builtFor.get(secrets) : formsOf(secrets);
+  return builtFor.get(builtFor.has(secrets) ? secrets : fixedSecretList(secrets));
 }
 
 /** Pure: a list's key, each secret after its length: joined with a separator, `a\0b` and `a`, `b` were one key. */
@@ -230,7 +229,7 @@ function setKey(secrets: readonly string[]): string {
 /** The lists fixedSecretList made, and their forms, for as long as a list lives. */
 const builtFor = new WeakMap<readonly string[], SecretForms | undefined>();
 
-/** The lists fixedSecretList made, by setKey: the last MAX_BUILT, the oldest dropped first. */
+/** The lists fixedSecretList made, by setKey: the last MAX_BUILT used. */
 const fixedLists = new Map<string, readonly string[]>();
 
 /**
@@ -244,22 +243,16 @@ export function fixedSecretList(secrets: readonly string[]): readonly string[] {
   if (fixed === undefined) {
     fixed = Object.freeze([...secrets]);
     builtFor.set(fixed, formsOf(fixed));
-    fixedLists.set(key, fixed);
-    if (fixedLists.size > MAX_BUILT) fixedLists.delete(fixedLists.keys().next().value!);
-  }
+  } else fixedLists.delete(key); // used again: the newest
+  fixedLists.set(key, fixed);
+  if (fixedLists.size > MAX_BUILT) fixedLists.delete(fixedLists.keys().next().value!);
   return fixed;
 }
 
+/** Pure: the forms of `secrets` (secretForms), built. */
 function formsOf(secrets: readonly string[]): SecretForms | undefined {
   const usable = secrets.filter((s) => s.length > 0);
   if (usable.length === 0) return undefined;
-  const key = setKey(usable);
-  let forms = built.get(key);
-  if (forms !== undefined) {
-    built.delete(key);
-    built.set(key, forms);
-    return forms;
-  }
   const texts = textsOf(usable);
   const encoded = [...new Set(texts.encoded.flatMap(encodedForms))];
   const escapedForms = [...texts.spelled.map((s) => Buffer.from(s, 'utf8')), ...encoded.filter((f) => ESCAPABLE_IN_ENCODED.test(f)).map((f) => Buffer.from(f, 'latin1'))];
@@ -268,16 +261,13 @@ function formsOf(secrets: readonly string[]): SecretForms | undefined {
   const hex = texts.hex.filter((h) => h.length >= SHORTEST_ENCODED_FORM);
   const sampled = [...asWritten, ...hex];
   const withTail = texts.withTail.map((s) => Buffer.from(s, 'utf8'));
-  forms = {
+  return {
     spelled: new SpelledSecrets(escapedForms),
     sampled: sampled.length > 0 ? new SampledForms(asWritten, hex) : undefined,
     withTail: withTail.length === 0 ? undefined : new SpelledSecrets(withTail),
     longest: Math.max(...[...escapedForms, ...withTail].map((bytes) => bytes.length * LONGEST_CHAR_FORM), ...sampled.map((f) => f.length)),
     shortest: Math.min(...escapedForms.map((bytes) => bytes.length), ...sampled.map((f) => f.length)),
   };
-  built.set(key, forms);
-  if (built.size > MAX_BUILT) built.delete(built.keys().next().value!);
-  return forms;
 }
 
 /** Pure: where any form occurs in `text`, in order, overlapping places joined. */
