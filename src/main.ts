@@ -19,7 +19,7 @@ const context: CommandContext = {
 async function main(argv: readonly string[]): Promise<void> {
   const cli = parseCommandLine(argv);
   if (cli.command === 'serve') {
-    const log: LogSink<LogEvent> = jsonLineSink((line, batched) => logWriter.write(line, batched), { levelOf: logLevel, minimum: cli.options.logLevel });
+    const log: LogSink<LogEvent> = jsonLineSink((line, batched) => logWriter.write(line, batched), { levelOf: logLevel, minimum: cli.options.logLevel, later: (make) => logWriter.writeLater(make) });
     return serve(cli.options, process.env, log, logWriter);
   }
   process.stdout.write(await runCommand(cli, context));

@@ -22,6 +22,11 @@ export interface LineOptions<E extends LogRecord> {
   readonly levelOf?: (record: E) => LogLevel;
   /** Records below this level are not written. */
   readonly minimum?: LogLevel;
+  /**
+   * Where a request's line goes when it may be made later (LineWriter.writeLater): without it,
+   * every line is made as its record is written.
+   */
+  readonly later?: (make: () => string) => void;
 }
 
 // A field whose value is null, as JSON.stringify writes it. Inside a string every quote is
@@ -63,15 +68,31 @@ export function recordFields(record: LogRecord): string {
  * Writes records as JSON lines: `time` and `level` first, so that lines sort and read naturally;
  * a field that is null or undefined is left out (what it means is in docs/operations.md). `write`
  * is told whether the line may wait to share a write with others (LineWriter.write): a request's
- * record may, any other event goes out at once.
+ * record may, any other event goes out at once. With `later`, a request's line is made there
+ * (LineWriter.writeLater), with its time taken now.
  */
 export function jsonLineSink<E extends LogRecord = LogRecord>(write: (line: string, batched: boolean) => void, options: LineOptions<E> = {}): LogSink<E> {
-  const { now = () => new Date(), levelOf: levelOfRecord = () => 'info', minimum = 'debug' } = options;
+  const { now = () => new Date(), levelOf: levelOfRecord = () => 'info', minimum = 'debug', later } = options;
   const least = LOG_LEVELS.indexOf(minimum);
+  // Lines made together share their time's text when they share its millisecond.
+  let lastMs = Number.NaN;
+  let lastIso = '';
+  const iso = (time: Date): string => {
+    const ms = time.getTime();
+    if (ms !== lastMs) {
+      lastMs = ms;
+      lastIso = time.toISOString();
+    }
+    return lastIso;
+  };
+  const line = (record: E, level: LogLevel, time: Date) => `{"time":"${iso(time)}","level":"${level}"${recordFields(record)}}\n`;
   return (record) => {
     const level = levelOfRecord(record);
     if (LOG_LEVELS.indexOf(level) < least) return;
-    write(`{"time":"${now().toISOString()}","level":"${level}"${recordFields(record)}}\n`, record.event === 'request');
+    const time = now();
+    if (record.event !== 'request') return write(line(record, level, time), false);
+    if (later === undefined) return write(line(record, level, time), true);
+    later(() => line(record, level, time));
   };
 }
 
@@ -102,6 +123,14 @@ export interface LineWriter {
    * request); otherwise it goes out at the next turn of the event loop, with every line before it.
    */
   write(line: string, batched?: boolean): void;
+  /**
+   * A line that may wait, given as what makes it: made at the end of this turn of the loop with
+   * the others of the turn, in order (before any line written after it, and before a drain or
+   * flushSync), then written as `write(line, true)`. Made together, the access log's lines of a
+   * turn cost a ref discovery 5% less CPU than each made in its request's own steps (npm run
+   * profile, issue 44). A line whose making throws is counted as dropped.
+   */
+  writeLater(make: () => string): void;
   /** Lines dropped because the reader fell more than the buffer limit behind. */
   dropped(): number;
   /** Resolves once everything written so far is out: before a normal exit. */
@@ -191,18 +220,49 @@ export function asyncLineWriter(fd: number, maxPendingBytes: number, out: typeof
     });
   };
 
+  const add = (line: string, batched: boolean): void => {
+    if (pending.length + line.length > maxPendingBytes) {
+      dropped++;
+      return;
+    }
+    pending.add(line);
+    if (!batched) prompt = true;
+    if (!writing) schedule();
+  };
+  /** Lines given as what makes them (writeLater), not made yet; `making`: the end of their turn, when they are made unless something made them sooner. */
+  let unmade: (() => string)[] = [];
+  let making: NodeJS.Immediate | undefined;
+  const turnEnded = (): void => {
+    making = undefined;
+    makeLines();
+  };
+  const makeLines = (): void => {
+    const makes = unmade;
+    unmade = [];
+    for (const make of makes) {
+      let line: string;
+      try {
+        line = make();
+      } catch {
+        dropped++;
+        continue;
+      }
+      add(line, true);
+    }
+  };
+
   return {
     write(line, batched = false) {
-      if (pending.length + line.length > maxPendingBytes) {
-        dropped++;
-        return;
-      }
-      pending.add(line);
-      if (!batched) prompt = true;
-      if (!writing) schedule();
+      if (unmade.length > 0) makeLines();
+      add(line, batched);
+    },
+    writeLater(make) {
+      unmade.push(make);
+      making ??= setImmediate(turnEnded);
     },
     dropped: () => dropped,
     drain() {
+      if (unmade.length > 0) makeLines();
       if (!writing && pending.length === 0) return Promise.resolve();
       return new Promise((resolve) => {
         drained.push(resolve);
@@ -210,6 +270,7 @@ export function asyncLineWriter(fd: number, maxPendingBytes: number, out: typeof
       });
     },
     flushSync() {
+      if (unmade.length > 0) makeLines();
       if (pending.length === 0) return;
       writeOutSync(fd, pending.take());
     },

@@ -47,7 +47,7 @@ export function differenceFromTheBundle(env: Readonly<Record<string, string>>, t
 
 /** A proxy's log lines in a test process, handed to `write` as they come: none pending, none dropped. */
 export function linesAsTheyCome(write: (line: string) => void): LineWriter {
-  return { write, dropped: () => 0, drain: () => Promise.resolve(), flushSync: () => {} };
+  return { write, writeLater: (make) => write(make()), dropped: () => 0, drain: () => Promise.resolve(), flushSync: () => {} };
 }
 
 /** `serve` in this process as src/run/serve.ts starts it, its log lines handed to `write`: the shutdown order's exit is `exited`. */

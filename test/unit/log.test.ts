@@ -147,3 +147,65 @@ test('access-log lines may wait for a shared write, other lines do not: both com
   assert.deepEqual(batched, [true, false], "a request's record may wait; a listening line may not");
   f.close();
 });
+
+test('lines given to writeLater are made at the end of the turn, together and in order, before any line written after them', (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout', 'setImmediate'] });
+  const writes: { text: string; done: () => void }[] = [];
+  const w = asyncLineWriter(1, 1 << 20, (_fd, buf, done) => void writes.push({ text: buf.toString('utf8'), done }));
+  const made: string[] = [];
+  const later = (text: string) => () => (made.push(text), text);
+  w.writeLater(later('a\n'));
+  w.writeLater(later('b\n'));
+  assert.deepEqual(made, [], 'nothing is made while the turn goes on');
+  t.mock.timers.tick(0);
+  assert.deepEqual(made, ['a\n', 'b\n'], 'made together at the end of the turn, in order');
+  assert.equal(writes.length, 0, 'made lines are access-log lines: they wait for the batch');
+  t.mock.timers.tick(LOG_BATCH_MS);
+  assert.deepEqual(writes.map((x) => x.text), ['a\nb\n']);
+  writes[0]!.done();
+  // A line written before the turn's end comes after the ones given to writeLater before it.
+  w.writeLater(later('c\n'));
+  w.write('d\n');
+  assert.deepEqual(made, ['a\n', 'b\n', 'c\n'], 'the waiting line is made before the line written after it');
+  t.mock.timers.tick(0);
+  assert.deepEqual(writes.map((x) => x.text), ['a\nb\n', 'c\nd\n']);
+});
+
+test('drain and flushSync make the lines given to writeLater first: a shutdown loses none of the last records', async () => {
+  const f = withFile('later.log');
+  const w = asyncLineWriter(f.fd, 1 << 20);
+  w.writeLater(() => 'a\n');
+  w.flushSync();
+  assert.equal(f.read(), 'a\n', 'flushSync, in the same turn, wrote the line not yet made');
+  w.writeLater(() => 'b\n');
+  await w.drain();
+  assert.equal(f.read(), 'a\nb\n', 'drain waited for the line not yet made');
+  f.close();
+});
+
+test('a line whose making throws is counted as dropped, and the lines made with it still go out', async () => {
+  const f = withFile('later-throws.log');
+  const w = asyncLineWriter(f.fd, 1 << 20);
+  w.writeLater(() => 'a\n');
+  w.writeLater(() => {
+    throw new Error('a record that cannot be written');
+  });
+  w.writeLater(() => 'c\n');
+  await w.drain();
+  assert.equal(f.read(), 'a\nc\n');
+  assert.equal(w.dropped(), 1);
+  f.close();
+});
+
+test("with `later`, a request's line is made there, with the time it was written at; any other line is written at once", () => {
+  const lines: string[] = [];
+  const makes: (() => string)[] = [];
+  let clock = Date.parse('2026-11-29T10:00:00.000Z');
+  const sink = jsonLineSink((line) => lines.push(line), { now: () => new Date(clock), later: (make) => makes.push(make) });
+  sink({ event: 'request', status: 200 });
+  sink({ event: 'listening', listener: 'git' });
+  assert.equal(makes.length, 1, "the request's line is given to later");
+  assert.deepEqual(lines, ['{"time":"2026-11-29T10:00:00.000Z","level":"info","event":"listening","listener":"git"}\n']);
+  clock += 5_000;
+  assert.equal(makes[0]!(), '{"time":"2026-11-29T10:00:00.000Z","level":"info","event":"request","status":200}\n', 'the time is when the record was written, not when its line is made');
+});

@@ -28,7 +28,7 @@ function fakeListener(name: string, steps: string[]) {
 
 function order() {
   const steps: string[] = [];
-  const lines: LineWriter = { write: () => {}, dropped: () => 0, drain: async () => void steps.push('lines: drained'), flushSync: () => void steps.push('lines: flushed') };
+  const lines: LineWriter = { write: () => {}, writeLater: () => {}, dropped: () => 0, drain: async () => void steps.push('lines: drained'), flushSync: () => void steps.push('lines: flushed') };
   let exited!: (code: number) => void;
   const exit = new Promise<number>((resolve) => (exited = resolve));
   const log = (e: LogEvent) => void steps.push(`log: ${'phase' in e ? e.phase : e.event}`);
