@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { makeGitHome, runGit } from '../support/git-client.ts';
-import { assertNoSecrets, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type ProxyProcess, stopProxyAndCleanUp } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { startUpstream, type TestUpstream } from '../support/upstream.ts';
@@ -46,14 +46,7 @@ before(async () => {
   home = makeGitHome();
 });
 
-after(async () => {
-  const status = await proxy?.stop();
-  await Promise.all([refusing?.close(), forbidding?.close()]);
-  home?.cleanup();
-  pki?.cleanup();
-  if (work) rmSync(work, { recursive: true, force: true });
-  assert.equal(status?.code, 0);
-});
+after(() => stopProxyAndCleanUp(proxy, { close: [refusing, forbidding], cleanup: [home, pki], dirs: [work] }));
 
 const viaProxy = (host: string, repo: string) => `http://127.0.0.1:${proxy.ports.git}/${host}/${repo}`;
 

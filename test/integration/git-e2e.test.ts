@@ -4,13 +4,13 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { gitEnv, type GitResult, includeGitConfig, makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer, type RecordedRequest } from '../support/git-server.ts';
-import { assertNoSecrets, runProxyCommand, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type LogRecord, type ProxyProcess, runProxyCommand, stopProxyAndCleanUp } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 
@@ -70,15 +70,7 @@ before(async () => {
   includeGitConfig(workload.home, workloadConfig);
 });
 
-after(async () => {
-  const status = await proxy?.stop();
-  await Promise.all([serverA?.close(), serverB?.close()]);
-  workload?.cleanup();
-  admin?.cleanup();
-  pki?.cleanup();
-  if (work) rmSync(work, { recursive: true, force: true });
-  assert.equal(status?.code, 0, `the proxy exits 0 on SIGTERM; output:\n${proxy?.output()}`);
-});
+after(() => stopProxyAndCleanUp(proxy, { close: [serverA, serverB], cleanup: [workload, admin, pki], dirs: [work] }));
 
 /** Runs git as the workload; records its output; fails unless it exits 0 (unless `allowFailure`). */
 async function git(args: string[], opts: { cwd?: string; home?: string; allowFailure?: boolean } = {}): Promise<GitResult> {

@@ -5,7 +5,7 @@
 // token fails closed with git printing why; a host that echoes the token gets it redacted; no
 // token, JWT or key reaches a log line, a record, git's output or an answer.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,7 +15,7 @@ import { type GitResult, includeGitConfig, makeGitHome, runGit } from '../suppor
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { startGitHubAppFake, type GitHubAppFake } from '../support/github-app-fake.ts';
 import { seenResponses, send } from '../support/http-client.ts';
-import { assertNoSecrets, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type ProxyProcess, stopProxyAndCleanUp } from '../support/proxy-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -82,14 +82,13 @@ before(async () => {
   includeGitConfig(workload.home, generated.stdout);
 });
 
-after(async () => {
-  const status = await proxy?.stop();
-  await Promise.all([good?.close(), api?.close(), new Promise((r) => echo?.close(r)), new Promise((r) => unreachable?.close(r))]);
-  workload?.cleanup();
-  pki?.cleanup();
-  if (dir) rmSync(dir, { recursive: true, force: true });
-  assert.equal(status?.code, 0, `the proxy exits 0 on SIGTERM; output:\n${proxy?.output()}`);
-});
+after(() =>
+  stopProxyAndCleanUp(proxy, {
+    close: [good, api, ...[echo, unreachable].map((server) => ({ close: () => new Promise((closed) => server?.close(closed)) }))],
+    cleanup: [workload, pki],
+    dirs: [dir],
+  }),
+);
 
 async function git(args: string[], opts: { cwd?: string; allowFailure?: boolean } = {}): Promise<GitResult> {
   const result = await runGit(args, { cwd: opts.cwd, home: workload.home });

@@ -1,7 +1,7 @@
 // The git proxy's rules, exercised against the proxy as `serve` starts it, with recording HTTPS upstreams.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { request, type IncomingMessage } from 'node:http';
 import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { HOSTILE_TARGETS } from '../support/hostile-targets.ts';
 import { rawExchange, seenResponses, send, statusOf } from '../support/http-client.ts';
-import { assertNoSecrets, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type ProxyProcess, stopProxyAndCleanUp } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
 import { digestAndAnswer, startUpstream, type TestUpstream } from '../support/upstream.ts';
@@ -96,15 +96,7 @@ before(async () => {
   port = proxy.ports.git!;
 });
 
-after(async () => {
-  const status = await proxy?.stop();
-  await Promise.all([upA, upB, upC, upUntrusted, upInsecure].map((u) => u?.close()));
-  blackhole?.close();
-  pki?.cleanup();
-  otherPki?.cleanup();
-  if (dir) rmSync(dir, { recursive: true, force: true });
-  assert.equal(status?.code, 0, 'the proxy exits 0 on SIGTERM');
-});
+after(() => stopProxyAndCleanUp(proxy, { close: [upA, upB, upC, upUntrusted, upInsecure, blackhole], cleanup: [pki, otherPki], dirs: [dir] }));
 
 const lastRequest = (u: TestUpstream) => u.requests[u.requests.length - 1]!;
 

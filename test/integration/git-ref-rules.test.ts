@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,7 +17,7 @@ import { runCommandInProcess } from '../support/command-in-process.ts';
 import { gitEnv, type GitResult, includeGitConfig, makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
-import type { LogRecord, ProxyProcess } from '../support/proxy-process.ts';
+import { type LogRecord, type ProxyProcess, stopProxyAndCleanUp } from '../support/proxy-process.ts';
 import { certificateLines, commandLine, emptyPack, FLUSH, GIT_CAPS, pkt, ZERO } from '../support/push-bodies.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -72,14 +72,7 @@ before(async () => {
   }
 });
 
-after(async () => {
-  const status = await proxy?.stop();
-  await server?.close();
-  workload?.cleanup();
-  pki?.cleanup();
-  if (work) rmSync(work, { recursive: true, force: true });
-  assert.equal(status?.code, 0, `the proxy exits 0 on SIGTERM; output:\n${proxy?.output()}`);
-});
+after(() => stopProxyAndCleanUp(proxy, { close: [server], cleanup: [workload, pki], dirs: [work] }));
 
 async function git(args: string[], token: string, cwd?: string): Promise<GitResult> {
   return runGit(args, { cwd, home: workload.home, env: { [TOKEN_VAR]: token } });

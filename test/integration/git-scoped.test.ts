@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -15,7 +15,7 @@ import { gitEnv, type GitResult, includeGitConfig, makeGitHome, runGit } from '.
 import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import { parseExposition } from '../support/prometheus.ts';
-import { assertNoSecrets, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type LogRecord, type ProxyProcess, stopProxyAndCleanUp } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -90,15 +90,7 @@ before(async () => {
   for (const name of ['team/tools.git', 'elsewhere/tools.git']) serverB.createBareRepo(name);
 });
 
-after(async () => {
-  const status = await proxy?.stop();
-  await Promise.all([serverA?.close(), serverB?.close()]);
-  workload?.cleanup();
-  admin?.cleanup();
-  pki?.cleanup();
-  if (work) rmSync(work, { recursive: true, force: true });
-  assert.equal(status?.code, 0, `the proxy exits 0 on SIGTERM; output:\n${proxy?.output()}`);
-});
+after(() => stopProxyAndCleanUp(proxy, { close: [serverA, serverB], cleanup: [workload, admin, pki], dirs: [work] }));
 
 /** Runs git as the workload, the token in the variable (the orchestrator's third step). */
 async function git(args: string[], opts: { cwd?: string; token?: string | null } = {}): Promise<GitResult> {

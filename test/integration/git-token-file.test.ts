@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { type GitResult, includeGitConfig, makeGitHome, runGit } from '../support/git-client.ts';
 import { startGitServer, type GitServer } from '../support/git-server.ts';
-import { assertNoSecrets, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type LogRecord, type ProxyProcess, stopProxyAndCleanUp } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { makeTestPki, type TestPki } from '../support/tls.ts';
@@ -51,14 +51,7 @@ before(async () => {
   includeGitConfig(workload.home, generated.stdout);
 });
 
-after(async () => {
-  const status = await proxy?.stop();
-  await server?.close();
-  workload?.cleanup();
-  pki?.cleanup();
-  if (work) rmSync(work, { recursive: true, force: true });
-  assert.equal(status?.code, 0, `the proxy exits 0 on SIGTERM; output:\n${proxy?.output()}`);
-});
+after(() => stopProxyAndCleanUp(proxy, { close: [server], cleanup: [workload, pki], dirs: [work] }));
 
 async function git(args: string[], cwd?: string): Promise<GitResult> {
   const r = await runGit(args, { cwd, home: workload.home });

@@ -6,7 +6,7 @@
 // Rotation, the fetch floor and hostile issuers are tested in process: service-account-keys.test.ts.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -15,7 +15,7 @@ import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { send } from '../support/http-client.ts';
 import { startModelUpstream, type ModelUpstream } from '../support/model-upstream.ts';
 import { startFakeIssuer, type FakeIssuer } from '../support/oidc-issuer.ts';
-import { assertNoSecrets, type LogRecord, type ProxyProcess } from '../support/proxy-process.ts';
+import { assertNoSecrets, type LogRecord, type ProxyProcess, stopProxyAndCleanUp } from '../support/proxy-process.ts';
 import { startServe } from '../support/serve-in-process.ts';
 import { runCommandInProcess } from '../support/command-in-process.ts';
 import { jwksOf, POD_UID, rsaSigner, saPayload, signSaToken, TEST_AUDIENCE, type SaIdentity } from '../support/service-accounts.ts';
@@ -72,14 +72,7 @@ before(async () => {
   includeGitConfig(workload.home, generated.stdout, 'proxy.gitconfig');
 });
 
-after(async () => {
-  const status = await proxy?.stop();
-  await Promise.all([issuer?.close(), model?.close(), gitServer?.close()]);
-  workload?.cleanup();
-  pki?.cleanup();
-  if (work) rmSync(work, { recursive: true, force: true });
-  assert.equal(status?.code, 0, `the proxy exits 0 on SIGTERM; output:\n${proxy?.output()}`);
-});
+after(() => stopProxyAndCleanUp(proxy, { close: [issuer, model, gitServer], cleanup: [workload, pki], dirs: [work] }));
 
 const chat = (token: string) =>
   send(proxy.ports.model!, 'POST', '/v1/chat/completions', { headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }) });

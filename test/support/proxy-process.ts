@@ -1,7 +1,8 @@
 // Runs the BUILT bundle (dist/proxy.js) as a child process, the way it runs in production,
 // and collects everything it prints so that tests can assert on log lines and on secrets.
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import assert from 'node:assert/strict';
 import { join } from 'node:path';
 
 // Test files run as CommonJS under tsx (package.json has no "type"), like the bundle.
@@ -221,4 +222,24 @@ function listeningPorts(pid: number): number[] {
     .filter((s) => s?.state === '0A')
     .map((s) => s!.localPort)
     .sort((a, b) => a - b);
+}
+
+/** What a test file's end closes (a fake server: its close resolves once it is closed) or cleans up (a PKI, a git home). */
+export interface TestParts {
+  readonly close?: readonly ({ close(): unknown } | undefined)[];
+  readonly cleanup?: readonly ({ cleanup(): void } | undefined)[];
+  readonly dirs?: readonly (string | undefined)[];
+}
+
+/**
+ * A test file's end, in the order it was started in reverse: the proxy stopped as an orchestrator
+ * stops it (SIGTERM), then its upstreams closed, then homes, PKIs and directories removed, all of
+ * them whatever failed before; then the proxy must have exited 0, its output shown if it did not.
+ */
+export async function stopProxyAndCleanUp(proxy: ProxyProcess | undefined, parts: TestParts): Promise<void> {
+  const status = await proxy?.stop();
+  await Promise.all((parts.close ?? []).map((part) => part?.close()));
+  for (const part of parts.cleanup ?? []) part?.cleanup();
+  for (const dir of parts.dirs ?? []) if (dir) rmSync(dir, { recursive: true, force: true });
+  assert.equal(status?.code, 0, `the proxy exits 0 on SIGTERM; output:\n${proxy?.output()}`);
 }
