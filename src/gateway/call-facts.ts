@@ -10,6 +10,7 @@ import type { AdmittedCall } from './admit-call.ts';
 import type { CheckedCall } from './check-call.ts';
 import type { CallSummary } from './protocols/protocol.ts';
 import type { Provider } from './providers.ts';
+import type { Held } from './settle.ts';
 
 // The class the facts are added to: its constructor's arguments pass through unchanged.
 type Base = abstract new (...args: any[]) => object;
@@ -95,8 +96,9 @@ export function withCallFacts<B extends Base>(base: B) {
       this.#summary = summary;
     }
 
-    protected get held(): { readonly reservation: Reservation | undefined; readonly worst: WorstCase | undefined } {
-      return { reservation: this.#reservation, worst: this.#worst };
+    /** What the call holds, for its settling (settle.ts): the slot and worst case admitted, with what the class adds. */
+    protected held(body: Held['body'], reached: boolean, betweenAttempts: boolean): Held {
+      return { body, reservation: this.#reservation, worst: this.#worst, reached, betweenAttempts };
     }
   }
   return CallFacts;

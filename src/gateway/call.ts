@@ -137,7 +137,6 @@ export class GatewayCall extends withCallFacts(RequestLifecycle) implements Mode
 
   /** Gives back the body's bytes (if the answer has not already), then the limits slot with the call's charge, then records: both come back even if recording fails. */
   protected settle(outcome: Outcome): void {
-    const held = { ...this.held, body: this.#heldBody, reached: this.#lastAttempt?.reached === true, betweenAttempts: this.#waitingToRetry };
-    settleModelCall(this.ctx, this, held, outcome);
+    settleModelCall(this.ctx, this, this.held(this.#heldBody, this.#lastAttempt?.reached === true, this.#waitingToRetry), outcome);
   }
 }

@@ -121,8 +121,7 @@ export class SocketTurn extends withCallFacts(NoBase) implements ModelCallState,
     if (this.#finished) return;
     this.#finished = true;
     const outcome = this.#outcome ?? { status: 0, error: undefined };
-    const held = { ...this.held, body: this.#hold, reached: this.exchange.reached, betweenAttempts: false };
-    settleModelCall(this.ctx, this, held, outcome);
+    settleModelCall(this.ctx, this, this.held(this.#hold, this.exchange.reached, false), outcome);
   }
 }
 

@@ -1,10 +1,10 @@
 // Listener lifecycle shared by both proxies: the node:http server and its timeouts, /healthz,
 // refusal of CONNECT and of upgrades (404, so that clients fall back), isolation of handler
 // errors, and graceful draining.
-import { connectionNamed } from './headers.ts';
 import { createServer, ServerResponse, type IncomingMessage, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import { connectionNamed } from './headers.ts';
 import { formatAddress, type ListenAddress } from './address.ts';
 import type { ConnectionCaps } from './connection-caps.ts';
 import { ConnectionTable } from './connections.ts';
